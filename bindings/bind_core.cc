@@ -1,0 +1,103 @@
+// Result, SessionInfo, configuration and session-id validation for Python.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "core/config.h"
+#include "core/result.h"
+#include "core/session_id.h"
+#include "core/session_info.h"
+
+namespace py = pybind11;
+
+namespace dolsot::bindings {
+
+void BindCore(py::module_& m) {
+  py::class_<Result>(m, "Result", "What one cell returns, identical for every backend.")
+      .def(py::init([](bool ok, std::optional<std::string> value, std::string stdout_text,
+                       std::optional<std::string> error, int exit_code,
+                       std::vector<std::string> held, std::vector<std::string> dropped) {
+             Result r;
+             r.ok = ok;
+             r.value = std::move(value);
+             r.stdout_text = std::move(stdout_text);
+             r.error = std::move(error);
+             r.exit_code = exit_code;
+             r.held = std::move(held);
+             r.dropped = std::move(dropped);
+             return r;
+           }),
+           py::kw_only(), py::arg("ok") = true, py::arg("value") = py::none(),
+           py::arg("stdout") = "", py::arg("error") = py::none(), py::arg("exit_code") = 0,
+           py::arg("held") = std::vector<std::string>{},
+           py::arg("dropped") = std::vector<std::string>{})
+      .def_readonly("ok", &Result::ok, "True if the cell ran without raising")
+      .def_readonly("value", &Result::value, "the trailing expression's bounded repr, or None")
+      .def_readonly("stdout", &Result::stdout_text, "what the cell printed")
+      .def_readonly("error", &Result::error, "the error (a clean traceback), or None")
+      .def_readonly("exit_code", &Result::exit_code, "0, a toolbox's own code, 1, or 124")
+      .def_property_readonly("held", [](const Result& r) { return r.held; },
+                             "names now in the session")
+      .def_property_readonly("dropped", [](const Result& r) { return r.dropped; },
+                             "names that could not be persisted")
+      .def_property_readonly("text", &Result::Text,
+                             "stdout + value + error + the held-names banner")
+      .def("__repr__", [](const Result& r) {
+        py::object rep = py::module_::import("builtins").attr("repr");
+        std::string out = "Result(ok=" + std::string(r.ok ? "True" : "False");
+        out += ", value=" + py::str(rep(py::cast(r.value))).cast<std::string>();
+        out += ", exit_code=" + std::to_string(r.exit_code);
+        if (r.error) out += ", error=" + py::str(rep(py::cast(r.error))).cast<std::string>();
+        return out + ")";
+      });
+
+  py::class_<SessionInfo>(m, "SessionInfo", "One stored session.")
+      .def(py::init([](std::string id, std::uint64_t size_bytes, double last_used) {
+             return SessionInfo{std::move(id), size_bytes, last_used};
+           }),
+           py::arg("id"), py::arg("size_bytes"), py::arg("last_used"))
+      .def_readonly("id", &SessionInfo::id)
+      .def_readonly("size_bytes", &SessionInfo::size_bytes)
+      .def_readonly("last_used", &SessionInfo::last_used, "seconds since the epoch")
+      .def("__repr__", [](const SessionInfo& s) {
+        return "SessionInfo(id='" + s.id + "', size_bytes=" + std::to_string(s.size_bytes) +
+               ", last_used=" + std::to_string(s.last_used) + ")";
+      })
+      .def("__eq__", [](const SessionInfo& a, const SessionInfo& b) {
+        return a.id == b.id && a.size_bytes == b.size_bytes && a.last_used == b.last_used;
+      });
+
+  m.def("validate_session_id", [](const std::string& id) { ThrowIfError(ValidateSessionId(id)); },
+        py::arg("session_id"), "Raises InvalidSession unless `session_id` is a valid id.");
+
+  m.def("resolve_config",
+        [](std::optional<std::string> cache_dir, std::optional<int> ttl_days,
+           std::optional<double> timeout, std::optional<long long> max_output,
+           std::optional<bool> typecheck, std::optional<std::string> ty_bin) {
+          ConfigOverrides o;
+          o.cache_dir = cache_dir;
+          o.ttl_days = ttl_days;
+          o.timeout_seconds = timeout;
+          if (max_output) {
+            if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
+            o.max_output = static_cast<std::size_t>(*max_output);
+          }
+          o.typecheck = typecheck;
+          o.ty_bin = ty_bin;
+          Config c = ValueOrThrow(ResolveConfig(o));
+          py::dict d;
+          d["cache_dir"] = c.cache_dir;
+          d["ttl_days"] = c.ttl_days;
+          d["timeout"] = c.timeout_seconds;
+          d["max_output"] = c.max_output;
+          d["typecheck"] = c.typecheck;
+          d["ty_bin"] = c.ty_bin;
+          return d;
+        },
+        py::kw_only(), py::arg("cache_dir") = py::none(), py::arg("ttl_days") = py::none(),
+        py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
+        py::arg("typecheck") = py::none(), py::arg("ty_bin") = py::none(),
+        "Resolves every setting: explicit argument > DOLSOT_* variable > default.");
+}
+
+}  // namespace dolsot::bindings

@@ -1,0 +1,6 @@
+// Placeholder until the store bindings land.
+#include "bindings/bindings.h"
+
+namespace dolsot::bindings {
+void BindStores(pybind11::module_&) {}
+}  // namespace dolsot::bindings

@@ -1,0 +1,29 @@
+// One Bind* function per bind_*.cc file; module.cc calls them in order.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "core/status.h"
+
+namespace dolsot::bindings {
+
+void BindErrors(pybind11::module_& m);     // bind_errors.cc: exception classes
+void BindCore(pybind11::module_& m);       // bind_core.cc: Result, SessionInfo, config, ids
+void BindStores(pybind11::module_& m);     // bind_stores.cc: FileStore, MemoryStore, PyStore
+void BindSandbox(pybind11::module_& m);    // bind_sandbox.cc: check_ast, Policy, Finding
+void BindInProcess(pybind11::module_& m);  // bind_inprocess.cc: InProcessSession
+void BindRepl(pybind11::module_& m);       // bind_repl.cc: Repl, the worker entry point
+
+// Raises the Python exception class that matches `status` (never returns).
+[[noreturn]] void ThrowStatus(const Status& status);
+// Returns the value or raises.
+template <typename T>
+T ValueOrThrow(StatusOr<T>&& s) {
+  if (!s.ok()) ThrowStatus(s.status());
+  return std::move(s).value();
+}
+inline void ThrowIfError(const Status& s) {
+  if (!s.ok()) ThrowStatus(s);
+}
+
+}  // namespace dolsot::bindings

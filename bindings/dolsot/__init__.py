@@ -1,0 +1,35 @@
+"""dolsot: a stateful Python REPL engine for LLM agents.
+
+Run cells of Python against a session that keeps its state between cells,
+with toolboxes injected under aliases. Two backends share one call shape:
+``Repl`` (forked workers, hard timeouts, rollback, durable checkpoints) and
+``InProcessSession`` (the host's own interpreter, live objects by reference).
+"""
+
+from __future__ import annotations
+
+from dolsot.errors import (
+    ConfigError,
+    DolsotError,
+    InvalidSession,
+    InvalidToolbox,
+    SessionBusy,
+    StoreError,
+    WorkerError,
+)
+from dolsot._dolsot import Result, SessionInfo
+
+__version__ = "0.5.0"
+
+__all__ = [
+    "Result",
+    "SessionInfo",
+    "DolsotError",
+    "InvalidSession",
+    "InvalidToolbox",
+    "ConfigError",
+    "SessionBusy",
+    "StoreError",
+    "WorkerError",
+    "__version__",
+]

@@ -1,0 +1,41 @@
+"""Exceptions dolsot raises. Only caller mistakes raise; a failing cell never does."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DolsotError",
+    "InvalidSession",
+    "InvalidToolbox",
+    "ConfigError",
+    "SessionBusy",
+    "StoreError",
+    "WorkerError",
+]
+
+
+class DolsotError(Exception):
+    """Base class of every error dolsot raises."""
+
+
+class InvalidSession(DolsotError, ValueError):
+    """A bad session id, or empty code. Raised before any code runs."""
+
+
+class InvalidToolbox(DolsotError, ValueError):
+    """An inject value that is neither a module nor an importable module name."""
+
+
+class ConfigError(DolsotError, ValueError):
+    """A malformed configuration value (an argument or a DOLSOT_* variable)."""
+
+
+class SessionBusy(DolsotError, RuntimeError):
+    """The session is still running an earlier cell (in-process backend)."""
+
+
+class StoreError(DolsotError, OSError):
+    """A session store failed or refused an unsafe directory or file."""
+
+
+class WorkerError(DolsotError, RuntimeError):
+    """The engine itself failed (a worker could not start, a protocol error)."""

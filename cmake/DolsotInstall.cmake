@@ -1,0 +1,28 @@
+# Installs headers, static libraries, executables and the CMake package that
+# C++ hosts use with find_package(dolsot CONFIG REQUIRED).
+include(CMakePackageConfigHelpers)
+
+set(DOLSOT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/dolsot")
+set(DOLSOT_EXPORTED_TARGETS dolsot dolsot_core dolsot_cell dolsot_sandbox
+    dolsot_inprocess dolsot_subprocess dolsot_tree_sitter)
+
+if(NOT SKBUILD)
+  foreach(dir core sandbox backend_inprocess backend_subprocess)
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/${dir}/"
+            DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/dolsot/${dir}"
+            FILES_MATCHING PATTERN "*.h")
+  endforeach()
+  install(TARGETS ${DOLSOT_EXPORTED_TARGETS} EXPORT dolsotTargets
+          ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+          INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+  install(EXPORT dolsotTargets NAMESPACE dolsot:: DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}")
+  configure_package_config_file(
+    "${PROJECT_SOURCE_DIR}/cmake/dolsotConfig.cmake.in"
+    "${PROJECT_BINARY_DIR}/dolsotConfig.cmake"
+    INSTALL_DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}")
+  write_basic_package_version_file("${PROJECT_BINARY_DIR}/dolsotConfigVersion.cmake"
+    COMPATIBILITY SameMinorVersion)
+  install(FILES "${PROJECT_BINARY_DIR}/dolsotConfig.cmake"
+                "${PROJECT_BINARY_DIR}/dolsotConfigVersion.cmake"
+          DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}")
+endif()

@@ -1,0 +1,60 @@
+// The one cell-execution routine both backends share: parse, split off the
+// trailing expression, compile under a per-cell filename, run with stdout
+// captured and stdin empty, format the value and errors, list held names.
+//
+// Every function here needs the calling thread to hold the GIL.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "core/result.h"
+#include "core/status.h"
+
+struct _object;
+typedef struct _object PyObject;  // NOLINT: CPython's own spelling
+
+namespace dolsot {
+
+// Receives every chunk of stdout a cell writes, as it writes it (before the
+// cap). A backend that must report output after killing a cell mirrors it here.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void Write(std::string_view text) = 0;
+};
+
+struct CellRequest {
+  std::string_view code;     // the cell's source, UTF-8
+  std::string filename;      // per-cell filename, e.g. "<cell 3>" (shown in tracebacks)
+  std::size_t max_output = kDefaultMaxOutput;  // caps stdout and value; 0 = no cap
+  std::vector<std::string> hidden_names;       // never listed in held (toolbox aliases)
+  OutputSink* sink = nullptr;                  // optional live mirror of stdout
+};
+
+// Installs the per-thread stdout/stdin routing into sys (idempotent). A thread
+// running a cell writes to its own capture; every other thread's output goes
+// to the original sys.stdout.
+Status InstallCellIo();
+
+// Runs one cell in `globals` (a dict). Never raises into the caller: a user
+// error (syntax error, exception, SystemExit, invalid UTF-8) is a Result with
+// ok == false. Does not fill Result::dropped.
+Result RunCell(PyObject* globals, const CellRequest& request);
+
+// The names listed in Result::held: every key of `globals` that is not a dunder
+// and not in `hidden`, in insertion order.
+std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::string>& hidden);
+
+// repr(obj), bounded: a huge container shows its type, length and a few items;
+// a huge string its head; never more than `max_chars` (0 = no cap) characters.
+std::string BoundedRepr(PyObject* obj, std::size_t max_chars);
+
+// Keeps the head and tail of `text` within `max_chars` (0 = no cap), saying how
+// much was cut and hinting to keep large results in a variable.
+std::string CapOutput(std::string_view text, std::size_t max_chars);
+
+}  // namespace dolsot

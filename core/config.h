@@ -1,0 +1,56 @@
+// Configuration: explicit argument > environment variable > default, always.
+// A malformed environment value is an error naming the variable, never
+// silently the default.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace dolsot {
+
+inline constexpr double kDefaultTimeoutSeconds = 20.0;
+inline constexpr int kDefaultTtlDays = 7;
+inline constexpr std::size_t kDefaultMaxOutput = 100000;
+
+// Settings as a caller passes them; unset fields fall back to the environment.
+struct ConfigOverrides {
+  std::optional<std::string> cache_dir;
+  std::optional<int> ttl_days;
+  std::optional<double> timeout_seconds;
+  std::optional<std::size_t> max_output;  // 0 = no cap
+  std::optional<bool> typecheck;
+  std::optional<std::string> ty_bin;
+};
+
+struct Config {
+  std::string cache_dir;  // FileStore's directory
+  int ttl_days = kDefaultTtlDays;  // 0 disables reaping
+  double timeout_seconds = kDefaultTimeoutSeconds;
+  std::size_t max_output = kDefaultMaxOutput;  // 0 = no cap
+  bool typecheck = true;
+  std::string ty_bin = "ty";
+};
+
+// Reads one environment variable; returns nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+// The process environment (getenv).
+EnvLookup ProcessEnvironment();
+
+// {tempdir}/dolsot-{uid}/sessions, tempdir from TMPDIR or /tmp.
+std::string DefaultCacheDir(const EnvLookup& env);
+
+// Resolves every setting. Errors (kConfig) name the variable or argument.
+StatusOr<Config> ResolveConfig(const ConfigOverrides& overrides, const EnvLookup& env);
+inline StatusOr<Config> ResolveConfig(const ConfigOverrides& overrides) {
+  return ResolveConfig(overrides, ProcessEnvironment());
+}
+
+// Validators shared with explicit arguments (bindings, CLI).
+Status CheckTimeout(double seconds, const char* what);
+Status CheckTtlDays(long long days, const char* what);
+
+}  // namespace dolsot

@@ -1,0 +1,45 @@
+// The type gate: before a cell runs, ty type-checks it against the toolboxes'
+// own annotations. A call with wrong argument types or counts becomes a
+// diagnostic with line and column, and the cell does not run. Fails open (no
+// diagnostics, ran == false) when ty is missing.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dolsot {
+
+struct TypeDiagnostic {
+  std::string rule;     // ty's rule name, e.g. "invalid-argument-type"
+  std::string message;  // one line
+  int line = 0;         // 1-based, in the cell
+  int column = 0;       // 1-based
+};
+
+struct TypeCheckRequest {
+  std::string_view code;
+  std::map<std::string, std::string> toolboxes;  // alias -> module name
+  std::vector<std::string> session_names;        // names earlier cells bound
+  std::string ty_bin = "ty";
+  std::vector<std::string> python_path;          // where toolbox modules are found
+  std::string python_executable;                 // the interpreter ty resolves against
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct TypeCheckOutcome {
+  bool ran = false;  // false: ty missing or failed (the gate failed open)
+  std::vector<TypeDiagnostic> diagnostics;
+  std::string note;  // why it did not run, for logs
+  // "type gate: line 3, col 5: ..." lines, for Result.error.
+  std::string FormatError() const;
+};
+
+// Thread-safe. Never throws; an internal failure fails open with a note.
+TypeCheckOutcome TypeCheckCell(const TypeCheckRequest& request);
+
+}  // namespace dolsot

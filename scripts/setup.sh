@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Sets up everything dolsot needs on a fresh machine, idempotently:
+#   1. Debian packages (CLI11, GoogleTest) at pinned versions, via apt-get;
+#   2. a virtual environment .venv with the pinned PyPI packages;
+#   3. the registry source distributions of tree-sitter and its Python grammar;
+#   4. the CMake build (build/) and the dolsot package installed into .venv.
+# Quick when nothing changed. Usage: scripts/setup.sh [--no-package]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# --- 1. Debian packages -------------------------------------------------------
+# Pinned per Debian release; an unknown release takes the candidate and says so.
+declare -A PINS_bookworm=([libcli11-dev]=2.1.2+ds-1 [libgtest-dev]=1.12.1-0.2 [libgmock-dev]=1.12.1-0.2)
+declare -A PINS_trixie=([libcli11-dev]=2.4.1+ds-1 [libgtest-dev]=1.16.0-1 [libgmock-dev]=1.16.0-1)
+codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
+missing=()
+for pkg in libcli11-dev libgtest-dev libgmock-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  specs=()
+  for pkg in "${missing[@]}"; do
+    ver=""
+    case "$codename" in
+      bookworm) ver="${PINS_bookworm[$pkg]:-}" ;;
+      trixie) ver="${PINS_trixie[$pkg]:-}" ;;
+    esac
+    if [[ -n "$ver" ]] && apt-cache madison "$pkg" | awk '{print $3}' | grep -qxF "$ver"; then
+      specs+=("$pkg=$ver")
+    else
+      say "warning: no pinned version of $pkg for Debian '$codename' is available; taking the candidate"
+      specs+=("$pkg")
+    fi
+  done
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${specs[@]}" >/dev/null
+fi
+
+# --- 2. the virtual environment ---------------------------------------------
+PY="${DOLSOT_PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import sys' 2>/dev/null; then
+  say "creating .venv with $($PY --version)"
+  rm -rf .venv
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.dolsot-requirements"
+want="$(cat requirements/*.txt | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+  say "installing pinned PyPI packages into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -r requirements/build.txt -r requirements/test.txt
+  echo "$want" > "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+
+# --- 3 and 4. the build -----------------------------------------------------
+# CMake fetches the tree-sitter sdists into .deps/ with pip (hash-checked).
+if [[ ! -f build/build.ninja ]]; then
+  say "configuring build/"
+  cmake -S . -B build -G Ninja -DPython_EXECUTABLE="$ROOT/.venv/bin/python" \
+        -DCMAKE_INSTALL_PREFIX="$ROOT/build/install" >/dev/null
+fi
+say "building"
+cmake --build build -j "$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
+
+if [[ "${1:-}" != "--no-package" ]]; then
+  say "installing the dolsot package into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+    --config-settings=build-dir=build/wheel . 
+fi
+say "ready"
