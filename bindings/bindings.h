@@ -3,6 +3,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+
+#include "core/session_store.h"
 #include "core/status.h"
 
 namespace dolsot::bindings {
@@ -13,6 +16,11 @@ void BindStores(pybind11::module_& m);     // bind_stores.cc: FileStore, MemoryS
 void BindSandbox(pybind11::module_& m);    // bind_sandbox.cc: check_ast, Policy, Finding
 void BindInProcess(pybind11::module_& m);  // bind_inprocess.cc: InProcessSession
 void BindRepl(pybind11::module_& m);       // bind_repl.cc: Repl, the worker entry point
+
+// A C++ store for `store`: a bound FileStore/MemoryStore as is, any other
+// object with load/save/delete/list wrapped (called with the GIL). None: nullptr.
+// Raises ConfigError when the object lacks a method.
+std::shared_ptr<SessionStore> StoreFromPython(pybind11::handle store);
 
 // Raises the Python exception class that matches `status` (never returns).
 [[noreturn]] void ThrowStatus(const Status& status);

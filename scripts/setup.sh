@@ -69,7 +69,6 @@ cmake --build build -j "$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 
 if [[ "${1:-}" != "--no-package" ]]; then
   say "installing the dolsot package into .venv"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-    --config-settings=build-dir=build/wheel . 
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation .
 fi
 say "ready"

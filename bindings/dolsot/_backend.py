@@ -1,0 +1,62 @@
+"""The Backend protocol both backends satisfy, and the shared async twin."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from types import ModuleType
+from typing import TYPE_CHECKING, Mapping, Protocol, Union, runtime_checkable
+
+from dolsot.errors import InvalidToolbox
+
+if TYPE_CHECKING:
+    from dolsot._dolsot import Result, SessionInfo
+
+InjectValue = Union[ModuleType, str]
+"""A toolbox: a module object or an importable module name."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What Repl and InProcessSession both offer, with one call shape."""
+
+    def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
+
+    async def arun(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
+
+    def sessions(self) -> list[SessionInfo]: ...
+
+    def reset(self, session_id: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncRunMixin:
+    """Gives a backend with a blocking, GIL-releasing ``run`` its ``arun`` twin."""
+
+    async def arun(self, session_id: str, code: str, *, timeout: float | None = None) -> Result:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self.run, session_id, code, timeout=timeout)  # type: ignore[attr-defined]
+        return await loop.run_in_executor(None, call)
+
+
+def toolbox_module_names(inject: Mapping[str, InjectValue] | None) -> dict[str, str]:
+    """alias -> importable module name; raises InvalidToolbox for anything else."""
+    if inject is None:
+        return {}
+    if not isinstance(inject, Mapping):
+        raise InvalidToolbox(f"inject must map aliases to modules, got {type(inject).__name__}")
+    out: dict[str, str] = {}
+    for alias, value in inject.items():
+        if not isinstance(alias, str) or not alias.isidentifier() or alias.startswith("__"):
+            raise InvalidToolbox(f"toolbox alias {alias!r} is not a valid Python identifier")
+        if isinstance(value, ModuleType):
+            out[alias] = value.__name__
+        elif isinstance(value, str) and value and all(p.isidentifier() for p in value.split(".")):
+            out[alias] = value
+        else:
+            raise InvalidToolbox(
+                f"toolbox {alias!r} must be a module or an importable module name, "
+                f"got {type(value).__name__} {value!r:.60}"
+            )
+    return out

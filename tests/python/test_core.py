@@ -1,0 +1,149 @@
+"""Core types through Python: Result, errors, session ids, configuration
+precedence and bad values, and the session stores' protocol and security."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import dolsot
+from dolsot import _dolsot
+from dolsot.store import FileStore, MemoryStore, SessionInfo, SessionStore
+
+
+def test_errors_form_one_hierarchy():
+    for cls in (dolsot.InvalidSession, dolsot.InvalidToolbox, dolsot.ConfigError,
+                dolsot.SessionBusy, dolsot.StoreError, dolsot.WorkerError):
+        assert issubclass(cls, dolsot.DolsotError)
+    assert issubclass(dolsot.InvalidSession, ValueError)
+
+
+def test_result_fields_and_text():
+    r = dolsot.Result(ok=False, value=None, stdout="hi\n", error="ValueError: bad",
+                      exit_code=1, held=["x"], dropped=["sock"])
+    assert (r.ok, r.value, r.stdout, r.error, r.exit_code) == (False, None, "hi\n", "ValueError: bad", 1)
+    assert r.held == ["x"] and r.dropped == ["sock"]
+    assert r.text.startswith("hi\nValueError: bad\n")
+    assert r.text.endswith("session now holds: x")
+
+
+@pytest.mark.parametrize("bad", ["", "all", "../x", "a/b", "a\x00b", "a\nb", ".hidden", "-x", "x" * 129, "é"])
+def test_bad_session_ids_are_refused(bad):
+    with pytest.raises(dolsot.InvalidSession):
+        _dolsot.validate_session_id(bad)
+
+
+def test_good_session_ids_pass():
+    for good in ("task-42", "a", "A.b_c-1", "x" * 128):
+        _dolsot.validate_session_id(good)
+
+
+def test_config_defaults(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("DOLSOT_"):
+            monkeypatch.delenv(name)
+    c = _dolsot.resolve_config()
+    assert c["timeout"] == 20 and c["ttl_days"] == 7 and c["max_output"] == 100000
+    assert c["typecheck"] is True and c["ty_bin"] == "ty"
+    assert c["cache_dir"].endswith(f"/dolsot-{os.getuid()}/sessions")
+
+
+def test_config_precedence(monkeypatch):
+    monkeypatch.setenv("DOLSOT_TIMEOUT", "3")
+    monkeypatch.setenv("DOLSOT_MAX_OUTPUT", "0")
+    monkeypatch.setenv("DOLSOT_TYPECHECK", "0")
+    c = _dolsot.resolve_config()
+    assert c["timeout"] == 3 and c["max_output"] == 0 and c["typecheck"] is False
+    c = _dolsot.resolve_config(timeout=1.5, max_output=10, typecheck=True)
+    assert c["timeout"] == 1.5 and c["max_output"] == 10 and c["typecheck"] is True
+
+
+@pytest.mark.parametrize("name,value", [
+    ("DOLSOT_TIMEOUT", "abc"), ("DOLSOT_TIMEOUT", "-1"), ("DOLSOT_SESSION_TTL_DAYS", "-1"),
+    ("DOLSOT_SESSION_TTL_DAYS", "soon"), ("DOLSOT_MAX_OUTPUT", "-3"), ("DOLSOT_TYPECHECK", "perhaps"),
+])
+def test_malformed_environment_is_an_error_naming_the_variable(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(dolsot.ConfigError, match=name):
+        _dolsot.resolve_config()
+
+
+def test_explicit_bad_values_are_errors():
+    with pytest.raises(dolsot.ConfigError):
+        _dolsot.resolve_config(timeout=0)
+    with pytest.raises(dolsot.ConfigError):
+        _dolsot.resolve_config(ttl_days=-2)
+
+
+@pytest.mark.parametrize("make", [MemoryStore, lambda: FileStore(None)])
+def test_store_protocol(make, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOLSOT_CACHE_DIR", str(tmp_path / "cache"))
+    store = make()
+    assert isinstance(store, SessionStore)
+    assert store.load("s1") is None
+    store.save("s1", b"\x00blob")
+    store.save("s2", b"")
+    assert store.load("s1") == b"\x00blob"
+    infos = store.list()
+    assert [i.id for i in infos] == ["s1", "s2"]
+    assert isinstance(infos[0], SessionInfo) and infos[0].size_bytes == 5 and infos[0].last_used > 0
+    assert store.delete("s1") == 1
+    assert store.delete("s1") == 0
+    assert store.delete("all") == 1
+    assert store.list() == []
+    with pytest.raises(dolsot.InvalidSession):
+        store.save("../x", b"")
+
+
+def test_file_store_uses_cache_dir_and_is_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOLSOT_CACHE_DIR", str(tmp_path / "deep" / "sessions"))
+    store = FileStore()
+    assert store.path == str(tmp_path / "deep" / "sessions")
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o700
+    explicit = FileStore(str(tmp_path / "other"), ttl_days=0)
+    assert explicit.path == str(tmp_path / "other") and explicit.ttl_days == 0
+
+
+def test_file_store_refuses_symlinked_directory(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(dolsot.StoreError, match="symlink"):
+        FileStore(str(tmp_path / "link"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown to another user")
+def test_file_store_refuses_foreign_owner(tmp_path):
+    d = tmp_path / "foreign"
+    d.mkdir(mode=0o700)
+    os.chown(d, 65534, 65534)
+    with pytest.raises(dolsot.StoreError, match="owned by uid 65534"):
+        FileStore(str(d))
+
+
+def test_file_store_shared_by_processes(tmp_path):
+    """Two processes writing the same directory never see a torn session."""
+    script = textwrap.dedent(f"""
+        from dolsot.store import FileStore
+        s = FileStore({str(tmp_path / 'shared')!r})
+        import sys
+        tag = sys.argv[1].encode()
+        for i in range(200):
+            s.save("same", tag * 50000)
+            blob = s.load("same")
+            assert blob in (b"a" * 50000, b"b" * 50000), len(blob)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, tag]) for tag in "ab"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+
+
+def test_malformed_ttl_environment_refuses_file_store(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOLSOT_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("DOLSOT_SESSION_TTL_DAYS", "-1")
+    with pytest.raises(dolsot.ConfigError, match="DOLSOT_SESSION_TTL_DAYS"):
+        FileStore()
