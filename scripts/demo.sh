@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets everything up (scripts/setup.sh), then drives a real multi-cell session
+# through the dolsot CLI with the example toolbox (examples/toolbox/mytools),
+# printing what an agent host would see: stdout, stderr and the exit code.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$ROOT/scripts/setup.sh" >&2
+export PATH="$ROOT/.venv/bin:$PATH"
+export PYTHONPATH="$ROOT/examples/toolbox${PYTHONPATH:+:$PYTHONPATH}"
+export DOLSOT_CACHE_DIR="$ROOT/build/demo-sessions"
+
+bold() { printf '\033[1m%s\033[0m\n' "$*"; }
+# Runs one CLI call and shows both streams and the exit code, as an agent sees them.
+agent() {
+  local out err code
+  bold "\$ dolsot $(printf '%q ' "$@")"
+  out="$(mktemp)"; err="$(mktemp)"
+  set +e; dolsot "$@" >"$out" 2>"$err"; code=$?; set -e
+  [[ -s "$out" ]] && sed 's/^/  stdout| /' "$out"
+  [[ -s "$err" ]] && sed 's/^/  stderr| /' "$err"
+  echo "  exit  | $code"
+  rm -f "$out" "$err"
+  echo
+}
+
+dolsot --reset demo >/dev/null 2>&1 || true
+TB=(--toolbox mytools:mt --session demo)
+
+agent "${TB[@]}" "print(mt.help())"
+agent "${TB[@]}" "rows = mt.load('orders'); len(rows)"
+agent "${TB[@]}" "best = mt.top(rows, 2); [r['item'] for r in best]"
+agent "${TB[@]}" "mt.total(rows, 'price')"
+agent "${TB[@]}" "mt.load('returns')"
+agent "${TB[@]}" "mt.add(1)"
+agent "${TB[@]}" --timeout 1 "print('working...'); n = 0
+while True:
+    n += 1"
+agent "${TB[@]}" "len(rows), 'state survived the killed cell'"
+agent --list-sessions
