@@ -5,6 +5,7 @@
 // SessionStore.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,10 +19,15 @@
 
 namespace dolsot {
 
+// When a session's namespace is written to the store. Result::dropped lists
+// the names a checkpoint could not serialize: exact in kSync; in kAsync as of
+// the latest checkpoint that has landed. A session that is restored lists the
+// names that did not come back in its first Result's dropped. Eviction (over
+// max_live_sessions) checkpoints in every mode, kOff included.
 enum class CheckpointMode {
   kSync,   // the Result returns once the checkpoint is durable (the CLI)
   kAsync,  // a forked copy writes it while the next cell runs (library default)
-  kOff,    // never checkpoint
+  kOff,    // never checkpoint after a cell
 };
 
 struct ReplOptions {
@@ -40,8 +46,22 @@ struct ReplOptions {
   std::vector<std::string> worker_command;
   // Optional gate run in the host before a cell is sent to the worker.
   CellGate gate;
+  // The worker's sys.path after the host's cwd (a Python host passes its own
+  // sys.path); empty keeps the worker interpreter's default.
+  std::vector<std::string> python_path;
+  // The interpreter the type gate resolves toolbox imports against (a
+  // Python host passes sys.executable); empty: ty's own discovery.
+  std::string python_executable;
+  // Extra "NAME=value" environment entries for the worker process.
+  std::vector<std::string> worker_environment;
 };
 
+// Polled about every 50 ms while a cell runs; true stops (kills) the cell,
+// which rolls back like a timeout and returns exit code 130.
+using StopCheck = std::function<bool()>;
+
+// Thread safety: as Backend. Calls on different sessions run in parallel;
+// calls on one session are served in arrival order.
 class Repl final : public Backend {
  public:
   // Resolves the configuration, opens the store and validates toolbox specs
@@ -51,12 +71,19 @@ class Repl final : public Backend {
 
   StatusOr<Result> Run(std::string_view session_id, std::string_view code,
                        const RunOptions& options) override;
+  // Run with a stop check (a Python host polls for Ctrl-C with it).
+  StatusOr<Result> Run(std::string_view session_id, std::string_view code,
+                       const RunOptions& options, const StopCheck& should_stop);
   StatusOr<std::vector<SessionInfo>> Sessions() override;
   StatusOr<int> Reset(std::string_view session_id_or_all) override;
   Status Close() override;
 
-  // A new live session `new_id` holding a copy of `source_id`'s state.
+  // A new live session `new_id` holding a copy of `source_id`'s state
+  // (restored from the store first when not live). `new_id` must be unused.
   Status Branch(std::string_view source_id, std::string_view new_id);
+
+  // Pid of the worker (fork server), or -1 before the first run.
+  int WorkerPid() const;
 
   class Impl;
 

@@ -1,6 +1,159 @@
-// Placeholder until this binding lands.
+// InProcessSession for Python: the C++ backend over the running interpreter.
+// dolsot/inprocess.py subclasses it (context manager, arun); run() is this
+// C++ method itself, with no Python wrapper on the hot path.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "backend_inprocess/in_process_session.h"
 #include "bindings/bindings.h"
 
+namespace py = pybind11;
+
 namespace dolsot::bindings {
-void BindInProcess(pybind11::module_&) {}
+namespace {
+
+// A Python callable held by a C++ std::function: copied and dropped under
+// the GIL whatever thread does it.
+struct PythonCallable {
+  explicit PythonCallable(py::object f) : function(std::move(f)) {}
+  PythonCallable(const PythonCallable& other) {
+    py::gil_scoped_acquire gil;
+    function = other.function;
+  }
+  PythonCallable& operator=(const PythonCallable&) = delete;
+  ~PythonCallable() {
+    if (!Py_IsInitialized()) {
+      function.release();  // too late to drop it
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    function = py::object();
+  }
+  py::object function;
+};
+
+// gate(code) returns findings (empty or None: allowed) or raises (rejected).
+CellGate MakeGate(py::object gate) {
+  auto callable = std::make_shared<PythonCallable>(std::move(gate));
+  return [callable](std::string_view code) -> GateVerdict {
+    py::gil_scoped_acquire gil;
+    GateVerdict verdict;
+    try {
+      py::object findings = callable->function(py::str(code.data(), code.size()));
+      if (findings.is_none()) return verdict;
+      if (!py::isinstance<py::iterable>(findings) || py::isinstance<py::str>(findings)) {
+        if (!py::bool_(findings)) return verdict;
+        verdict.allowed = false;
+        verdict.message = "rejected by the gate: " + py::str(py::repr(findings)).cast<std::string>();
+        return verdict;
+      }
+      std::string message;
+      for (py::handle finding : findings) {
+        if (!message.empty()) message += "\n";
+        message += py::str(finding).cast<std::string>();
+      }
+      if (!message.empty()) {
+        verdict.allowed = false;
+        verdict.message = "rejected by the gate:\n" + message;
+      }
+    } catch (py::error_already_set& e) {  // the gate failed: fail closed
+      verdict.allowed = false;
+      verdict.message = std::string("rejected: the gate raised ") + e.what();
+    }
+    return verdict;
+  };
+}
+
+// The cell's UTF-8 (borrowed from `code`, which outlives the call); a lone
+// surrogate is passed through as invalid UTF-8 (copied into `storage`), which
+// RunCell reports as a failed Result rather than this call raising.
+std::string_view Utf8Code(const py::str& code, std::string& storage) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(code.ptr(), &size);
+  if (data != nullptr) return std::string_view(data, static_cast<std::size_t>(size));
+  PyErr_Clear();
+  auto encoded = py::reinterpret_steal<py::bytes>(
+      PyUnicode_AsEncodedString(code.ptr(), "utf-8", "surrogatepass"));
+  if (!encoded) throw py::error_already_set();
+  storage = std::string(encoded);
+  return storage;
+}
+
+std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double> timeout,
+                                         std::optional<long long> max_output, py::object gate,
+                                         std::optional<bool> typecheck,
+                                         std::optional<std::string> ty_bin) {
+  InProcessOptions options;
+  if (!inject.is_none()) {
+    py::object mapping = py::module_::import("collections.abc").attr("Mapping");
+    if (!py::isinstance(inject, mapping)) {
+      ThrowStatus({ErrorCode::kInvalidToolbox,
+                   "inject must map aliases to objects, got " +
+                       py::str(py::type::of(inject).attr("__name__")).cast<std::string>()});
+    }
+    for (py::handle item : inject.attr("items")()) {
+      py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+      if (!py::isinstance<py::str>(pair[0])) {
+        ThrowStatus({ErrorCode::kInvalidToolbox,
+                     "inject alias " + py::str(py::repr(pair[0])).cast<std::string>() +
+                         " is not a str"});
+      }
+      // `inject` keeps the objects alive until Create has taken its references.
+      options.objects.emplace_back(pair[0].cast<std::string>(), pair[1].ptr());
+    }
+  }
+  if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
+  options.config.timeout_seconds = timeout;
+  if (max_output) {
+    if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
+    options.config.max_output = static_cast<std::size_t>(*max_output);
+  }
+  options.config.typecheck = typecheck;
+  options.config.ty_bin = ty_bin;
+  if (!gate.is_none()) {
+    if (!PyCallable_Check(gate.ptr())) {
+      ThrowStatus({ErrorCode::kInvalidArgument, "gate must be callable (code -> findings)"});
+    }
+    options.gate = MakeGate(std::move(gate));
+  }
+  return ValueOrThrow(InProcessSession::Create(std::move(options)));
+}
+
+}  // namespace
+
+void BindInProcess(py::module_& m) {
+  py::class_<InProcessSession>(m, "InProcessSession", py::dynamic_attr())
+      .def(py::init(&Create), py::arg("inject") = py::none(), py::kw_only(),
+           py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
+           py::arg("gate") = py::none(), py::arg("typecheck") = py::none(),
+           py::arg("ty_bin") = py::none())
+      .def(
+          "run",
+          [](InProcessSession& self, std::string_view session_id, py::str code,
+             std::optional<double> timeout) {
+            RunOptions options;
+            options.timeout_seconds = timeout;
+            std::string storage;
+            return ValueOrThrow(self.Run(session_id, Utf8Code(code, storage), options));
+          },
+          py::arg("session_id"), py::arg("code"), py::kw_only(), py::arg("timeout") = py::none(),
+          "Runs one cell; returns a Result (raises only for a caller mistake).")
+      .def(
+          "namespace",
+          [](InProcessSession& self, std::string_view session_id) {
+            return py::reinterpret_steal<py::dict>(ValueOrThrow(self.Namespace(session_id)));
+          },
+          py::arg("session_id"), "The session's live namespace dict itself.")
+      .def("sessions", [](InProcessSession& self) { return ValueOrThrow(self.Sessions()); })
+      .def(
+          "reset",
+          [](InProcessSession& self, std::string_view target) {
+            return ValueOrThrow(self.Reset(target));
+          },
+          py::arg("session_id"))
+      .def("close", [](InProcessSession& self) { ThrowIfError(self.Close()); })
+      .def_property_readonly("leaked_threads", &InProcessSession::LeakedThreads,
+                             "cell threads that outlived their deadline and still run");
+}
+
 }  // namespace dolsot::bindings

@@ -1,6 +1,172 @@
-// Placeholder until this binding lands.
+// Repl for Python (dolsot.repl.Repl builds on it) and _run_worker, the entry
+// point of `python -m dolsot._worker`.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "backend_subprocess/repl.h"
+#include "backend_subprocess/worker_loop.h"
 #include "bindings/bindings.h"
 
+namespace py = pybind11;
+
 namespace dolsot::bindings {
-void BindRepl(pybind11::module_&) {}
+namespace {
+
+// A Python gate: gate(code) returns findings (None or empty: allowed); any
+// finding, or an exception, rejects the cell. Called from any thread.
+CellGate GateFromPython(py::object gate) {
+  auto shared = std::make_shared<py::object>(std::move(gate));
+  auto holder = std::shared_ptr<py::object>(shared.get(), [shared](py::object*) mutable {
+    py::gil_scoped_acquire acquire;
+    shared.reset();
+  });
+  return [holder](std::string_view code) -> GateVerdict {
+    py::gil_scoped_acquire acquire;
+    try {
+      py::object findings = (*holder)(py::str(code.data(), code.size()));
+      if (findings.is_none()) return {};
+      std::string message;
+      for (py::handle f : findings) {
+        if (!message.empty()) message += "\n";
+        message += py::str(f).cast<std::string>();
+      }
+      if (message.empty()) return {};
+      return {false, "gate: cell rejected\n" + message};
+    } catch (py::error_already_set& e) {
+      return {false, std::string("gate: cell rejected (the gate raised) ") + e.what()};
+    }
+  };
+}
+
+CheckpointMode ParseCheckpointMode(const std::optional<std::string>& mode) {
+  if (!mode || *mode == "async") return CheckpointMode::kAsync;
+  if (*mode == "sync") return CheckpointMode::kSync;
+  if (*mode == "off") return CheckpointMode::kOff;
+  ThrowStatus(InvalidArgument("checkpoint must be 'sync', 'async' or 'off', got '" + *mode + "'"));
+}
+
+std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py::object store,
+                               std::optional<double> timeout, std::optional<long long> max_output,
+                               bool snapshots, std::optional<std::string> checkpoint,
+                               std::optional<int> max_live_sessions, py::object gate,
+                               std::optional<bool> typecheck, std::vector<std::string> python_path,
+                               std::vector<std::string> worker_command,
+                               std::vector<std::string> worker_environment,
+                               std::string python_executable) {
+  ReplOptions options;
+  options.toolboxes = std::move(toolboxes);
+  options.store = StoreFromPython(store);
+  if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
+  options.config.timeout_seconds = timeout;
+  if (max_output) {
+    if (*max_output < 0) ThrowStatus(InvalidArgument("max_output must be >= 0"));
+    options.config.max_output = static_cast<std::size_t>(*max_output);
+  }
+  options.config.typecheck = typecheck;
+  options.snapshots = snapshots;
+  options.checkpoint = ParseCheckpointMode(checkpoint);
+  if (max_live_sessions) options.max_live_sessions = *max_live_sessions;
+  if (!gate.is_none()) {
+    if (!PyCallable_Check(gate.ptr())) ThrowStatus(InvalidArgument("gate must be callable"));
+    options.gate = GateFromPython(gate);
+  }
+  options.python_path = std::move(python_path);
+  options.worker_command = std::move(worker_command);
+  options.worker_environment = std::move(worker_environment);
+  options.python_executable = std::move(python_executable);
+  StatusOr<std::unique_ptr<Repl>> repl = Status(ErrorCode::kInternal, "unset");
+  {
+    py::gil_scoped_release release;
+    repl = Repl::Create(std::move(options));
+  }
+  return ValueOrThrow(std::move(repl));
+}
+
+Result RunCell(Repl& repl, const std::string& sid, const std::string& code,
+               std::optional<double> timeout) {
+  if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
+  RunOptions options;
+  options.timeout_seconds = timeout;
+  bool interrupted = false;
+  StatusOr<Result> result = Status(ErrorCode::kInternal, "unset");
+  {
+    py::gil_scoped_release release;
+    // Ctrl-C while waiting: the check raises KeyboardInterrupt in this thread.
+    StopCheck stop = [&interrupted] {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) interrupted = true;
+      return interrupted;
+    };
+    result = repl.Run(sid, code, options, stop);
+  }
+  if (interrupted && PyErr_Occurred()) throw py::error_already_set();
+  return ValueOrThrow(std::move(result));
+}
+
+}  // namespace
+
+void BindRepl(py::module_& m) {
+  py::class_<Repl>(m, "Repl", "The forked-worker backend (use dolsot.Repl).")
+      .def(py::init(&MakeRepl), py::arg("toolboxes"), py::kw_only(), py::arg("store") = py::none(),
+           py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
+           py::arg("snapshots") = true, py::arg("checkpoint") = py::none(),
+           py::arg("max_live_sessions") = py::none(), py::arg("gate") = py::none(),
+           py::arg("typecheck") = py::none(),
+           py::arg("python_path") = std::vector<std::string>{},
+           py::arg("worker_command") = std::vector<std::string>{},
+           py::arg("worker_environment") = std::vector<std::string>{},
+           py::arg("python_executable") = "")
+      .def("run", &RunCell, py::arg("session_id"), py::arg("code"), py::kw_only(),
+           py::arg("timeout") = py::none())
+      .def("sessions",
+           [](Repl& r) {
+             StatusOr<std::vector<SessionInfo>> out = Status(ErrorCode::kInternal, "unset");
+             {
+               py::gil_scoped_release release;
+               out = r.Sessions();
+             }
+             return ValueOrThrow(std::move(out));
+           })
+      .def("reset",
+           [](Repl& r, const std::string& target) {
+             StatusOr<int> out = Status(ErrorCode::kInternal, "unset");
+             {
+               py::gil_scoped_release release;
+               out = r.Reset(target);
+             }
+             return ValueOrThrow(std::move(out));
+           },
+           py::arg("session_id"))
+      .def("branch",
+           [](Repl& r, const std::string& source, const std::string& target) {
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = r.Branch(source, target);
+             }
+             ThrowIfError(s);
+           },
+           py::arg("source_id"), py::arg("new_id"))
+      .def("close",
+           [](Repl& r) {
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = r.Close();
+             }
+             ThrowIfError(s);
+           })
+      .def_property_readonly("worker_pid", &Repl::WorkerPid);
+
+  m.def(
+      "_run_worker",
+      [](int fd) {
+        int rc = RunWorker(fd);
+        // Only the worker itself gets here (sessions never return).
+        return rc;
+      },
+      py::arg("fd"), "Runs the worker loop on `fd` (python -m dolsot._worker).");
+}
+
 }  // namespace dolsot::bindings

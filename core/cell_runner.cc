@@ -1,1 +1,959 @@
+// The one cell-execution routine both backends share (see cell_runner.h):
+// bounded text, the per-thread stdout/stderr/stdin router, bounded repr, and
+// RunCell itself.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>  // first, as CPython asks
 
+#include "core/cell_runner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "core/toolbox_hints.h"
+
+namespace dolsot {
+namespace {
+
+// ---------------------------------------------------------------------------
+// UTF-8 helpers (byte strings known to be valid UTF-8).
+
+bool IsContinuationByte(unsigned char c) { return IsUtf8ContinuationByte(c); }
+
+// The offset of the first byte that breaks UTF-8 (or is a NUL), or nullopt.
+std::optional<std::size_t> FirstBadByte(std::string_view s, bool* is_nul) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  std::size_t i = 0;
+  const std::size_t n = s.size();
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c == 0) {
+      *is_nul = true;
+      return i;
+    }
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    else return i;
+    if (i + len > n) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      if (!IsContinuationByte(p[i + k])) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+                          (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Small CPython helpers.
+
+// An owned reference, released on scope exit.
+class Ref {
+ public:
+  Ref() = default;
+  explicit Ref(PyObject* o) : o_(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(o_); }
+  PyObject* get() const { return o_; }
+  explicit operator bool() const { return o_ != nullptr; }
+  PyObject* release() {
+    PyObject* o = o_;
+    o_ = nullptr;
+    return o;
+  }
+  void reset(PyObject* o) {
+    Py_XDECREF(o_);
+    o_ = o;
+  }
+
+ private:
+  PyObject* o_ = nullptr;
+};
+
+// The UTF-8 of a str (lone surrogates backslash-escaped); "" on failure.
+std::string Utf8Of(PyObject* str) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
+  if (data != nullptr) return std::string(data, static_cast<std::size_t>(size));
+  PyErr_Clear();
+  Ref bytes(PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace"));
+  if (!bytes) {
+    PyErr_Clear();
+    return "";
+  }
+  return std::string(PyBytes_AS_STRING(bytes.get()),
+                     static_cast<std::size_t>(PyBytes_GET_SIZE(bytes.get())));
+}
+
+// The exception being raised (normalized, __traceback__ set), taken off the
+// error indicator. Returns a new reference, or nullptr when none is set.
+PyObject* TakeRaisedException() {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (type == nullptr) return nullptr;
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  return value;
+#endif
+}
+
+std::string TypeNameOf(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
+
+// "ExcType: message" without calling into traceback (a last resort).
+std::string ShortExceptionText(PyObject* exc) {
+  std::string out = TypeNameOf(exc);
+  Ref text(PyObject_Str(exc));
+  if (!text) {
+    PyErr_Clear();
+    return out;
+  }
+  std::string message = Utf8Of(text.get());
+  if (!message.empty()) out += ": " + message;
+  return out;
+}
+
+// traceback.<function>(exc) joined, without its final newline.
+std::string FormatWithTraceback(PyObject* exc, const char* function) {
+  Ref module(PyImport_ImportModule("traceback"));
+  Ref lines(module ? PyObject_CallMethod(module.get(), function, "O", exc) : nullptr);
+  Ref empty(PyUnicode_FromString(""));
+  Ref joined(lines && empty ? PyUnicode_Join(empty.get(), lines.get()) : nullptr);
+  if (!joined) {
+    PyErr_Clear();
+    return ShortExceptionText(exc);
+  }
+  std::string out = Utf8Of(joined.get());
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The per-thread capture a running cell writes into.
+
+class CellCapture {
+ public:
+  CellCapture(std::size_t max_chars, OutputSink* sink) : text_(max_chars), sink_(sink) {}
+  virtual ~CellCapture() = default;
+  // Virtual so that a router built by another copy of this code (an extension
+  // module and an executable in one process) calls this copy's code.
+  virtual void Write(std::string_view utf8, long long chars) {
+    text_.Append(utf8, chars);
+    if (sink_ != nullptr) sink_->Write(utf8);
+  }
+  std::string Text() const { return text_.Text(); }
+
+ private:
+  BoundedText text_;
+  OutputSink* sink_;
+};
+
+CellCapture*& CurrentCaptureSlot() {
+  thread_local CellCapture* slot = nullptr;
+  return slot;
+}
+
+// ---------------------------------------------------------------------------
+// The router: the object installed as sys.stdout, sys.stderr and sys.stdin.
+// On a thread running a cell it writes into that cell's capture (stdin reads
+// as empty); on every other thread it forwards to the stream it replaced.
+
+enum class StreamKind : int { kStdout, kStderr, kStdin };
+
+struct RouterObject {
+  PyObject_HEAD
+  PyObject* original;  // the stream it replaced (may be None)
+  StreamKind kind;
+};
+
+RouterObject* AsRouter(PyObject* self) { return reinterpret_cast<RouterObject*>(self); }
+bool Capturing() { return CurrentCaptureSlot() != nullptr; }
+
+void RouterDealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  Py_XDECREF(AsRouter(self)->original);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+// Calls original.<name>(*args, **kwargs); without an original, returns
+// `fallback` (a new reference) instead.
+PyObject* Forward(PyObject* self, const char* name, PyObject* args, PyObject* kwargs,
+                  PyObject* fallback) {
+  PyObject* original = AsRouter(self)->original;
+  if (original == nullptr || original == Py_None) return fallback;
+  Py_XDECREF(fallback);
+  Ref method(PyObject_GetAttrString(original, name));
+  if (!method) return nullptr;
+  Ref no_args(args == nullptr ? PyTuple_New(0) : nullptr);
+  return PyObject_Call(method.get(), args != nullptr ? args : no_args.get(), kwargs);
+}
+
+PyObject* RouterWrite(PyObject* self, PyObject* text) {
+  if (!Capturing() || AsRouter(self)->kind == StreamKind::kStdin) {
+    Ref args(PyTuple_Pack(1, text));
+    if (!args) return nullptr;
+    // Without a stream to forward to (a host with no stdout), output is dropped.
+    return Forward(self, "write", args.get(), nullptr,
+                   PyUnicode_Check(text) ? PyLong_FromSsize_t(PyUnicode_GET_LENGTH(text))
+                                         : Py_NewRef(Py_None));
+  }
+  if (!PyUnicode_Check(text)) {
+    PyErr_Format(PyExc_TypeError, "write() argument must be str, not %.100s",
+                 Py_TYPE(text)->tp_name);
+    return nullptr;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data != nullptr) {
+    CurrentCaptureSlot()->Write(std::string_view(data, static_cast<std::size_t>(size)),
+                                PyUnicode_GET_LENGTH(text));
+  } else {
+    PyErr_Clear();
+    CurrentCaptureSlot()->Write(Utf8Of(text), -1);
+  }
+  return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(text));
+}
+
+PyObject* RouterWriteLines(PyObject* self, PyObject* lines) {
+  if (!Capturing()) {
+    Ref args(PyTuple_Pack(1, lines));
+    return args ? Forward(self, "writelines", args.get(), nullptr, Py_NewRef(Py_None)) : nullptr;
+  }
+  Ref iterator(PyObject_GetIter(lines));
+  if (!iterator) return nullptr;
+  while (Ref line{PyIter_Next(iterator.get())}) {
+    Ref written(RouterWrite(self, line.get()));
+    if (!written) return nullptr;
+  }
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* RouterFlush(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (Capturing()) Py_RETURN_NONE;
+  return Forward(self, "flush", args, kwargs, Py_NewRef(Py_None));
+}
+
+PyObject* RouterIsatty(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (Capturing()) Py_RETURN_FALSE;
+  return Forward(self, "isatty", args, kwargs, Py_NewRef(Py_False));
+}
+
+PyObject* RouterFileno(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (Capturing()) {
+    // input() then takes its non-terminal path: readline() on this router.
+    PyErr_SetString(PyExc_OSError, "a dolsot cell's stream has no file descriptor");
+    return nullptr;
+  }
+  PyObject* original = AsRouter(self)->original;
+  if (original == nullptr || original == Py_None) {
+    PyErr_SetString(PyExc_OSError, "no underlying stream");
+    return nullptr;
+  }
+  return Forward(self, "fileno", args, kwargs, nullptr);
+}
+
+// read(), readline(), readlines(): empty on a cell's thread (stdin is empty).
+PyObject* RouterReadEmpty(PyObject* self, const char* name, PyObject* args, PyObject* kwargs,
+                          bool as_list) {
+  if (Capturing()) {
+    if (AsRouter(self)->kind != StreamKind::kStdin) {
+      PyErr_SetString(PyExc_OSError, "not readable");
+      return nullptr;
+    }
+    return as_list ? PyList_New(0) : PyUnicode_FromString("");
+  }
+  return Forward(self, name, args, kwargs, as_list ? PyList_New(0) : PyUnicode_FromString(""));
+}
+
+PyObject* RouterRead(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return RouterReadEmpty(self, "read", args, kwargs, false);
+}
+PyObject* RouterReadline(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return RouterReadEmpty(self, "readline", args, kwargs, false);
+}
+PyObject* RouterReadlines(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return RouterReadEmpty(self, "readlines", args, kwargs, true);
+}
+
+PyObject* RouterReadable(PyObject* self, PyObject*) {
+  return PyBool_FromLong(AsRouter(self)->kind == StreamKind::kStdin);
+}
+PyObject* RouterWritable(PyObject* self, PyObject*) {
+  return PyBool_FromLong(AsRouter(self)->kind != StreamKind::kStdin);
+}
+
+// Any other attribute (encoding, buffer, ...) comes from the replaced stream.
+PyObject* RouterGetAttr(PyObject* self, PyObject* name) {
+  PyObject* found = PyObject_GenericGetAttr(self, name);
+  if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyObject* original = AsRouter(self)->original;
+  if (original == nullptr || original == Py_None) return nullptr;
+  PyErr_Clear();
+  return PyObject_GetAttr(original, name);
+}
+
+#define DOLSOT_KW_METHOD(name, fn) \
+  {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_VARARGS | METH_KEYWORDS, nullptr}
+
+PyMethodDef kRouterMethods[] = {
+    {"write", RouterWrite, METH_O, nullptr},
+    {"writelines", RouterWriteLines, METH_O, nullptr},
+    DOLSOT_KW_METHOD("flush", RouterFlush),
+    DOLSOT_KW_METHOD("isatty", RouterIsatty),
+    DOLSOT_KW_METHOD("fileno", RouterFileno),
+    DOLSOT_KW_METHOD("read", RouterRead),
+    DOLSOT_KW_METHOD("readline", RouterReadline),
+    DOLSOT_KW_METHOD("readlines", RouterReadlines),
+    {"readable", RouterReadable, METH_NOARGS, nullptr},
+    {"writable", RouterWritable, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+#undef DOLSOT_KW_METHOD
+
+PyType_Slot kRouterSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(RouterDealloc)},
+    {Py_tp_getattro, reinterpret_cast<void*>(RouterGetAttr)},
+    {Py_tp_methods, kRouterMethods},
+    {Py_tp_doc, const_cast<char*>("dolsot: routes a cell thread's stdio to its capture")},
+    {0, nullptr},
+};
+
+PyType_Spec kRouterSpec = {
+    "dolsot.CellStream", sizeof(RouterObject), 0, Py_TPFLAGS_DEFAULT, kRouterSlots,
+};
+
+// ---------------------------------------------------------------------------
+// Per-interpreter runtime: cached helpers, kept in the interpreter's state
+// dict (never in a C++ static), so a finalized and restarted interpreter gets
+// fresh ones and two copies of this code in one process share one router.
+
+struct CellRuntime {
+  CellCapture*& (*capture_slot)() = nullptr;  // the thread slot routers read
+  PyObject* router_type = nullptr;
+  PyObject* linecache = nullptr;       // linecache.cache
+  PyObject* ast_expr = nullptr;        // ast.Expr
+  PyObject* ast_expression = nullptr;  // ast.Expression
+  PyObject* compile = nullptr;         // builtins.compile
+  PyObject* builtins = nullptr;        // the builtins module
+  PyObject* body_name = nullptr;       // "body"
+  PyObject* value_name = nullptr;      // "value"
+};
+
+constexpr const char* kRuntimeKey = "dolsot.cell_runtime.v1";
+
+// Objects are left alone when the interpreter's dict is cleared at
+// finalization (it is too late to run Python code safely); the struct goes.
+void DestroyRuntime(PyObject* capsule) {
+  delete static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
+}
+
+PyObject* ImportAttr(const char* module_name, const char* attr) {
+  Ref module(PyImport_ImportModule(module_name));
+  return module ? PyObject_GetAttrString(module.get(), attr) : nullptr;
+}
+
+// Builds the runtime; on failure a Python error is set and nullptr returned.
+CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
+  auto runtime = std::make_unique<CellRuntime>();
+  runtime->capture_slot = &CurrentCaptureSlot;
+  runtime->router_type = PyType_FromSpec(&kRouterSpec);
+  runtime->linecache = ImportAttr("linecache", "cache");
+  runtime->ast_expr = ImportAttr("ast", "Expr");
+  runtime->ast_expression = ImportAttr("ast", "Expression");
+  runtime->compile = ImportAttr("builtins", "compile");
+  runtime->builtins = PyImport_ImportModule("builtins");
+  runtime->body_name = PyUnicode_InternFromString("body");
+  runtime->value_name = PyUnicode_InternFromString("value");
+  if (!runtime->router_type || !runtime->linecache || !runtime->ast_expr ||
+      !runtime->ast_expression || !runtime->compile || !runtime->builtins ||
+      !runtime->body_name || !runtime->value_name) {
+    return nullptr;  // the few references taken are leaked: this never happens in practice
+  }
+  Ref capsule(PyCapsule_New(runtime.get(), kRuntimeKey, DestroyRuntime));
+  if (!capsule || PyDict_SetItemString(interpreter_dict, kRuntimeKey, capsule.get()) < 0) {
+    return nullptr;
+  }
+  return runtime.release();
+}
+
+CellRuntime* GetRuntime() {
+  PyObject* interpreter_dict = PyInterpreterState_GetDict(PyInterpreterState_Get());
+  if (interpreter_dict == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
+    return nullptr;
+  }
+  PyObject* capsule = PyDict_GetItemString(interpreter_dict, kRuntimeKey);  // borrowed
+  if (capsule != nullptr) {
+    return static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
+  }
+  return CreateRuntime(interpreter_dict);
+}
+
+// Makes sys.stdout/stderr/stdin routers (again, if someone replaced them, as
+// pytest's capture does). Returns false with a Python error set on failure.
+bool EnsureRouters(CellRuntime* runtime) {
+  static const char* const kNames[] = {"stdout", "stderr", "stdin"};
+  static const StreamKind kKinds[] = {StreamKind::kStdout, StreamKind::kStderr,
+                                      StreamKind::kStdin};
+  auto* type = reinterpret_cast<PyTypeObject*>(runtime->router_type);
+  for (int i = 0; i < 3; ++i) {
+    PyObject* current = PySys_GetObject(kNames[i]);  // borrowed, may be null
+    if (current != nullptr && Py_TYPE(current) == type) continue;
+    Ref router(type->tp_alloc(type, 0));
+    if (!router) return false;
+    AsRouter(router.get())->original = Py_NewRef(current != nullptr ? current : Py_None);
+    AsRouter(router.get())->kind = kKinds[i];
+    if (PySys_SetObject(kNames[i], router.get()) < 0) return false;
+  }
+  return true;
+}
+
+// Sets the calling thread's capture for the life of the scope.
+class CaptureScope {
+ public:
+  CaptureScope(CellRuntime* runtime, CellCapture* capture)
+      : slot_(runtime->capture_slot()), previous_(slot_) {
+    slot_ = capture;
+  }
+  ~CaptureScope() { slot_ = previous_; }
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  CellCapture*& slot_;
+  CellCapture* previous_;
+};
+
+// ---------------------------------------------------------------------------
+// Bounded repr.
+
+// Appends a repr of `obj` to `out`, stopping once `out` holds `limit` bytes.
+// Returns false when it stopped early (the repr is incomplete).
+bool AppendRepr(PyObject* obj, std::size_t limit, std::string& out);
+
+bool AppendText(std::string_view text, std::size_t limit, std::string& out) {
+  std::size_t room = out.size() < limit ? limit - out.size() : 0;
+  if (text.size() <= room) {
+    out.append(text);
+    return true;
+  }
+  std::size_t cut = room;
+  while (cut > 0 && IsContinuationByte(static_cast<unsigned char>(text[cut]))) --cut;
+  out.append(text.substr(0, cut));
+  return false;
+}
+
+// repr() of `obj` or a readable placeholder when repr raises.
+std::string PlainRepr(PyObject* obj) {
+  Ref repr(PyObject_Repr(obj));
+  if (repr) return Utf8Of(repr.get());
+  Ref exc(TakeRaisedException());
+  return "<repr of " + TypeNameOf(obj) + " object failed: " +
+         (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")) + ">";
+}
+
+// Items of an exact list/tuple/dict/set/frozenset, one repr at a time.
+bool AppendContainerRepr(PyObject* obj, std::size_t limit, std::string& out) {
+  const bool is_dict = PyDict_CheckExact(obj);
+  const bool is_frozenset = PyFrozenSet_CheckExact(obj);
+  const bool is_set = PySet_CheckExact(obj) || is_frozenset;
+  const bool is_tuple = PyTuple_CheckExact(obj);
+  const Py_ssize_t size = PyObject_Length(obj);
+  if (is_set && size == 0) return AppendText(is_frozenset ? "frozenset()" : "set()", limit, out);
+  const char* open = is_tuple ? "(" : (is_dict || is_set) ? "{" : "[";
+  const char* close = is_tuple ? ")" : (is_dict || is_set) ? "}" : "]";
+  if (is_frozenset && !AppendText("frozenset(", limit, out)) return false;
+  if (!AppendText(open, limit, out)) return false;
+  Py_ssize_t index = 0;
+  if (is_dict) {
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(obj, &position, &key, &value)) {
+      Ref key_ref(Py_NewRef(key)), value_ref(Py_NewRef(value));
+      if (index++ > 0 && !AppendText(", ", limit, out)) return false;
+      if (!AppendRepr(key_ref.get(), limit, out) || !AppendText(": ", limit, out) ||
+          !AppendRepr(value_ref.get(), limit, out)) {
+        return false;
+      }
+    }
+  } else {
+    Ref iterator(PyObject_GetIter(obj));
+    if (!iterator) {
+      PyErr_Clear();
+      return AppendText(PlainRepr(obj), limit, out);
+    }
+    while (Ref item{PyIter_Next(iterator.get())}) {
+      if (index++ > 0 && !AppendText(", ", limit, out)) return false;
+      if (!AppendRepr(item.get(), limit, out)) return false;
+    }
+    PyErr_Clear();
+  }
+  if (is_tuple && index == 1 && !AppendText(",", limit, out)) return false;
+  if (!AppendText(close, limit, out)) return false;
+  return !is_frozenset || AppendText(")", limit, out);
+}
+
+bool AppendRepr(PyObject* obj, std::size_t limit, std::string& out) {
+  if (out.size() >= limit) return false;
+  const std::size_t room = limit - out.size();
+  if (PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyByteArray_CheckExact(obj)) {
+    // Only the head is ever repr'd: a gigabyte string costs what its head costs.
+    Py_ssize_t length = PyObject_Length(obj);
+    Ref head(length > static_cast<Py_ssize_t>(room)
+                 ? PySequence_GetSlice(obj, 0, static_cast<Py_ssize_t>(room))
+                 : Py_NewRef(obj));
+    if (!head) {
+      PyErr_Clear();
+      return AppendText(PlainRepr(obj), limit, out);
+    }
+    return AppendText(PlainRepr(head.get()), limit, out) && head.get() == obj;
+  }
+  const bool container = PyList_CheckExact(obj) || PyTuple_CheckExact(obj) ||
+                         PyDict_CheckExact(obj) || PySet_CheckExact(obj) ||
+                         PyFrozenSet_CheckExact(obj);
+  if (!container) return AppendText(PlainRepr(obj), limit, out);
+  if (Py_EnterRecursiveCall(" while computing a bounded repr") != 0) {
+    Ref exc(TakeRaisedException());
+    return AppendText("...", limit, out);
+  }
+  int seen = Py_ReprEnter(obj);
+  bool complete = true;
+  if (seen > 0) {
+    complete = AppendText(PyDict_CheckExact(obj) ? "{...}" : PyList_CheckExact(obj) ? "[...]" : "...",
+                          limit, out);
+  } else if (seen < 0) {
+    PyErr_Clear();
+    complete = AppendText("...", limit, out);
+  } else {
+    complete = AppendContainerRepr(obj, limit, out);
+    Py_ReprLeave(obj);
+  }
+  Py_LeaveRecursiveCall();
+  return complete;
+}
+
+// "list of 100000000 items", "str of 5000000 characters", or the type name.
+std::string ShapeOf(PyObject* obj) {
+  std::string name = TypeNameOf(obj);
+  Py_ssize_t length = PyObject_Length(obj);
+  if (length < 0) {
+    PyErr_Clear();
+    return name;
+  }
+  const char* unit = PyUnicode_Check(obj) ? " characters"
+                     : (PyBytes_Check(obj) || PyByteArray_Check(obj)) ? " bytes"
+                                                                     : " items";
+  return name + " of " + std::to_string(length) + unit;
+}
+
+}  // namespace
+
+std::string BoundedRepr(PyObject* obj, std::size_t max_chars) {
+  if (max_chars == 0) return PlainRepr(obj);
+  const bool sized = PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) ||
+                     PyByteArray_CheckExact(obj) || PyList_CheckExact(obj) ||
+                     PyTuple_CheckExact(obj) || PyDict_CheckExact(obj) ||
+                     PySet_CheckExact(obj) || PyFrozenSet_CheckExact(obj);
+  if (!sized) return CapOutput(PlainRepr(obj), max_chars);  // an object's own repr
+  std::string out;
+  if (AppendRepr(obj, max_chars, out) && CountCodePoints(out) <= max_chars) return out;
+  std::string suffix = " ... (" + ShapeOf(obj) + "; repr cut at " +
+                       std::to_string(max_chars) + " characters)";
+  std::size_t keep = max_chars > suffix.size() ? max_chars - suffix.size() : 0;
+  std::string head;
+  AppendText(out, keep, head);
+  return head + suffix;
+}
+
+std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::string>& hidden) {
+  std::vector<std::string> names;
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t position = 0;
+  while (PyDict_Next(globals, &position, &key, &value)) {
+    if (!PyUnicode_Check(key)) continue;
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(key, &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    std::string_view name(data, static_cast<std::size_t>(size));
+    if (name.size() >= 4 && name.starts_with("__") && name.ends_with("__")) continue;
+    if (std::find(hidden.begin(), hidden.end(), name) != hidden.end()) continue;
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+Status InstallCellIo() {
+  CellRuntime* runtime = GetRuntime();
+  if (runtime == nullptr || !EnsureRouters(runtime)) {
+    Ref exc(TakeRaisedException());
+    return InternalError("cannot install the cell stdio router: " +
+                         (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// RunCell's steps.
+
+Result FailedResult(std::string error, int exit_code = kExitFailure) {
+  Result result;
+  result.ok = false;
+  result.exit_code = exit_code;
+  result.error = std::move(error);
+  return result;
+}
+
+// Registers the cell's source with linecache so tracebacks show its lines.
+void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view code) {
+  Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
+  Ref lines(source ? PyUnicode_Splitlines(source.get(), 1) : nullptr);
+  Ref entry(lines ? Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(source.get()), Py_None,
+                                  lines.get(), filename)
+                  : nullptr);
+  if (!entry || PyDict_SetItem(runtime->linecache, filename, entry.get()) < 0) PyErr_Clear();
+}
+
+// The compiled cell: the statements, and the trailing expression if any.
+struct CompiledCell {
+  Ref statements;
+  Ref trailing;  // nullptr when the cell does not end with an expression
+};
+
+// ---------------------------------------------------------------------------
+// The fast split: a small scanner finds where the cell's last logical line
+// starts and whether it is surely a statement, likely an expression, or
+// unclear. "Likely" is then proven by compiling both parts; anything unclear
+// or unproven takes the AST path, which is always right.
+
+enum class LastLine { kStatement, kExpression, kUnclear };
+
+struct SplitGuess {
+  LastLine kind = LastLine::kUnclear;
+  std::size_t offset = 0;  // where the last logical line starts
+  bool has_prefix = false;  // a logical line comes before it
+};
+
+bool IsWordByte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+
+// How the first word of a logical line classifies it.
+LastLine ClassifyFirstWord(std::string_view word) {
+  static constexpr std::string_view kStatementWords[] = {
+      "def",   "class",  "if",     "elif",   "else",     "for",    "while", "try",
+      "except", "finally", "with", "return", "pass",     "break",  "continue",
+      "raise", "import", "from",   "global", "nonlocal", "assert", "del",   "async"};
+  static constexpr std::string_view kUnclearWords[] = {"match", "case", "type", "lambda",
+                                                       "yield"};
+  for (std::string_view w : kStatementWords) if (word == w) return LastLine::kStatement;
+  for (std::string_view w : kUnclearWords) if (word == w) return LastLine::kUnclear;
+  return LastLine::kExpression;
+}
+
+// Skips a string literal starting at code[i] (a quote); returns the offset
+// after it, or npos when unterminated or when this scanner cannot follow it.
+std::size_t SkipString(std::string_view code, std::size_t i, bool is_fstring) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (is_fstring) return std::string_view::npos;  // PEP 701: nested quotes
+#else
+  (void)is_fstring;
+#endif
+  const char quote = code[i];
+  const bool triple = code.substr(i, 3) == std::string(3, quote);
+  i += triple ? 3 : 1;
+  while (i < code.size()) {
+    char c = code[i];
+    if (c == '\\') {
+      i += 2;
+    } else if (triple && code.substr(i, 3) == std::string(3, quote)) {
+      return i + 3;
+    } else if (!triple && c == quote) {
+      return i + 1;
+    } else if (!triple && c == '\n') {
+      return std::string_view::npos;
+    } else {
+      ++i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Classifies an '=' at bracket depth 0 (code[i] == '='); sets `skip` to how
+// many bytes the operator spans.
+LastLine ClassifyEquals(std::string_view code, std::size_t i, std::size_t& skip) {
+  skip = 1;
+  const char next = i + 1 < code.size() ? code[i + 1] : '\0';
+  const char prev = i > 0 ? code[i - 1] : '\0';
+  const char prev2 = i > 1 ? code[i - 2] : '\0';
+  if (next == '=') {
+    skip = 2;
+    return LastLine::kExpression;  // ==
+  }
+  if (prev == ':') return LastLine::kUnclear;  // a bare walrus
+  if ((prev == '<' || prev == '>') && prev2 != prev) return LastLine::kExpression;  // <= >=
+  if (prev == '!') return LastLine::kExpression;
+  return LastLine::kStatement;  // =, augmented assignment
+}
+
+SplitGuess GuessSplit(std::string_view code) {
+  SplitGuess guess;
+  LastLine kind = LastLine::kUnclear;
+  bool seen_line = false;
+  bool line_open = false;  // inside a logical line
+  int depth = 0;
+  std::size_t i = 0;
+  while (i < code.size()) {
+    const unsigned char c = static_cast<unsigned char>(code[i]);
+    if (!line_open) {  // at the start of a physical line outside any logical line
+      std::size_t start = i;
+      while (i < code.size() && (code[i] == ' ' || code[i] == '\t' || code[i] == '\f' || code[i] == '\r')) ++i;
+      if (i >= code.size()) break;
+      if (code[i] == '#') {
+        while (i < code.size() && code[i] != '\n') ++i;
+        continue;
+      }
+      if (code[i] == '\n') {
+        ++i;
+        continue;
+      }
+      if (code[i] == '\\') return guess;  // a continuation starting a line: unclear
+      guess.has_prefix = seen_line;
+      seen_line = line_open = true;
+      guess.offset = i;
+      kind = i != start ? LastLine::kStatement : LastLine::kExpression;  // indented: in a block
+      if (code[i] == '@') kind = LastLine::kStatement;
+      std::size_t end = i;
+      while (end < code.size() && IsWordByte(static_cast<unsigned char>(code[end]))) ++end;
+      if (end > i && kind == LastLine::kExpression) kind = ClassifyFirstWord(code.substr(i, end - i));
+      continue;
+    }
+    if (c == '\n') {
+      if (depth == 0) line_open = false;
+      ++i;
+    } else if (c == '#') {
+      while (i < code.size() && code[i] != '\n') ++i;
+    } else if (c == '\\') {
+      if (i + 1 < code.size() && code[i + 1] == '\n') i += 2;
+      else if (code.substr(i + 1, 2) == "\r\n") i += 3;
+      else return guess;
+    } else if (c == '\'' || c == '"') {
+      std::size_t p = i;
+      bool fstring = false;
+      while (p > 0 && IsWordByte(static_cast<unsigned char>(code[p - 1]))) {
+        --p;
+        fstring = fstring || code[p] == 'f' || code[p] == 'F';
+      }
+      i = SkipString(code, i, fstring);
+      if (i == std::string_view::npos) return SplitGuess{};
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+      ++i;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (--depth < 0) return SplitGuess{};
+      ++i;
+    } else if (depth == 0 && (c == ';' || c == ':' || c == '=')) {
+      std::size_t skip = 1;
+      LastLine found = c == ';' ? LastLine::kUnclear
+                       : c == ':' ? (i + 1 < code.size() && code[i + 1] == '=' ? LastLine::kUnclear
+                                                                                : LastLine::kStatement)
+                                  : ClassifyEquals(code, i, skip);
+      if (kind == LastLine::kExpression || found == LastLine::kUnclear) {
+        if (found != LastLine::kExpression) kind = found;
+      }
+      i += skip;
+    } else if (IsWordByte(c)) {
+      std::size_t end = i;
+      while (end < code.size() && IsWordByte(static_cast<unsigned char>(code[end]))) ++end;
+      if (depth == 0 && code.substr(i, end - i) == "lambda") kind = LastLine::kUnclear;
+      i = end;
+    } else {
+      ++i;
+    }
+  }
+  if (depth != 0 || !seen_line) return SplitGuess{};
+  guess.kind = kind;
+  return guess;
+}
+
+// Compiles `source` (NUL-terminated) in `mode`; nullptr with an error set.
+PyObject* CompileSource(const char* source, PyObject* filename, int mode) {
+  PyCompilerFlags flags = _PyCompilerFlags_INIT;
+  flags.cf_flags = PyCF_IGNORE_COOKIE;
+  return Py_CompileStringObject(source, filename, mode, &flags, -1);
+}
+
+// The fast path; false (no error set) when the AST path must decide.
+bool CompileCellFast(const std::string& code, PyObject* filename, CompiledCell& compiled) {
+  SplitGuess guess = GuessSplit(code);
+  if (guess.kind == LastLine::kUnclear) return false;
+  if (guess.kind == LastLine::kStatement) {
+    compiled.statements.reset(CompileSource(code.c_str(), filename, Py_file_input));
+    return true;  // a SyntaxError here is the cell's own: reported as is
+  }
+  // The expression keeps its line numbers: blank lines stand in for the prefix.
+  std::size_t lines_before = static_cast<std::size_t>(
+      std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(guess.offset), '\n'));
+  std::string expression(lines_before, '\n');
+  expression.append(code, guess.offset, std::string::npos);
+  compiled.trailing.reset(CompileSource(expression.c_str(), filename, Py_eval_input));
+  if (compiled.trailing && guess.has_prefix) {
+    std::string prefix = code.substr(0, guess.offset);
+    compiled.statements.reset(CompileSource(prefix.c_str(), filename, Py_file_input));
+  }
+  if (compiled.trailing && (compiled.statements || !guess.has_prefix)) return true;
+  PyErr_Clear();
+  compiled.statements.reset(nullptr);
+  compiled.trailing.reset(nullptr);
+  return false;
+}
+
+// Parses and compiles; on failure a Python error (a SyntaxError) is set.
+bool CompileCell(CellRuntime* runtime, const std::string& code, PyObject* filename,
+                 CompiledCell& compiled) {
+  if (CompileCellFast(code, filename, compiled)) return compiled.statements || compiled.trailing;
+  PyCompilerFlags flags = _PyCompilerFlags_INIT;
+  flags.cf_flags = PyCF_ONLY_AST | PyCF_IGNORE_COOKIE;
+  Ref module(Py_CompileStringObject(code.c_str(), filename, Py_file_input, &flags, -1));
+  if (!module) return false;
+  Ref body(PyObject_GetAttr(module.get(), runtime->body_name));
+  if (!body || !PyList_Check(body.get())) return false;
+  Py_ssize_t count = PyList_GET_SIZE(body.get());
+  Ref expression;
+  if (count > 0) {
+    PyObject* last = PyList_GET_ITEM(body.get(), count - 1);  // borrowed
+    int is_expr = PyObject_IsInstance(last, runtime->ast_expr);
+    if (is_expr < 0) return false;
+    if (is_expr == 1) {
+      Ref value(PyObject_GetAttr(last, runtime->value_name));
+      if (!value) return false;
+      expression.reset(PyObject_CallOneArg(runtime->ast_expression, value.get()));
+      if (!expression || PyList_SetSlice(body.get(), count - 1, count, nullptr) < 0) return false;
+    }
+  }
+  compiled.statements.reset(PyObject_CallFunction(runtime->compile, "OOsii", module.get(),
+                                                  filename, "exec", 0, 1));
+  if (!compiled.statements) return false;
+  if (expression) {
+    compiled.trailing.reset(PyObject_CallFunction(runtime->compile, "OOsii", expression.get(),
+                                                  filename, "eval", 0, 1));
+    if (!compiled.trailing) return false;
+  }
+  return true;
+}
+
+// Fills `result` from the exception a cell raised.
+void RecordException(PyObject* exc, PyObject* globals, const CellRequest& request,
+                     Result& result) {
+  if (PyErr_GivenExceptionMatches(exc, PyExc_SystemExit)) {
+    Ref code(PyObject_GetAttrString(exc, "code"));
+    if (!code) PyErr_Clear();
+    if (!code || code.get() == Py_None) return;  // sys.exit() / sys.exit(None): success
+    int overflow = 0;
+    long value = PyLong_Check(code.get()) ? PyLong_AsLongAndOverflow(code.get(), &overflow) : -1;
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (PyLong_Check(code.get()) && !overflow && value == 0) return;
+    result.ok = false;
+    result.exit_code = (PyLong_Check(code.get()) && !overflow && value >= 1 && value <= 255)
+                           ? static_cast<int>(value)
+                           : kExitFailure;
+    result.error = ShortExceptionText(exc) + " (SystemExit caught; the session is kept)";
+    return;
+  }
+  result.ok = false;
+  result.exit_code = ExceptionExitCode(exc).value_or(kExitFailure);
+  std::string error = FormatWithTraceback(exc, "format_exception");
+  std::vector<std::string> aliases = request.toolbox_aliases;
+  aliases.insert(aliases.end(), request.hidden_names.begin(), request.hidden_names.end());
+  if (std::optional<std::string> hint = ToolboxCallHint(exc, globals, aliases)) {
+    error += "\n" + *hint;
+  }
+  result.error = std::move(error);
+}
+
+// Runs the compiled cell in `globals`; fills value or error.
+void ExecuteCell(const CompiledCell& compiled, PyObject* globals, const CellRequest& request,
+                 Result& result) {
+  Ref done(compiled.statements ? PyEval_EvalCode(compiled.statements.get(), globals, globals)
+                               : Py_NewRef(Py_None));
+  if (done && compiled.trailing) {
+    Ref value(PyEval_EvalCode(compiled.trailing.get(), globals, globals));
+    if (value && value.get() != Py_None) result.value = BoundedRepr(value.get(), request.max_output);
+    if (!value) done.reset(nullptr);
+  }
+  if (done) return;
+  Ref exc(TakeRaisedException());
+  if (exc) RecordException(exc.get(), globals, request, result);
+}
+
+}  // namespace
+
+Result RunCell(PyObject* globals, const CellRequest& request) {
+  bool is_nul = false;
+  if (std::optional<std::size_t> bad = FirstBadByte(request.code, &is_nul)) {
+    return FailedResult(is_nul ? "cell source contains a NUL byte at offset " + std::to_string(*bad)
+                               : "cell source is not valid UTF-8 (bad byte at offset " +
+                                     std::to_string(*bad) + "); nothing ran");
+  }
+  if (globals == nullptr || !PyDict_Check(globals)) return FailedResult("internal: globals is not a dict");
+  CellRuntime* runtime = GetRuntime();
+  if (runtime == nullptr || !EnsureRouters(runtime)) {
+    Ref exc(TakeRaisedException());
+    return FailedResult("internal: cannot set up cell I/O: " +
+                        (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")));
+  }
+  Ref builtins_key(PyUnicode_InternFromString("__builtins__"));
+  if (!builtins_key || PyDict_SetDefault(globals, builtins_key.get(), runtime->builtins) == nullptr) {
+    PyErr_Clear();
+  }
+  std::string filename_text = request.filename.empty() ? "<cell>" : request.filename;
+  Ref filename(PyUnicode_FromStringAndSize(filename_text.data(),
+                                           static_cast<Py_ssize_t>(filename_text.size())));
+  RegisterSource(runtime, filename.get(), request.code);
+
+  Result result;
+  CompiledCell compiled;
+  if (!CompileCell(runtime, std::string(request.code), filename.get(), compiled)) {
+    Ref exc(TakeRaisedException());
+    result = FailedResult(exc ? FormatWithTraceback(exc.get(), "format_exception_only")
+                              : "SyntaxError: the cell could not be compiled");
+  } else {
+    CellCapture capture(request.max_output, request.sink);
+    {
+      CaptureScope scope(runtime, &capture);
+      ExecuteCell(compiled, globals, request, result);
+    }
+    result.stdout_text = capture.Text();
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  result.held = HeldNames(globals, request.hidden_names);
+  return result;
+}
+
+}  // namespace dolsot

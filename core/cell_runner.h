@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bounded_text.h"
 #include "core/config.h"
 #include "core/result.h"
 #include "core/status.h"
@@ -33,11 +34,18 @@ struct CellRequest {
   std::size_t max_output = kDefaultMaxOutput;  // caps stdout and value; 0 = no cap
   std::vector<std::string> hidden_names;       // never listed in held (toolbox aliases)
   OutputSink* sink = nullptr;                  // optional live mirror of stdout
+  // Toolbox aliases bound in `globals`, for ToolboxCallHint (hidden_names are
+  // passed to it as well).
+  std::vector<std::string> toolbox_aliases;
 };
 
-// Installs the per-thread stdout/stdin routing into sys (idempotent). A thread
-// running a cell writes to its own capture; every other thread's output goes
-// to the original sys.stdout.
+// Installs the per-thread routing of sys.stdout, sys.stderr and sys.stdin
+// (idempotent; RunCell calls it too, and re-installs it if someone replaced
+// those streams). A thread running a cell writes stdout AND stderr into its
+// own capture (one text, as an agent reads it) and reads stdin as empty
+// (input() raises EOFError at once); every other thread reads and writes the
+// streams that were there before. Threads a cell starts itself are "other
+// threads": their output goes to the host's streams.
 Status InstallCellIo();
 
 // Runs one cell in `globals` (a dict). Never raises into the caller: a user
@@ -52,9 +60,5 @@ std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::str
 // repr(obj), bounded: a huge container shows its type, length and a few items;
 // a huge string its head; never more than `max_chars` (0 = no cap) characters.
 std::string BoundedRepr(PyObject* obj, std::size_t max_chars);
-
-// Keeps the head and tail of `text` within `max_chars` (0 = no cap), saying how
-// much was cut and hinting to keep large results in a variable.
-std::string CapOutput(std::string_view text, std::size_t max_chars);
 
 }  // namespace dolsot

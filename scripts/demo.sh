@@ -31,9 +31,12 @@ agent "${TB[@]}" "rows = mt.load('orders'); len(rows)"
 agent "${TB[@]}" "best = mt.top(rows, 2); [r['item'] for r in best]"
 agent "${TB[@]}" "mt.total(rows, 'price')"
 agent "${TB[@]}" "mt.load('returns')"
-agent "${TB[@]}" "mt.add(1)"
+agent "${TB[@]}" "mt.top(rows, n='2')"
+agent "${TB[@]}" "args = (1,)"
+agent "${TB[@]}" "mt.add(*args)"
 agent "${TB[@]}" --timeout 1 "print('working...'); n = 0
 while True:
     n += 1"
 agent "${TB[@]}" "len(rows), 'state survived the killed cell'"
+agent "${TB[@]}" --json "mt.total(best)"
 agent --list-sessions

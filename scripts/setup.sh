@@ -12,29 +12,38 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
 # --- 1. Debian packages -------------------------------------------------------
 # Pinned per Debian release; an unknown release takes the candidate and says so.
-declare -A PINS_bookworm=([libcli11-dev]=2.1.2+ds-1 [libgtest-dev]=1.12.1-0.2 [libgmock-dev]=1.12.1-0.2)
-declare -A PINS_trixie=([libcli11-dev]=2.4.1+ds-1 [libgtest-dev]=1.16.0-1 [libgmock-dev]=1.16.0-1)
+# clang and its runtimes build the AST gate's fuzzer (a short run is a test).
 codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
+case "$codename" in
+  bookworm)
+    PACKAGES=(libcli11-dev=2.1.2+ds-1 libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
+              clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12) ;;
+  trixie)
+    PACKAGES=(libcli11-dev=2.4.1+ds-1 libgtest-dev=1.16.0-1 libgmock-dev=1.16.0-1
+              clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3) ;;
+  *)
+    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev clang) ;;
+esac
 missing=()
-for pkg in libcli11-dev libgtest-dev libgmock-dev; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+for spec in "${PACKAGES[@]}"; do
+  pkg="${spec%%=*}"
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$spec")
 done
 if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   say "installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   specs=()
-  for pkg in "${missing[@]}"; do
-    ver=""
-    case "$codename" in
-      bookworm) ver="${PINS_bookworm[$pkg]:-}" ;;
-      trixie) ver="${PINS_trixie[$pkg]:-}" ;;
-    esac
-    if [[ -n "$ver" ]] && apt-cache madison "$pkg" | awk '{print $3}' | grep -qxF "$ver"; then
-      specs+=("$pkg=$ver")
-    else
-      say "warning: no pinned version of $pkg for Debian '$codename' is available; taking the candidate"
+  for spec in "${missing[@]}"; do
+    pkg="${spec%%=*}"; ver=""
+    [[ "$spec" == *=* ]] && ver="${spec#*=}"
+    if [[ -z "$ver" ]] || apt-cache madison "$pkg" | awk -F' [|] ' '{print $2}' | grep -qxF "$ver"; then
+      specs+=("$spec")
+    elif apt-cache show "$pkg" >/dev/null 2>&1; then
+      say "warning: $pkg=$ver is not available on Debian '$codename'; taking the candidate"
       specs+=("$pkg")
+    else
+      say "warning: $pkg is not available on Debian '$codename'; skipping it"
     fi
   done
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${specs[@]}" >/dev/null

@@ -18,10 +18,17 @@ from dolsot.errors import (
     WorkerError,
 )
 from dolsot._dolsot import Result, SessionInfo
+from dolsot._backend import Backend
+from dolsot.inprocess import InProcessSession
+from dolsot.repl import Repl
+from dolsot import sandbox, store
 
 __version__ = "0.5.0"
 
 __all__ = [
+    "Repl",
+    "InProcessSession",
+    "Backend",
     "Result",
     "SessionInfo",
     "DolsotError",
@@ -31,5 +38,7 @@ __all__ = [
     "SessionBusy",
     "StoreError",
     "WorkerError",
+    "sandbox",
+    "store",
     "__version__",
 ]

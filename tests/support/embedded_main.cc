@@ -8,10 +8,19 @@
 
 namespace py = pybind11;
 
+#if defined(__SANITIZE_ADDRESS__)
+// CPython keeps allocations alive until exit by design; LeakSanitizer would
+// report them (run sanitized suites with PYTHONMALLOC=malloc).
+extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
+#endif
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   py::scoped_interpreter interpreter;
   py::module_::import("sys").attr("path").attr("insert")(0, DOLSOT_BUILD_PYTHON_DIR);
+  // The interpreter the build found (a venv's python) has its packages (dill)
+  // in this site directory; an embedded interpreter does not see it by itself.
+  py::module_::import("site").attr("addsitedir")(DOLSOT_PYTHON_SITE_PACKAGES);
   int rc = 0;
   {
     py::gil_scoped_release release;

@@ -1,0 +1,148 @@
+// CellWorkerPool: idle workers sleep on a condition variable (no spinning:
+// on a loaded machine a spinning thread steals the core its peer needs). A
+// worker returns itself to the idle list before it reports its task done, so
+// back-to-back cells reuse one thread.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>  // first, as CPython asks
+
+#include "backend_inprocess/cell_worker_pool.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dolsot {
+namespace {
+
+struct Worker {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::shared_ptr<PoolTask> task;     // guarded by mutex
+  bool stop = false;                  // guarded by mutex
+};
+
+}  // namespace
+
+class CellWorkerPool::State {
+ public:
+  bool Submit(std::shared_ptr<PoolTask> task, const std::shared_ptr<State>& self);
+  void Shutdown();
+
+ private:
+  static void WorkerMain(std::shared_ptr<State> state, std::shared_ptr<Worker> worker);
+  static std::shared_ptr<PoolTask> TakeTask(Worker& worker);
+  // Puts `worker` back on the idle list; false when the pool is shut down.
+  bool ReturnIdle(const std::shared_ptr<Worker>& worker);
+  // Counts the calling worker in or out of running a task (holding Python).
+  void SetInTask(bool in_task);
+  void WorkerExited();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::shared_ptr<Worker>> idle_;  // most recently used last
+  int live_ = 0;     // workers started that have not exited
+  int in_task_ = 0;  // workers inside RunHoldingGil (a late cell may never leave)
+  bool shut_down_ = false;
+};
+
+bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
+                                   const std::shared_ptr<State>& self) {
+  std::shared_ptr<Worker> worker;
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return false;
+    if (!idle_.empty()) {
+      worker = std::move(idle_.back());
+      idle_.pop_back();
+    } else {
+      worker = std::make_shared<Worker>();
+      start = true;
+      ++live_;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(worker->mutex);
+    worker->task = std::move(task);
+  }
+  worker->wake.notify_one();
+  if (start) std::thread(&State::WorkerMain, self, worker).detach();
+  return true;
+}
+
+std::shared_ptr<PoolTask> CellWorkerPool::State::TakeTask(Worker& worker) {
+  std::unique_lock<std::mutex> lock(worker.mutex);
+  worker.wake.wait(lock, [&] { return worker.task != nullptr || worker.stop; });
+  return std::move(worker.task);  // nullptr: told to stop
+}
+
+bool CellWorkerPool::State::ReturnIdle(const std::shared_ptr<Worker>& worker) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return false;
+  idle_.push_back(worker);
+  return true;
+}
+
+void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
+                                       std::shared_ptr<Worker> worker) {
+  PyGILState_STATE gil = PyGILState_Ensure();  // this thread's own thread state
+  PyThreadState* thread_state = PyEval_SaveThread();
+  while (std::shared_ptr<PoolTask> task = TakeTask(*worker)) {
+    state->SetInTask(true);
+    PyEval_RestoreThread(thread_state);
+    task->RunHoldingGil();
+    thread_state = PyEval_SaveThread();
+    state->SetInTask(false);
+    const bool keep = state->ReturnIdle(worker);
+    task->AfterGilReleased();
+    if (!keep) break;
+  }
+  PyEval_RestoreThread(thread_state);
+  PyGILState_Release(gil);
+  state->WorkerExited();
+}
+
+void CellWorkerPool::State::SetInTask(bool in_task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_task_ += in_task ? 1 : -1;
+  changed_.notify_all();
+}
+
+void CellWorkerPool::State::WorkerExited() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --live_;
+  changed_.notify_all();
+}
+
+void CellWorkerPool::State::Shutdown() {
+  std::vector<std::shared_ptr<Worker>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    idle.swap(idle_);
+  }
+  for (const auto& worker : idle) {
+    {
+      std::lock_guard<std::mutex> lock(worker->mutex);
+      worker->stop = true;
+    }
+    worker->wake.notify_one();
+  }
+  // Every worker not inside a task is on its way out: wait for it to release
+  // its thread state. One inside a task (a late cell) is left to run.
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return live_ == in_task_; });
+}
+
+CellWorkerPool::CellWorkerPool() : state_(std::make_shared<State>()) {}
+CellWorkerPool::~CellWorkerPool() { Shutdown(); }
+
+bool CellWorkerPool::Submit(std::shared_ptr<PoolTask> task) {
+  return state_->Submit(std::move(task), state_);
+}
+
+void CellWorkerPool::Shutdown() { state_->Shutdown(); }
+
+}  // namespace dolsot

@@ -1,0 +1,43 @@
+// CellWorkerPool: persistent worker threads, each with its own CPython thread
+// state, that run cells for InProcessSession. A worker is reused for the next
+// cell once its cell ends; a cell that never ends keeps its worker forever
+// (the pool then starts another), which is what "a leaked thread" means.
+#pragma once
+
+#include <memory>
+
+namespace dolsot {
+
+// One unit of work for a worker thread.
+class PoolTask {
+ public:
+  virtual ~PoolTask() = default;
+  // Runs on the worker thread with the GIL held.
+  virtual void RunHoldingGil() = 0;
+  // Runs on the worker thread right after it released the GIL.
+  virtual void AfterGilReleased() = 0;
+};
+
+// Thread-safe. Needs a running interpreter while any worker lives.
+class CellWorkerPool {
+ public:
+  CellWorkerPool();
+  ~CellWorkerPool();  // Shutdown()
+  CellWorkerPool(const CellWorkerPool&) = delete;
+  CellWorkerPool& operator=(const CellWorkerPool&) = delete;
+
+  // Hands `task` to an idle worker (starting a new detached worker when none
+  // is idle). Never blocks on the GIL. False (task dropped) after Shutdown.
+  bool Submit(std::shared_ptr<PoolTask> task);
+  // Stops the workers and waits until every one not inside a task has
+  // released its thread state; a worker still inside a task (a late cell)
+  // exits when it ends. Call without holding the GIL. Idempotent.
+  void Shutdown();
+
+  class State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace dolsot

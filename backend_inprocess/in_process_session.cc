@@ -1,0 +1,598 @@
+// InProcessSession: sessions are live dicts; each cell runs through the shared
+// RunCell on a pooled worker thread while the caller waits (GIL released) up
+// to the deadline; a late cell is asked to stop with an asynchronous
+// KeyboardInterrupt from a short-lived stopper thread.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>  // first, as CPython asks
+
+#include "backend_inprocess/in_process_session.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <thread>
+
+#include "backend_inprocess/cell_worker_pool.h"
+#include "core/cell_runner.h"
+#include "core/session_id.h"
+#include "core/type_gate.h"
+
+namespace dolsot {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A session whose timed-out cell is still running gets this long to stop
+// (the asynchronous exception usually lands within milliseconds) before a
+// new cell is refused with kBusy.
+constexpr auto kBusyGrace = std::chrono::milliseconds(500);
+// The stopper raises KeyboardInterrupt this often, this many times.
+constexpr auto kStopInterval = std::chrono::milliseconds(50);
+constexpr int kStopAttempts = 40;
+
+double NowEpochSeconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+// Releases the GIL for the scope if the calling thread holds it.
+class GilReleaseIfHeld {
+ public:
+  GilReleaseIfHeld() {
+    if (Py_IsInitialized() && PyGILState_Check()) saved_ = PyEval_SaveThread();
+  }
+  ~GilReleaseIfHeld() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  GilReleaseIfHeld(const GilReleaseIfHeld&) = delete;
+  GilReleaseIfHeld& operator=(const GilReleaseIfHeld&) = delete;
+
+ private:
+  PyThreadState* saved_ = nullptr;
+};
+
+// Drops a reference from any thread (takes the GIL; nothing after finalization).
+void DecrefWithGil(PyObject* object) {
+  if (object == nullptr || !Py_IsInitialized()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  Py_DECREF(object);
+  PyGILState_Release(gil);
+}
+
+// The "ExcType: message" of the pending Python error, which is cleared.
+std::string TakePythonError() {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  std::string text = type != nullptr ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error";
+  if (value != nullptr) {
+    PyObject* str = PyObject_Str(value);
+    const char* utf8 = str != nullptr ? PyUnicode_AsUTF8(str) : nullptr;
+    if (utf8 != nullptr && *utf8 != '\0') text += std::string(": ") + utf8;
+    Py_XDECREF(str);
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return text;
+}
+
+// What every new namespace starts with: alias -> live object (owned).
+struct Injected {
+  std::vector<std::pair<std::string, PyObject*>> objects;
+  ~Injected() {
+    for (auto& entry : objects) DecrefWithGil(entry.second);
+  }
+};
+
+// Counters that outlive the InProcessSession (late cells and stoppers use them).
+struct SharedCounters {
+  std::atomic<int> leaked{0};
+  std::mutex mutex;
+  std::condition_variable stopper_exited;
+  int stoppers = 0;  // guarded by mutex
+};
+
+// A running cell's output, readable by the caller at the deadline.
+class LiveOutput final : public OutputSink {
+ public:
+  explicit LiveOutput(std::size_t max_chars) : text_(max_chars) {}
+  void Write(std::string_view text) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_.Append(text);
+  }
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_.Text();
+  }
+
+ private:
+  std::mutex mutex_;
+  BoundedText text_;
+};
+
+class CellJob;
+
+struct SessionState {
+  explicit SessionState(std::string session_id) : id(std::move(session_id)) {}
+  ~SessionState() { DecrefWithGil(globals); }
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
+
+  const std::string id;
+  PyObject* globals = nullptr;  // the namespace; set once, under the GIL
+  std::mutex serial;            // one Run at a time
+  // Guarded by `serial`:
+  int cells = 0;
+  std::vector<std::string> held;
+  // Guarded by the Impl's mutex:
+  std::shared_ptr<CellJob> last_job;
+  double last_used = 0.0;
+};
+
+// Creates the session's namespace on first use. Needs the GIL.
+bool EnsureGlobals(SessionState& session, const Injected& injected) {
+  if (session.globals != nullptr) return true;
+  PyObject* globals = PyDict_New();
+  if (globals == nullptr) return false;
+  for (const auto& [alias, object] : injected.objects) {
+    if (PyDict_SetItemString(globals, alias.c_str(), object) < 0) {
+      Py_DECREF(globals);
+      return false;
+    }
+  }
+  if (session.globals == nullptr) {
+    session.globals = globals;
+  } else {
+    Py_DECREF(globals);  // someone else won the race while we allocated
+  }
+  return true;
+}
+
+class CellJob final : public PoolTask {
+ public:
+  CellJob(std::shared_ptr<SessionState> session, std::shared_ptr<const Injected> injected,
+          std::shared_ptr<SharedCounters> counters, CellRequest request, std::string code)
+      : session_(std::move(session)),
+        injected_(std::move(injected)),
+        counters_(std::move(counters)),
+        code_(std::move(code)),
+        request_(std::move(request)),
+        output_(request_.max_output) {
+    request_.code = code_;
+    request_.sink = &output_;
+  }
+
+  void RunHoldingGil() override {
+    thread_ident_ = PyThread_get_thread_ident();
+    if (stop_requested_.load()) {
+      result_.ok = false;  // timed out before it could start: never run it
+    } else if (!EnsureGlobals(*session_, *injected_)) {
+      result_.ok = false;
+      result_.exit_code = kExitFailure;
+      result_.error = "internal: cannot create the session namespace: " + TakePythonError();
+    } else {
+      result_ = RunCell(session_->globals, request_);
+    }
+    python_finished_ = true;
+    // A KeyboardInterrupt the stopper raised too late must not hit the next cell.
+    if (stop_requested_.load()) PyThreadState_SetAsyncExc(thread_ident_, nullptr);
+  }
+
+  void AfterGilReleased() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      done_flag_.store(true, std::memory_order_release);
+      if (timed_out_) counters_->leaked.fetch_sub(1);
+      finished_.notify_all();
+    }
+  }
+
+  bool Done() const { return done_flag_.load(std::memory_order_acquire); }
+
+  // Waits until the cell is done or `deadline` passes; true when done.
+  bool WaitUntil(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return finished_.wait_until(lock, deadline, [&] { return done_; });
+  }
+
+  // At the deadline: marks the cell late (counted as a leaked thread until it
+  // ends). False when it finished after all.
+  bool MarkTimedOut() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return false;
+    timed_out_ = true;
+    stop_requested_.store(true);
+    counters_->leaked.fetch_add(1);
+    return true;
+  }
+
+  // Raises KeyboardInterrupt in the cell's thread until it ends (bounded).
+  // Runs on its own thread; takes the GIL.
+  void Stop() {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (int attempt = 0; attempt < kStopAttempts && !python_finished_; ++attempt) {
+      if (thread_ident_ != 0) PyThreadState_SetAsyncExc(thread_ident_, PyExc_KeyboardInterrupt);
+      Py_BEGIN_ALLOW_THREADS
+      WaitUntil(Clock::now() + kStopInterval);
+      Py_END_ALLOW_THREADS
+    }
+    PyGILState_Release(gil);
+  }
+
+  Result TakeResult() { return std::move(result_); }  // after Done()
+  std::string PartialOutput() { return output_.Text(); }
+
+ private:
+  std::shared_ptr<SessionState> session_;
+  std::shared_ptr<const Injected> injected_;
+  std::shared_ptr<SharedCounters> counters_;
+  std::string code_;
+  CellRequest request_;
+  LiveOutput output_;
+  Result result_;
+  // Guarded by the GIL:
+  unsigned long thread_ident_ = 0;
+  bool python_finished_ = false;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> done_flag_{false};
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  bool done_ = false;       // guarded by mutex_
+  bool timed_out_ = false;  // guarded by mutex_
+};
+
+void StartStopper(std::shared_ptr<CellJob> job, std::shared_ptr<SharedCounters> counters) {
+  {
+    std::lock_guard<std::mutex> lock(counters->mutex);
+    ++counters->stoppers;
+  }
+  std::thread([job = std::move(job), counters = std::move(counters)] {
+    if (Py_IsInitialized()) job->Stop();
+    std::lock_guard<std::mutex> lock(counters->mutex);
+    --counters->stoppers;
+    counters->stopper_exited.notify_all();
+  }).detach();
+}
+
+Result FailedResult(std::string error, std::vector<std::string> held) {
+  Result result;
+  result.ok = false;
+  result.exit_code = kExitFailure;
+  result.error = std::move(error);
+  result.held = std::move(held);
+  return result;
+}
+
+std::string FormatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
+}  // namespace
+
+class InProcessSession::Impl {
+ public:
+  Config config;
+  CellGate gate;
+  std::shared_ptr<const Injected> injected;
+  std::vector<std::string> aliases;
+  std::map<std::string, std::string> toolbox_modules;  // for the type gate
+  std::vector<std::string> python_path;
+  std::string python_executable;
+  bool owns_interpreter = false;
+  PyThreadState* main_thread_state = nullptr;  // when it owns the interpreter
+  CellWorkerPool pool;
+  TyServer ty_server;  // one warm `ty server` for the type gate
+  std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
+
+  StatusOr<std::shared_ptr<SessionState>> FindOrCreate(std::string_view session_id);
+  Status WaitForPreviousCell(SessionState& session);
+  std::optional<Result> CheckBeforeRun(SessionState& session, std::string_view code,
+                                       Clock::time_point deadline);
+  Result RunOnWorker(const std::shared_ptr<SessionState>& session, std::string_view code,
+                     double timeout);
+  std::vector<std::shared_ptr<SessionState>> TakeSessions(std::string_view target);
+
+  std::mutex mutex;  // never held while taking the GIL
+  std::map<std::string, std::shared_ptr<SessionState>, std::less<>> sessions;
+  bool closed = false;
+};
+
+StatusOr<std::shared_ptr<SessionState>> InProcessSession::Impl::FindOrCreate(
+    std::string_view session_id) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (closed) return Status(ErrorCode::kUnavailable, "this InProcessSession is closed");
+  auto found = sessions.find(session_id);
+  if (found != sessions.end()) return found->second;
+  auto session = std::make_shared<SessionState>(std::string(session_id));
+  session->last_used = NowEpochSeconds();
+  sessions.emplace(session->id, session);
+  return session;
+}
+
+Status InProcessSession::Impl::WaitForPreviousCell(SessionState& session) {
+  std::shared_ptr<CellJob> previous;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    previous = session.last_job;
+  }
+  if (previous == nullptr || previous->Done()) return Status::Ok();
+  if (previous->WaitUntil(Clock::now() + kBusyGrace)) return Status::Ok();
+  return Status(ErrorCode::kBusy,
+                "session '" + session.id +
+                    "' is still running an earlier cell that timed out and did not stop "
+                    "(stuck in C code?); reset it to start over with a fresh namespace");
+}
+
+// The gate and the type gate; a Result when the cell must not run.
+std::optional<Result> InProcessSession::Impl::CheckBeforeRun(SessionState& session,
+                                                             std::string_view code,
+                                                             Clock::time_point deadline) {
+  if (gate) {
+    GateVerdict verdict = gate(code);
+    if (!verdict.allowed) {
+      return FailedResult(verdict.message.empty() ? "the gate rejected this cell" : verdict.message,
+                          session.held);
+    }
+  }
+  if (config.typecheck && !toolbox_modules.empty()) {
+    TypeCheckRequest request;
+    request.code = code;
+    request.toolboxes = toolbox_modules;
+    request.session_names = session.held;
+    request.ty_bin = config.ty_bin;
+    request.python_path = python_path;
+    request.python_executable = python_executable;
+    request.deadline = deadline;
+    TypeCheckOutcome outcome = ty_server.Check(request);
+    if (!outcome.diagnostics.empty()) return FailedResult(outcome.FormatError(), session.held);
+  }
+  return std::nullopt;
+}
+
+Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& session,
+                                           std::string_view code, double timeout) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout));
+  if (std::optional<Result> rejected = CheckBeforeRun(*session, code, deadline)) {
+    return *std::move(rejected);
+  }
+  CellRequest request;
+  // Unique per session: linecache keeps each cell's source under this name.
+  request.filename = "<cell " + std::to_string(++session->cells) + " of " + session->id + ">";
+  request.max_output = config.max_output;
+  request.hidden_names = aliases;
+  request.toolbox_aliases = aliases;
+  auto job = std::make_shared<CellJob>(session, injected, counters, std::move(request),
+                                       std::string(code));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    session->last_job = job;
+  }
+  if (!pool.Submit(job)) return FailedResult("this InProcessSession is closed", session->held);
+  Result result;
+  if (job->WaitUntil(deadline) || !job->MarkTimedOut()) {
+    result = job->TakeResult();
+    session->held = result.held;
+  } else {
+    StartStopper(job, counters);
+    result.ok = false;
+    result.exit_code = kExitTimeout;
+    result.stdout_text = job->PartialOutput();
+    result.error = "TimeoutError: the cell ran past its " + FormatSeconds(timeout) +
+                   " s timeout; it was interrupted (a cell stuck in C code keeps running on "
+                   "a leaked thread, and its session refuses new cells until reset)";
+    result.held = session->held;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  session->last_used = NowEpochSeconds();
+  return result;
+}
+
+std::vector<std::shared_ptr<SessionState>> InProcessSession::Impl::TakeSessions(
+    std::string_view target) {
+  std::vector<std::shared_ptr<SessionState>> taken;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (target == kAllSessions) {
+    for (auto& entry : sessions) taken.push_back(std::move(entry.second));
+    sessions.clear();
+  } else if (auto found = sessions.find(target); found != sessions.end()) {
+    taken.push_back(std::move(found->second));
+    sessions.erase(found);
+  }
+  return taken;
+}
+
+namespace {
+
+// Imports the toolboxes and takes references to the live objects. Needs the GIL.
+Status CollectInjected(const InProcessOptions& options, Injected& injected,
+                       std::map<std::string, std::string>& modules) {
+  auto add = [&](const std::string& alias, PyObject* object) -> Status {
+    PyObject* alias_str = PyUnicode_FromString(alias.c_str());
+    const bool valid = alias_str != nullptr && PyUnicode_IsIdentifier(alias_str) == 1 &&
+                       !(alias.size() >= 2 && alias.compare(0, 2, "__") == 0);
+    Py_XDECREF(alias_str);
+    PyErr_Clear();
+    if (!valid) {
+      return Status(ErrorCode::kInvalidToolbox,
+                    "inject alias '" + alias + "' is not a valid Python identifier");
+    }
+    for (const auto& existing : injected.objects) {
+      if (existing.first == alias) {
+        return Status(ErrorCode::kInvalidToolbox, "inject alias '" + alias + "' is given twice");
+      }
+    }
+    if (PyUnicode_Check(object)) {
+      PyObject* module = PyImport_Import(object);
+      if (module == nullptr) {
+        return Status(ErrorCode::kInvalidToolbox, "toolbox '" + alias + "' (module '" +
+                                                      PyUnicode_AsUTF8(object) +
+                                                      "') does not import: " + TakePythonError());
+      }
+      object = module;
+    } else {
+      Py_INCREF(object);
+    }
+    injected.objects.emplace_back(alias, object);
+    if (PyModule_Check(object)) {
+      const char* name = PyModule_GetName(object);
+      if (name != nullptr) modules[alias] = name;
+      PyErr_Clear();
+    }
+    return Status::Ok();
+  };
+  for (const auto& [alias, module_name] : options.toolboxes) {
+    PyObject* name = PyUnicode_FromString(module_name.c_str());
+    if (name == nullptr) {
+      return Status(ErrorCode::kInvalidToolbox, "toolbox '" + alias + "': " + TakePythonError());
+    }
+    Status status = add(alias, name);
+    Py_DECREF(name);
+    DOLSOT_RETURN_IF_ERROR(status);
+  }
+  for (const auto& [alias, object] : options.objects) {
+    if (object == nullptr) {
+      return Status(ErrorCode::kInvalidToolbox, "inject value for '" + alias + "' is null");
+    }
+    DOLSOT_RETURN_IF_ERROR(add(alias, object));
+  }
+  return Status::Ok();
+}
+
+// sys.path and sys.executable, for the type gate. Needs the GIL.
+void ReadInterpreterPaths(std::vector<std::string>& path, std::string& executable) {
+  PyObject* sys_path = PySys_GetObject("path");  // borrowed
+  if (sys_path != nullptr && PyList_Check(sys_path)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sys_path); ++i) {
+      PyObject* entry = PyList_GET_ITEM(sys_path, i);
+      const char* text = PyUnicode_Check(entry) ? PyUnicode_AsUTF8(entry) : nullptr;
+      if (text != nullptr) path.emplace_back(text);
+    }
+  }
+  PyObject* sys_executable = PySys_GetObject("executable");
+  const char* text = sys_executable != nullptr && PyUnicode_Check(sys_executable)
+                         ? PyUnicode_AsUTF8(sys_executable)
+                         : nullptr;
+  if (text != nullptr) executable = text;
+  PyErr_Clear();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOptions options) {
+  StatusOr<Config> config = ResolveConfig(options.config);
+  if (!config.ok()) return config.status();
+  auto impl = std::make_unique<Impl>();
+  impl->config = *config;
+  impl->gate = std::move(options.gate);
+  impl->owns_interpreter = !Py_IsInitialized();
+  if (impl->owns_interpreter) Py_InitializeEx(0);
+  PyGILState_STATE gil = PyGILState_Ensure();
+  auto injected = std::make_shared<Injected>();
+  Status status = CollectInjected(options, *injected, impl->toolbox_modules);
+  if (status.ok()) status = InstallCellIo();
+  ReadInterpreterPaths(impl->python_path, impl->python_executable);
+  PyGILState_Release(gil);
+  if (!status.ok()) {
+    injected.reset();
+    if (impl->owns_interpreter) Py_FinalizeEx();
+    impl->owns_interpreter = false;
+    return status;
+  }
+  for (const auto& entry : injected->objects) impl->aliases.push_back(entry.first);
+  impl->injected = std::move(injected);
+  if (impl->owns_interpreter) impl->main_thread_state = PyEval_SaveThread();
+  return std::unique_ptr<InProcessSession>(new InProcessSession(std::move(impl)));
+}
+
+InProcessSession::InProcessSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+InProcessSession::~InProcessSession() { (void)Close(); }
+
+StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_view code,
+                                       const RunOptions& options) {
+  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(session_id, code));
+  double timeout = impl_->config.timeout_seconds;
+  if (options.timeout_seconds) {
+    DOLSOT_RETURN_IF_ERROR(CheckTimeout(*options.timeout_seconds, "timeout"));
+    timeout = *options.timeout_seconds;
+  }
+  GilReleaseIfHeld unlocked;
+  StatusOr<std::shared_ptr<SessionState>> session = impl_->FindOrCreate(session_id);
+  if (!session.ok()) return session.status();
+  std::unique_lock<std::mutex> serial((*session)->serial);
+  DOLSOT_RETURN_IF_ERROR(impl_->WaitForPreviousCell(**session));
+  return impl_->RunOnWorker(*session, code, timeout);
+}
+
+StatusOr<std::vector<SessionInfo>> InProcessSession::Sessions() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<SessionInfo> out;
+  for (const auto& [id, session] : impl_->sessions) {
+    SessionInfo info;
+    info.id = id;
+    info.last_used = session->last_used;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+StatusOr<int> InProcessSession::Reset(std::string_view session_id_or_all) {
+  DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(session_id_or_all));
+  GilReleaseIfHeld unlocked;
+  std::vector<std::shared_ptr<SessionState>> taken = impl_->TakeSessions(session_id_or_all);
+  const int count = static_cast<int>(taken.size());
+  taken.clear();  // namespaces released here, outside the mutex
+  return count;
+}
+
+Status InProcessSession::Close() {
+  if (impl_ == nullptr) return Status::Ok();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->closed) return Status::Ok();
+    impl_->closed = true;
+  }
+  GilReleaseIfHeld unlocked;
+  {
+    // Late cells get their stopper's whole budget to stop first. Stoppers end
+    // within kStopAttempts * kStopInterval, unless a cell holds the GIL for
+    // ever in C code; do not wait for ever on that.
+    std::unique_lock<std::mutex> lock(impl_->counters->mutex);
+    impl_->counters->stopper_exited.wait_for(lock, kStopInterval * (kStopAttempts + 10),
+                                             [&] { return impl_->counters->stoppers == 0; });
+  }
+  impl_->pool.Shutdown();
+  impl_->TakeSessions(kAllSessions).clear();
+  impl_->injected.reset();
+  if (impl_->owns_interpreter) {
+    PyEval_RestoreThread(impl_->main_thread_state);
+    Py_FinalizeEx();
+    impl_->owns_interpreter = false;
+  }
+  return Status::Ok();
+}
+
+StatusOr<PyObject*> InProcessSession::Namespace(std::string_view session_id) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(session_id));
+  StatusOr<std::shared_ptr<SessionState>> session = impl_->FindOrCreate(session_id);
+  if (!session.ok()) return session.status();
+  if (!EnsureGlobals(**session, *impl_->injected)) {
+    return InternalError("cannot create the session namespace: " + TakePythonError());
+  }
+  Py_INCREF((*session)->globals);
+  return (*session)->globals;
+}
+
+int InProcessSession::LeakedThreads() const { return impl_->counters->leaked.load(); }
+
+}  // namespace dolsot

@@ -1,0 +1,593 @@
+// Namespace checkpoints: per-name encoding (module reference, pickle, dill), the
+// blob framing of docs/checkpoint-format.md, and its bounds-checked parser.
+#include "backend_subprocess/checkpoint.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace dolsot {
+namespace {
+
+constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
+// crc32c + codec + name length + payload length: the smallest possible entry.
+constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
+constexpr uint32_t kMaxNameBytes = 1u << 20;
+constexpr char kMainReference[] = "\x8c\x08__main__";  // SHORT_BINUNICODE "__main__"
+
+enum class Codec : uint8_t { kPickle = 1, kDill = 2, kModuleRef = 3 };
+
+bool IsKnownCodec(uint8_t byte) { return byte >= 1 && byte <= 3; }
+
+// ---------------------------------------------------------------- CRC-32C
+// Castagnoli CRC (the iSCSI/ext4 checksum). SSE4.2 has an instruction for it;
+// other machines use a table. State is pre/post-inverted by the callers.
+
+constexpr std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    table[i] = crc;
+  }
+  return table;
+}
+constexpr std::array<uint32_t, 256> kCrcTable = MakeCrcTable();
+
+uint32_t CopyWithCrcPortable(uint32_t crc, char* dst, const char* src, size_t n) {
+  if (dst != nullptr) std::memcpy(dst, src, n);
+  for (size_t i = 0; i < n; ++i) {
+    crc = kCrcTable[(crc ^ static_cast<uint8_t>(src[i])) & 0xFFu] ^ (crc >> 8);
+  }
+  return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) uint32_t CopyWithCrcSse42(uint32_t crc, char* dst,
+                                                            const char* src, size_t n) {
+  uint64_t state = crc;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, src + i, 8);
+    if (dst != nullptr) std::memcpy(dst + i, &word, 8);
+    state = __builtin_ia32_crc32di(state, word);
+  }
+  return CopyWithCrcPortable(static_cast<uint32_t>(state), dst ? dst + i : nullptr,
+                             src + i, n - i);
+}
+bool HaveSse42() {
+  static const bool have = __builtin_cpu_supports("sse4.2");
+  return have;
+}
+#endif
+
+// Extends `crc` over src[0..n) and, when dst is not null, copies the bytes to
+// dst in the same pass (the blob is written and checksummed at once).
+uint32_t CopyWithCrc(uint32_t crc, char* dst, const char* src, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (HaveSse42()) return CopyWithCrcSse42(crc, dst, src, n);
+#endif
+  return CopyWithCrcPortable(crc, dst, src, n);
+}
+
+// ---------------------------------------------------------------- little-endian
+void PutLe(char* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
+}
+uint64_t GetLe(const char* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
+  return value;
+}
+
+// ---------------------------------------------------------------- Python helpers
+// An owned (strong) reference, released on scope exit. GIL held throughout.
+class Ref {
+ public:
+  Ref() = default;
+  explicit Ref(PyObject* owned) : object_(owned) {}
+  Ref(Ref&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  Ref& operator=(Ref&& other) noexcept {
+    std::swap(object_, other.object_);
+    return *this;
+  }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(object_); }
+  PyObject* get() const { return object_; }
+  explicit operator bool() const { return object_ != nullptr; }
+
+ private:
+  PyObject* object_ = nullptr;
+};
+
+// `import <module>; return <module>.<attr>` as a new reference, or empty with
+// the error indicator set.
+Ref ImportAttr(const char* module, const char* attr) {
+  Ref imported(PyImport_ImportModule(module));
+  if (!imported) return Ref();
+  return Ref(PyObject_GetAttrString(imported.get(), attr));
+}
+
+// UTF-8 view of a str (borrowed from the object), or nullopt with no error set.
+std::optional<std::string_view> Utf8(PyObject* text) {
+  if (!PyUnicode_Check(text)) return std::nullopt;
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return std::string_view(data, static_cast<size_t>(size));
+}
+
+bool IsDunder(std::string_view name) {
+  return name.size() >= 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
+}
+
+// True when the pending exception is pickle's "cannot pickle 'X' object"
+// TypeError: an object with no state to save (lock, socket, generator, file).
+// dill cannot usefully save these either, so they are dropped without it.
+bool PendingIsCannotPickle() {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return false;
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  bool match = false;
+  if (value != nullptr) {
+    Ref text(PyObject_Str(value));
+    std::optional<std::string_view> message = text ? Utf8(text.get()) : std::nullopt;
+    match = message && message->substr(0, 13) == "cannot pickle";
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  return match;
+}
+
+// ---------------------------------------------------------------- encoding
+
+// dill pickles every class and function of __main__ by value, so two names
+// saved apart (`class A`, `class B(A)`) would come back with two different A's.
+// This pickler stores the value itself by value but every OTHER __main__ class
+// or function that is reachable as __main__.<qualname> (and not a member of
+// the value) by reference; the
+// restore loads definitions until no more resolve (docs/checkpoint-format.md).
+constexpr char kSessionDillSource[] = R"PY(
+import io, sys, types, dill
+
+class SessionPickler(dill.Pickler):
+    def save(self, obj, save_persistent_id=True):
+        if (obj is not self.dolsot_root and id(obj) not in self.memo
+                and isinstance(obj, (type, types.FunctionType))
+                and getattr(obj, '__module__', None) == '__main__'
+                and '<' not in getattr(obj, '__qualname__', '<')):
+            parts = obj.__qualname__.split('.')
+            owner = getattr(sys.modules.get('__main__'), parts[0], None)
+            found = owner
+            for part in parts[1:]:
+                found = getattr(found, part, None)
+            # A method of the value itself is part of it, not a reference.
+            if found is obj and owner is not self.dolsot_root:
+                self.save_global(obj)
+                return
+        dill.Pickler.save(self, obj, save_persistent_id)
+
+def dumps(obj, protocol):
+    buffer = io.BytesIO()
+    pickler = SessionPickler(buffer, protocol=protocol)
+    pickler.dolsot_root = obj
+    pickler.dump(obj)
+    return buffer.getvalue()
+)PY";
+
+// The `dumps` of kSessionDillSource (imports dill), or empty with the error set.
+Ref MakeSessionDillDumps() {
+  Ref scope(PyDict_New());
+  if (!scope || PyDict_SetItemString(scope.get(), "__builtins__", PyEval_GetBuiltins()) != 0) {
+    return Ref();
+  }
+  Ref ran(PyRun_String(kSessionDillSource, Py_file_input, scope.get(), scope.get()));
+  if (!ran) return Ref();
+  PyObject* dumps = PyDict_GetItemString(scope.get(), "dumps");  // borrowed
+  Py_XINCREF(dumps);
+  return Ref(dumps);
+}
+
+// A payload is a list of bytes objects (immutable, so their sizes cannot change
+// between measuring and copying them), concatenated in the blob.
+size_t ChunksSize(PyObject* chunks) {
+  size_t total = 0;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(chunks); ++i) {
+    total += static_cast<size_t>(PyBytes_GET_SIZE(PyList_GET_ITEM(chunks, i)));
+  }
+  return total;
+}
+
+std::string_view ChunkAt(PyObject* chunks, Py_ssize_t i) {
+  PyObject* chunk = PyList_GET_ITEM(chunks, i);
+  return std::string_view(PyBytes_AS_STRING(chunk), static_cast<size_t>(PyBytes_GET_SIZE(chunk)));
+}
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return memmem(haystack.data(), haystack.size(), needle.data(), needle.size()) != nullptr;
+}
+
+// Whether the concatenated chunks contain `needle`, also across chunk edges.
+bool ChunksContain(PyObject* chunks, std::string_view needle) {
+  std::string edge;  // the tail of the previous chunk + the head of this one
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(chunks); ++i) {
+    std::string_view chunk = ChunkAt(chunks, i);
+    if (Contains(chunk, needle)) return true;
+    edge.append(chunk.substr(0, needle.size() - 1));
+    if (Contains(edge, needle)) return true;
+    edge.assign(chunk.substr(chunk.size() - std::min(chunk.size(), needle.size() - 1)));
+  }
+  return false;
+}
+
+// A one-element list holding `bytes` (a new reference), or empty with the error set.
+Ref SingleChunk(Ref bytes) {
+  if (!bytes) return Ref();
+  if (!PyBytes_Check(bytes.get())) {
+    PyErr_SetString(PyExc_TypeError, "dumps did not return bytes");
+    return Ref();
+  }
+  Ref list(PyList_New(1));
+  if (list) PyList_SET_ITEM(list.get(), 0, Py_NewRef(bytes.get()));
+  return list;
+}
+
+// pickle.Pickler writing into a list: large bytes values reach the list as the
+// value's own bytes object (the C pickler streams them past its buffer), so the
+// blob is the only copy made of them.
+class StreamPickler {
+ public:
+  // The chunks of pickle.dumps(value, 5), or empty with the error set.
+  Ref Dump(PyObject* value) {
+    if (!dump_ && !Start()) return Ref();
+    Ref done(PyObject_CallOneArg(dump_.get(), value));
+    const Py_ssize_t written = PyList_GET_SIZE(sink_.get());
+    Ref chunks(done ? PyList_GetSlice(sink_.get(), 0, written) : nullptr);
+    if (!chunks || !OnlyBytes(chunks.get()) || !Reset()) {
+      dump_ = Ref();  // a failed dump may leave the pickler mid-frame: start afresh
+      return Ref();
+    }
+    return chunks;
+  }
+
+ private:
+  bool Start() {
+    Ref pickler_type = ImportAttr("pickle", "Pickler");
+    Ref namespace_type = ImportAttr("types", "SimpleNamespace");
+    sink_ = Ref(PyList_New(0));
+    Ref append(sink_ ? PyObject_GetAttrString(sink_.get(), "append") : nullptr);
+    if (!pickler_type || !namespace_type || !append) return false;
+    Ref no_args(PyTuple_New(0));
+    Ref kwargs(Py_BuildValue("{s:O}", "write", append.get()));
+    Ref writer(no_args && kwargs ? PyObject_Call(namespace_type.get(), no_args.get(), kwargs.get())
+                                 : nullptr);
+    Ref pickler(writer ? PyObject_CallFunction(pickler_type.get(), "Oi", writer.get(), 5)
+                       : nullptr);
+    if (!pickler) return false;
+    clear_memo_ = Ref(PyObject_GetAttrString(pickler.get(), "clear_memo"));
+    dump_ = Ref(clear_memo_ ? PyObject_GetAttrString(pickler.get(), "dump") : nullptr);
+    return static_cast<bool>(dump_);
+  }
+
+  // Empties the sink and the memo (which would keep every value alive).
+  bool Reset() {
+    if (PyList_SetSlice(sink_.get(), 0, PyList_GET_SIZE(sink_.get()), nullptr) != 0) return false;
+    return Ref(PyObject_CallNoArgs(clear_memo_.get())) ? true : false;
+  }
+
+  // Replaces every non-bytes chunk (bytearray, buffers) by a bytes copy.
+  static bool OnlyBytes(PyObject* chunks) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(chunks); ++i) {
+      PyObject* chunk = PyList_GET_ITEM(chunks, i);
+      if (PyBytes_CheckExact(chunk)) continue;
+      PyObject* copy = PyBytes_FromObject(chunk);
+      if (copy == nullptr || PyList_SetItem(chunks, i, copy) != 0) return false;
+    }
+    return true;
+  }
+
+  Ref sink_;
+  Ref dump_;
+  Ref clear_memo_;
+};
+
+struct PendingEntry {
+  std::string name;
+  Codec codec;
+  Ref chunks;  // list of bytes: the payload
+};
+
+// Encodes one value at a time. Imports dill on first need only.
+class Encoder {
+ public:
+  explicit Encoder(bool globals_is_main) : globals_is_main_(globals_is_main) {}
+
+  // The codec and payload chunks for `value`, or nullopt when neither codec
+  // can save it. Leaves the error indicator clear.
+  std::optional<std::pair<Codec, Ref>> Encode(PyObject* value) {
+    if (PyModule_Check(value)) return EncodeModule(value);
+    if (!IsMainDefinition(value)) {
+      Ref pickled = pickler_.Dump(value);
+      const std::string_view main_reference(kMainReference, sizeof(kMainReference) - 1);
+      if (pickled && (globals_is_main_ || !ChunksContain(pickled.get(), main_reference))) {
+        return std::make_pair(Codec::kPickle, std::move(pickled));
+      }
+      if (!pickled && PendingIsCannotPickle()) return std::nullopt;
+      PyErr_Clear();
+    }
+    Ref by_value = SingleChunk(Dill(value));
+    if (!by_value) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return std::make_pair(Codec::kDill, std::move(by_value));
+  }
+
+ private:
+  // A module is saved as its name, if importing that name gives it back.
+  static std::optional<std::pair<Codec, Ref>> EncodeModule(PyObject* module) {
+    Ref name(PyModule_GetNameObject(module));
+    PyObject* loaded = name ? PyDict_GetItemWithError(PyImport_GetModuleDict(), name.get())
+                            : nullptr;  // borrowed
+    Ref encoded(loaded == module ? PyUnicode_AsUTF8String(name.get()) : nullptr);
+    Ref chunks = encoded ? SingleChunk(std::move(encoded)) : Ref();
+    if (!chunks) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return std::make_pair(Codec::kModuleRef, std::move(chunks));
+  }
+
+  // A class or function defined by cell code: pickle would only store a
+  // reference to itself in __main__, so it must go by value.
+  static bool IsMainDefinition(PyObject* value) {
+    if (!PyType_Check(value) && !PyFunction_Check(value)) return false;
+    Ref module(PyObject_GetAttrString(value, "__module__"));
+    if (!module) {
+      PyErr_Clear();
+      return false;
+    }
+    std::optional<std::string_view> text = Utf8(module.get());
+    return text && *text == "__main__";
+  }
+
+  // dill.dumps(value, 5) (or the session pickler's), as a new bytes reference.
+  Ref Dill(PyObject* value) {
+    if (!dill_dumps_) {
+      dill_dumps_ = globals_is_main_ ? MakeSessionDillDumps() : ImportAttr("dill", "dumps");
+      if (!dill_dumps_) return Ref();
+    }
+    return Ref(PyObject_CallFunction(dill_dumps_.get(), "Oi", value, 5));
+  }
+
+  bool globals_is_main_;
+  StreamPickler pickler_;
+  Ref dill_dumps_;
+};
+
+// Writes the header and every entry into one string, sized once; each payload
+// is copied and checksummed in the same pass.
+std::string BuildBlob(const std::vector<PendingEntry>& entries) {
+  size_t total = kHeaderSize;
+  for (const PendingEntry& entry : entries) {
+    total += kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
+  }
+  std::string blob(total, '\0');
+  char* out = blob.data();
+  std::memcpy(out, kMagic, sizeof(kMagic));
+  PutLe(out + 8, kFormatVersion, 4);
+  PutLe(out + 12, entries.size(), 4);
+  out += kHeaderSize;
+  for (const PendingEntry& entry : entries) {
+    char* crc_at = out;
+    char* frame = out + 4;
+    frame[0] = static_cast<char>(entry.codec);
+    PutLe(frame + 1, entry.name.size(), 4);
+    std::memcpy(frame + 5, entry.name.data(), entry.name.size());
+    PutLe(frame + 5 + entry.name.size(), ChunksSize(entry.chunks.get()), 8);
+    const size_t prefix = 1 + 4 + entry.name.size() + 8;
+    uint32_t crc = CopyWithCrc(~0u, nullptr, frame, prefix);
+    out = frame + prefix;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
+      std::string_view chunk = ChunkAt(entry.chunks.get(), i);
+      crc = CopyWithCrc(crc, out, chunk.data(), chunk.size());
+      out += chunk.size();
+    }
+    PutLe(crc_at, ~crc, 4);
+  }
+  return blob;
+}
+
+// ---------------------------------------------------------------- decoding
+struct EntryView {
+  Codec codec;
+  std::string_view name;
+  std::string_view payload;
+};
+
+Status Corrupt(const std::string& what, size_t offset) {
+  return CorruptError("checkpoint blob: " + what + " at byte " + std::to_string(offset));
+}
+
+// Reads one entry at `offset`, advancing it. Every length is checked against
+// what is left of the blob before it is used.
+StatusOr<EntryView> ParseEntry(std::string_view blob, size_t& offset) {
+  const size_t start = offset;
+  if (blob.size() - offset < kEntryFixedSize) return Corrupt("truncated entry header", start);
+  const char* at = blob.data() + offset;
+  const uint32_t stored_crc = static_cast<uint32_t>(GetLe(at, 4));
+  const uint8_t codec = static_cast<uint8_t>(at[4]);
+  const uint64_t name_size = GetLe(at + 5, 4);
+  if (!IsKnownCodec(codec)) return Corrupt("unknown codec " + std::to_string(codec), start);
+  if (name_size == 0 || name_size > kMaxNameBytes) return Corrupt("bad name length", start);
+  if (blob.size() - offset - kEntryFixedSize < name_size) return Corrupt("truncated name", start);
+  const uint64_t payload_size = GetLe(at + 9 + name_size, 8);
+  const size_t left = blob.size() - offset - kEntryFixedSize - name_size;
+  if (payload_size > left) return Corrupt("truncated payload", start);
+  const size_t frame_size = 1 + 4 + name_size + 8 + payload_size;
+  const uint32_t crc = ~CopyWithCrc(~0u, nullptr, at + 4, frame_size);
+  if (crc != stored_crc) return Corrupt("checksum mismatch", start);
+  offset += 4 + frame_size;
+  return EntryView{static_cast<Codec>(codec), std::string_view(at + 9, name_size),
+                   std::string_view(at + 9 + name_size + 8, payload_size)};
+}
+
+// Validates the whole blob (magic, version, every frame and checksum, no
+// trailing bytes) and returns views into it.
+StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
+  if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
+    return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
+  }
+  const uint64_t version = GetLe(blob.data() + 8, 4);
+  if (version != kFormatVersion) {
+    return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
+  }
+  const uint64_t count = GetLe(blob.data() + 12, 4);
+  if (count > (blob.size() - kHeaderSize) / kEntryFixedSize) {
+    return Corrupt("entry count " + std::to_string(count) + " exceeds the blob", 12);
+  }
+  std::vector<EntryView> entries;
+  entries.reserve(count);
+  size_t offset = kHeaderSize;
+  for (uint64_t i = 0; i < count; ++i) {
+    StatusOr<EntryView> entry = ParseEntry(blob, offset);
+    if (!entry.ok()) return entry.status();
+    entries.push_back(*entry);
+  }
+  if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
+  return entries;
+}
+
+// Loads one entry's value as a new reference, or empty with the error set.
+class Decoder {
+ public:
+  Ref Decode(const EntryView& entry) {
+    if (entry.codec == Codec::kModuleRef) {
+      Ref name(PyUnicode_DecodeUTF8(entry.payload.data(),
+                                    static_cast<Py_ssize_t>(entry.payload.size()), "strict"));
+      return name ? Ref(PyImport_Import(name.get())) : Ref();
+    }
+    Ref& loads = entry.codec == Codec::kDill ? dill_loads_ : pickle_loads_;
+    if (!loads) {
+      loads = ImportAttr(entry.codec == Codec::kDill ? "dill" : "pickle", "loads");
+      if (!loads) return Ref();
+    }
+    // A read-only view of the blob: no copy of the payload before unpickling.
+    Ref view(PyMemoryView_FromMemory(const_cast<char*>(entry.payload.data()),
+                                     static_cast<Py_ssize_t>(entry.payload.size()), PyBUF_READ));
+    if (!view) return Ref();
+    return Ref(PyObject_CallOneArg(loads.get(), view.get()));
+  }
+
+ private:
+  Ref pickle_loads_;
+  Ref dill_loads_;
+};
+
+// Modules first, then dill (cell-defined classes and functions), then pickle
+// (whose values may refer to those definitions through __main__).
+int RestorePhase(Codec codec) {
+  switch (codec) {
+    case Codec::kModuleRef: return 0;
+    case Codec::kDill: return 1;
+    case Codec::kPickle: return 2;
+  }
+  return 2;
+}
+
+// Loads and sets each entry; appends the names set to `restored` and returns
+// the entries that failed.
+std::vector<const EntryView*> RestoreEach(PyObject* globals, Decoder& decoder,
+                                          const std::vector<const EntryView*>& entries,
+                                          std::vector<std::string>& restored) {
+  std::vector<const EntryView*> failed;
+  for (const EntryView* entry : entries) {
+    Ref key(PyUnicode_DecodeUTF8(entry->name.data(), static_cast<Py_ssize_t>(entry->name.size()),
+                                 "strict"));
+    Ref value = key ? decoder.Decode(*entry) : Ref();
+    if (!value || PyDict_SetItem(globals, key.get(), value.get()) != 0) {
+      PyErr_Clear();
+      failed.push_back(entry);
+      continue;
+    }
+    restored.emplace_back(entry->name);
+  }
+  return failed;
+}
+
+bool IsMainDict(PyObject* globals) {
+  PyObject* main = PyDict_GetItemString(PyImport_GetModuleDict(), "__main__");  // borrowed
+  return main != nullptr && PyModule_Check(main) && PyModule_GetDict(main) == globals;
+}
+
+}  // namespace
+
+SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std::string>& skip) {
+  SerializedNamespace result;
+  std::vector<PendingEntry> entries;
+  // A snapshot of the items: pickling may run code that changes `globals`.
+  Ref items(globals != nullptr && PyDict_Check(globals) ? PyDict_Items(globals) : nullptr);
+  PyErr_Clear();
+  Encoder encoder(items && IsMainDict(globals));
+  const Py_ssize_t count = items ? PyList_GET_SIZE(items.get()) : 0;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* pair = PyList_GET_ITEM(items.get(), i);
+    std::optional<std::string_view> name = Utf8(PyTuple_GET_ITEM(pair, 0));
+    if (!name || name->empty() || IsDunder(*name)) continue;
+    std::string key(*name);
+    bool skipped = false;
+    for (const std::string& s : skip) skipped = skipped || s == key;
+    if (skipped) continue;
+    std::optional<std::pair<Codec, Ref>> encoded = encoder.Encode(PyTuple_GET_ITEM(pair, 1));
+    PyErr_Clear();
+    if (!encoded) {
+      result.dropped.push_back(std::move(key));
+      continue;
+    }
+    result.saved.push_back(key);
+    entries.push_back(PendingEntry{std::move(key), encoded->first, std::move(encoded->second)});
+  }
+  result.blob = BuildBlob(entries);
+  return result;
+}
+
+StatusOr<RestoredNamespace> RestoreNamespace(PyObject* globals, std::string_view blob) {
+  if (globals == nullptr || !PyDict_Check(globals)) {
+    return InvalidArgument("RestoreNamespace: globals is not a dict");
+  }
+  StatusOr<std::vector<EntryView>> entries = ParseBlob(blob);
+  if (!entries.ok()) return entries.status();
+  RestoredNamespace result;
+  Decoder decoder;
+  for (int phase = 0; phase <= 2; ++phase) {
+    std::vector<const EntryView*> pending;
+    for (const EntryView& entry : *entries) {
+      if (RestorePhase(entry.codec) == phase) pending.push_back(&entry);
+    }
+    // Definitions may refer to each other by reference: retry while progress.
+    const bool retry = phase == 1;
+    size_t before = pending.size() + 1;
+    while (!pending.empty() && pending.size() < before) {
+      before = pending.size();
+      pending = RestoreEach(globals, decoder, pending, result.restored);
+      if (!retry) break;
+    }
+    for (const EntryView* entry : pending) result.failed.emplace_back(entry->name);
+  }
+  return result;
+}
+
+}  // namespace dolsot

@@ -1,0 +1,65 @@
+// Namespace checkpoints: turns a session's globals into one self-describing blob
+// and back, one name at a time (pickle first, dill only where pickle cannot).
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dolsot {
+
+// The outcome of SerializeNamespace. Owns its data; holds no Python references,
+// so it may outlive the GIL and be handed to any thread (e.g. a SessionStore).
+struct SerializedNamespace {
+  std::string blob;                  // the checkpoint (format: docs/checkpoint-format.md)
+  std::vector<std::string> saved;    // names stored in `blob`, in blob order
+  std::vector<std::string> dropped;  // names that neither pickle nor dill could store
+};
+
+// Serializes every name of `globals` (a dict, borrowed; in a session it is
+// `__main__.__dict__`) except dunder names (`__x__`) and the names in `skip`
+// (toolbox aliases, which the caller re-injects). Each name is encoded on its
+// own (details: docs/checkpoint-format.md):
+//   - a module becomes a reference to its name, re-imported on restore;
+//   - a class or function defined in __main__ (by a cell) goes to dill, by value;
+//   - anything else goes to the C pickler (protocol 5). It falls back to dill only
+//     when pickle fails on a reference (a lambda, a local function). A "cannot
+//     pickle 'X' object" TypeError (lock, socket, generator, file) drops the name
+//     without trying dill.
+// dill is imported only when some name needs it. A name whose encoding raises
+// anything is listed in `dropped`; it never sinks the rest. `globals` is not
+// modified. The Python error indicator is clear on return.
+// Requires: the GIL is held by the calling thread (it is never released here)
+// and no Python exception is pending.
+// Never fails as a whole: a `globals` that is not a dict yields a valid blob
+// with no entries.
+SerializedNamespace SerializeNamespace(PyObject* globals,
+                                       const std::vector<std::string>& skip);
+
+// The outcome of RestoreNamespace.
+struct RestoredNamespace {
+  std::vector<std::string> restored;  // names set into globals
+  std::vector<std::string> failed;    // names whose value could not be loaded
+};
+
+// Restores the names stored in `blob` into `globals` (a dict, borrowed), one at a
+// time: module references first, then cell definitions (retried while progress
+// is made, since one may refer to another), then pickled values. A name whose
+// payload fails to load (its class or module is gone, ...) is listed in `failed`,
+// and its previous value, if any, stays in `globals`. The others are set.
+// The whole blob is validated BEFORE anything is set: magic, version, bounds of
+// every length, codecs and each entry's CRC-32C. A blob that is not a dolsot
+// checkpoint, has an unknown version, is truncated or is corrupted anywhere returns
+// kCorrupt and leaves `globals` untouched. A `globals` that is not a dict returns
+// kInvalidArgument. The Python error indicator is clear on return. `blob` is only
+// read during the call. Unpickling runs code: pass only blobs that dolsot itself
+// wrote to a private store.
+// Requires: the GIL is held by the calling thread and no Python exception is
+// pending.
+StatusOr<RestoredNamespace> RestoreNamespace(PyObject* globals, std::string_view blob);
+
+}  // namespace dolsot

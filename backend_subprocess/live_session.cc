@@ -1,0 +1,304 @@
+// The host side of one live session: cell round trips under a deadline,
+// kill-and-rollback, checkpoints and branches.
+#include "backend_subprocess/live_session.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/cell_runner.h"
+
+namespace dolsot {
+namespace {
+
+using protocol::Clock;
+using protocol::Deadline;
+using protocol::Frame;
+using protocol::PayloadReader;
+using protocol::PayloadWriter;
+using protocol::Tag;
+
+constexpr std::size_t kMaxKeptOutput = 64u << 20;
+constexpr auto kPollSlice = std::chrono::milliseconds(50);
+constexpr auto kReapGrace = std::chrono::seconds(10);
+inline constexpr int kExitInterrupted = 130;
+
+StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what) {
+  PayloadReader r(frame.payload);
+  ProcessChannel channel;
+  channel.pid = static_cast<pid_t>(r.U32());
+  if (!r.Finish(what).ok() || !frame.fd || channel.pid <= 0) {
+    return CorruptError(std::string("malformed ") + what + " frame (no channel)");
+  }
+  channel.socket = std::move(frame.fd);
+  return channel;
+}
+
+std::string DescribeWaitStatus(int status) {
+  std::ostringstream out;
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    out << "killed by signal " << sig;
+    if (name != nullptr) out << " (SIG" << name << ")";
+  } else if (WIFEXITED(status)) {
+    out << "exited with status " << WEXITSTATUS(status);
+  } else {
+    out << "ended with wait status " << status;
+  }
+  return out.str();
+}
+
+std::string FormatSeconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+}  // namespace
+
+StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload) {
+  PayloadReader r(payload);
+  CheckpointData data;
+  data.saved = r.Strs();
+  data.dropped = r.Strs();
+  data.blob = r.Str();
+  DOLSOT_RETURN_IF_ERROR(r.Finish("CHECKPOINT_DATA"));
+  return data;
+}
+
+LiveSession::LiveSession(const WorkerSettings& settings)
+    : snapshots_(settings.snapshots) {}
+
+LiveSession::~LiveSession() { Kill(); }
+
+StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel,
+                                                          std::string_view blob,
+                                                          const WorkerSettings& settings,
+                                                          Deadline deadline, LoadReport* report) {
+  std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
+  ProcessChannel& first = session->snapshots_ ? session->standby_ : session->runner_;
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(first.socket.get(), Tag::kLoad, blob));
+  auto ready = protocol::ReadFrame(first.socket.get(), deadline);
+  if (!ready.ok()) {
+    return Status(ready.status().code() == ErrorCode::kTimeout ? ErrorCode::kTimeout
+                                                               : ErrorCode::kUnavailable,
+                  "the session process did not restore its checkpoint: " +
+                      ready.status().message());
+  }
+  if (ready->tag != Tag::kReady) return CorruptError("expected READY from the session process");
+  PayloadReader r(ready->payload);
+  LoadReport loaded;
+  loaded.restored = r.Strs();
+  loaded.failed = r.Strs();
+  loaded.error = r.Str();
+  DOLSOT_RETURN_IF_ERROR(r.Finish("READY"));
+  session->held_ = loaded.restored;
+  if (report != nullptr) *report = std::move(loaded);
+  session->runner_pending_ = session->snapshots_;
+  return session;
+}
+
+std::unique_ptr<LiveSession> LiveSession::Adopt(ProcessChannel channel,
+                                                const WorkerSettings& settings) {
+  std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
+  session->runner_pending_ = session->snapshots_;
+  return session;
+}
+
+void LiveSession::Kill() {
+  for (ProcessChannel* c : {&runner_, &standby_}) {
+    if (c->pid > 0) {
+      ::kill(-c->pid, SIGKILL);
+      ::kill(c->pid, SIGKILL);
+    }
+    c->socket.Reset();
+    c->pid = -1;
+  }
+  runner_pending_ = false;
+}
+
+Status LiveSession::AcceptRunner(Frame frame) {
+  auto channel = ChannelFrom(frame, "RUNNER");
+  if (!channel.ok()) return channel.status();
+  runner_ = std::move(channel).value();
+  runner_pending_ = false;
+  return Status::Ok();
+}
+
+Status LiveSession::EnsureRunner(Deadline deadline, const ChannelHandler& on_channel) {
+  while (runner_pending_) {
+    int source = standby_.socket.get();
+    if (source < 0) return Status(ErrorCode::kUnavailable, "the session process is gone");
+    auto frame = protocol::ReadFrame(source, deadline);
+    if (!frame.ok()) return frame.status();
+    switch (frame->tag) {
+      case Tag::kRunner:
+        DOLSOT_RETURN_IF_ERROR(AcceptRunner(std::move(frame).value()));
+        break;
+      case Tag::kDied:
+        break;  // a death already reported
+      default:
+        return CorruptError(std::string("unexpected frame ") + protocol::TagName(frame->tag));
+    }
+  }
+  if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
+  return Status::Ok();
+}
+
+Status LiveSession::Settle(Deadline deadline, const ChannelHandler& on_channel) {
+  return EnsureRunner(deadline, on_channel);
+}
+
+Status LiveSession::SendRun(const CellRun& run) {
+  PayloadWriter w;
+  w.Str(run.filename).U64(run.max_output).Str(run.code);
+  return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
+}
+
+StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(run.timeout_seconds));
+  Status ready = EnsureRunner(deadline, on_channel);
+  if (!ready.ok()) {
+    bool timed_out = ready.code() == ErrorCode::kTimeout;
+    Kill();
+    CellOutcome outcome;
+    outcome.session_lost = true;
+    outcome.result.ok = false;
+    outcome.result.exit_code = timed_out ? kExitTimeout : kExitFailure;
+    outcome.result.error = "the session's process was lost before the cell ran (" +
+                           ready.message() + "); it will be restored from its last checkpoint";
+    return outcome;
+  }
+  if (!SendRun(run).ok()) return RunnerDied(run, false, false, {});
+  return AwaitResult(run, deadline, on_channel);
+}
+
+StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_point deadline,
+                                               const ChannelHandler& on_channel) {
+  std::string output;
+  int socket = runner_.socket.get();
+  for (;;) {
+    Deadline wait_until = deadline;
+    if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
+    Status readable = protocol::WaitReadable(socket, wait_until);
+    if (readable.code() == ErrorCode::kTimeout) {
+      // Record why before killing, so the death is classified correctly.
+      if (Clock::now() >= deadline) return RunnerDied(run, true, false, output);
+      if (run.should_stop()) return RunnerDied(run, false, true, output);
+      continue;
+    }
+    auto frame = protocol::ReadFrame(socket, deadline);
+    if (!frame.ok()) {
+      if (frame.status().code() == ErrorCode::kTimeout) return RunnerDied(run, true, false, output);
+      return RunnerDied(run, false, false, output);
+    }
+    if (frame->tag == Tag::kOutput) {
+      if (output.size() < kMaxKeptOutput) output.append(frame->payload);
+      continue;
+    }
+    if (frame->tag != Tag::kResult) {
+      return CorruptError(std::string("unexpected frame ") + protocol::TagName(frame->tag) +
+                          " while a cell ran");
+    }
+    PayloadReader r(frame->payload);
+    CellOutcome outcome;
+    outcome.result = protocol::ReadResult(r);
+    if (r.U8() != 0) {
+      CheckpointData data;
+      data.saved = r.Strs();
+      data.blob = r.Str();
+      data.dropped = outcome.result.dropped;
+      outcome.checkpoint = std::move(data);
+    }
+    DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
+    if (frame->fd && on_channel) on_channel(std::move(frame->fd));  // async checkpoint
+    held_ = outcome.result.held;
+    if (snapshots_) {
+      // The runner now holds the state: it is the new standby (and is forking
+      // a new runner); the old standby is no longer needed.
+      (void)protocol::WriteFrame(standby_.socket.get(), Tag::kRetire, {});
+      standby_ = std::move(runner_);
+      runner_ = ProcessChannel{};
+      runner_pending_ = true;
+    }
+    return outcome;
+  }
+}
+
+CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
+                                    const std::string& output) {
+  if (runner_.pid > 0) ::kill(-runner_.pid, SIGKILL);
+  runner_.socket.Reset();
+  runner_.pid = -1;
+  CellOutcome outcome;
+  outcome.interrupted = interrupted;
+  Result& r = outcome.result;
+  r.ok = false;
+  r.stdout_text = CapOutput(output, run.max_output);
+  std::string how;
+  bool rolled_back = false;
+  if (snapshots_ && standby_.socket) {
+    // The standby reaps the runner and forks a new one from the pre-cell state.
+    Status told = protocol::WriteFrame(standby_.socket.get(), Tag::kRunnerDied, {});
+    StatusOr<Frame> died =
+        told.ok() ? protocol::ReadFrame(standby_.socket.get(), Clock::now() + kReapGrace)
+                  : StatusOr<Frame>(told);
+    if (died.ok() && died->tag == Tag::kDied) {
+      PayloadReader pr(died->payload);
+      int status = pr.I32();
+      how = DescribeWaitStatus(status);
+      rolled_back = true;
+      runner_pending_ = true;
+    }
+  }
+  if (!rolled_back) {
+    Kill();
+    outcome.session_lost = true;
+    held_.clear();
+  }
+  std::string after = rolled_back
+                          ? "the session was rolled back to its state before this cell"
+                          : "the session goes back to its last checkpoint";
+  if (timed_out) {
+    r.exit_code = kExitTimeout;
+    r.error = "TimeoutError: the cell ran past its " + FormatSeconds(run.nominal_timeout) +
+              " s timeout and was killed; " + after;
+  } else if (interrupted) {
+    r.exit_code = kExitInterrupted;
+    r.error = "KeyboardInterrupt: the cell was interrupted and killed; " + after;
+  } else {
+    r.exit_code = kExitFailure;
+    r.error = "WorkerError: the cell's process died" + (how.empty() ? "" : " (" + how + ")") +
+              "; " + after;
+  }
+  r.held = held_;
+  return outcome;
+}
+
+StatusOr<CheckpointData> LiveSession::Checkpoint(Deadline deadline, const ChannelHandler& on_channel) {
+  DOLSOT_RETURN_IF_ERROR(EnsureRunner(deadline, on_channel));
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(runner_.socket.get(), Tag::kCheckpoint, {}));
+  auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  if (!frame.ok()) return frame.status();
+  if (frame->tag != Tag::kCheckpointData) return CorruptError("expected CHECKPOINT_DATA");
+  return ParseCheckpointData(frame->payload);
+}
+
+StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHandler& on_channel) {
+  DOLSOT_RETURN_IF_ERROR(EnsureRunner(deadline, on_channel));
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(runner_.socket.get(), Tag::kBranch, {}));
+  auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  if (!frame.ok()) return frame.status();
+  if (frame->tag != Tag::kBranched) return CorruptError("expected BRANCHED");
+  return ChannelFrom(*frame, "BRANCHED");
+}
+
+}  // namespace dolsot

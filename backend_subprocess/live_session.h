@@ -1,0 +1,105 @@
+// LiveSession: the host's handle on one live session's processes (the runner
+// that runs cells and, with rollback on, the standby holding the state from
+// before the running cell). Runs a cell under a wall-clock deadline: on
+// timeout it records the reason, SIGKILLs the runner's process group, and
+// promotes the standby. Not thread-safe: the Repl serializes calls per session.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend_subprocess/protocol.h"
+#include "backend_subprocess/worker_process.h"
+#include "backend_subprocess/worker_settings.h"
+#include "core/result.h"
+
+namespace dolsot {
+
+// A serialized namespace as the session sent it.
+struct CheckpointData {
+  std::vector<std::string> saved;
+  std::vector<std::string> dropped;
+  std::string blob;
+};
+
+// Parses a kCheckpointData payload.
+StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload);
+
+struct CellRun {
+  std::string_view code;
+  std::string filename;
+  std::size_t max_output = 0;
+  double timeout_seconds = 0;  // time left for the cell
+  double nominal_timeout = 0;  // the timeout as configured (for messages)
+  // Polled while waiting (about every 50 ms); returning true stops the cell
+  // like a timeout, with exit code 130.
+  std::function<bool()> should_stop;
+};
+
+struct CellOutcome {
+  Result result;
+  std::optional<CheckpointData> checkpoint;  // sync mode: to be saved
+  bool session_lost = false;  // the state is gone (rollback off): restore next time
+  bool interrupted = false;   // should_stop said so
+};
+
+// What a restore brought back.
+struct LoadReport {
+  std::vector<std::string> restored;
+  std::vector<std::string> failed;
+  std::string error;  // the whole checkpoint was unusable
+};
+
+class LiveSession {
+ public:
+  using ChannelHandler = std::function<void(UniqueFd)>;
+
+  // A freshly opened session process: restores `blob` (may be empty).
+  static StatusOr<std::unique_ptr<LiveSession>> Start(ProcessChannel channel, std::string_view blob,
+                                                      const WorkerSettings& settings,
+                                                      protocol::Deadline deadline,
+                                                      LoadReport* report);
+  // A process forked by Branch(): already holds its state.
+  static std::unique_ptr<LiveSession> Adopt(ProcessChannel channel, const WorkerSettings& settings);
+  ~LiveSession();  // Kill()
+
+  // `on_checkpoint_channel` receives the async checkpoint channel that comes
+  // with a Result.
+  StatusOr<CellOutcome> Run(const CellRun& run, const ChannelHandler& on_checkpoint_channel);
+  // Serializes the current state now (for eviction and branches).
+  StatusOr<CheckpointData> Checkpoint(protocol::Deadline deadline,
+                                      const ChannelHandler& on_checkpoint_channel);
+  // A new process holding a copy of this state.
+  StatusOr<ProcessChannel> Branch(protocol::Deadline deadline,
+                                  const ChannelHandler& on_checkpoint_channel);
+  // Reads the frames the session sent after its last reply (a new runner),
+  // so nothing pending is lost.
+  Status Settle(protocol::Deadline deadline, const ChannelHandler& on_checkpoint_channel);
+  // SIGKILLs every process of this session. Idempotent.
+  void Kill();
+
+  // The names the session held after its last cell.
+  const std::vector<std::string>& held() const { return held_; }
+
+ private:
+  explicit LiveSession(const WorkerSettings& settings);
+  Status SendRun(const CellRun& run);
+  StatusOr<CellOutcome> AwaitResult(const CellRun& run, protocol::Clock::time_point deadline,
+                                    const ChannelHandler& on_channel);
+  CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
+                         const std::string& output);
+  Status AcceptRunner(protocol::Frame frame);
+  // The socket that serves requests right now (the runner's).
+  Status EnsureRunner(protocol::Deadline deadline, const ChannelHandler& on_channel);
+
+  bool snapshots_;
+  ProcessChannel standby_;  // rollback on: the parent of the runner
+  ProcessChannel runner_;
+  bool runner_pending_ = false;      // a kRunner frame is due on standby_
+  std::vector<std::string> held_;
+};
+
+}  // namespace dolsot

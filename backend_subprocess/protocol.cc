@@ -1,0 +1,313 @@
+// Framing, fd passing and payload encoding for the worker protocol. Every
+// short read/write and EINTR is handled here and nowhere else.
+#include "backend_subprocess/protocol.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace dolsot::protocol {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 8;
+
+void PutLe32(char* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+std::uint32_t GetLe32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+std::string ErrnoText(const char* what, int err) {
+  return std::string(what) + ": " + std::strerror(err);
+}
+
+bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
+
+// Reads exactly `n` bytes into `buf`, keeping any passed descriptor in `fd`.
+// Returns the number of bytes read before EOF (== n on success).
+StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
+                                UniqueFd* fd) {
+  std::size_t got = 0;
+  while (got < n) {
+    if (deadline) DOLSOT_RETURN_IF_ERROR(WaitReadable(sock, deadline));
+    iovec iov{buf + got, n - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == ECONNRESET) return got;
+      return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int passed;
+        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (fd != nullptr && !fd->valid()) {
+          fd->Reset(passed);
+        } else {
+          ::close(passed);  // more than one descriptor: not our protocol
+        }
+      }
+    }
+    if (r == 0) return got;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+}  // namespace
+
+Status WaitReadable(int fd, Deadline deadline) {
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (left.count() < 0) return Status(ErrorCode::kTimeout, "deadline passed");
+      // Round up so we never spin just before the deadline.
+      timeout_ms = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
+    }
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r > 0) return Status::Ok();
+    if (r < 0 && errno != EINTR) return Status(ErrorCode::kIo, ErrnoText("poll", errno));
+    if (r == 0 && deadline && Clock::now() >= *deadline) {
+      return Status(ErrorCode::kTimeout, "deadline passed");
+    }
+  }
+}
+
+Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd) {
+  if (payload.size() > kMaxPayloadBytes) {
+    return Status(ErrorCode::kInvalidArgument,
+                  std::string("frame ") + TagName(tag) + " payload of " +
+                      std::to_string(payload.size()) + " bytes is over the protocol cap");
+  }
+  char header[kHeaderBytes];
+  PutLe32(header, static_cast<std::uint32_t>(tag));
+  PutLe32(header + 4, static_cast<std::uint32_t>(payload.size()));
+  std::size_t total = kHeaderBytes + payload.size();
+  std::size_t sent = 0;
+  bool fd_sent = pass_fd < 0;
+  while (sent < total) {
+    iovec iov[2];
+    int iovcnt = 0;
+    if (sent < kHeaderBytes) {
+      iov[iovcnt++] = {header + sent, kHeaderBytes - sent};
+      if (!payload.empty()) iov[iovcnt++] = {const_cast<char*>(payload.data()), payload.size()};
+    } else {
+      std::size_t off = sent - kHeaderBytes;
+      iov[iovcnt++] = {const_cast<char*>(payload.data()) + off, payload.size() - off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = iovcnt;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (!fd_sent) {
+      std::memset(control, 0, sizeof(control));
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (PeerGone(errno)) return Status(ErrorCode::kUnavailable, "the peer process is gone");
+      return Status(ErrorCode::kIo, ErrnoText("writing a frame", errno));
+    }
+    fd_sent = true;
+    sent += static_cast<std::size_t>(r);
+  }
+  return Status::Ok();
+}
+
+StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
+  Frame frame;
+  char header[kHeaderBytes];
+  auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame.fd);
+  if (!got.ok()) return got.status();
+  if (*got == 0) return Status(ErrorCode::kUnavailable, "the peer process is gone");
+  if (*got < kHeaderBytes) return CorruptError("truncated frame header: the peer died mid-frame");
+  frame.tag = static_cast<Tag>(GetLe32(header));
+  std::uint32_t length = GetLe32(header + 4);
+  if (length > kMaxPayloadBytes) {
+    return CorruptError("frame length " + std::to_string(length) + " is over the protocol cap");
+  }
+  frame.payload.resize(length);
+  if (length > 0) {
+    got = ReadFully(fd, frame.payload.data(), length, deadline, &frame.fd);
+    if (!got.ok()) return got.status();
+    if (*got < length) {
+      return CorruptError(std::string("truncated frame ") + TagName(frame.tag) + ": got " +
+                          std::to_string(*got) + " of " + std::to_string(length) + " bytes");
+    }
+  }
+  return frame;
+}
+
+StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Status(ErrorCode::kIo, ErrnoText("socketpair", errno));
+  }
+  return std::make_pair(UniqueFd(sv[0]), UniqueFd(sv[1]));
+}
+
+// ------------------------------------------------------------ payloads
+
+PayloadWriter& PayloadWriter::U8(std::uint8_t v) {
+  out_.push_back(static_cast<char>(v));
+  return *this;
+}
+PayloadWriter& PayloadWriter::U32(std::uint32_t v) {
+  char b[4];
+  PutLe32(b, v);
+  out_.append(b, 4);
+  return *this;
+}
+PayloadWriter& PayloadWriter::U64(std::uint64_t v) {
+  U32(static_cast<std::uint32_t>(v & 0xffffffffu));
+  return U32(static_cast<std::uint32_t>(v >> 32));
+}
+PayloadWriter& PayloadWriter::F64(double v) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return U64(bits);
+}
+PayloadWriter& PayloadWriter::Str(std::string_view s) {
+  U32(static_cast<std::uint32_t>(s.size()));
+  out_.append(s.data(), s.size());
+  return *this;
+}
+PayloadWriter& PayloadWriter::Strs(const std::vector<std::string>& list) {
+  U32(static_cast<std::uint32_t>(list.size()));
+  for (const auto& s : list) Str(s);
+  return *this;
+}
+PayloadWriter& PayloadWriter::OptStr(const std::optional<std::string>& s) {
+  U8(s.has_value() ? 1 : 0);
+  if (s) Str(*s);
+  return *this;
+}
+
+bool PayloadReader::Take(std::size_t n, const char** at) {
+  if (failed_ || n > data_.size() - pos_) {
+    failed_ = true;
+    return false;
+  }
+  *at = data_.data() + pos_;
+  pos_ += n;
+  return true;
+}
+std::uint8_t PayloadReader::U8() {
+  const char* p;
+  return Take(1, &p) ? static_cast<std::uint8_t>(*p) : 0;
+}
+std::uint32_t PayloadReader::U32() {
+  const char* p;
+  return Take(4, &p) ? GetLe32(p) : 0;
+}
+std::uint64_t PayloadReader::U64() {
+  std::uint64_t lo = U32();
+  std::uint64_t hi = U32();
+  return lo | (hi << 32);
+}
+double PayloadReader::F64() {
+  std::uint64_t bits = U64();
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+std::string_view PayloadReader::StrView() {
+  std::uint32_t n = U32();
+  const char* p;
+  if (!Take(n, &p)) return {};
+  return {p, n};
+}
+std::string PayloadReader::Str() { return std::string(StrView()); }
+std::vector<std::string> PayloadReader::Strs() {
+  std::uint32_t n = U32();
+  std::vector<std::string> out;
+  // Each string needs at least its 4-byte length: reject absurd counts early.
+  if (failed_ || n > (data_.size() - pos_) / 4) {
+    failed_ = true;
+    return out;
+  }
+  out.reserve(n);
+  for (std::uint32_t i = 0; i < n && !failed_; ++i) out.push_back(Str());
+  return out;
+}
+std::optional<std::string> PayloadReader::OptStr() {
+  std::uint8_t has = U8();
+  if (has == 0) return std::nullopt;
+  if (has != 1) failed_ = true;
+  return Str();
+}
+Status PayloadReader::Finish(const char* what) const {
+  if (failed_) return CorruptError(std::string("malformed ") + what + " payload (truncated)");
+  if (pos_ != data_.size()) {
+    return CorruptError(std::string("malformed ") + what + " payload (" +
+                        std::to_string(data_.size() - pos_) + " trailing bytes)");
+  }
+  return Status::Ok();
+}
+
+void WriteResult(PayloadWriter& w, const Result& r) {
+  w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
+  w.Strs(r.held).Strs(r.dropped);
+}
+
+Result ReadResult(PayloadReader& in) {
+  Result r;
+  r.ok = in.U8() != 0;
+  r.value = in.OptStr();
+  r.stdout_text = in.Str();
+  r.error = in.OptStr();
+  r.exit_code = in.I32();
+  r.held = in.Strs();
+  r.dropped = in.Strs();
+  return r;
+}
+
+const char* TagName(Tag tag) {
+  switch (tag) {
+    case Tag::kHello: return "HELLO";
+    case Tag::kOpen: return "OPEN";
+    case Tag::kShutdown: return "SHUTDOWN";
+    case Tag::kHelloOk: return "HELLO_OK";
+    case Tag::kHelloError: return "HELLO_ERROR";
+    case Tag::kOpened: return "OPENED";
+    case Tag::kLoad: return "LOAD";
+    case Tag::kRun: return "RUN";
+    case Tag::kRetire: return "RETIRE";
+    case Tag::kRunnerDied: return "RUNNER_DIED";
+    case Tag::kBranch: return "BRANCH";
+    case Tag::kCheckpoint: return "CHECKPOINT";
+    case Tag::kReady: return "READY";
+    case Tag::kOutput: return "OUTPUT";
+    case Tag::kResult: return "RESULT";
+    case Tag::kRunner: return "RUNNER";
+    case Tag::kDied: return "DIED";
+    case Tag::kBranched: return "BRANCHED";
+    case Tag::kCheckpointData: return "CHECKPOINT_DATA";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace dolsot::protocol

@@ -1,0 +1,123 @@
+// The host <-> worker <-> session wire protocol: framed binary messages
+// {u32 tag, u32 length} + payload, little endian, over AF_UNIX stream sockets,
+// optionally carrying one file descriptor (SCM_RIGHTS). The first frame on a
+// worker channel is kHello with kProtocolVersion.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend_subprocess/unique_fd.h"
+#include "core/result.h"
+#include "core/status.h"
+
+namespace dolsot::protocol {
+
+inline constexpr std::uint32_t kProtocolVersion = 1;
+// Largest payload either end sends or accepts. Bigger checkpoints fail cleanly.
+inline constexpr std::uint32_t kMaxPayloadBytes = 0x7fffffffu;
+
+enum class Tag : std::uint32_t {
+  // host -> worker (the fork server)
+  kHello = 1,     // version, toolboxes, sys.path, cwd
+  kOpen = 2,      // fork a fresh session process (reply kOpened + fd)
+  kShutdown = 3,  // kill every session process and exit
+  // worker -> host
+  kHelloOk = 4,     // worker pid
+  kHelloError = 5,  // a toolbox failed to import: message
+  kOpened = 6,      // pid of the new session process; carries the host's fd
+  // host -> session process
+  kLoad = 10,        // checkpoint blob (maybe empty) to restore, then get ready
+  kRun = 11,         // one cell
+  kRetire = 12,      // a standby no longer needed: exit
+  kRunnerDied = 13,  // to a standby: your runner died; reap, report, replace it
+  kBranch = 14,      // fork a copy of this state as a new session
+  kCheckpoint = 15,  // serialize now and reply kCheckpointData
+  // session process -> host
+  kReady = 20,            // after kLoad: restored and failed names
+  kOutput = 21,           // a chunk of stdout, as the cell writes it
+  kResult = 22,           // the cell's Result (+ sync checkpoint; async: carries its channel)
+  kRunner = 23,           // pid of a new runner process; carries its fd
+  kDied = 24,             // the runner's wait status
+  kBranched = 26,         // pid of the branch; carries its fd
+  kCheckpointData = 27,   // saved, dropped, blob
+};
+
+struct Frame {
+  Tag tag{};
+  std::string payload;
+  UniqueFd fd;  // a descriptor passed with the frame, if any
+};
+
+using Clock = std::chrono::steady_clock;
+// A point in time after which a read gives up with kTimeout; nullopt = never.
+using Deadline = std::optional<Clock::time_point>;
+
+// Sends one frame (and `pass_fd` when >= 0) in full, retrying on EINTR and
+// short writes. kUnavailable when the peer is gone.
+Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1);
+
+// Reads one whole frame. kUnavailable on EOF before the first byte (peer
+// gone), kCorrupt on EOF mid-frame or a length over the cap, kTimeout when
+// `deadline` passes first. Received descriptors are close-on-exec.
+StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
+
+// Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.
+Status WaitReadable(int fd, Deadline deadline);
+
+// A connected AF_UNIX stream socket pair, both ends close-on-exec.
+StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair();
+
+// Builds a payload: integers little endian, strings as u32 length + bytes.
+class PayloadWriter {
+ public:
+  PayloadWriter& U8(std::uint8_t v);
+  PayloadWriter& U32(std::uint32_t v);
+  PayloadWriter& I32(std::int32_t v) { return U32(static_cast<std::uint32_t>(v)); }
+  PayloadWriter& U64(std::uint64_t v);
+  PayloadWriter& F64(double v);
+  PayloadWriter& Str(std::string_view s);
+  PayloadWriter& Strs(const std::vector<std::string>& list);
+  PayloadWriter& OptStr(const std::optional<std::string>& s);
+  const std::string& data() const { return out_; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads a payload written by PayloadWriter; every read is bounds-checked and
+// the first failure sticks (status() is kCorrupt, naming what was read).
+class PayloadReader {
+ public:
+  explicit PayloadReader(std::string_view data) : data_(data) {}
+  std::uint8_t U8();
+  std::uint32_t U32();
+  std::int32_t I32() { return static_cast<std::int32_t>(U32()); }
+  std::uint64_t U64();
+  double F64();
+  std::string Str();
+  std::string_view StrView();  // valid while the payload lives
+  std::vector<std::string> Strs();
+  std::optional<std::string> OptStr();
+  // OK when every read succeeded and the payload was consumed exactly.
+  Status Finish(const char* what) const;
+
+ private:
+  bool Take(std::size_t n, const char** at);
+  std::string_view data_;
+  std::size_t pos_ = 0;
+  bool failed_ = false;
+};
+
+// Result <-> payload (used in kResult).
+void WriteResult(PayloadWriter& w, const Result& r);
+Result ReadResult(PayloadReader& r);
+
+const char* TagName(Tag tag);
+
+}  // namespace dolsot::protocol

@@ -1,0 +1,495 @@
+// Repl: sessions, the worker's lifecycle, LRU eviction, checkpoints to the
+// store, branches and resets. The per-session protocol lives in LiveSession.
+#include "backend_subprocess/repl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "backend_subprocess/checkpoint_saver.h"
+#include "backend_subprocess/fifo_mutex.h"
+#include "backend_subprocess/live_session.h"
+#include "backend_subprocess/worker_process.h"
+#include "core/file_store.h"
+#include "core/session_id.h"
+#include "core/type_gate.h"
+
+namespace dolsot {
+namespace {
+
+using protocol::Clock;
+using protocol::Deadline;
+
+Deadline After(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string CurrentDirectory() {
+  std::string buf(4096, '\0');
+  if (::getcwd(buf.data(), buf.size()) == nullptr) return ".";
+  buf.resize(std::char_traits<char>::length(buf.c_str()));
+  return buf;
+}
+
+void AppendWarning(Result& r, const std::string& warning) {
+  if (r.error && !r.error->empty()) {
+    *r.error += "\n" + warning;
+  } else {
+    r.error = warning;
+  }
+}
+
+}  // namespace
+
+// One session id's slot: its turn (FIFO) and, while live, its processes.
+struct SessionSlot {
+  FifoMutex turn;
+  std::unique_ptr<LiveSession> live;  // guarded by turn
+  std::uint64_t cells = 0;            // guarded by turn
+  std::atomic<std::uint64_t> last_used{0};
+  std::mutex dropped_mutex;
+  std::vector<std::string> last_dropped;  // from the latest async checkpoint
+};
+
+class Repl::Impl {
+ public:
+  Impl(ReplOptions options, Config config, std::shared_ptr<SessionStore> store)
+      : options_(std::move(options)),
+        config_(std::move(config)),
+        store_(std::move(store)),
+        saver_([this](const std::string& sid, CheckpointData data) { SaveAsync(sid, std::move(data)); }) {
+    settings_.toolboxes = options_.toolboxes;
+    settings_.python_path = options_.python_path;
+    settings_.cwd = CurrentDirectory();
+    settings_.snapshots = options_.snapshots;
+    settings_.checkpoint = options_.checkpoint;
+    command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
+  }
+
+  StatusOr<Result> Run(std::string_view sid, std::string_view code, const RunOptions& run_options,
+                       const StopCheck& should_stop);
+  StatusOr<std::vector<SessionInfo>> Sessions();
+  StatusOr<int> Reset(std::string_view target);
+  Status Close();
+  Status Branch(std::string_view source, std::string_view target);
+  int WorkerPid() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return worker_ ? worker_->pid() : -1;
+  }
+
+ private:
+  std::shared_ptr<SessionSlot> Slot(const std::string& sid);
+  StatusOr<std::shared_ptr<WorkerProcess>> Worker(Deadline deadline);
+  // Makes `slot` live (restoring from the store); `slot->turn` is held.
+  Status EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
+                    LoadReport* report);
+  void EvictIfFull(const std::string& keep);
+  void Evict(const std::string& sid, SessionSlot& slot);
+  LiveSession::ChannelHandler ChannelHandler(const std::string& sid) {
+    return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd)); };
+  }
+  void SaveAsync(const std::string& sid, CheckpointData data);
+  Status CheckOpen() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
+    return Status::Ok();
+  }
+
+  ReplOptions options_;
+  Config config_;
+  std::shared_ptr<SessionStore> store_;
+  WorkerSettings settings_;
+  std::vector<std::string> command_;
+  std::mutex mutex_;  // guards slots_, worker_, closed_
+  std::map<std::string, std::shared_ptr<SessionSlot>> slots_;
+  std::shared_ptr<WorkerProcess> worker_;
+  bool closed_ = false;
+  std::atomic<std::uint64_t> clock_{0};
+  CheckpointSaver saver_;
+  TyServer ty_server_;  // one warm `ty server` for the type gate
+};
+
+std::shared_ptr<SessionSlot> Repl::Impl::Slot(const std::string& sid) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto& slot = slots_[sid];
+  if (!slot) slot = std::make_shared<SessionSlot>();
+  return slot;
+}
+
+StatusOr<std::shared_ptr<WorkerProcess>> Repl::Impl::Worker(Deadline deadline) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
+  if (!worker_) {
+    auto started = WorkerProcess::Start(command_, options_.worker_environment, settings_, deadline);
+    if (!started.ok()) return started.status();
+    worker_ = std::move(started).value();
+  }
+  return worker_;
+}
+
+Status Repl::Impl::EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
+                              LoadReport* report) {
+  if (slot.live) return Status::Ok();
+  EvictIfFull(sid);
+  std::optional<std::string> blob;
+  auto loaded = store_->Load(sid);
+  if (!loaded.ok()) return loaded.status();
+  blob = std::move(loaded).value();
+  for (int attempt = 0;; ++attempt) {
+    auto worker = Worker(deadline);
+    if (!worker.ok()) return worker.status();
+    auto channel = (*worker)->OpenSession(deadline);
+    if (!channel.ok()) {
+      if (attempt == 0 && channel.status().code() == ErrorCode::kUnavailable) {
+        // The worker died (or fell out of step): start a new one once.
+        std::lock_guard<std::mutex> guard(mutex_);
+        if (worker_ == *worker) worker_.reset();
+        continue;
+      }
+      return channel.status();
+    }
+    auto live = LiveSession::Start(std::move(channel).value(), blob ? *blob : std::string(),
+                                   settings_, deadline, report);
+    if (!live.ok()) return live.status();
+    slot.live = std::move(live).value();
+    return Status::Ok();
+  }
+}
+
+void Repl::Impl::EvictIfFull(const std::string& keep) {
+  if (options_.max_live_sessions <= 0) return;
+  for (;;) {
+    std::vector<std::pair<std::uint64_t, std::string>> live;
+    std::map<std::string, std::shared_ptr<SessionSlot>> copy;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      copy = slots_;
+    }
+    int count = 0;
+    for (auto& [sid, slot] : copy) {
+      if (sid == keep) continue;
+      if (!slot->turn.try_lock()) {
+        ++count;  // busy, so live (or becoming live)
+        continue;
+      }
+      if (slot->live) {
+        ++count;
+        live.emplace_back(slot->last_used.load(), sid);
+      }
+      slot->turn.unlock();
+    }
+    if (count < options_.max_live_sessions || live.empty()) return;
+    std::sort(live.begin(), live.end());
+    auto& victim = copy[live.front().second];
+    if (!victim->turn.try_lock()) continue;
+    Evict(live.front().second, *victim);
+    victim->turn.unlock();
+  }
+}
+
+// Checkpoints and kills one live session; `slot.turn` is held. Eviction
+// checkpoints even with checkpoints off: otherwise it would lose the state.
+void Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
+  if (!slot.live) return;
+  auto deadline = After(config_.timeout_seconds);
+  auto data = slot.live->Checkpoint(deadline, ChannelHandler(sid));
+  saver_.Flush();  // an older async checkpoint must not land after this one
+  if (data.ok()) (void)store_->Save(sid, data->blob);
+  slot.live.reset();
+}
+
+void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
+  std::shared_ptr<SessionSlot> slot;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = slots_.find(sid);
+    if (it == slots_.end()) return;  // reset meanwhile: do not resurrect it
+    slot = it->second;
+  }
+  (void)store_->Save(sid, data.blob);
+  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+  slot->last_dropped = std::move(data.dropped);
+}
+
+StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
+                                  const RunOptions& run_options, const StopCheck& should_stop) {
+  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(sid_view, code));
+  double timeout = run_options.timeout_seconds.value_or(config_.timeout_seconds);
+  DOLSOT_RETURN_IF_ERROR(CheckTimeout(timeout, "timeout"));
+  DOLSOT_RETURN_IF_ERROR(CheckOpen());
+  if (options_.gate) {
+    GateVerdict verdict = options_.gate(code);
+    if (!verdict.allowed) {
+      Result rejected;
+      rejected.ok = false;
+      rejected.exit_code = kExitFailure;
+      rejected.error = verdict.message;
+      return rejected;
+    }
+  }
+  std::string sid(sid_view);
+  auto slot = Slot(sid);
+  std::lock_guard<FifoMutex> turn(slot->turn);
+  slot->last_used = ++clock_;
+  auto deadline = After(timeout);
+
+  LoadReport report;
+  bool restored = !slot->live;
+  Status live = EnsureLive(sid, *slot, deadline, &report);
+  if (!live.ok()) {
+    if (live.code() == ErrorCode::kInvalidToolbox) return live;
+    Result failed;
+    failed.ok = false;
+    failed.exit_code = live.code() == ErrorCode::kTimeout ? kExitTimeout : kExitFailure;
+    failed.error = "WorkerError: " + live.message();
+    return failed;
+  }
+  if (config_.typecheck) {
+    TypeCheckRequest check;
+    check.code = code;
+    check.toolboxes = options_.toolboxes;
+    check.session_names = slot->live->held();
+    check.ty_bin = config_.ty_bin;
+    check.python_path = options_.python_path;
+    check.python_executable = options_.python_executable;
+    check.deadline = *deadline;
+    TypeCheckOutcome outcome = ty_server_.Check(check);
+    if (outcome.ran && !outcome.diagnostics.empty()) {
+      Result rejected;
+      rejected.ok = false;
+      rejected.exit_code = kExitFailure;
+      rejected.error = outcome.FormatError();
+      rejected.held = slot->live->held();
+      return rejected;
+    }
+  }
+
+  CellRun run;
+  run.code = code;
+  run.filename = "<cell " + std::to_string(++slot->cells) + ">";
+  run.max_output = config_.max_output;
+  run.timeout_seconds = std::max(0.0, std::chrono::duration<double>(*deadline - Clock::now()).count());
+  run.nominal_timeout = timeout;
+  run.should_stop = should_stop;
+  auto outcome = slot->live->Run(run, ChannelHandler(sid));
+  if (!outcome.ok()) {
+    slot->live.reset();  // out of step with the session: start over next time
+    return outcome.status();
+  }
+  if (outcome->session_lost) slot->live.reset();
+  Result result = std::move(outcome->result);
+  if (outcome->checkpoint) {
+    Status saved = store_->Save(sid, outcome->checkpoint->blob);
+    if (!saved.ok()) AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
+  } else if (options_.checkpoint == CheckpointMode::kAsync && result.dropped.empty()) {
+    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    std::set<std::string> held(result.held.begin(), result.held.end());
+    for (const auto& name : slot->last_dropped) {
+      if (held.count(name)) result.dropped.push_back(name);
+    }
+  }
+  if (restored) {
+    for (const auto& name : report.failed) result.dropped.push_back(name);
+    if (!report.error.empty()) {
+      AppendWarning(result, "warning: the stored checkpoint could not be restored: " + report.error);
+    }
+  }
+  return result;
+}
+
+StatusOr<std::vector<SessionInfo>> Repl::Impl::Sessions() {
+  auto stored = store_->List();
+  if (!stored.ok()) return stored.status();
+  std::vector<SessionInfo> out = std::move(stored).value();
+  std::set<std::string> known;
+  for (const auto& info : out) known.insert(info.id);
+  std::map<std::string, std::shared_ptr<SessionSlot>> copy;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    copy = slots_;
+  }
+  for (auto& [sid, slot] : copy) {
+    if (known.count(sid)) continue;
+    if (slot->turn.try_lock()) {
+      bool live = slot->live != nullptr;
+      slot->turn.unlock();
+      if (!live) continue;
+    }
+    SessionInfo info;
+    info.id = sid;
+    info.last_used = Now();
+    out.push_back(info);
+  }
+  return out;
+}
+
+StatusOr<int> Repl::Impl::Reset(std::string_view target_view) {
+  DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(target_view));
+  std::string target(target_view);
+  bool all = target == kAllSessions;
+  std::set<std::string> forgotten;
+  std::vector<std::pair<std::string, std::shared_ptr<SessionSlot>>> victims;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      if (all || it->first == target) {
+        victims.emplace_back(it->first, it->second);
+        it = slots_.erase(it);  // late async saves for it are dropped
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [sid, slot] : victims) {
+    std::lock_guard<FifoMutex> turn(slot->turn);
+    if (slot->live) forgotten.insert(sid);
+    slot->live.reset();
+  }
+  saver_.Flush();
+  if (all) {
+    auto stored = store_->List();
+    if (stored.ok()) {
+      for (const auto& info : *stored) forgotten.insert(info.id);
+    }
+  }
+  auto deleted = store_->Delete(target);
+  if (!deleted.ok()) return deleted.status();
+  if (!all && *deleted > 0) forgotten.insert(target);
+  return static_cast<int>(forgotten.size());
+}
+
+Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_view) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(source_view));
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(target_view));
+  if (source_view == target_view) {
+    return Status(ErrorCode::kInvalidSession, "branch: source and new session are the same id");
+  }
+  DOLSOT_RETURN_IF_ERROR(CheckOpen());
+  std::string source(source_view), target(target_view);
+  auto source_slot = Slot(source);
+  auto target_slot = Slot(target);
+  // Take both turns in id order, so two branches cannot deadlock.
+  FifoMutex& first = source < target ? source_slot->turn : target_slot->turn;
+  FifoMutex& second = source < target ? target_slot->turn : source_slot->turn;
+  std::lock_guard<FifoMutex> first_turn(first);
+  std::lock_guard<FifoMutex> second_turn(second);
+  if (target_slot->live) {
+    return Status(ErrorCode::kInvalidSession, "branch: session '" + target + "' already exists");
+  }
+  auto stored = store_->Load(target);
+  if (!stored.ok()) return stored.status();
+  if (stored->has_value()) {
+    return Status(ErrorCode::kInvalidSession, "branch: session '" + target + "' already exists");
+  }
+  auto deadline = After(config_.timeout_seconds);
+  LoadReport report;
+  DOLSOT_RETURN_IF_ERROR(EnsureLive(source, *source_slot, deadline, &report));
+  auto channel = source_slot->live->Branch(deadline, ChannelHandler(source));
+  if (!channel.ok()) {
+    source_slot->live.reset();
+    return channel.status();
+  }
+  target_slot->live = LiveSession::Adopt(std::move(channel).value(), settings_);
+  target_slot->last_used = ++clock_;
+  if (options_.checkpoint != CheckpointMode::kOff) {
+    auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));
+    if (data.ok()) DOLSOT_RETURN_IF_ERROR(store_->Save(target, data->blob));
+  }
+  return Status::Ok();
+}
+
+Status Repl::Impl::Close() {
+  std::map<std::string, std::shared_ptr<SessionSlot>> copy;
+  std::shared_ptr<WorkerProcess> worker;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (closed_) return Status::Ok();
+    closed_ = true;
+    copy = slots_;
+    worker = std::move(worker_);
+  }
+  // Collect every pending checkpoint channel, let them land, then kill.
+  for (auto& [sid, slot] : copy) {
+    std::lock_guard<FifoMutex> turn(slot->turn);
+    if (slot->live) (void)slot->live->Settle(After(config_.timeout_seconds), ChannelHandler(sid));
+  }
+  saver_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(std::max(config_.timeout_seconds, 10.0))));
+  for (auto& [sid, slot] : copy) {
+    std::lock_guard<FifoMutex> turn(slot->turn);
+    slot->live.reset();
+  }
+  if (worker) worker->Stop();
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------ Repl
+
+StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
+  for (const auto& [alias, module] : options.toolboxes) {
+    bool alias_ok = !alias.empty() && !(alias.size() > 1 && alias[0] == '_' && alias[1] == '_');
+    for (std::size_t i = 0; i < alias.size() && alias_ok; ++i) {
+      char c = alias[i];
+      alias_ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (i > 0 && c >= '0' && c <= '9');
+    }
+    if (!alias_ok) {
+      return Status(ErrorCode::kInvalidToolbox,
+                    "toolbox alias '" + alias + "' is not a valid Python identifier");
+    }
+    bool module_ok = !module.empty() && module.front() != '.' && module.back() != '.';
+    for (char c : module) {
+      module_ok = module_ok && (c == '_' || c == '.' || (c >= 'a' && c <= 'z') ||
+                                (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+    }
+    if (!module_ok) {
+      return Status(ErrorCode::kInvalidToolbox,
+                    "toolbox '" + alias + "': '" + module + "' is not an importable module name");
+    }
+  }
+  if (options.max_live_sessions < 1) {
+    return InvalidArgument("max_live_sessions must be at least 1, got " +
+                           std::to_string(options.max_live_sessions));
+  }
+  auto config = ResolveConfig(options.config);
+  if (!config.ok()) return config.status();
+  std::shared_ptr<SessionStore> store = options.store;
+  if (!store) {
+    auto opened = FileStore::Open(config->cache_dir, config->ttl_days);
+    if (!opened.ok()) return opened.status();
+    store = std::move(opened).value();
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(config).value(), std::move(store));
+  return std::unique_ptr<Repl>(new Repl(std::move(impl)));
+}
+
+Repl::Repl(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Repl::~Repl() { (void)Close(); }
+
+StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
+                           const RunOptions& options) {
+  return impl_->Run(session_id, code, options, nullptr);
+}
+StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
+                           const RunOptions& options, const StopCheck& should_stop) {
+  return impl_->Run(session_id, code, options, should_stop);
+}
+StatusOr<std::vector<SessionInfo>> Repl::Sessions() { return impl_->Sessions(); }
+StatusOr<int> Repl::Reset(std::string_view target) { return impl_->Reset(target); }
+Status Repl::Close() { return impl_->Close(); }
+Status Repl::Branch(std::string_view source, std::string_view target) {
+  return impl_->Branch(source, target);
+}
+int Repl::WorkerPid() const { return impl_->WorkerPid(); }
+
+}  // namespace dolsot

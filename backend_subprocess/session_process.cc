@@ -1,0 +1,340 @@
+// Session process: the runner/standby loop, cell execution through RunCell,
+// live stdout streaming, rollback copies, checkpoints and branches.
+#include <Python.h>
+
+#include "backend_subprocess/session_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "backend_subprocess/checkpoint.h"
+#include "backend_subprocess/protocol.h"
+#include "core/cell_runner.h"
+
+namespace dolsot {
+namespace {
+
+using protocol::Frame;
+using protocol::PayloadReader;
+using protocol::PayloadWriter;
+using protocol::Tag;
+
+// Streams a cell's stdout to the host as it is written, so output printed
+// before a kill is not lost. The first kEagerBytes go out at once; after
+// that, writes are batched (at most one frame per kBatchInterval).
+class SocketSink final : public OutputSink {
+ public:
+  explicit SocketSink(int socket) : socket_(socket) {}
+  void Write(std::string_view text) override {
+    if (broken_) return;
+    pending_.append(text);
+    auto now = std::chrono::steady_clock::now();
+    if (streamed_ + pending_.size() <= kEagerBytes || now - last_flush_ >= kBatchInterval) {
+      Flush(now);
+    }
+  }
+
+ private:
+  static constexpr std::size_t kEagerBytes = 64 * 1024;
+  static constexpr std::chrono::milliseconds kBatchInterval{10};
+  void Flush(std::chrono::steady_clock::time_point now) {
+    if (pending_.empty()) return;
+    Status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = protocol::WriteFrame(socket_, Tag::kOutput, pending_);
+    Py_END_ALLOW_THREADS
+    if (!s.ok()) broken_ = true;
+    streamed_ += pending_.size();
+    pending_.clear();
+    last_flush_ = now;
+  }
+  int socket_;
+  bool broken_ = false;
+  std::size_t streamed_ = 0;
+  std::string pending_;
+  std::chrono::steady_clock::time_point last_flush_{};
+};
+
+[[noreturn]] void Exit(int code) { ::_exit(code); }
+
+class SessionProcess {
+ public:
+  SessionProcess(UniqueFd socket, const WorkerSettings& settings)
+      : socket_(std::move(socket)), settings_(settings), aliases_(settings.Aliases()) {
+    globals_ = PyModule_GetDict(PyImport_AddModule("__main__"));  // borrowed
+  }
+
+  [[noreturn]] void Serve(bool expect_load) {
+    if (expect_load) Load();
+    role_ = settings_.snapshots ? Role::kStandby : Role::kRunner;
+    for (;;) {
+      if (role_ == Role::kStandby) {
+        StandBy();
+      } else {
+        RunNext();
+      }
+    }
+  }
+
+ private:
+  enum class Role { kRunner, kStandby };
+
+  StatusOr<Frame> Read() {
+    StatusOr<Frame> frame = Status(ErrorCode::kInternal, "unread");
+    Py_BEGIN_ALLOW_THREADS
+    frame = protocol::ReadFrame(socket_.get());
+    Py_END_ALLOW_THREADS
+    return frame;
+  }
+  void Send(Tag tag, std::string_view payload, int pass_fd = -1) {
+    Status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = protocol::WriteFrame(socket_.get(), tag, payload, pass_fd);
+    Py_END_ALLOW_THREADS
+    if (!s.ok()) Exit(0);  // the host is gone
+  }
+  // A frame from the host, or exit when it is gone or speaks nonsense.
+  Frame ReadOrExit() {
+    auto frame = Read();
+    if (!frame.ok()) Exit(0);
+    return std::move(frame).value();
+  }
+
+  void Load() {
+    Frame frame = ReadOrExit();
+    if (frame.tag != Tag::kLoad) Exit(2);
+    std::vector<std::string> restored, failed;
+    std::string error;
+    if (!frame.payload.empty()) {
+      auto outcome = RestoreNamespace(globals_, frame.payload);
+      if (outcome.ok()) {
+        restored = std::move(outcome->restored);
+        failed = std::move(outcome->failed);
+      } else {
+        error = outcome.status().message();
+      }
+    }
+    PayloadWriter w;
+    w.Strs(restored).Strs(failed).Str(error);
+    Send(Tag::kReady, w.data());
+  }
+
+  // Reaps the helper children (serializers, retired runners) that have exited.
+  void ReapFinished() {
+    for (auto it = helpers_.begin(); it != helpers_.end();) {
+      if (::waitpid(*it, nullptr, WNOHANG) != 0) {
+        it = helpers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Forks a child that continues with a fresh socket to the host; the parent
+  // passes the host's end with `tag` {pid}. Returns true in the child.
+  bool ForkWithChannel(Tag tag, pid_t* child_pid) {
+    auto pair = protocol::SocketPair();
+    if (!pair.ok()) Exit(3);
+    int pid = ForkProcess();
+    if (pid < 0) Exit(3);
+    if (pid == 0) {
+      socket_ = std::move(pair->second);
+      pair->first.Reset();
+      helpers_.clear();
+      runner_pid_ = -1;
+      return true;
+    }
+    pair->second.Reset();
+    PayloadWriter w;
+    w.U32(static_cast<std::uint32_t>(pid));
+    Send(tag, w.data(), pair->first.get());
+    *child_pid = pid;
+    return false;
+  }
+
+  // Standby: fork a runner holding a copy of this state, then wait. Returns
+  // (in the child) once this process has become the runner, or (in the
+  // parent) after the runner died, to fork a new one.
+  void StandBy() {
+    ReapFinished();
+    pid_t runner;
+    if (ForkWithChannel(Tag::kRunner, &runner)) {
+      role_ = Role::kRunner;
+      WarmUp();
+      return;
+    }
+    runner_pid_ = runner;
+    for (;;) {
+      Frame frame = ReadOrExit();
+      switch (frame.tag) {
+        case Tag::kRetire:
+          Exit(0);
+        case Tag::kRunnerDied: {
+          int status = 0;
+          ::kill(-runner_pid_, SIGKILL);
+          pid_t r;
+          do {
+            Py_BEGIN_ALLOW_THREADS
+            r = ::waitpid(runner_pid_, &status, 0);
+            Py_END_ALLOW_THREADS
+          } while (r < 0 && errno == EINTR);
+          runner_pid_ = -1;
+          PayloadWriter w;
+          w.I32(status);
+          Send(Tag::kDied, w.data());
+          return;  // fork a new runner from this (pre-cell) state
+        }
+        case Tag::kBranch:
+          if (Branch()) return;
+          break;
+        case Tag::kCheckpoint:
+          CheckpointNow();
+          break;
+        default:
+          Exit(2);
+      }
+    }
+  }
+
+  // A fresh runner shares its pages with the standby: the first write to each
+  // costs a copy-on-write fault. Running a throwaway cell now, while the host
+  // is not waiting (no request pending), takes the faults a typical cell's
+  // interpreter machinery would take off the critical path.
+  void WarmUp() {
+    if (protocol::WaitReadable(socket_.get(), protocol::Clock::now()).ok()) return;
+    // "None" in the session's own namespace binds nothing and prints nothing,
+    // but touches what every cell touches (the namespace, the cell machinery).
+    CellRequest request;
+    request.code = "None";
+    request.filename = "<dolsot warm-up>";
+    request.hidden_names = aliases_;
+    (void)RunCell(globals_, request);
+  }
+
+  // Returns true in the branch child (now serving the new session).
+  bool Branch() {
+    pid_t pid;
+    if (!ForkWithChannel(Tag::kBranched, &pid)) {
+      helpers_.push_back(pid);
+      return false;
+    }
+    role_ = settings_.snapshots ? Role::kStandby : Role::kRunner;
+    return true;
+  }
+
+  void CheckpointNow() {
+    SerializedNamespace ns = SerializeNamespace(globals_, aliases_);
+    PayloadWriter w;
+    w.Strs(ns.saved).Strs(ns.dropped).Str(ns.blob);
+    Send(Tag::kCheckpointData, w.data());
+  }
+
+  // Async checkpoint: a forked copy serializes this state and sends it on
+  // `channel` (whose other end went to the host with the Result) while the
+  // next cell runs.
+  void ForkCheckpointWriter(UniqueFd channel) {
+    int pid = ForkProcess();
+    if (pid == 0) {
+      socket_ = std::move(channel);
+      CheckpointNow();
+      Exit(0);
+    }
+    if (pid > 0) helpers_.push_back(pid);
+    // On failure the channel closes here: the host sees no checkpoint.
+  }
+
+  void RunNext() {
+    ReapFinished();
+    Frame frame = ReadOrExit();
+    switch (frame.tag) {
+      case Tag::kRun:
+        RunCellFrame(frame);
+        return;
+      case Tag::kBranch:
+        Branch();
+        return;
+      case Tag::kCheckpoint:
+        CheckpointNow();
+        return;
+      case Tag::kRetire:
+        Exit(0);
+      default:
+        Exit(2);
+    }
+  }
+
+  void RunCellFrame(const Frame& frame) {
+    PayloadReader r(frame.payload);
+    CellRequest request;
+    request.filename = r.Str();
+    request.max_output = static_cast<std::size_t>(r.U64());
+    request.code = r.StrView();
+    if (!r.Finish("RUN").ok()) Exit(2);
+    request.hidden_names = aliases_;
+    SocketSink sink(socket_.get());
+    request.sink = &sink;
+    Result result = RunCell(globals_, request);
+
+    PayloadWriter w;
+    std::optional<SerializedNamespace> checkpoint;
+    if (settings_.checkpoint == CheckpointMode::kSync) {
+      checkpoint = SerializeNamespace(globals_, aliases_);
+      result.dropped = checkpoint->dropped;
+    }
+    protocol::WriteResult(w, result);
+    w.U8(checkpoint ? 1 : 0);
+    if (checkpoint) w.Strs(checkpoint->saved).Str(checkpoint->blob);
+    // Async: the checkpoint's channel travels with the Result, so the host
+    // starts saving at once.
+    std::optional<std::pair<UniqueFd, UniqueFd>> channel;
+    if (settings_.checkpoint == CheckpointMode::kAsync) {
+      auto pair = protocol::SocketPair();
+      if (pair.ok()) channel = std::move(pair).value();
+    }
+    Send(Tag::kResult, w.data(), channel ? channel->first.get() : -1);
+    checkpoint.reset();
+    if (channel) {
+      channel->first.Reset();
+      ForkCheckpointWriter(std::move(channel->second));
+    }
+    if (settings_.snapshots) role_ = Role::kStandby;
+  }
+
+  UniqueFd socket_;
+  const WorkerSettings& settings_;
+  std::vector<std::string> aliases_;
+  PyObject* globals_ = nullptr;
+  Role role_ = Role::kRunner;
+  pid_t runner_pid_ = -1;
+  std::vector<pid_t> helpers_;
+};
+
+}  // namespace
+
+int ForkProcess() {
+  PyOS_BeforeFork();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    PyOS_AfterFork_Child();
+    ::setpgid(0, 0);
+    return 0;
+  }
+  int saved = errno;
+  PyOS_AfterFork_Parent();
+  if (pid > 0) ::setpgid(pid, pid);  // both sides, so no kill can race it
+  errno = saved;
+  return pid;
+}
+
+void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load) {
+  SessionProcess process(std::move(socket), settings);
+  process.Serve(expect_load);
+}
+
+}  // namespace dolsot

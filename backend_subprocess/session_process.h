@@ -1,0 +1,23 @@
+// The session side of a live session: a process holding one session's
+// namespace (__main__.__dict__), forked from the worker. With rollback on it
+// plays two roles in turn: the runner (runs cells) and the standby (the parent
+// of the runner, holding the state as it was before the running cell).
+//
+// Runs inside the worker's interpreter with the GIL held; never returns.
+#pragma once
+
+#include "backend_subprocess/unique_fd.h"
+#include "backend_subprocess/worker_settings.h"
+
+namespace dolsot {
+
+// Serves one session on `socket` until the host retires it or goes away.
+// `expect_load`: a fresh process that first restores a checkpoint (kLoad).
+[[noreturn]] void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load);
+
+// Forks while single-threaded-safe for CPython (PyOS_BeforeFork/AfterFork_*).
+// The child gets its own process group. Returns the child's pid in the
+// parent, 0 in the child, -1 (errno set) on failure. Needs the GIL.
+int ForkProcess();
+
+}  // namespace dolsot

@@ -1,0 +1,245 @@
+// The fork server loop: handshake, toolbox imports, session forks, and the
+// cleanup that leaves no process behind when the host goes away.
+#include <Python.h>
+
+#include "backend_subprocess/worker_loop.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "backend_subprocess/protocol.h"
+#include "backend_subprocess/session_process.h"
+#include "backend_subprocess/worker_settings.h"
+#include "core/cell_runner.h"
+
+namespace dolsot {
+namespace {
+
+using protocol::Frame;
+using protocol::PayloadWriter;
+using protocol::Tag;
+
+// The current Python exception as one line, clearing it.
+std::string FetchPythonError() {
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  std::string text = "unknown error";
+  if (value != nullptr) {
+    PyObject* s = PyObject_Str(value);
+    const char* name = type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "Error";
+    text = name;
+    if (s != nullptr) {
+      const char* utf8 = PyUnicode_AsUTF8(s);
+      if (utf8 != nullptr && *utf8 != '\0') text += std::string(": ") + utf8;
+      Py_DECREF(s);
+    }
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  return text;
+}
+
+// sys.path = [cwd] + python_path (or, when none is given, the interpreter's own entries).
+Status SetSysPath(const WorkerSettings& s) {
+  PyObject* path = PySys_GetObject("path");  // borrowed
+  if (path == nullptr || !PyList_Check(path)) return InternalError("sys.path is not a list");
+  PyObject* fresh = PyList_New(0);
+  auto append = [&](const std::string& entry) {
+    PyObject* item = PyUnicode_DecodeFSDefaultAndSize(entry.data(), entry.size());
+    if (item == nullptr) return false;
+    int rc = PyList_Append(fresh, item);
+    Py_DECREF(item);
+    return rc == 0;
+  };
+  bool ok = append(s.cwd);
+  if (!s.python_path.empty()) {
+    for (const auto& entry : s.python_path) {
+      if (entry.empty() || entry == s.cwd) continue;
+      ok = ok && append(entry);
+    }
+  } else {
+    Py_ssize_t n = PyList_Size(path);
+    // An embedded interpreter's sys.path has no script directory: every entry
+    // (PYTHONPATH first) is kept, after the cwd.
+    for (Py_ssize_t i = 0; i < n && ok; ++i) {
+      PyObject* entry = PyList_GetItem(path, i);  // borrowed
+      const char* text = PyUnicode_Check(entry) ? PyUnicode_AsUTF8(entry) : nullptr;
+      if (text == nullptr) PyErr_Clear();
+      if (text != nullptr && (s.cwd == text || *text == '\0')) continue;
+      ok = PyList_Append(fresh, entry) == 0;
+    }
+  }
+  if (ok) ok = PyList_SetSlice(path, 0, PyList_Size(path), fresh) == 0;
+  Py_DECREF(fresh);
+  if (!ok) return InternalError("setting sys.path: " + FetchPythonError());
+  return Status::Ok();
+}
+
+// Imports every toolbox and binds it in __main__ under its alias.
+Status ImportToolboxes(const WorkerSettings& s) {
+  PyObject* globals = PyModule_GetDict(PyImport_AddModule("__main__"));
+  for (const auto& [alias, module_name] : s.toolboxes) {
+    PyObject* module = PyImport_ImportModule(module_name.c_str());
+    if (module == nullptr) {
+      return Status(ErrorCode::kInvalidToolbox, "toolbox '" + alias + "': cannot import '" +
+                                                    module_name + "': " + FetchPythonError());
+    }
+    int rc = PyDict_SetItemString(globals, alias.c_str(), module);
+    Py_DECREF(module);
+    if (rc != 0) return InternalError("binding toolbox '" + alias + "': " + FetchPythonError());
+  }
+  return Status::Ok();
+}
+
+// Every descendant of this process, from /proc (parent pid links).
+std::set<pid_t> Descendants() {
+  std::multimap<pid_t, pid_t> children;
+  if (DIR* dir = ::opendir("/proc")) {
+    while (dirent* entry = ::readdir(dir)) {
+      char* end;
+      long pid = std::strtol(entry->d_name, &end, 10);
+      if (*end != '\0' || pid <= 0) continue;
+      std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      auto close_paren = text.rfind(')');
+      if (close_paren == std::string::npos) continue;
+      std::istringstream rest(text.substr(close_paren + 1));
+      char state;
+      long ppid;
+      if (rest >> state >> ppid) children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
+    }
+    ::closedir(dir);
+  }
+  std::set<pid_t> out;
+  std::vector<pid_t> todo{::getpid()};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    auto [lo, hi] = children.equal_range(p);
+    for (auto it = lo; it != hi; ++it) {
+      if (out.insert(it->second).second) todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+// Kills every process this worker forked (and theirs: orphans are reparented
+// here because the worker is a child subreaper) and reaps them.
+void KillEverySession() {
+  for (int round = 0; round < 100; ++round) {
+    std::set<pid_t> pids = Descendants();
+    if (pids.empty()) break;
+    for (pid_t p : pids) ::kill(p, SIGKILL);
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    // Wait for at least one to finish before scanning again.
+    if (::waitpid(-1, nullptr, 0) < 0 && errno == ECHILD) break;
+  }
+}
+
+void ReapExited() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+// kOpen: forks a fresh session process; the host gets its channel.
+Status OpenSession(int host, const WorkerSettings& settings) {
+  auto pair = protocol::SocketPair();
+  if (!pair.ok()) return pair.status();
+  int pid = ForkProcess();
+  if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(host);
+    pair->first.Reset();
+    ::signal(SIGCHLD, SIG_DFL);
+    ServeSession(std::move(pair->second), settings, /*expect_load=*/true);
+  }
+  pair->second.Reset();
+  PayloadWriter w;
+  w.U32(static_cast<std::uint32_t>(pid));
+  return protocol::WriteFrame(host, Tag::kOpened, w.data(), pair->first.get());
+}
+
+StatusOr<Frame> ReadReleasingGil(int fd, protocol::Deadline deadline) {
+  StatusOr<Frame> frame = Status(ErrorCode::kInternal, "unread");
+  Py_BEGIN_ALLOW_THREADS
+  frame = protocol::ReadFrame(fd, deadline);
+  Py_END_ALLOW_THREADS
+  return frame;
+}
+
+}  // namespace
+
+int WorkerFdFromEnvironment() {
+  const char* text = std::getenv(kWorkerFdVariable);
+  if (text == nullptr || *text == '\0') return -1;
+  char* end;
+  long fd = std::strtol(text, &end, 10);
+  if (*end != '\0' || fd < 0 || fd > 1 << 20) return -1;
+  return static_cast<int>(fd);
+}
+
+int RunWorker(int socket_fd) {
+  UniqueFd host(socket_fd);
+  ::fcntl(socket_fd, F_SETFD, FD_CLOEXEC);
+  // Stray writes to fd 1 (threads, C code) must not reach a CLI's stdout.
+  ::fflush(stdout);
+  ::dup2(2, 1);
+
+  auto hello = ReadReleasingGil(host.get(), std::nullopt);
+  if (!hello.ok() || hello->tag != Tag::kHello) return 2;
+  auto settings = DecodeHello(hello->payload);
+  if (!settings.ok()) {
+    (void)protocol::WriteFrame(host.get(), Tag::kHelloError, settings.status().message());
+    return 2;
+  }
+  Status ready = SetSysPath(*settings);
+  if (ready.ok()) ready = InstallCellIo();
+  if (ready.ok()) ready = ImportToolboxes(*settings);
+  if (!ready.ok()) {
+    PayloadWriter w;
+    w.U32(static_cast<std::uint32_t>(ready.code())).Str(ready.message());
+    (void)protocol::WriteFrame(host.get(), Tag::kHelloError, w.data());
+    return 1;
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  PayloadWriter w;
+  w.U32(static_cast<std::uint32_t>(::getpid()));
+  if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;
+
+  for (;;) {
+    Status readable;
+    Py_BEGIN_ALLOW_THREADS
+    readable = protocol::WaitReadable(host.get(), protocol::Clock::now() + std::chrono::seconds(1));
+    Py_END_ALLOW_THREADS
+    ReapExited();
+    if (readable.code() == ErrorCode::kTimeout) continue;
+    auto frame = ReadReleasingGil(host.get(), std::nullopt);
+    if (!frame.ok() || frame->tag == Tag::kShutdown) break;
+    if (frame->tag == Tag::kOpen) {
+      if (!OpenSession(host.get(), *settings).ok()) break;
+    } else {
+      break;  // a protocol violation: stop rather than guess
+    }
+  }
+  KillEverySession();
+  return 0;
+}
+
+}  // namespace dolsot

@@ -1,0 +1,55 @@
+// WorkerProcess: the host's handle on one worker (fork server) process: spawn
+// it with a socket channel, greet it, ask it for session processes, stop it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend_subprocess/protocol.h"
+#include "backend_subprocess/unique_fd.h"
+#include "backend_subprocess/worker_settings.h"
+
+namespace dolsot {
+
+// A channel to one process: the host's end of its socket and its pid.
+struct ProcessChannel {
+  UniqueFd socket;
+  pid_t pid = -1;
+};
+
+// The default worker command for C++ hosts: the dolsot-worker executable
+// beside the running program, else the installed one, else the build tree's.
+std::vector<std::string> DefaultWorkerCommand();
+
+class WorkerProcess {
+ public:
+  // Spawns `command` (its own process group, stdin /dev/null, the channel as
+  // fd 3 named by DOLSOT_WORKER_FD, `extra_env` added) and completes the
+  // handshake. A toolbox that fails to import is kInvalidToolbox.
+  static StatusOr<std::unique_ptr<WorkerProcess>> Start(
+      const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
+      const WorkerSettings& settings, protocol::Deadline deadline);
+  ~WorkerProcess();  // Stop()
+
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // A fresh session process (it waits for kLoad). Thread-safe.
+  StatusOr<ProcessChannel> OpenSession(protocol::Deadline deadline);
+  // Asks the worker to kill its sessions and exit; reaps it. Idempotent.
+  void Stop();
+  pid_t pid() const { return pid_; }
+
+ private:
+  WorkerProcess(UniqueFd socket, pid_t pid) : socket_(std::move(socket)), pid_(pid) {}
+  std::mutex mutex_;
+  UniqueFd socket_;
+  pid_t pid_;
+  bool stopped_ = false;
+};
+
+}  // namespace dolsot

@@ -1,0 +1,113 @@
+"""Whole-process time of the dolsot CLI against `python3 -c pass` and the
+dolsot 0.4.2 CLI from PyPI, all measured in the same run, interleaved.
+
+    python bench/cli/bench_cli.py --cli build/cli/dolsot \
+        [--peer /tmp/peer-venv/bin/dolsot] [--numpy-site /tmp/venv/lib/python3.11/site-packages] \
+        [--rounds 30] [--markdown docs/bench/cli.md]
+
+Every round runs each command once (order rotated per round); the figures are
+medians over rounds and ratios of medians against `python3 -c pass`. Each
+session is created (and the toolbox imported once) before timing starts, so
+"1+1" runs on an existing session, as an agent host's calls do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.decode()}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cli", required=True, help="the dolsot binary under test")
+    parser.add_argument("--peer", help="dolsot 0.4.2's CLI (its own venv)")
+    parser.add_argument("--numpy-site", help="a site-packages holding numpy for the worker's Python")
+    parser.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                        else os.path.realpath(sys.executable),
+                        help="the python3 of the baseline (default: the system's /usr/bin/python3)")
+    parser.add_argument("--also-python", action="append", default=[],
+                        help="another interpreter to time with -c pass, for context (repeatable)")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args()
+    args.cli = str(pathlib.Path(args.cli).resolve())
+    if args.peer:
+        args.peer = str(pathlib.Path(args.peer).resolve())
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-bench-cli-"))
+    (work / "npbox.py").write_text("import numpy\n\ndef mean(xs):\n    return float(numpy.mean(xs))\n")
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
+    base_env["DOLSOT_TYPECHECK"] = "0"
+    ours_env = {**base_env, "DOLSOT_CACHE_DIR": str(work / "ours")}
+    peer_env = {**base_env, "DOLSOT_CACHE_DIR": str(work / "peer")}
+    if args.numpy_site:
+        # The worker also finds npbox in its working directory.
+        for env in (ours_env, peer_env):
+            env["PYTHONPATH"] = os.pathsep.join([str(work), args.numpy_site])
+
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {
+        "python3 -c pass": ([args.python, "-c", "pass"], base_env),
+        **{f"{python} -c pass": ([python, "-c", "pass"], base_env) for python in args.also_python},
+        "dolsot --version (no worker)": ([args.cli, "--version"], ours_env),
+        "dolsot --session s \"1+1\"": ([args.cli, "--session", "s", "1+1"], ours_env),
+    }
+    if args.peer:
+        commands["dolsot 0.4.2 --session s \"1+1\""] = ([args.peer, "--session", "s", "1+1"], peer_env)
+    if args.numpy_site:
+        commands["dolsot --toolbox npbox:nb (numpy) \"1+1\""] = (
+            [args.cli, "--toolbox", "npbox:nb", "--session", "n", "1+1"], ours_env)
+        if args.peer:
+            commands["dolsot 0.4.2 --toolbox npbox:nb (numpy) \"1+1\""] = (
+                [args.peer, "--toolbox", "npbox:nb", "--session", "n", "1+1"], peer_env)
+
+    for argv, env in commands.values():  # create sessions, warm caches
+        timed(argv, env, str(work))
+
+    names = list(commands)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(args.rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            argv, env = commands[name]
+            samples[name].append(timed(argv, env, str(work)))
+
+    baseline = statistics.median(samples["python3 -c pass"])
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
+        f"baseline `python3 -c pass` is {args.python}; "
+        f"{args.rounds} rounds, interleaved.",
+        "",
+        "| command | median ms | p90 ms | x python3 -c pass |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in names:
+        values = sorted(samples[name])
+        median = statistics.median(values)
+        p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
+        lines.append(f"| `{name}` | {median * 1000:.1f} | {p90 * 1000:.1f} | {median / baseline:.2f} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Benchmark of the AST gate: dolsot.sandbox.check_ast (the whole check: UTF-8
+conversion, parse, walk, findings) against CPython's ast.parse of the same
+source, in the same run. Prints medians and ratios as Markdown.
+
+    PYTHONPATH=<build>/python python bench/gate/bench_gate.py [--out docs/bench/gate.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import platform
+import statistics
+import sys
+import time
+
+from dolsot.sandbox import Policy
+from dolsot.sandbox import check_ast as _check_ast
+
+POLICY = Policy(toolboxes=["tb"])  # the typical cell calls a toolbox `tb`
+
+
+def check_ast(code: str) -> list:
+    return _check_ast(code, POLICY)
+
+TYPICAL_CELL = '''\
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Order:
+    id: int
+    customer: str
+    items: list = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self):
+        self.total = round(sum(p * q for p, q in self.items), 2)
+
+    def __repr__(self):
+        return f"Order({self.id}, {self.customer!r}, total={self.total:.2f})"
+
+
+raw = tb.fetch_orders(since="2026-01-01", limit=500)
+orders = [Order(r["id"], r["customer"], [(i["price"], i["qty"]) for i in r["items"]])
+          for r in raw if r.get("status") != "cancelled"]
+
+by_customer = defaultdict(list)
+for order in orders:
+    by_customer[order.customer].append(order)
+
+spend = {name: sum(o.total for o in group) for name, group in by_customer.items()}
+top = sorted(spend.items(), key=lambda kv: kv[1], reverse=True)[:10]
+counts = Counter(len(o.items) for o in orders)
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    k = (len(ordered) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+summary = {
+    "orders": len(orders),
+    "p50": percentile([o.total for o in orders], 0.5),
+    "p90": percentile([o.total for o in orders], 0.9),
+    "top": top,
+}
+print(json.dumps(summary, indent=2, default=str))
+summary
+'''
+
+
+NOTES = """\
+Command: `cmake --build <build> --target bench_gate` (or
+`PYTHONPATH=<build>/python python bench/gate/bench_gate.py --out docs/bench/gate.md`).
+
+The target (<= 0.25x ast.parse) is **not met** for short cells. Where the time
+goes (perf, 50-line cell, C++ only): tree-sitter's own parse + tree delete is
+about 78% of CheckCell (about 250 of 320 us on this loaded 2-core machine;
+GLR stack handling, parse-table lookups and subtree release dominate), the
+gate's walk about 20%, pre-parse checks the rest. Even a free walk would stay
+near 0.9x ast.parse for short cells; -O3 for the grammar did not help. For
+large files the gate is about 2x faster than ast.parse, because ast.parse also
+builds Python AST objects. Numbers come from a shared machine under load
+(load average ~6 on 2 cores): compare the ratios, not the absolute times."""
+
+
+def big_file(target_bytes: int = 512 * 1024) -> str:
+    """A deterministic ~0.5 MB module: the typical cell's body, renamed per copy."""
+    body = TYPICAL_CELL.split("\n\n\n", 1)[1]
+    parts = [TYPICAL_CELL.split("\n\n\n", 1)[0], "\n\n"]
+    size = 0
+    i = 0
+    while size < target_bytes:
+        block = body.replace("Order", f"Order{i}").replace("percentile", f"percentile{i}")
+        parts.append(block)
+        size += len(block)
+        i += 1
+    return "".join(parts)
+
+
+def timed(fn, code: str) -> float:
+    start = time.perf_counter()
+    fn(code)
+    return time.perf_counter() - start
+
+
+def measure(name: str, code: str, runs: int) -> tuple[str, float, float]:
+    """Medians of `runs` interleaved runs (gate, then ast.parse), so load drift
+    on a shared machine hits both alike."""
+    assert ast.parse(code) is not None
+    assert check_ast(code) == [], "the benchmark input must pass the gate (the whole walk runs)"
+    for _ in range(max(3, runs // 20)):  # warm up both
+        check_ast(code)
+        ast.parse(code)
+    gate, parse = [], []
+    for _ in range(runs):
+        gate.append(timed(check_ast, code))
+        parse.append(timed(ast.parse, code))
+    return name, statistics.median(gate), statistics.median(parse)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", help="also write the Markdown table to this file")
+    args = parser.parse_args()
+    big = big_file()
+    rows = [
+        measure(f"typical cell ({TYPICAL_CELL.count(chr(10))} lines, {len(TYPICAL_CELL)} B)",
+                TYPICAL_CELL, 3000),
+        measure(f"large file ({len(big) / 1024:.0f} KiB, {big.count(chr(10))} lines)", big, 15),
+    ]
+    lines = [
+        f"Python {platform.python_version()} on {platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d')}; medians of interleaved runs; target ratio <= 0.25.",
+        "",
+        "| input | check_ast (whole gate) | ast.parse | ratio gate/ast.parse |",
+        "|---|---|---|---|",
+    ]
+    for name, gate, parse in rows:
+        lines.append(f"| {name} | {gate * 1e6:,.0f} µs | {parse * 1e6:,.0f} µs | {gate / parse:.3f}x |")
+    lines += ["", NOTES]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""InProcessSession: cells run in this very interpreter, against live objects.
+
+Use it when a cell must see things that cannot cross a process boundary (a
+database connection, a client, a generator, an object a C++ host made). The
+trade-off: no isolation, and the timeout is cooperative. At the deadline
+``run`` returns exit code 124 with the output so far, and the cell's thread
+gets a ``KeyboardInterrupt`` (which stops a pure-Python loop); a cell stuck in
+C code keeps running on a leaked thread (counted in ``leaked_threads``) and its
+session refuses new cells (``SessionBusy``) until ``reset``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from dolsot._backend import AsyncRunMixin
+from dolsot._dolsot import InProcessSession as _CoreInProcessSession
+
+__all__ = ["InProcessSession", "Gate"]
+
+# Every open session, so the interpreter's exit stops their worker threads
+# while the interpreter still runs.
+_open_sessions: "weakref.WeakSet[InProcessSession]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    for session in list(_open_sessions):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001 - exit must go on
+            pass
+
+Gate = Callable[[str], Optional[Iterable[Any]]]
+"""A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
+any finding, or an exception, rejects the cell (it does not run)."""
+
+
+class InProcessSession(_CoreInProcessSession, AsyncRunMixin):
+    """Sessions of cells in this interpreter, each a live namespace dict.
+
+    ``InProcessSession(inject=None, *, timeout=None, max_output=None,
+    gate=None, typecheck=None)``: ``inject`` maps aliases to any object (the
+    very same object is bound in every new session) or to a module name (a
+    ``str``, imported once). ``run(session_id, code, *, timeout=None)``
+    returns a ``Result``; ``namespace(session_id)`` the session's dict
+    itself; ``sessions()``, ``reset(session_id | "all")``, ``close()``.
+    """
+
+    def __init__(
+        self,
+        inject: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        max_output: int | None = None,
+        gate: Gate | None = None,
+        typecheck: bool | None = None,
+        ty_bin: str | None = None,
+    ) -> None:
+        super().__init__(
+            inject,
+            timeout=timeout,
+            max_output=max_output,
+            gate=gate,
+            typecheck=typecheck,
+            ty_bin=ty_bin,
+        )
+        _open_sessions.add(self)
+
+    def __enter__(self) -> InProcessSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""Repl: the forked-worker backend (the default).
+
+A worker process started from this very interpreter (``sys.executable``, with
+this process's ``sys.path``, so every module the host can import the worker can
+too) imports the toolboxes once and forks one process per live session. A cell
+that times out or dies is killed and the session rolls back to its state
+before that cell (``snapshots=True``); state is checkpointed to the store
+(``checkpoint="async"`` by default: a forked copy writes it while the next cell
+runs; ``"sync"``: the Result returns once it is durable; ``"off"``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import weakref
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from dolsot._backend import AsyncRunMixin, InjectValue, toolbox_module_names
+from dolsot._dolsot import Repl as _CoreRepl
+from dolsot._dolsot import Result, SessionInfo
+
+__all__ = ["Repl", "Gate"]
+
+Gate = Callable[[str], Optional[Iterable[Any]]]
+"""A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
+any finding, or an exception, rejects the cell (it does not run)."""
+
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Every open Repl, so the interpreter's exit closes them (flushing checkpoints)
+# while Python can still run a Python store's save().
+_open_repls: "weakref.WeakSet[Repl]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_repls() -> None:
+    for repl in list(_open_repls):
+        try:
+            repl.close()
+        except Exception:  # noqa: BLE001 - exit must go on
+            pass
+
+
+def _worker_command() -> list[str]:
+    # -c keeps __main__ (the session namespace) free of any name of ours.
+    bootstrap = (
+        f"__import__('sys').path.insert(0, {_PACKAGE_PARENT!r}); "
+        "__import__('dolsot._worker', fromlist=['main']).main()"
+    )
+    return [sys.executable, "-c", bootstrap]
+
+
+def _host_path() -> list[str]:
+    cwd = os.getcwd()
+    return [os.path.abspath(p) if p else cwd for p in sys.path if isinstance(p, str)]
+
+
+class Repl(AsyncRunMixin):
+    """Sessions of Python cells in forked worker processes.
+
+    ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
+    snapshots=True, checkpoint=None, max_live_sessions=None, gate=None,
+    typecheck=None)``. ``inject`` maps aliases to modules or importable module
+    names. ``run(session_id, code, *, timeout=None) -> Result`` never raises for
+    the cell's own failure; only caller mistakes raise (``InvalidSession``,
+    ``InvalidToolbox``), before any code runs. Thread-safe: calls on
+    different sessions run in parallel, calls on one session in order.
+    """
+
+    def __init__(
+        self,
+        inject: Mapping[str, InjectValue] | None = None,
+        *,
+        store: Any = None,
+        timeout: float | None = None,
+        max_output: int | None = None,
+        snapshots: bool = True,
+        checkpoint: str | None = None,
+        max_live_sessions: int | None = None,
+        gate: Gate | None = None,
+        typecheck: bool | None = None,
+    ) -> None:
+        self._core = _CoreRepl(
+            toolbox_module_names(inject),
+            store=store,
+            timeout=timeout,
+            max_output=max_output,
+            snapshots=bool(snapshots),
+            checkpoint=checkpoint,
+            max_live_sessions=max_live_sessions,
+            gate=gate,
+            typecheck=typecheck,
+            python_path=_host_path(),
+            worker_command=_worker_command(),
+            python_executable=sys.executable,
+        )
+        _open_repls.add(self)
+
+    def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result:
+        """Runs one cell in ``session_id``'s namespace; returns its Result."""
+        return self._core.run(session_id, code, timeout=timeout)
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session: stored ones and live ones not yet stored."""
+        return self._core.sessions()
+
+    def reset(self, session_id: str) -> int:
+        """Forgets one session (``"all"``: every one); returns how many."""
+        return self._core.reset(session_id)
+
+    def branch(self, source_id: str, new_id: str) -> None:
+        """Makes ``new_id`` a new session holding a copy of ``source_id``'s state."""
+        self._core.branch(source_id, new_id)
+
+    def close(self) -> None:
+        """Flushes pending checkpoints and stops every worker process. Idempotent."""
+        self._core.close()
+        _open_repls.discard(self)
+
+    @property
+    def worker_pid(self) -> int:
+        """The worker (fork server) process id, or -1 before the first run."""
+        return self._core.worker_pid
+
+    def __enter__(self) -> Repl:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is not None:
+            try:
+                core.close()
+            except Exception:  # noqa: BLE001 - never raise from a finalizer
+                pass

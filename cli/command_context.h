@@ -1,0 +1,55 @@
+// CommandContext: what every command needs from its surroundings (streams,
+// output mode, the clock, a way to open the backend), and the one place a
+// Status becomes a `dolsot: error: ...` line and an exit code. main.cc fills
+// it in from the process; tests pass string streams and a fake backend.
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "core/backend.h"
+#include "core/status.h"
+
+namespace dolsot::cli {
+
+// What a command asks of the backend it opens.
+struct BackendSettings {
+  std::map<std::string, std::string> toolboxes;  // alias -> module name
+  std::optional<double> timeout_seconds;         // nullopt: DOLSOT_TIMEOUT / default
+  bool gate = false;                             // run the AST gate before the cell
+};
+
+using BackendFactory =
+    std::function<StatusOr<std::unique_ptr<Backend>>(const BackendSettings& settings)>;
+
+struct CommandContext {
+  std::ostream& out;
+  std::ostream& err;
+  std::istream& in;
+  bool stdin_is_terminal = false;
+  bool json = false;  // --json: one JSON document on stdout
+  BackendFactory open_backend;
+  std::function<double()> now;  // Unix seconds
+};
+
+// The exit code for a failure found before or around a run: caller mistakes,
+// bad input and bad configuration (including a refused cache directory) are
+// kExitUsage; a timeout is kExitTimeout; anything else is kExitFailure.
+int ExitCodeFor(const Status& status);
+
+// Writes "dolsot: error: <message>" to `err` and returns ExitCodeFor(status).
+int ReportError(std::ostream& err, const Status& status);
+
+// For a failure to open the backend (bad configuration, a refused or
+// unusable cache directory): nothing ran, so always kExitUsage.
+int ReportSetupError(std::ostream& err, const Status& status);
+
+// Seconds since the Unix epoch, from the system clock.
+double UnixNow();
+
+}  // namespace dolsot::cli

@@ -1,0 +1,135 @@
+// Builds the one CLI11 parser from every command's options and parses argv.
+#include "cli/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+#include "cli/exit_codes.h"
+
+#ifndef DOLSOT_VERSION
+#define DOLSOT_VERSION "unknown"
+#endif
+
+namespace dolsot::cli {
+namespace {
+
+constexpr const char* kDescription =
+    "dolsot: run a cell of Python in a session whose state (variables, imports,\n"
+    "functions, DataFrames) persists between calls.";
+
+constexpr const char* kFooter = R"FOOTER(Examples:
+  dolsot --session work "x = 21"            # state persists per session id...
+  dolsot --session work "x * 2"             # ...so this prints 42
+  echo "2 ** 10" | dolsot --session work    # code on stdin
+  dolsot --toolbox mytools:mt --session work "mt.add(1, 2)"
+  dolsot --toolbox mytools:mt --toolbox otherlib:ol --session work "mt.add(1, ol.scale(2))"
+  dolsot --session work --timeout 5 "slow_call()"
+  dolsot --session work --json "1 + 1"      # the whole Result as one JSON object
+  dolsot --list-sessions
+  dolsot --reset work
+  dolsot --reset all
+
+Output: stdout gets what the cell printed, then the value of its trailing
+expression; stderr gets the error, and the "session now holds: ..." banner.
+
+Exit codes: 0 ok; 1 the cell raised (or the worker failed); a toolbox
+exception's own .exit_code; 124 the cell timed out; 130 Ctrl-C or SIGTERM
+stopped it (the session rolls back after 124 and 130); 2 a usage error, bad
+input or bad configuration (nothing ran, the session is untouched).
+
+Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
+DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
+A code argument starting with '-' goes after "--": dolsot --session s -- "-1")FOOTER";
+
+struct Parser {
+  CLI::App app{kDescription, "dolsot"};
+  CLI::Option* json = nullptr;
+  std::vector<CLI::Option*> run;
+  CLI::Option* list_sessions = nullptr;
+  CLI::Option* reset = nullptr;
+};
+
+void Configure(Parser& parser, CommandLine& line) {
+  CLI::App& app = parser.app;
+  app.footer(kFooter);
+  app.set_version_flag("-V,--version", VersionLine());
+  parser.run = AddRunOptions(app, line.run);
+  parser.list_sessions = AddListSessionsOptions(app, line.list_sessions);
+  parser.reset = AddResetOptions(app, line.reset);
+  parser.json = app.add_flag("--json", line.json,
+                             "Print the Result (or the session list) as one JSON document");
+}
+
+// --list-sessions and --reset each stand alone (--json aside). Checked here
+// rather than with CLI11's excludes() to keep --help readable.
+std::optional<std::string> ConflictingOptions(const Parser& parser) {
+  const bool listing = parser.list_sessions->count() > 0;
+  const bool resetting = parser.reset->count() > 0;
+  if (listing && resetting) return "--list-sessions and --reset cannot be combined";
+  if (!listing && !resetting) return std::nullopt;
+  const std::string mode = listing ? "--list-sessions" : "--reset";
+  for (const CLI::Option* option : parser.run) {
+    if (option->count() > 0) {
+      const std::string name = option->get_name();
+      return mode + " cannot be combined with " + (name == "code" ? "code to run" : name);
+    }
+  }
+  return std::nullopt;
+}
+
+int UsageError(std::ostream& err, const std::string& message) {
+  err << "dolsot: error: " << message << "\n"
+      << "Run 'dolsot --help' for usage and examples.\n";
+  return kExitUsage;
+}
+
+Action ChooseAction(const CommandLine& line) {
+  if (line.list_sessions.requested) return Action::kListSessions;
+  if (line.reset.target) return Action::kReset;
+  return Action::kRun;
+}
+
+CommandLine Parse(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CommandLine line;
+  Parser parser;
+  Configure(parser, line);
+  try {
+    parser.app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << parser.app.help();
+    line.exit_code = kExitOk;
+    return line;
+  } catch (const CLI::CallForVersion& version) {
+    out << version.what() << '\n';
+    line.exit_code = kExitOk;
+    return line;
+  } catch (const CLI::ParseError& error) {
+    line.exit_code = UsageError(err, error.what());
+    return line;
+  }
+  if (auto conflict = ConflictingOptions(parser)) {
+    line.exit_code = UsageError(err, *conflict);
+    return line;
+  }
+  line.action = ChooseAction(line);
+  return line;
+}
+
+}  // namespace
+
+std::string VersionLine() { return std::string("dolsot ") + DOLSOT_VERSION; }
+
+CommandLine ParseCommandLine(int argc, const char* const* argv, std::ostream& out,
+                             std::ostream& err) {
+  return Parse(argc, argv, out, err);
+}
+
+CommandLine ParseCommandLine(const std::vector<std::string>& args, std::ostream& out,
+                             std::ostream& err) {
+  std::vector<const char*> argv{"dolsot"};
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+  argv.push_back(nullptr);
+  return Parse(static_cast<int>(args.size() + 1), argv.data(), out, err);
+}
+
+}  // namespace dolsot::cli

@@ -1,0 +1,165 @@
+// The run command: options, request checks, one cell, the output contract.
+#include "cli/run_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include "cli/code_input.h"
+#include "cli/json_writer.h"
+#include "core/backend.h"
+#include "core/config.h"
+
+namespace dolsot::cli {
+namespace {
+
+bool IsAsciiIdentifier(std::string_view name) {
+  if (name.empty()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && i > 0)) return false;
+  }
+  return true;
+}
+
+bool IsDottedModuleName(std::string_view module) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = module.find('.', start);
+    if (!IsAsciiIdentifier(module.substr(start, dot - start))) return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+Status ToolboxError(std::string_view spec, const std::string& why) {
+  return InvalidArgument("--toolbox '" + std::string(spec) + "': " + why +
+                         " (expected MODULE:ALIAS, e.g. --toolbox mytools:mt)");
+}
+
+StatusOr<std::string> ObtainCode(const RunArgs& args, const CommandContext& context) {
+  if (args.code) return *args.code;
+  if (!args.code_words.empty()) {
+    std::string code = args.code_words.front();
+    for (std::size_t i = 1; i < args.code_words.size(); ++i) code += " " + args.code_words[i];
+    return code;
+  }
+  if (context.stdin_is_terminal) {
+    return InvalidArgument("no code to run: pass it as an argument or pipe it on stdin");
+  }
+  return ReadCode(context.in);
+}
+
+// Everything that can be refused before the backend is opened.
+Status CheckRequest(const RunArgs& args, const std::string& code) {
+  if (!args.session) return InvalidArgument(MissingSessionMessage());
+  if (args.timeout_seconds) DOLSOT_RETURN_IF_ERROR(CheckTimeout(*args.timeout_seconds, "--timeout"));
+  DOLSOT_RETURN_IF_ERROR(CheckCode(code));
+  return ValidateRunRequest(*args.session, code);
+}
+
+void EndLine(std::ostream& stream, const std::string& text) {
+  stream << text;
+  if (!text.empty() && text.back() != '\n') stream << '\n';
+}
+
+}  // namespace
+
+std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
+  return {
+      app.add_option("code", args.code_words,
+                     "Python code to run (several words are joined with spaces); read from "
+                     "stdin when omitted"),
+      app.add_option("-s,--session", args.session,
+                     "Session id whose state the cell reads and updates (required to run code)")
+          ->type_name("SID"),
+      app.add_option("--toolbox", args.toolbox_specs,
+                     "Import MODULE into the session as ALIAS (repeatable)")
+          ->type_name("MODULE:ALIAS")
+          ->allow_extra_args(false),
+      app.add_option("-t,--timeout", args.timeout_seconds,
+                     "Seconds before the cell is killed (default: DOLSOT_TIMEOUT, else 20)")
+          ->type_name("SECONDS"),
+      app.add_flag("--gate", args.gate,
+                   "Check the cell with the AST gate first; a rejected cell does not run"),
+  };
+}
+
+StatusOr<std::pair<std::string, std::string>> ParseToolboxSpec(std::string_view spec) {
+  const std::size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) return ToolboxError(spec, "no ':' between module and alias");
+  const std::string_view module = spec.substr(0, colon);
+  const std::string_view alias = spec.substr(colon + 1);
+  if (module.empty()) return ToolboxError(spec, "the module is empty");
+  if (alias.empty()) return ToolboxError(spec, "the alias is empty");
+  if (!IsDottedModuleName(module)) {
+    return ToolboxError(spec, "'" + std::string(module) + "' is not a module name");
+  }
+  if (!IsAsciiIdentifier(alias)) {
+    return ToolboxError(spec, "'" + std::string(alias) + "' is not a Python identifier");
+  }
+  return std::pair<std::string, std::string>(alias, module);
+}
+
+StatusOr<std::map<std::string, std::string>> ParseToolboxSpecs(
+    const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> toolboxes;
+  for (const auto& spec : specs) {
+    auto parsed = ParseToolboxSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    auto [alias, module] = std::move(*parsed);
+    if (toolboxes.count(alias)) {
+      return ToolboxError(spec, "alias '" + alias + "' is already used by --toolbox " +
+                                    toolboxes[alias] + ":" + alias);
+    }
+    toolboxes.emplace(std::move(alias), std::move(module));
+  }
+  return toolboxes;
+}
+
+std::string MissingSessionMessage() {
+  return "--session is required to run code.\n"
+         "  State (variables, imports, DataFrames) persists per session id, so pass a\n"
+         "  stable id per task and every cell of that task sees what the previous one\n"
+         "  left behind, e.g.: dolsot --session task-42 \"x = 1\"";
+}
+
+int RunCommand(const RunArgs& args, const CommandContext& context) {
+  if (!args.session) return ReportError(context.err, InvalidArgument(MissingSessionMessage()));
+  auto toolboxes = ParseToolboxSpecs(args.toolbox_specs);
+  if (!toolboxes.ok()) return ReportError(context.err, toolboxes.status());
+  auto code = ObtainCode(args, context);
+  if (!code.ok()) return ReportError(context.err, code.status());
+  if (Status checked = CheckRequest(args, *code); !checked.ok()) {
+    return ReportError(context.err, checked);
+  }
+  auto backend = context.open_backend(
+      BackendSettings{std::move(*toolboxes), args.timeout_seconds, args.gate});
+  if (!backend.ok()) return ReportSetupError(context.err, backend.status());
+  auto result = (*backend)->Run(*args.session, *code, RunOptions{});
+  Status closed = (*backend)->Close();
+  if (!result.ok()) return ReportError(context.err, result.status());
+  PrintResult(*result, context);
+  if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';
+  return result->exit_code;
+}
+
+void PrintResult(const Result& result, const CommandContext& context) {
+  if (context.json) {
+    context.out << ResultToJson(result) << '\n';
+    context.out.flush();
+    return;
+  }
+  context.out << result.stdout_text;
+  if (result.value) {
+    if (!result.stdout_text.empty() && result.stdout_text.back() != '\n') context.out << '\n';
+    context.out << *result.value << '\n';
+  }
+  context.out.flush();
+  if (result.error) EndLine(context.err, *result.error);
+  EndLine(context.err, result.DroppedBanner());
+  EndLine(context.err, result.HeldBanner());
+  context.err.flush();
+}
+
+}  // namespace dolsot::cli

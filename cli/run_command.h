@@ -1,0 +1,58 @@
+// The run command: `dolsot --session SID [--toolbox MODULE:ALIAS]...
+// [--timeout S] [--gate] [CODE]` runs one cell and exits with its exit code.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cli/command_context.h"
+#include "core/result.h"
+#include "core/status.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace dolsot::cli {
+
+struct RunArgs {
+  std::optional<std::string> session;
+  // The code: `code` when set (tests), else the positional words joined
+  // with spaces (as dolsot 0.4 does), else stdin.
+  std::optional<std::string> code;
+  std::vector<std::string> code_words;
+  std::vector<std::string> toolbox_specs;
+  std::optional<double> timeout_seconds;
+  bool gate = false;
+};
+
+// Registers the run options on `app`; returns them so other commands can
+// declare themselves incompatible with them.
+std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args);
+
+// "MODULE:ALIAS" -> {alias, module}. kInvalidArgument when the colon, the
+// module or the alias is missing, or either is not a Python name.
+StatusOr<std::pair<std::string, std::string>> ParseToolboxSpec(std::string_view spec);
+// Every spec, as alias -> module; an alias given twice is an error.
+StatusOr<std::map<std::string, std::string>> ParseToolboxSpecs(
+    const std::vector<std::string>& specs);
+
+// Why --session is required, for the usage error when it is missing.
+std::string MissingSessionMessage();
+
+// Checks the request, opens the backend, runs the cell, prints the Result
+// and returns the exit code. Nothing reaches the session unless every check
+// passes.
+int RunCommand(const RunArgs& args, const CommandContext& context);
+
+// The output contract: stdout gets the cell's stdout then the value; stderr
+// the error, the dropped banner and the held banner. With --json, the whole
+// Result as one JSON object on stdout.
+void PrintResult(const Result& result, const CommandContext& context);
+
+}  // namespace dolsot::cli

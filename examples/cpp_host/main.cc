@@ -1,0 +1,112 @@
+// A C++ host of dolsot: it starts CPython, binds a stateful C++ class (an
+// in-memory inventory table) with pybind11, injects one live instance into an
+// InProcessSession, lets cells query and change it, and then checks in C++
+// that the very same object changed. Exits non-zero on any mismatch.
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend_inprocess/in_process_session.h"
+
+namespace py = pybind11;
+
+// The host's own state: lives in C++, never copied into Python.
+class Inventory {
+ public:
+  void Set(const std::string& item, int quantity) { rows_[item] = quantity; }
+  int Get(const std::string& item) const {
+    auto found = rows_.find(item);
+    return found == rows_.end() ? 0 : found->second;
+  }
+  std::vector<std::string> Items() const {
+    std::vector<std::string> items;
+    for (const auto& row : rows_) items.push_back(row.first);
+    return items;
+  }
+  int Total() const {
+    int total = 0;
+    for (const auto& row : rows_) total += row.second;
+    return total;
+  }
+
+ private:
+  std::map<std::string, int> rows_;
+};
+
+PYBIND11_EMBEDDED_MODULE(host_app, m) {
+  py::class_<Inventory>(m, "Inventory", "The host's in-memory inventory table.")
+      .def("set", &Inventory::Set, py::arg("item"), py::arg("quantity"))
+      .def("get", &Inventory::Get, py::arg("item"))
+      .def("items", &Inventory::Items)
+      .def("total", &Inventory::Total);
+}
+
+namespace {
+
+int failures = 0;
+
+void Expect(bool condition, const std::string& what) {
+  std::printf("%s: %s\n", condition ? "ok" : "MISMATCH", what.c_str());
+  if (!condition) ++failures;
+}
+
+// Runs one cell and prints what an agent would read.
+dolsot::Result Run(dolsot::InProcessSession& session, const char* code) {
+  dolsot::StatusOr<dolsot::Result> result = session.Run("agent", code, {});
+  if (!result.ok()) {
+    std::printf("error: %s\n", result.status().ToString().c_str());
+    ++failures;
+    return {};
+  }
+  std::printf(">>> %s\n%s\n", code, result->Text().c_str());
+  return *result;
+}
+
+}  // namespace
+
+int main() {
+  py::scoped_interpreter python;  // this host starts CPython itself
+  py::module_::import("host_app");  // registers the Inventory type
+
+  Inventory inventory;
+  inventory.Set("apples", 3);
+
+  dolsot::InProcessOptions options;
+  py::object handle = py::cast(&inventory, py::return_value_policy::reference);
+  options.objects.emplace_back("inv", handle.ptr());  // by reference: the same object
+  auto created = dolsot::InProcessSession::Create(std::move(options));
+  if (!created.ok()) {
+    std::printf("cannot create the session: %s\n", created.status().ToString().c_str());
+    return 2;
+  }
+  dolsot::InProcessSession& session = **created;
+
+  {
+    py::gil_scoped_release release;  // cells run on dolsot's worker threads
+    dolsot::Result read = Run(session, "inv.get('apples')");
+    Expect(read.ok && read.value == "3", "a cell reads the host's table");
+    dolsot::Result write = Run(session,
+                               "inv.set('pears', 5)\n"
+                               "inv.set('apples', inv.get('apples') + 1)\n"
+                               "print(sorted(inv.items()))\n"
+                               "inv.total()");
+    Expect(write.ok && write.value == "9", "a cell changes it and sees the total");
+    Expect(write.stdout_text == "['apples', 'pears']\n", "the cell's print is captured");
+    dolsot::Result bad = Run(session, "inv.get(42)");
+    Expect(!bad.ok && bad.exit_code == 1 && bad.error->find("TypeError") != std::string::npos,
+           "a bad call is a failed Result, not a crash");
+  }
+
+  Expect(inventory.Get("apples") == 4, "C++ sees apples == 4");
+  Expect(inventory.Get("pears") == 5, "C++ sees pears == 5");
+  Expect(inventory.Total() == 9, "C++ sees total == 9");
+
+  (void)session.Close();  // before the interpreter ends
+  handle = py::object();
+  std::printf("%s\n", failures == 0 ? "cpp_host: all checks passed" : "cpp_host: FAILED");
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,608 @@
+// The gate's tree walk: one iterative pass over the tree-sitter tree with a
+// stack of frames that know each node's role (load, bind, parameter, ...) and
+// scope (module, function, class); rules.h names what each check rejects.
+#include "sandbox/check_cell.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "sandbox/format_template.h"
+#include "sandbox/identifier.h"
+#include "sandbox/python_grammar.h"
+#include "sandbox/source_text.h"
+#include "sandbox/tree_sitter_handles.h"
+
+namespace dolsot::sandbox {
+namespace {
+
+// A parse that takes longer than this is abandoned and the cell rejected.
+constexpr uint64_t kParseTimeoutMicros = 20'000'000;
+constexpr std::size_t kMaxSyntaxFindings = 5;
+
+enum class Role : std::uint8_t {
+  kLoad,         // an expression: names are read
+  kBind,         // an assignment target: names are bound in the current scope
+  kCompBind,     // a comprehension's for-target: local to the comprehension
+  kParam,        // a parameter: local to the function
+  kDelete,       // a del target
+  kGlobalDecl,   // global / nonlocal
+  kAttrName,     // the name after a dot: an attribute
+  kKeywordName,  // f(name=...): a keyword, not a lookup
+  kPattern,      // inside a match case pattern
+  kDottedLoad,   // a dotted name read as a value (class patterns, value patterns)
+};
+
+enum class Scope : std::uint8_t { kModule, kFunction, kClass };
+
+struct Frame {
+  NodeKind kind = NodeKind::kOther;
+  Role role = Role::kLoad;
+  Scope scope = Scope::kModule;
+  bool after_as = false;           // an `as` token was seen among the children
+  std::uint32_t identifiers = 0;   // identifier children seen so far
+  std::uint32_t identifier_count = 0;  // dotted_name: how many components it has
+};
+
+struct PendingStore {  // an attribute assignment/deletion whose root is a name
+  std::string root;
+  TSNode node;
+};
+
+// Parents whose children's roles depend on the child's field (see Derive).
+bool NeedsField(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kAssignment:
+    case NodeKind::kAugmentedAssignment:
+    case NodeKind::kForStatement:
+    case NodeKind::kTypeAliasStatement:
+    case NodeKind::kForInClause:
+    case NodeKind::kNamedExpression:
+    case NodeKind::kAsPattern:
+    case NodeKind::kFunctionDefinition:
+    case NodeKind::kClassDefinition:
+    case NodeKind::kLambda:
+    case NodeKind::kDefaultParameter:
+    case NodeKind::kTypedDefaultParameter:
+    case NodeKind::kTypedParameter:
+    case NodeKind::kAttribute:
+    case NodeKind::kKeywordArgument:
+    case NodeKind::kDictPattern:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class CellChecker {
+ public:
+  CellChecker(std::string_view code, const Policy& policy)
+      : code_(code), policy_(policy), grammar_(Grammar()) {}
+
+  std::vector<Finding> Run();
+
+ private:
+  std::string_view Text(TSNode node) const {
+    uint32_t start = ts_node_start_byte(node), end = ts_node_end_byte(node);
+    return code_.substr(start, end - start);
+  }
+  // The NFKC-folded name of an identifier node (valid until the next call).
+  std::string_view Name(TSNode node) { return NormalizeIdentifier(Text(node), scratch_); }
+  std::string Spelled(TSNode node, std::string_view name) const;
+
+  void Report(Rule rule, TSNode node, std::string message);
+  void ReportSyntaxErrors(TSNode root);
+  bool Full() const { return findings_.size() >= policy_.max_findings; }
+
+  void Walk(TSNode root);
+  Frame Derive(const Frame& parent, NodeKind kind, TSFieldId field) const;
+  bool Visit(TSNode node, Frame& frame);
+
+  void CheckIdentifier(TSNode node, const Frame& frame);
+  bool CheckName(TSNode node, std::string_view name);
+  std::optional<std::pair<Rule, std::string_view>> AttributeVerdict(std::string_view name) const;
+  bool CheckAttribute(TSNode node, std::string_view name, std::string_view context);
+  void CheckBinding(TSNode node, std::string_view name, Scope scope, std::string_view verb);
+  void CheckImport(TSNode node, const Frame& frame);
+  std::string DottedPath(TSNode dotted, bool check_components);
+  void RecordStore(TSNode attribute);
+  void CheckFormatReceiver(TSNode attribute, TSNode receiver);
+  bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
+  void CheckPendingStores();
+
+  std::string_view code_;
+  const Policy& policy_;
+  const PythonGrammar& grammar_;
+  std::vector<Finding> findings_;
+  std::size_t dropped_ = 0;
+  std::string scratch_;
+  NameSet imported_names_;
+  std::vector<PendingStore> stores_;
+};
+
+std::vector<Finding> CellChecker::Run() {
+  if (auto problem = CheckSourceText(code_, policy_)) return {std::move(*problem)};
+  TSParser* parser = ThreadPythonParser();
+  ts_parser_reset(parser);
+  ts_parser_set_timeout_micros(parser, kParseTimeoutMicros);
+  TreePtr tree(ts_parser_parse_string(parser, nullptr, code_.data(),
+                                      static_cast<uint32_t>(code_.size())));
+  if (!tree) {
+    return {Finding{Rule::kSourceLimit, "the cell took too long to parse", 1, 1, 0, 0}};
+  }
+  TSNode root = ts_tree_root_node(tree.get());
+  if (ts_node_has_error(root)) {
+    ReportSyntaxErrors(root);
+  } else {
+    Walk(root);
+    CheckPendingStores();
+  }
+  std::sort(findings_.begin(), findings_.end(), [](const Finding& a, const Finding& b) {
+    return a.start_byte < b.start_byte;
+  });
+  if (dropped_ > 0) {
+    Finding more = findings_.back();
+    more.message = std::to_string(dropped_) + " more finding(s) not shown";
+    findings_.push_back(std::move(more));
+  }
+  return std::move(findings_);
+}
+
+std::string CellChecker::Spelled(TSNode node, std::string_view name) const {
+  std::string_view raw = Text(node);
+  std::string out = "`" + std::string(name) + "`";
+  if (raw != name) out += " (spelled `" + std::string(raw) + "`)";
+  return out;
+}
+
+void CellChecker::Report(Rule rule, TSNode node, std::string message) {
+  if (Full()) {
+    ++dropped_;
+    return;
+  }
+  uint32_t start = ts_node_start_byte(node);
+  TSPoint point = ts_node_start_point(node);
+  findings_.push_back(Finding{rule, std::move(message), point.row + 1,
+                              CodePointColumn(code_, start, point.column), start,
+                              ts_node_end_byte(node)});
+}
+
+void CellChecker::ReportSyntaxErrors(TSNode root) {
+  std::size_t reported = 0;
+  TreeCursor cursor(root);
+  bool descend = true;
+  while (reported < kMaxSyntaxFindings) {
+    TSNode node = ts_tree_cursor_current_node(cursor.get());
+    descend = ts_node_has_error(node);
+    if (ts_node_is_missing(node)) {
+      Report(Rule::kSyntaxError, node,
+             "missing `" + std::string(ts_node_type(node)) + "`: the cell does not parse");
+      ++reported;
+      descend = false;
+    } else if (ts_node_is_error(node)) {
+      std::string_view text = Text(node).substr(0, 40);
+      std::string shown(text.substr(0, text.find('\n')));
+      Report(Rule::kSyntaxError, node, "cannot parse `" + shown + "`: the cell does not parse");
+      ++reported;
+      descend = false;
+    }
+    if (descend && ts_tree_cursor_goto_first_child(cursor.get())) continue;
+    while (!ts_tree_cursor_goto_next_sibling(cursor.get())) {
+      if (!ts_tree_cursor_goto_parent(cursor.get())) {
+        if (reported == 0) Report(Rule::kSyntaxError, root, "the cell does not parse");
+        return;
+      }
+    }
+  }
+}
+
+void CellChecker::Walk(TSNode root) {
+  TreeCursor cursor(root);
+  std::vector<Frame> stack;
+  stack.push_back(Frame{});  // above the module
+  while (true) {
+    TSTreeCursor* c = cursor.get();
+    TSNode node = ts_tree_cursor_current_node(c);
+    Frame& parent = stack.back();
+    bool descend = false;
+    Frame frame;
+    if (ts_node_is_named(node)) {
+      // Looking a field up costs a search; only parents whose roles depend on
+      // fields need it.
+      TSFieldId field = NeedsField(parent.kind) ? ts_tree_cursor_current_field_id(c) : 0;
+      frame = Derive(parent, grammar_.KindOf(node), field);
+      if (frame.kind == NodeKind::kIdentifier) ++parent.identifiers;
+      descend = Visit(node, frame);
+    } else if (parent.kind == NodeKind::kAsPattern && Text(node) == "as") {
+      parent.after_as = true;
+    }
+    if (descend && stack.size() > policy_.max_depth) {
+      Report(Rule::kSourceLimit, node,
+             "the cell is nested deeper than " + std::to_string(policy_.max_depth) + " levels");
+      return;
+    }
+    if (descend && ts_tree_cursor_goto_first_child(c)) {
+      stack.push_back(frame);
+      continue;
+    }
+    while (!ts_tree_cursor_goto_next_sibling(c)) {
+      if (!ts_tree_cursor_goto_parent(c)) return;
+      stack.pop_back();
+    }
+  }
+}
+
+// The role and scope of a named child, from its parent's frame and its field.
+Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) const {
+  const PythonGrammar& g = grammar_;
+  Frame child{kind, parent.role, parent.scope};
+  switch (parent.kind) {
+    case NodeKind::kAssignment:
+    case NodeKind::kAugmentedAssignment:
+    case NodeKind::kForStatement:
+    case NodeKind::kTypeAliasStatement:
+      child.role = field == g.left ? Role::kBind : Role::kLoad;
+      break;
+    case NodeKind::kForInClause:
+      child.role = field == g.left ? Role::kCompBind : Role::kLoad;
+      break;
+    case NodeKind::kNamedExpression:
+      child.role = field == g.name ? Role::kBind : Role::kLoad;
+      break;
+    case NodeKind::kAsPattern:
+      if (field == g.alias) {
+        child.role = Role::kBind;
+      } else if (parent.role == Role::kPattern) {
+        child.role = parent.after_as ? Role::kBind : Role::kPattern;
+      } else {
+        child.role = Role::kLoad;
+      }
+      break;
+    case NodeKind::kFunctionDefinition:
+    case NodeKind::kClassDefinition:
+    case NodeKind::kLambda:
+      child.role = Role::kLoad;
+      if (field == g.name) child.role = Role::kBind;
+      if (field == g.parameters) child.role = Role::kParam;
+      // Type parameters stay loads: their bounds (`[T: bound]`) are expressions.
+      if (field == g.body) {
+        child.scope = parent.kind == NodeKind::kClassDefinition ? Scope::kClass : Scope::kFunction;
+      }
+      break;
+    case NodeKind::kDefaultParameter:
+    case NodeKind::kTypedDefaultParameter:
+      child.role = field == g.name ? Role::kParam : Role::kLoad;
+      break;
+    case NodeKind::kTypedParameter:
+      child.role = field == g.type ? Role::kLoad : Role::kParam;
+      break;
+    case NodeKind::kAttribute:
+      child.role = field == g.attribute ? Role::kAttrName : Role::kLoad;
+      break;
+    case NodeKind::kSubscript:
+    case NodeKind::kCall:
+      child.role = Role::kLoad;
+      break;
+    case NodeKind::kKeywordArgument:
+      child.role = field == g.name ? Role::kKeywordName : Role::kLoad;
+      break;
+    case NodeKind::kDeleteStatement:
+      child.role = Role::kDelete;
+      break;
+    case NodeKind::kGlobalStatement:
+    case NodeKind::kNonlocalStatement:
+      child.role = Role::kGlobalDecl;
+      break;
+    case NodeKind::kCaseClause:
+      child.role = kind == NodeKind::kCasePattern ? Role::kPattern : Role::kLoad;
+      break;
+    case NodeKind::kClassPattern:
+      child.role = kind == NodeKind::kDottedName ? Role::kDottedLoad : Role::kPattern;
+      break;
+    case NodeKind::kKeywordPattern:
+      child.role = (kind == NodeKind::kIdentifier && parent.identifiers == 0) ? Role::kAttrName
+                                                                               : Role::kPattern;
+      break;
+    case NodeKind::kSplatPattern:
+      child.role = Role::kBind;  // *rest / **rest captures
+      break;
+    case NodeKind::kDictPattern:
+      child.role = field == g.key ? Role::kDottedLoad : Role::kPattern;
+      break;
+    case NodeKind::kDottedName:
+      if (parent.identifiers > 0) {
+        child.role = Role::kAttrName;
+      } else if (parent.role == Role::kPattern && parent.identifier_count == 1) {
+        child.role = Role::kBind;  // `case name:` captures
+      } else {
+        child.role = Role::kLoad;
+      }
+      break;
+    default:
+      break;
+  }
+  return child;
+}
+
+// Checks one named node; returns whether to walk into its children.
+bool CellChecker::Visit(TSNode node, Frame& frame) {
+  switch (frame.kind) {
+    case NodeKind::kIdentifier:
+      CheckIdentifier(node, frame);
+      return false;
+    case NodeKind::kImportStatement:
+    case NodeKind::kImportFromStatement:
+    case NodeKind::kFutureImportStatement:
+      CheckImport(node, frame);
+      return false;
+    case NodeKind::kPrintStatement:
+    case NodeKind::kExecStatement:
+      Report(Rule::kSyntaxError, node, "a Python 2 statement: the cell does not parse as Python 3");
+      return false;
+    case NodeKind::kComment:
+      return false;
+    case NodeKind::kDottedName:
+      frame.identifier_count = ts_node_named_child_count(node);
+      return true;
+    case NodeKind::kAttribute: {
+      if (frame.role == Role::kBind || frame.role == Role::kDelete) RecordStore(node);
+      TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
+      if (!ts_node_is_null(name)) {
+        std::string_view attribute = Name(name);
+        if (attribute == "format" || attribute == "format_map") {
+          CheckFormatReceiver(node, ts_node_child_by_field_id(node, grammar_.object));
+        }
+      }
+      return true;
+    }
+    default:
+      return true;
+  }
+}
+
+void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
+  std::string name(Name(node));
+  switch (frame.role) {
+    case Role::kAttrName:
+      CheckAttribute(node, name, "attribute");
+      return;
+    case Role::kKeywordName:
+      return;
+    case Role::kParam:
+      // A parameter only shadows: `def f(input=None)` is fine, while every
+      // read of a denied name (`input(...)`) is still rejected where it occurs.
+      if (IsDunder(name) && !policy_.allowed_dunders.contains(name)) CheckName(node, name);
+      return;
+    case Role::kLoad:
+    case Role::kDottedLoad:
+    case Role::kCompBind:
+      CheckName(node, name);
+      return;
+    case Role::kBind:
+    case Role::kPattern:
+      if (CheckName(node, name)) CheckBinding(node, name, frame.scope, "binding");
+      return;
+    case Role::kDelete:
+      if (CheckName(node, name)) CheckBinding(node, name, frame.scope, "deleting");
+      return;
+    case Role::kGlobalDecl:
+      // `global print` makes a later assignment in any scope rebind the builtin.
+      if (CheckName(node, name)) CheckBinding(node, name, Scope::kModule, "declaring global");
+      return;
+  }
+}
+
+// Names read or bound: the fixed denied list, the policy's, and dunders.
+bool CellChecker::CheckName(TSNode node, std::string_view name) {
+  if (IsAlwaysDeniedName(name) || policy_.denied_names.contains(name)) {
+    Report(Rule::kNameDenied, node, "name " + Spelled(node, name) + " is denied");
+    return false;
+  }
+  if (IsDunder(name) && !policy_.allowed_dunders.contains(name)) {
+    Report(Rule::kDunderName, node, "dunder name " + Spelled(node, name) + " is not allowed");
+    return false;
+  }
+  return true;
+}
+
+// Why attribute `name` is denied, or nullopt when it is allowed.
+std::optional<std::pair<Rule, std::string_view>> CellChecker::AttributeVerdict(
+    std::string_view name) const {
+  using Verdict = std::pair<Rule, std::string_view>;
+  if (IsAlwaysDeniedName(name) || policy_.denied_names.contains(name)) {
+    return Verdict{Rule::kNameDenied, "is denied"};
+  }
+  if (IsInternalAttribute(name)) return Verdict{Rule::kInternalAttribute, "reaches interpreter internals"};
+  if (IsDunder(name)) {
+    if (policy_.allowed_dunders.contains(name)) return std::nullopt;
+    return Verdict{Rule::kDunderAttribute, "is not an allowed dunder"};
+  }
+  if (name.starts_with("_")) return Verdict{Rule::kPrivateAttribute, "is private"};
+  if (IsDeniedAttribute(name)) return Verdict{Rule::kAttributeDenied, "leads to a module or runs code"};
+  return std::nullopt;
+}
+
+bool CellChecker::CheckAttribute(TSNode node, std::string_view name, std::string_view context) {
+  auto verdict = AttributeVerdict(name);
+  if (!verdict) return true;
+  Report(verdict->first, node,
+         std::string(context) + " " + Spelled(node, name) + " " + std::string(verdict->second));
+  return false;
+}
+
+void CellChecker::CheckBinding(TSNode node, std::string_view name, Scope scope,
+                               std::string_view verb) {
+  if (scope != Scope::kModule) return;  // local and class scopes shadow, never rebind
+  if (IsBuiltinName(name)) {
+    Report(Rule::kRebindBuiltin, node,
+           std::string(verb) + " builtin " + Spelled(node, name) + " at module level");
+  } else if (policy_.toolbox_aliases.contains(name)) {
+    Report(Rule::kRebindToolbox, node,
+           std::string(verb) + " toolbox alias " + Spelled(node, name));
+  }
+}
+
+// "a.b.c" from a dotted_name; with check_components, every part after the
+// first is checked as an attribute (`import collections._x`).
+std::string CellChecker::DottedPath(TSNode dotted, bool check_components) {
+  std::string path;
+  uint32_t count = ts_node_named_child_count(dotted);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode part = ts_node_named_child(dotted, i);
+    std::string name(Name(part));
+    if (i > 0 && check_components) CheckAttribute(part, name, "module part");
+    if (i > 0) path += '.';
+    path += name;
+  }
+  return path;
+}
+
+void CellChecker::CheckImport(TSNode node, const Frame& frame) {
+  const PythonGrammar& g = grammar_;
+  NodeKind kind = frame.kind;
+  if (kind == NodeKind::kFutureImportStatement) return;  // compiler flags only
+  bool from_import = kind == NodeKind::kImportFromStatement;
+  if (from_import) {
+    TSNode module = ts_node_child_by_field_id(node, g.module_name);
+    if (grammar_.KindOf(module) == NodeKind::kRelativeImport) {
+      Report(Rule::kImportDenied, module, "relative import: a cell is not part of a package");
+      return;
+    }
+    std::string path = DottedPath(module, true);
+    if (!policy_.IsModuleAllowed(path)) {
+      Report(Rule::kImportDenied, module, "module `" + path + "` is not in the allow-list");
+      return;
+    }
+  }
+  uint32_t count = ts_node_named_child_count(node);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode child = ts_node_named_child(node, i);
+    NodeKind child_kind = grammar_.KindOf(child);
+    if (child_kind == NodeKind::kWildcardImport) {
+      Report(Rule::kImportDenied, child, "wildcard import: it binds names the gate cannot see");
+      continue;
+    }
+    TSNode target = child;  // the dotted_name imported
+    TSNode alias{};
+    if (child_kind == NodeKind::kAliasedImport) {
+      target = ts_node_child_by_field_id(child, g.name);
+      alias = ts_node_child_by_field_id(child, g.alias);
+    } else if (child_kind != NodeKind::kDottedName) {
+      continue;
+    }
+    if (from_import && ts_node_eq(child, ts_node_child_by_field_id(node, g.module_name))) continue;
+    std::string bound;
+    if (from_import) {
+      // `from m import name`: the name is read from m like an attribute.
+      std::string path = DottedPath(target, false);
+      if (!CheckAttribute(target, path, "imported name")) continue;
+      bound = path;
+    } else {
+      std::string path = DottedPath(target, true);
+      if (!policy_.IsModuleAllowed(path)) {
+        Report(Rule::kImportDenied, target, "module `" + path + "` is not in the allow-list");
+        continue;
+      }
+      bound = path.substr(0, path.find('.'));
+    }
+    TSNode bound_node = ts_node_is_null(alias) ? target : alias;
+    if (!ts_node_is_null(alias)) bound = std::string(Name(alias));
+    // `import tb` (the toolbox itself, no alias) keeps the alias's meaning.
+    bool imports_toolbox_itself = !from_import && ts_node_is_null(alias) &&
+                                  policy_.toolbox_aliases.contains(bound);
+    if (CheckName(bound_node, bound) && !imports_toolbox_itself) {
+      CheckBinding(bound_node, bound, frame.scope, "importing as");
+    }
+    imported_names_.insert(bound);
+  }
+}
+
+void CellChecker::RecordStore(TSNode attribute) {
+  TSNode root = ts_node_child_by_field_id(attribute, grammar_.object);
+  while (grammar_.KindOf(root) == NodeKind::kAttribute) {
+    root = ts_node_child_by_field_id(root, grammar_.object);
+  }
+  if (grammar_.KindOf(root) == NodeKind::kIdentifier) {
+    stores_.push_back(PendingStore{std::string(Name(root)), attribute});
+  }
+}
+
+void CellChecker::CheckPendingStores() {
+  for (const PendingStore& store : stores_) {
+    std::string_view root = store.root;
+    if (policy_.toolbox_aliases.contains(root)) {
+      Report(Rule::kModuleAssignment, store.node,
+             "assigning into toolbox `" + store.root + "`");
+    } else if (imported_names_.contains(root) || policy_.allowed_modules.contains(root)) {
+      Report(Rule::kModuleAssignment, store.node,
+             "assigning into module `" + store.root + "`");
+    }
+  }
+}
+
+// Appends a plain string literal's decoded body; false (with `problem`) when
+// it is an f-string or uses escapes the gate cannot decode.
+bool CellChecker::AppendLiteral(TSNode string, std::string& decoded, std::string& problem) {
+  std::string_view prefix;
+  std::string body;
+  uint32_t count = ts_node_child_count(string);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode part = ts_node_child(string, i);
+    NodeKind kind = grammar_.KindOf(part);
+    if (kind == NodeKind::kStringStart) prefix = Text(part);
+    if (kind == NodeKind::kInterpolation) {
+      problem = "an f-string template";
+      return false;
+    }
+    if (kind == NodeKind::kStringContent) body += Text(part);
+  }
+  bool raw = prefix.find_first_of("rR") != std::string_view::npos;
+  if (prefix.find_first_of("fF") != std::string_view::npos) {
+    problem = "an f-string template";
+    return false;
+  }
+  std::string out;
+  if (!DecodeLiteralBody(body, raw, out)) {
+    problem = "a template with \\N{...} escapes";
+    return false;
+  }
+  decoded += out;
+  return true;
+}
+
+// str.format / format_map read attributes named inside the template; only a
+// literal template the gate can read is accepted, and its fields are checked.
+void CellChecker::CheckFormatReceiver(TSNode attribute, TSNode receiver) {
+  NodeKind kind = grammar_.KindOf(receiver);
+  std::string decoded;
+  std::string problem = "a template that is not a string literal (use an f-string)";
+  bool readable = false;
+  if (kind == NodeKind::kString) {
+    readable = AppendLiteral(receiver, decoded, problem);
+  } else if (kind == NodeKind::kConcatenatedString) {
+    readable = true;
+    uint32_t count = ts_node_named_child_count(receiver);
+    for (uint32_t i = 0; i < count && readable; ++i) {
+      readable = AppendLiteral(ts_node_named_child(receiver, i), decoded, problem);
+    }
+  }
+  if (!readable) {
+    Report(Rule::kFormatString, attribute, "`.format` on " + problem);
+    return;
+  }
+  for (const std::string& name : FormatFieldAttributes(decoded)) {
+    if (auto verdict = AttributeVerdict(name)) {
+      Report(verdict->first, receiver,
+             "format field attribute `" + name + "` " + std::string(verdict->second));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> CheckCell(std::string_view code, const Policy& policy) {
+  return CellChecker(code, policy).Run();
+}
+
+}  // namespace dolsot::sandbox

@@ -1,0 +1,43 @@
+// sandbox::Policy: what a host lets cells import and use, on top of the fixed
+// rules of rules.h. A plain value: build it in C++ or from Python.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace dolsot::sandbox {
+
+using NameSet = std::set<std::string, std::less<>>;
+
+struct Policy {
+  // Modules a cell may import: `import a.b` is allowed when `a.b` or `a` is here.
+  NameSet allowed_modules;
+  // Names the session binds to toolboxes (inject aliases). Always importable,
+  // never rebound, never assigned into.
+  NameSet toolbox_aliases;
+  // Extra names denied as names and as attributes (the fixed list in rules.cc
+  // always applies).
+  NameSet denied_names;
+  // __dunder__ names a cell may define and use (a class's own __init__, ...).
+  NameSet allowed_dunders;
+  // Larger cells are rejected (source-limit) before parsing.
+  std::size_t max_source_bytes = 8u << 20;
+  // Deeper syntax trees are rejected (source-limit); CPython's own parser
+  // gives up far earlier.
+  std::size_t max_depth = 5000;
+  // At most this many findings are reported (one more line says how many were left).
+  std::size_t max_findings = 50;
+
+  // Lets `alias` (bound to module `module`) be used as a toolbox.
+  void AllowToolbox(std::string alias, std::string module);
+  bool IsModuleAllowed(std::string_view dotted_module) const;
+};
+
+// The default: DefaultAllowedModules() and DefaultAllowedDunders() of rules.h,
+// no toolboxes, no extra denied names.
+Policy DefaultPolicy();
+
+}  // namespace dolsot::sandbox

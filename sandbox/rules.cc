@@ -1,0 +1,165 @@
+// The rule table and the name tables of the AST gate (see rules.h and
+// docs/gate.md for why each entry is here).
+#include "sandbox/rules.h"
+
+#include <algorithm>
+#include <array>
+
+namespace dolsot::sandbox {
+namespace {
+
+constexpr std::array kRules = {
+    RuleInfo{Rule::kSyntaxError, "syntax-error",
+             "the cell does not parse as Python 3 (fail closed)"},
+    RuleInfo{Rule::kInvalidSource, "invalid-source",
+             "invalid UTF-8, a NUL byte, a lone carriage return or a non-UTF-8 coding cookie"},
+    RuleInfo{Rule::kSourceLimit, "source-limit",
+             "the cell is too large or nested too deep to check"},
+    RuleInfo{Rule::kImportDenied, "import-denied",
+             "import of a module outside the allow-list, a relative or a wildcard import"},
+    RuleInfo{Rule::kNameDenied, "name-denied",
+             "a builtin that runs code or reaches objects by name (exec, eval, open, getattr, ...)"},
+    RuleInfo{Rule::kDunderName, "dunder-name", "a __dunder__ name outside the allowed set"},
+    RuleInfo{Rule::kDunderAttribute, "dunder-attribute",
+             "a __dunder__ attribute outside the allowed set (__class__, __globals__, ...)"},
+    RuleInfo{Rule::kPrivateAttribute, "private-attribute", "a _private attribute"},
+    RuleInfo{Rule::kInternalAttribute, "internal-attribute",
+             "frame, generator, coroutine, traceback or code-object internals"},
+    RuleInfo{Rule::kAttributeDenied, "attribute-denied",
+             "an attribute that leads to a module or runs code (.sys, .os, .get_type_hints, ...)"},
+    RuleInfo{Rule::kFormatString, "format-string",
+             "str.format/format_map on a template the gate cannot see, or one with attribute fields"},
+    RuleInfo{Rule::kRebindBuiltin, "rebind-builtin",
+             "rebinding or deleting a builtin name at module level (or via global)"},
+    RuleInfo{Rule::kRebindToolbox, "rebind-toolbox", "rebinding or deleting a toolbox alias"},
+    RuleInfo{Rule::kModuleAssignment, "module-assignment",
+             "assigning into or deleting from a toolbox or an imported module"},
+};
+
+// Sorted tables: binary search, and easy to read.
+constexpr std::string_view kAlwaysDenied[] = {
+    "__build_class__", "__builtins__", "__import__", "__loader__", "__spec__",
+    "breakpoint", "compile", "copyright", "credits", "delattr", "eval", "exec", "exit",
+    "getattr", "globals", "hasattr", "help", "input", "license", "locals", "open", "quit",
+    "setattr", "vars",
+};
+
+constexpr std::string_view kBuiltins[] = {
+    "ArithmeticError", "AssertionError", "AttributeError", "BaseException",
+    "BaseExceptionGroup", "BlockingIOError", "BrokenPipeError", "BufferError",
+    "BytesWarning", "ChildProcessError", "ConnectionAbortedError", "ConnectionError",
+    "ConnectionRefusedError", "ConnectionResetError", "DeprecationWarning", "EOFError",
+    "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception", "ExceptionGroup",
+    "False", "FileExistsError", "FileNotFoundError", "FloatingPointError", "FutureWarning",
+    "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError",
+    "IndexError", "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt",
+    "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "None",
+    "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError",
+    "OverflowError", "PendingDeprecationWarning", "PermissionError", "ProcessLookupError",
+    "PythonFinalizationError", "RecursionError", "ReferenceError", "ResourceWarning",
+    "RuntimeError", "RuntimeWarning", "StopAsyncIteration", "StopIteration", "SyntaxError",
+    "SyntaxWarning", "SystemError", "SystemExit", "TabError", "TimeoutError", "True",
+    "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError",
+    "UnicodeError", "UnicodeTranslateError", "UnicodeWarning", "UserWarning", "ValueError",
+    "Warning", "ZeroDivisionError", "abs", "aiter", "all", "anext", "any", "ascii", "bin",
+    "bool", "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod", "compile",
+    "complex", "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate",
+    "eval", "exec", "exit", "filter", "float", "format", "frozenset", "getattr", "globals",
+    "hasattr", "hash", "help", "hex", "id", "input", "int", "isinstance", "issubclass",
+    "iter", "len", "license", "list", "locals", "map", "max", "memoryview", "min", "next",
+    "object", "oct", "open", "ord", "pow", "print", "property", "quit", "range", "repr",
+    "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
+    "super", "tuple", "type", "vars", "zip",
+};
+
+// Frame, generator, coroutine, async generator, traceback, code and Python 2
+// function internals: each leads to globals, builtins or bytecode.
+constexpr std::string_view kInternalAttributes[] = {
+    "ag_await", "ag_code", "ag_frame", "ag_running", "co_code", "co_consts", "co_names",
+    "co_varnames", "cr_await", "cr_code", "cr_frame", "cr_origin", "cr_running",
+    "f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_locals", "f_trace",
+    "func_closure", "func_code", "func_defaults", "func_globals", "gi_code", "gi_frame",
+    "gi_running", "gi_suspended", "gi_yieldfrom", "im_class", "im_func", "im_self",
+    "tb_frame", "tb_lasti", "tb_next",
+};
+
+// Modules reachable as attributes of allowed modules (enum.sys, uuid.os,
+// json.codecs, ...), and methods that evaluate strings or run commands.
+constexpr std::string_view kDeniedAttributes[] = {
+    "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
+    "ctypes", "doctest", "fcntl", "ftplib", "gc", "get_field", "get_type_hints", "glob",
+    "http", "importlib", "inspect", "io", "linecache", "logging", "marshal", "mmap",
+    "modules", "multiprocessing", "nt", "operator", "os", "pathlib", "pdb", "pickle",
+    "platform", "popen", "posix", "pty", "resource", "runpy", "select", "selectors",
+    "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl", "subprocess", "sys",
+    "sysconfig", "system", "tarfile", "tempfile", "threading", "tokenize", "traceback",
+    "types", "urllib", "vformat", "warnings", "weakref", "webbrowser", "zipfile",
+    "zipimport",
+};
+
+// Pure computation, no file system, process, network or introspection
+// (operator, string, inspect, types, sys, os, io, pickle are deliberately out).
+constexpr std::string_view kDefaultAllowedModules[] = {
+    "__future__", "abc", "array", "base64", "binascii", "bisect", "calendar", "cmath",
+    "collections", "colorsys", "contextlib", "copy", "dataclasses", "datetime", "decimal",
+    "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "html", "itertools",
+    "json", "math", "numbers", "pprint", "random", "re", "statistics", "struct",
+    "textwrap", "time", "typing", "unicodedata", "uuid", "zlib",
+};
+
+// Dunders a cell may define in its own classes and use: the data model,
+// operators, context managers, and harmless metadata (__name__, __doc__).
+constexpr std::string_view kDefaultAllowedDunders[] = {
+    "__abs__", "__add__", "__aenter__", "__aexit__", "__aiter__", "__all__", "__and__",
+    "__anext__", "__await__", "__bool__", "__bytes__", "__call__", "__ceil__",
+    "__complex__", "__contains__", "__copy__", "__debug__", "__deepcopy__", "__delitem__",
+    "__divmod__", "__doc__", "__enter__", "__eq__", "__exit__", "__float__", "__floor__",
+    "__floordiv__", "__format__", "__future__", "__ge__", "__getitem__", "__gt__", "__hash__", "__iadd__",
+    "__iand__", "__ifloordiv__", "__ilshift__", "__imatmul__", "__imod__", "__imul__",
+    "__index__", "__init__", "__int__", "__invert__", "__ior__", "__ipow__", "__irshift__",
+    "__isub__", "__iter__", "__itruediv__", "__ixor__", "__le__", "__len__",
+    "__length_hint__", "__lshift__", "__lt__", "__match_args__", "__matmul__", "__missing__",
+    "__mod__", "__module__", "__mul__", "__name__", "__ne__", "__neg__", "__new__",
+    "__next__", "__or__", "__pos__", "__post_init__", "__pow__", "__qualname__", "__radd__",
+    "__rand__", "__rdivmod__", "__repr__", "__reversed__", "__rfloordiv__", "__rlshift__",
+    "__rmatmul__", "__rmod__", "__rmul__", "__ror__", "__round__", "__rpow__",
+    "__rrshift__", "__rshift__", "__rsub__", "__rtruediv__", "__rxor__", "__setitem__",
+    "__slots__", "__str__", "__sub__", "__truediv__", "__trunc__", "__version__", "__xor__",
+};
+
+static_assert(std::ranges::is_sorted(kAlwaysDenied));
+static_assert(std::ranges::is_sorted(kBuiltins));
+static_assert(std::ranges::is_sorted(kInternalAttributes));
+static_assert(std::ranges::is_sorted(kDeniedAttributes));
+static_assert(std::ranges::is_sorted(kDefaultAllowedModules));
+static_assert(std::ranges::is_sorted(kDefaultAllowedDunders));
+
+template <std::size_t N>
+bool Contains(const std::string_view (&table)[N], std::string_view name) {
+  return std::binary_search(std::begin(table), std::end(table), name);
+}
+
+}  // namespace
+
+std::span<const RuleInfo> AllRules() { return kRules; }
+
+std::string_view RuleId(Rule rule) {
+  for (const RuleInfo& info : kRules) {
+    if (info.rule == rule) return info.id;
+  }
+  return "unknown-rule";
+}
+
+bool IsAlwaysDeniedName(std::string_view name) { return Contains(kAlwaysDenied, name); }
+bool IsBuiltinName(std::string_view name) { return Contains(kBuiltins, name); }
+bool IsInternalAttribute(std::string_view name) { return Contains(kInternalAttributes, name); }
+bool IsDeniedAttribute(std::string_view name) { return Contains(kDeniedAttributes, name); }
+
+bool IsDunder(std::string_view name) {
+  return name.size() > 4 && name.starts_with("__") && name.ends_with("__");
+}
+
+std::span<const std::string_view> DefaultAllowedModules() { return kDefaultAllowedModules; }
+std::span<const std::string_view> DefaultAllowedDunders() { return kDefaultAllowedDunders; }
+
+}  // namespace dolsot::sandbox

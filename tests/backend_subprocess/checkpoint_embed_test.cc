@@ -1,0 +1,371 @@
+// Tests for namespace checkpoints (backend_subprocess/checkpoint.h), run inside
+// one embedded CPython; every test uses __main__.__dict__ as the session does.
+#include "backend_subprocess/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <pybind11/embed.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dolsot {
+namespace {
+
+namespace py = pybind11;
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The embedded interpreter starts from the base CPython, without the venv
+// that holds dill. Until the test main puts the venv's site-packages on
+// sys.path, add <repo>/.venv's (the layout scripts/setup.sh makes).
+void MakeDillImportable() {
+  py::exec(
+      "import importlib.util, os, sys\n"
+      "if importlib.util.find_spec('dill') is None:\n"
+      "    _site = os.path.join(REPO, '.venv', 'lib',\n"
+      "        'python%d.%d' % sys.version_info[:2], 'site-packages')\n"
+      "    if os.path.isdir(_site):\n"
+      "        sys.path.append(_site)\n",
+      py::dict(py::arg("REPO") = std::string(__FILE__).substr(
+                   0, std::string(__FILE__).rfind("/tests/"))));
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gil_.emplace();
+    MakeDillImportable();
+    main_ = py::module_::import("__main__").attr("__dict__");
+    ClearNames();
+  }
+  void TearDown() override {
+    ClearNames();
+    main_ = py::object();
+    hidden_ = py::object();
+    gil_.reset();
+  }
+
+  // Runs "cell" code in __main__, as a session process does.
+  void Cell(const char* code) { py::exec(code, main_); }
+  py::object Eval(const char* expression) { return py::eval(expression, main_); }
+
+  // Removes every non-dunder name from __main__ (a fresh session namespace).
+  void ClearNames() {
+    py::exec(
+        "for _k in [k for k in globals() if not (k.startswith('__') and k.endswith('__'))]:\n"
+        "    del globals()[_k]\n"
+        "globals().pop('_k', None)\n",
+        main_);
+  }
+
+  // Serializes __main__, forgets every name, restores: a new process's view.
+  RestoredNamespace RoundTrip(SerializedNamespace* saved = nullptr,
+                              const std::vector<std::string>& skip = {}) {
+    SerializedNamespace serialized = SerializeNamespace(main_.ptr(), skip);
+    EXPECT_FALSE(PyErr_Occurred());
+    ClearNames();
+    StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), serialized.blob);
+    EXPECT_FALSE(PyErr_Occurred());
+    EXPECT_TRUE(restored.ok()) << restored.status().ToString();
+    if (restored.ok()) {
+      for (const std::string& name : restored->failed) ADD_FAILURE() << "not restored: " << name;
+    }
+    if (saved != nullptr) *saved = std::move(serialized);
+    return restored.ok() ? *restored : RestoredNamespace{};
+  }
+
+  // Pops dill from sys.modules for the test's duration (tests may share a
+  // process); the popped modules are put back by RestoreDill.
+  void HideDill() {
+    hidden_ = py::eval(
+        "{k: __import__('sys').modules.pop(k) for k in list(__import__('sys').modules)"
+        " if k == 'dill' or k.startswith('dill.')}");
+  }
+  bool DillImported() {
+    return py::module_::import("sys").attr("modules").contains("dill");
+  }
+  void RestoreDill() {
+    py::module_::import("sys").attr("modules").attr("update")(hidden_);
+  }
+
+  std::optional<py::gil_scoped_acquire> gil_;
+  py::object main_;  // __main__.__dict__; null outside a test (no GIL there)
+  py::object hidden_;
+};
+
+TEST_F(CheckpointTest, PlainDataRoundTrips) {
+  Cell(
+      "i = 42\nbig = 2**200\nf = 1.5\ns = 'héllo'\nb = b'\\x00\\xff' * 100\nn = None\n"
+      "l = [1, 2, [3, 4]]\nd = {'a': 1, 2: (3, 4)}\nt = (1, 'x')\nst = {1, 2}\n"
+      "shared = [1]\npair = (shared, shared)\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  EXPECT_TRUE(saved.dropped.empty());
+  EXPECT_TRUE(restored.failed.empty());
+  EXPECT_EQ(restored.restored.size(), 12u);
+  EXPECT_TRUE(Eval("i == 42 and big == 2**200 and f == 1.5 and s == 'héllo'").cast<bool>());
+  EXPECT_TRUE(Eval("b == b'\\x00\\xff' * 100 and n is None and l == [1, 2, [3, 4]]").cast<bool>());
+  EXPECT_TRUE(Eval("d == {'a': 1, 2: (3, 4)} and t == (1, 'x') and st == {1, 2}").cast<bool>());
+  EXPECT_TRUE(Eval("pair[0] is pair[1]").cast<bool>());
+}
+
+TEST_F(CheckpointTest, LargeAndMutableBuffersRoundTrip) {
+  Cell(
+      "import os\n"
+      "big = os.urandom(5 << 20)\n"
+      "arr = bytearray(os.urandom(1 << 20))\n"
+      "text = 'é' * (1 << 20)\n"
+      "sums = (hash(big), bytes(arr), hash(text))\n"
+      // Pickling `grow` (saved after `arr`) grows `arr`: what was saved for
+      // `arr` must not change with it.
+      "class Grow:\n"
+      "    def __reduce__(self):\n"
+      "        arr.extend(b'x' * (1 << 20))\n"
+      "        return (int, (5,))\n"
+      "grow = Grow()\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  EXPECT_TRUE(saved.dropped.empty());
+  EXPECT_TRUE(restored.failed.empty());
+  EXPECT_GT(saved.blob.size(), 8u << 20);
+  EXPECT_TRUE(Eval("hash(big) == sums[0] and hash(text) == sums[2]").cast<bool>());
+  EXPECT_TRUE(Eval("type(arr) is bytearray and bytes(arr) == sums[1]").cast<bool>());
+  EXPECT_EQ(Eval("grow").cast<int>(), 5);
+}
+
+TEST_F(CheckpointTest, PlainDataDoesNotImportDill) {
+  HideDill();
+  Cell("import os\nx = [1, 2, 3]\ny = {'k': b'v'}\nz = 'text'\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  const bool imported = DillImported();
+  RestoreDill();
+  EXPECT_FALSE(imported) << "serializing plain data imported dill";
+  EXPECT_EQ(saved.saved.size(), 4u);
+  EXPECT_TRUE(restored.failed.empty());
+}
+
+TEST_F(CheckpointTest, CellDefinedFunctionsClassesInstancesAndLambdasRoundTrip) {
+  Cell(
+      "K = 10\n"
+      "def add(x):\n    return x + K\n"
+      "class Point:\n"
+      "    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+      "    def norm2(self):\n        return self.x ** 2 + self.y ** 2\n"
+      "p = Point(3, 4)\n"
+      "points = [Point(1, 1), Point(2, 2)]\n"
+      "square = lambda v: v * v\n"
+      "class Holder:\n    pass\n"
+      "h = Holder()\nh.fn = lambda: 7\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  EXPECT_TRUE(saved.dropped.empty());
+  EXPECT_TRUE(restored.failed.empty());
+  EXPECT_EQ(Eval("add(1)").cast<int>(), 11);
+  EXPECT_EQ(Eval("p.norm2()").cast<int>(), 25);
+  EXPECT_TRUE(Eval("isinstance(p, Point) and all(isinstance(q, Point) for q in points)")
+                  .cast<bool>());
+  EXPECT_EQ(Eval("square(9)").cast<int>(), 81);
+  EXPECT_EQ(Eval("h.fn()").cast<int>(), 7);
+  // A definition restored by value still sees the session's globals.
+  Cell("K = 100\n");
+  EXPECT_EQ(Eval("add(1)").cast<int>(), 101);
+  EXPECT_EQ(Eval("Point(0, 5).norm2()").cast<int>(), 25);
+}
+
+TEST_F(CheckpointTest, CellDefinitionsKeepTheirIdentityAcrossNames) {
+  Cell(
+      "import dataclasses\n"
+      "class Base:\n    def hello(self):\n        return 'base'\n"
+      "class Child(Base):\n    pass\n"
+      "def make():\n    return Child()\n"
+      "@dataclasses.dataclass\n"
+      "class Row:\n    key: str\n    value: int = 0\n"
+      "rows = [Row('a', 1), Row('b')]\n"
+      "c = Child()\n"
+      // Rebinding moves Base after Child in the namespace: the restore must
+      // retry Child once Base is back.
+      "_b = Base\ndel Base\nBase = _b\ndel _b\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  EXPECT_TRUE(saved.dropped.empty());
+  EXPECT_TRUE(restored.failed.empty());
+  EXPECT_TRUE(Eval("Child.__bases__[0] is Base and issubclass(Child, Base)").cast<bool>());
+  EXPECT_TRUE(Eval("isinstance(c, Child) and isinstance(c, Base) and c.hello() == 'base'")
+                  .cast<bool>());
+  EXPECT_TRUE(Eval("type(make()) is Child").cast<bool>());
+  EXPECT_TRUE(Eval("rows == [Row('a', 1), Row('b', 0)] and type(rows[0]) is Row").cast<bool>());
+}
+
+TEST_F(CheckpointTest, NamespaceOtherThanMainRoundTripsByValue) {
+  py::dict source;
+  source["__name__"] = "not_a_module";
+  py::exec(
+      "def f():\n    return 3\n"
+      "class C:\n    def m(self):\n        return f() + 1\n"
+      "c = C()\nsquare = lambda v: v * v\ndata = [1, 2]\n",
+      source);
+  SerializedNamespace saved = SerializeNamespace(source.ptr(), {});
+  EXPECT_TRUE(saved.dropped.empty());
+  py::dict target;
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(target.ptr(), saved.blob);
+  ASSERT_TRUE(restored.ok());
+  EXPECT_TRUE(restored->failed.empty());
+  EXPECT_EQ(py::eval("c.m() + square(2)", target).cast<int>(), 8);
+  EXPECT_TRUE(py::eval("data == [1, 2]", target).cast<bool>());
+}
+
+TEST_F(CheckpointTest, ModulesAreStoredByReference) {
+  Cell("import os\nimport json as js\nimport os.path as osp\nfrom collections import abc\n");
+  SerializedNamespace saved;
+  RestoredNamespace restored = RoundTrip(&saved);
+  EXPECT_TRUE(restored.failed.empty());
+  EXPECT_TRUE(Eval("os is __import__('sys').modules['os'] and js is __import__('json')")
+                  .cast<bool>());
+  EXPECT_TRUE(Eval("osp is __import__('sys').modules['os'].path").cast<bool>());
+  EXPECT_TRUE(Eval("abc is __import__('collections.abc').abc").cast<bool>());
+  // A reference is the module's name, not its contents.
+  EXPECT_LT(saved.blob.size(), 400u);
+}
+
+TEST_F(CheckpointTest, UnserializableValuesAreDroppedWithoutSinkingTheRest) {
+  Cell(
+      "import threading, socket\n"
+      "lock = threading.Lock()\n"
+      "sock = socket.socket()\n"
+      "gen = (i for i in range(3))\n"
+      "fh = open(__import__('os').devnull)\n"
+      "orphan = __import__('types').ModuleType('not_importable_anywhere')\n"
+      "keep = [1, 2, 3]\n");
+  SerializedNamespace saved = SerializeNamespace(main_.ptr(), {});
+  EXPECT_FALSE(PyErr_Occurred());
+  for (const char* name : {"lock", "sock", "gen", "fh", "orphan"}) {
+    EXPECT_TRUE(Contains(saved.dropped, name)) << name;
+    EXPECT_FALSE(Contains(saved.saved, name)) << name;
+  }
+  EXPECT_TRUE(Contains(saved.saved, "keep"));
+  // Serializing changed nothing: the dropped values are still usable.
+  EXPECT_EQ(Eval("next(gen)").cast<int>(), 0);
+  EXPECT_TRUE(Eval("lock.acquire(blocking=False)").cast<bool>());
+  Cell("sock.close()\nfh.close()\n");
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), saved.blob);
+  ASSERT_TRUE(restored.ok());
+  EXPECT_TRUE(Eval("keep == [1, 2, 3]").cast<bool>());
+  EXPECT_FALSE(main_.contains("lock"));
+}
+
+TEST_F(CheckpointTest, ExceptionsWhilePicklingAreCaughtPerName) {
+  Cell(
+      "class Boom:\n"
+      "    def __reduce__(self):\n        raise ValueError('no')\n"
+      "boom = Boom()\n"
+      "class Interrupting:\n"
+      "    def __reduce__(self):\n        raise KeyboardInterrupt\n"
+      "intr = Interrupting()\n"
+      "deep = []\n"
+      "_cur = deep\n"
+      "for _ in range(100000):\n    _cur.append([]); _cur = _cur[0]\n"
+      "del _cur\n"
+      "fine = 'still here'\n");
+  SerializedNamespace saved = SerializeNamespace(main_.ptr(), {});
+  EXPECT_FALSE(PyErr_Occurred());
+  EXPECT_TRUE(Contains(saved.dropped, "boom"));
+  EXPECT_TRUE(Contains(saved.dropped, "intr"));
+  EXPECT_TRUE(Contains(saved.dropped, "deep"));
+  EXPECT_TRUE(Contains(saved.saved, "fine"));
+  EXPECT_TRUE(Contains(saved.saved, "Boom"));
+}
+
+TEST_F(CheckpointTest, DundersAndSkippedNamesAreNotSaved) {
+  Cell("import json as tool\nx = 1\n__secret__ = 2\n");
+  SerializedNamespace saved = SerializeNamespace(main_.ptr(), {"tool"});
+  EXPECT_EQ(saved.saved, (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(saved.dropped.empty());
+}
+
+TEST_F(CheckpointTest, ValueWhoseClassVanishedIsListedAsFailed) {
+  Cell(
+      "import sys, types\n"
+      "_m = types.ModuleType('ckpt_vanishing_module')\n"
+      "exec('class Gone:\\n    pass\\n', _m.__dict__)\n"
+      "sys.modules['ckpt_vanishing_module'] = _m\n"
+      "obj = _m.Gone()\n"
+      "mod = _m\n"
+      "other = {'a': 1}\n"
+      "del _m\n");
+  SerializedNamespace saved = SerializeNamespace(main_.ptr(), {});
+  ASSERT_TRUE(Contains(saved.saved, "obj"));
+  ASSERT_TRUE(Contains(saved.saved, "mod"));
+  Cell("del sys.modules['ckpt_vanishing_module']\n");
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), saved.blob);
+  EXPECT_FALSE(PyErr_Occurred());
+  ASSERT_TRUE(restored.ok());
+  EXPECT_TRUE(Contains(restored->failed, "obj"));
+  EXPECT_TRUE(Contains(restored->failed, "mod"));
+  EXPECT_TRUE(Contains(restored->restored, "other"));
+  EXPECT_FALSE(main_.contains("obj"));
+  EXPECT_EQ(Eval("other['a']").cast<int>(), 1);
+}
+
+TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
+  Cell("a = [1, 2, 3]\nb = 'x' * 50\nimport os\ndef f():\n    return 1\n");
+  const std::string blob = SerializeNamespace(main_.ptr(), {}).blob;
+  py::dict target;
+  auto expect_corrupt = [&](std::string_view bad, const std::string& what) {
+    StatusOr<RestoredNamespace> restored = RestoreNamespace(target.ptr(), bad);
+    ASSERT_FALSE(restored.ok()) << what;
+    EXPECT_EQ(restored.status().code(), ErrorCode::kCorrupt) << what;
+    EXPECT_FALSE(PyErr_Occurred()) << what;
+    EXPECT_EQ(py::len(target), 0u) << what;
+  };
+  expect_corrupt("", "empty");
+  expect_corrupt("\x80\x05\x95\x00", "a pickle");
+  expect_corrupt(std::string(1000, 'A'), "text");
+  for (size_t size = 0; size < blob.size(); ++size) {
+    expect_corrupt(std::string_view(blob).substr(0, size), "truncated to " + std::to_string(size));
+  }
+  expect_corrupt(blob + '\0', "trailing byte");
+  // Every single-bit flip is caught (framing checks or the entry CRC-32C).
+  for (size_t bit = 0; bit < blob.size() * 8; ++bit) {
+    std::string flipped = blob;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    expect_corrupt(flipped, "bit " + std::to_string(bit));
+  }
+  // Random multi-byte damage: never a crash, never a partial restore.
+  std::mt19937 random(12345);
+  for (int round = 0; round < 2000; ++round) {
+    std::string damaged = blob.substr(0, random() % (blob.size() + 1));
+    for (int k = 0; k < 4 && !damaged.empty(); ++k) {
+      damaged[random() % damaged.size()] = static_cast<char>(random());
+    }
+    if (damaged == blob) continue;
+    expect_corrupt(damaged, "random round " + std::to_string(round));
+  }
+  StatusOr<RestoredNamespace> intact = RestoreNamespace(target.ptr(), blob);
+  ASSERT_TRUE(intact.ok());
+  EXPECT_EQ(intact->restored.size(), 4u);
+}
+
+TEST_F(CheckpointTest, EmptyNamespaceAndNonDictGlobals) {
+  SerializedNamespace empty = SerializeNamespace(main_.ptr(), {});
+  EXPECT_TRUE(empty.saved.empty());
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), empty.blob);
+  ASSERT_TRUE(restored.ok());
+  EXPECT_TRUE(restored->restored.empty());
+  py::list not_a_dict;
+  SerializedNamespace from_list = SerializeNamespace(not_a_dict.ptr(), {});
+  EXPECT_TRUE(from_list.saved.empty());
+  EXPECT_FALSE(PyErr_Occurred());
+  StatusOr<RestoredNamespace> into_list = RestoreNamespace(not_a_dict.ptr(), empty.blob);
+  ASSERT_FALSE(into_list.ok());
+  EXPECT_EQ(into_list.status().code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dolsot

@@ -1,0 +1,148 @@
+// Repl lifecycle from a C++ host: parallel sessions, arrival order on one
+// session, a worker killed from outside, and nothing left behind after 1000
+// cells and Close (no child process, no descriptor).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "backend_subprocess/repl.h"
+#include "core/memory_store.h"
+
+namespace dolsot {
+namespace {
+
+std::unique_ptr<Repl> MakeRepl() {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.config.timeout_seconds = 30;
+  return std::move(Repl::Create(std::move(options))).value();
+}
+
+int CountFds() {
+  int n = 0;
+  for (auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+std::vector<pid_t> Children() {
+  std::vector<pid_t> out;
+  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    char state;
+    long ppid;
+    std::istringstream rest(text.substr(close + 1));
+    if (rest >> state >> ppid && ppid == ::getpid()) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+std::string TempFifo() {
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("dolsot-fifo-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(reinterpret_cast<std::uintptr_t>(&path)));
+  ::unlink(path.c_str());
+  EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  return path;
+}
+
+TEST(Lifecycle, DifferentSessionsRunInParallel) {
+  auto repl = MakeRepl();
+  std::string fifo = TempFifo();
+  // Each cell blocks until the other opens the fifo: only a parallel run ends.
+  Result a, b;
+  std::thread reader([&] { a = repl->Run("a", "open('" + fifo + "').read()", {}).value(); });
+  std::thread writer([&] {
+    b = repl->Run("b", "f = open('" + fifo + "', 'w')\nf.write('x')\nf.close()", {}).value();
+  });
+  reader.join();
+  writer.join();
+  ::unlink(fifo.c_str());
+  EXPECT_EQ(a.value, "'x'");
+  EXPECT_TRUE(b.ok) << b.error.value_or("");
+}
+
+TEST(Lifecycle, OneSessionServesCallsInArrivalOrder) {
+  auto repl = MakeRepl();
+  std::string fifo = TempFifo();
+  ASSERT_TRUE(repl->Run("s", "log = []", {}).ok());
+  std::thread first([&] {
+    (void)repl->Run("s", "log.append(1)\nopen('" + fifo + "').read()\nlog.append(2)", {});
+  });
+  std::ofstream release(fifo);  // opens once the first cell is running
+  std::thread second([&] { (void)repl->Run("s", "log.append(3)", {}); });
+  release << "go";
+  release.close();
+  first.join();
+  second.join();
+  ::unlink(fifo.c_str());
+  EXPECT_EQ(repl->Run("s", "log", {}).value().value, "[1, 2, 3]");
+}
+
+TEST(Lifecycle, AWorkerKilledFromOutsideIsReplaced) {
+  auto repl = MakeRepl();
+  ASSERT_TRUE(repl->Run("a", "x = 1", {}).ok());
+  int worker = repl->WorkerPid();
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  // Live sessions do not depend on the worker; new ones get a new worker.
+  EXPECT_EQ(repl->Run("a", "x", {}).value().value, "1");
+  EXPECT_EQ(repl->Run("b", "2 + 2", {}).value().value, "4");
+  EXPECT_NE(repl->WorkerPid(), worker);
+}
+
+TEST(Lifecycle, NothingLeftAfterAThousandCellsAndClose) {
+  int fds_before = CountFds();
+  auto repl = MakeRepl();
+  for (int i = 0; i < 1000; ++i) {
+    auto r = repl->Run("s" + std::to_string(i % 3), "v = " + std::to_string(i), {});
+    ASSERT_TRUE(r.ok() && r->ok);
+  }
+  RunOptions quick;
+  quick.timeout_seconds = 0.2;
+  EXPECT_EQ(repl->Run("s0", "while True: pass", quick).value().exit_code, kExitTimeout);
+  ASSERT_TRUE(repl->Close().ok());
+  EXPECT_TRUE(repl->Close().ok());  // idempotent
+  EXPECT_EQ(repl->Run("s0", "1", {}).status().code(), ErrorCode::kUnavailable);
+  EXPECT_TRUE(Children().empty());
+  EXPECT_EQ(CountFds(), fds_before);
+}
+
+TEST(Lifecycle, CloseDoesNotWaitForeverOnAStuckCheckpointWriter) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.config.timeout_seconds = 1;
+  options.checkpoint = CheckpointMode::kAsync;
+  auto repl = std::move(Repl::Create(std::move(options))).value();
+  auto r = repl->Run("s",
+                     "class Stuck:\n"
+                     "    def __reduce__(self):\n"
+                     "        import time\n"
+                     "        time.sleep(3600)\n"
+                     "stuck = Stuck()",
+                     {});
+  ASSERT_TRUE(r.ok() && r->ok);
+  // The writer never finishes; Close gives up on it after its patience and
+  // still leaves nothing behind.
+  ASSERT_TRUE(repl->Close().ok());
+  EXPECT_TRUE(Children().empty());
+}
+
+}  // namespace
+}  // namespace dolsot

@@ -1,0 +1,176 @@
+// The worker protocol over a socketpair: frames round trip with and without
+// a passed descriptor, payloads are bounds-checked, and a truncated or
+// oversized frame is a clear kCorrupt error, never a hang.
+#include "backend_subprocess/protocol.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace dolsot::protocol {
+namespace {
+
+std::pair<UniqueFd, UniqueFd> Pair() {
+  auto pair = SocketPair();
+  EXPECT_TRUE(pair.ok());
+  return std::move(pair).value();
+}
+
+void RawWrite(int fd, const std::string& bytes) {
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+}
+
+std::string Header(std::uint32_t tag, std::uint32_t length) {
+  PayloadWriter w;
+  w.U32(tag).U32(length);
+  return w.Take();
+}
+
+TEST(Protocol, FrameRoundTrip) {
+  auto [a, b] = Pair();
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kRun, "hello").ok());
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kRetire, "").ok());
+  auto first = ReadFrame(b.get());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->tag, Tag::kRun);
+  EXPECT_EQ(first->payload, "hello");
+  EXPECT_FALSE(first->fd.valid());
+  auto second = ReadFrame(b.get());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->tag, Tag::kRetire);
+  EXPECT_TRUE(second->payload.empty());
+}
+
+TEST(Protocol, LargeFrameCrossesInManyChunks) {
+  auto [a, b] = Pair();
+  std::string big(8 << 20, 'x');
+  big[12345] = 'y';
+  std::thread writer([&, fd = a.get()] { ASSERT_TRUE(WriteFrame(fd, Tag::kCheckpointData, big).ok()); });
+  auto frame = ReadFrame(b.get());
+  writer.join();
+  ASSERT_TRUE(frame.ok());
+  EXPECT_EQ(frame->payload, big);
+}
+
+TEST(Protocol, PassesADescriptorWithTheFrame) {
+  auto [a, b] = Pair();
+  auto [x, y] = Pair();
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kRunner, "pid", x.get()).ok());
+  x.Reset();
+  auto frame = ReadFrame(b.get());
+  ASSERT_TRUE(frame.ok());
+  ASSERT_TRUE(frame->fd.valid());
+  EXPECT_EQ(::fcntl(frame->fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  ASSERT_TRUE(WriteFrame(frame->fd.get(), Tag::kOutput, "through the passed fd").ok());
+  auto echoed = ReadFrame(y.get());
+  ASSERT_TRUE(echoed.ok());
+  EXPECT_EQ(echoed->payload, "through the passed fd");
+}
+
+TEST(Protocol, EofBeforeAFrameMeansThePeerIsGone) {
+  auto [a, b] = Pair();
+  a.Reset();
+  auto frame = ReadFrame(b.get());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(WriteFrame(b.get(), Tag::kRun, "x").code(), ErrorCode::kUnavailable);
+}
+
+TEST(Protocol, TruncatedHeaderIsCorrupt) {
+  auto [a, b] = Pair();
+  RawWrite(a.get(), std::string("\x0b\x00\x00", 3));
+  a.Reset();
+  auto frame = ReadFrame(b.get());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);
+}
+
+TEST(Protocol, TruncatedPayloadIsCorruptAndNamesTheFrame) {
+  auto [a, b] = Pair();
+  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kResult), 100) + "only ten b");
+  a.Reset();
+  auto frame = ReadFrame(b.get());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(frame.status().message().find("RESULT"), std::string::npos);
+  EXPECT_NE(frame.status().message().find("10 of 100"), std::string::npos);
+}
+
+TEST(Protocol, OversizedLengthIsRejectedBeforeAllocating) {
+  auto [a, b] = Pair();
+  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kRun), 0xffffffffu));
+  auto frame = ReadFrame(b.get());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);
+}
+
+TEST(Protocol, DeadlineBoundsASilentPeer) {
+  auto [a, b] = Pair();
+  auto frame = ReadFrame(b.get(), Clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(frame.status().code(), ErrorCode::kTimeout);
+  // A frame that stops half-way also ends at the deadline.
+  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kRun), 50) + "abc");
+  frame = ReadFrame(b.get(), Clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(frame.status().code(), ErrorCode::kTimeout);
+}
+
+TEST(Payload, RoundTripsEveryType) {
+  PayloadWriter w;
+  w.U8(7).U32(0xdeadbeef).I32(-5).U64(1ull << 40).F64(2.5).Str("abc");
+  w.Strs({"x", "", "zz"}).OptStr(std::nullopt).OptStr("v");
+  PayloadReader r(w.data());
+  EXPECT_EQ(r.U8(), 7);
+  EXPECT_EQ(r.U32(), 0xdeadbeefu);
+  EXPECT_EQ(r.I32(), -5);
+  EXPECT_EQ(r.U64(), 1ull << 40);
+  EXPECT_EQ(r.F64(), 2.5);
+  EXPECT_EQ(r.Str(), "abc");
+  EXPECT_EQ(r.Strs(), (std::vector<std::string>{"x", "", "zz"}));
+  EXPECT_EQ(r.OptStr(), std::nullopt);
+  EXPECT_EQ(r.OptStr(), "v");
+  EXPECT_TRUE(r.Finish("test").ok());
+}
+
+TEST(Payload, ShortOrTrailingPayloadsAreCorrupt) {
+  PayloadWriter w;
+  w.Str("abcdef");
+  std::string cut = w.data().substr(0, 6);
+  PayloadReader short_reader(cut);
+  short_reader.Str();
+  EXPECT_EQ(short_reader.Finish("X").code(), ErrorCode::kCorrupt);
+  PayloadReader trailing(w.data() + "!");
+  trailing.Str();
+  EXPECT_EQ(trailing.Finish("X").code(), ErrorCode::kCorrupt);
+  // A huge declared count must not allocate or loop.
+  PayloadWriter counts;
+  counts.U32(0x7fffffff);
+  PayloadReader huge(counts.data());
+  EXPECT_TRUE(huge.Strs().empty());
+  EXPECT_EQ(huge.Finish("X").code(), ErrorCode::kCorrupt);
+}
+
+TEST(Payload, ResultRoundTrip) {
+  Result in;
+  in.ok = false;
+  in.value = "v";
+  in.stdout_text = "out";
+  in.error = "err";
+  in.exit_code = 124;
+  in.held = {"a", "b"};
+  in.dropped = {"s"};
+  PayloadWriter w;
+  WriteResult(w, in);
+  PayloadReader r(w.data());
+  Result out = ReadResult(r);
+  ASSERT_TRUE(r.Finish("RESULT").ok());
+  EXPECT_EQ(out.ok, in.ok);
+  EXPECT_EQ(out.value, in.value);
+  EXPECT_EQ(out.stdout_text, in.stdout_text);
+  EXPECT_EQ(out.error, in.error);
+  EXPECT_EQ(out.exit_code, in.exit_code);
+  EXPECT_EQ(out.held, in.held);
+  EXPECT_EQ(out.dropped, in.dropped);
+}
+
+}  // namespace
+}  // namespace dolsot::protocol

@@ -1,0 +1,162 @@
+// Repl end to end through the dolsot-worker executable: state between cells,
+// results, toolboxes, checkpoints to the store, restore, branch, reset.
+#include "backend_subprocess/repl.h"
+
+#include <gtest/gtest.h>
+
+#include "core/memory_store.h"
+
+namespace dolsot {
+namespace {
+
+std::unique_ptr<Repl> MakeRepl(std::shared_ptr<SessionStore> store,
+                               CheckpointMode mode = CheckpointMode::kSync,
+                               bool snapshots = true) {
+  ReplOptions options;
+  options.store = std::move(store);
+  options.checkpoint = mode;
+  options.snapshots = snapshots;
+  options.config.typecheck = false;
+  options.config.timeout_seconds = 30;
+  auto repl = Repl::Create(std::move(options));
+  EXPECT_TRUE(repl.ok()) << repl.status().ToString();
+  return std::move(repl).value();
+}
+
+Result MustRun(Repl& repl, std::string_view sid, std::string_view code) {
+  auto r = repl.Run(sid, code, RunOptions{});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : Result{};
+}
+
+class ReplModes : public ::testing::TestWithParam<std::tuple<bool, CheckpointMode>> {};
+
+TEST_P(ReplModes, StateValueAndOutputAcrossCells) {
+  auto [snapshots, mode] = GetParam();
+  auto repl = MakeRepl(std::make_shared<MemoryStore>(), mode, snapshots);
+  Result a = MustRun(*repl, "s1", "x = 20\nprint('hi')\nx + 1");
+  EXPECT_TRUE(a.ok) << a.error.value_or("");
+  EXPECT_EQ(a.value, "21");
+  EXPECT_EQ(a.stdout_text, "hi\n");
+  Result b = MustRun(*repl, "s1", "x * 2");
+  EXPECT_EQ(b.value, "40");
+  EXPECT_EQ(b.held, std::vector<std::string>{"x"});
+  Result c = MustRun(*repl, "s1", "1/0");
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.exit_code, 1);
+  ASSERT_TRUE(c.error.has_value());
+  EXPECT_NE(c.error->find("ZeroDivisionError"), std::string::npos);
+  EXPECT_EQ(MustRun(*repl, "s1", "x").value, "20");
+  EXPECT_TRUE(repl->Close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ReplModes,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(CheckpointMode::kSync, CheckpointMode::kAsync,
+                                         CheckpointMode::kOff)));
+
+TEST(Repl, CallerMistakesAreStatusesBeforeAnythingRuns) {
+  auto repl = MakeRepl(std::make_shared<MemoryStore>());
+  EXPECT_EQ(repl->Run("bad id!", "1", {}).status().code(), ErrorCode::kInvalidSession);
+  EXPECT_EQ(repl->Run("ok", "   \n", {}).status().code(), ErrorCode::kInvalidSession);
+  EXPECT_EQ(repl->WorkerPid(), -1);  // nothing was started
+  ReplOptions bad;
+  bad.toolboxes["not an alias"] = "os";
+  EXPECT_EQ(Repl::Create(bad).status().code(), ErrorCode::kInvalidToolbox);
+}
+
+TEST(Repl, ToolboxIsImportedOnceAndBoundUnderItsAlias) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.toolboxes["jp"] = "json";
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  Result r = MustRun(*repl, "t", "jp.dumps([1])");
+  EXPECT_EQ(r.value, "'[1]'");
+  EXPECT_TRUE(r.held.empty());  // toolbox aliases are not listed as held
+}
+
+TEST(Repl, MissingToolboxIsInvalidToolbox) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.toolboxes["nope"] = "dolsot_no_such_module_xyz";
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  auto r = repl->Run("t", "1", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidToolbox);
+  EXPECT_NE(r.status().message().find("dolsot_no_such_module_xyz"), std::string::npos);
+}
+
+TEST(Repl, NewReplRestoresSessionFromStore) {
+  auto store = std::make_shared<MemoryStore>();
+  for (CheckpointMode mode : {CheckpointMode::kSync, CheckpointMode::kAsync}) {
+    {
+      auto repl = MakeRepl(store, mode);
+      MustRun(*repl, "keep", "def f(n):\n    return n * 3\nitems = [1, 2]");
+      ASSERT_TRUE(repl->Close().ok());  // flushes an async checkpoint
+    }
+    auto repl = MakeRepl(store, mode);
+    Result r = MustRun(*repl, "keep", "f(len(items))");
+    EXPECT_TRUE(r.ok) << r.error.value_or("");
+    EXPECT_EQ(r.value, "6");
+    ASSERT_EQ(repl->Reset("keep").value(), 1);
+  }
+}
+
+TEST(Repl, UnserializableNamesAreDroppedButStayUsable) {
+  auto repl = MakeRepl(std::make_shared<MemoryStore>(), CheckpointMode::kSync);
+  Result r = MustRun(*repl, "d",
+                     "import socket, threading\n"
+                     "s = socket.socket()\nlock = threading.Lock()\n"
+                     "g = (i for i in range(3))\nkeep = 1");
+  std::vector<std::string> dropped = r.dropped;
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<std::string>{"g", "lock", "s"}));
+  Result next = MustRun(*repl, "d", "s.fileno() >= 0, lock.acquire(), next(g)");
+  EXPECT_EQ(next.value, "(True, True, 0)");
+}
+
+TEST(Repl, BranchCopiesStateAndDiverges) {
+  auto store = std::make_shared<MemoryStore>();
+  auto repl = MakeRepl(store);
+  MustRun(*repl, "root", "n = 1");
+  ASSERT_TRUE(repl->Branch("root", "twig").ok());
+  MustRun(*repl, "twig", "n += 10");
+  EXPECT_EQ(MustRun(*repl, "root", "n").value, "1");
+  EXPECT_EQ(MustRun(*repl, "twig", "n").value, "11");
+  EXPECT_EQ(repl->Branch("root", "twig").code(), ErrorCode::kInvalidSession);
+  EXPECT_TRUE(store->Load("twig").value().has_value());  // the branch is durable
+}
+
+TEST(Repl, ResetForgetsLiveAndStoredSessions) {
+  auto store = std::make_shared<MemoryStore>();
+  auto repl = MakeRepl(store);
+  MustRun(*repl, "a", "v = 1");
+  MustRun(*repl, "b", "v = 2");
+  EXPECT_EQ(repl->Sessions().value().size(), 2u);
+  EXPECT_EQ(repl->Reset("a").value(), 1);
+  Result r = MustRun(*repl, "a", "'v' in globals()");
+  EXPECT_EQ(r.value, "False");
+  EXPECT_EQ(repl->Reset("all").value(), 2);
+  EXPECT_TRUE(store->List().value().empty());
+}
+
+TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.max_live_sessions = 2;
+  options.checkpoint = CheckpointMode::kOff;  // eviction checkpoints anyway
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  MustRun(*repl, "one", "a = 1");
+  MustRun(*repl, "two", "a = 2");
+  MustRun(*repl, "three", "a = 3");  // evicts "one"
+  Result again = MustRun(*repl, "one", "a");
+  EXPECT_EQ(again.value, "1") << again.error.value_or("");
+  EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
+}
+
+}  // namespace
+}  // namespace dolsot

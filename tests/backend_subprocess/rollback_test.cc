@@ -1,0 +1,122 @@
+// Rollback: a cell that times out or dies (a Python loop, a sleep, C code, a
+// segfault, os._exit, SIGKILL) leaves the session exactly as before that cell,
+// and the Result says what happened, with the output printed before the kill.
+// (The kernel's OOM killer sends SIGKILL: the KilledFromOutside case.)
+#include <gtest/gtest.h>
+
+#include "backend_subprocess/repl.h"
+#include "core/memory_store.h"
+
+namespace dolsot {
+namespace {
+
+std::unique_ptr<Repl> MakeRepl(bool snapshots, CheckpointMode mode = CheckpointMode::kSync) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.snapshots = snapshots;
+  options.checkpoint = mode;
+  options.config.typecheck = false;
+  options.config.timeout_seconds = 30;
+  return std::move(Repl::Create(std::move(options))).value();
+}
+
+Result MustRun(Repl& repl, std::string_view sid, std::string_view code, double timeout = 30) {
+  RunOptions options;
+  options.timeout_seconds = timeout;
+  auto r = repl.Run(sid, code, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : Result{};
+}
+
+struct Runaway {
+  const char* name;
+  const char* code;
+};
+
+class Timeouts : public ::testing::TestWithParam<Runaway> {};
+
+TEST_P(Timeouts, ReturnTimeoutWithPartialOutputAndKeepEarlierState) {
+  auto repl = MakeRepl(true);
+  MustRun(*repl, "s", "state = [1, 2, 3]");
+  Result r = MustRun(*repl, "s", std::string("print('before', flush=True)\nstate.append(4)\n") +
+                                     GetParam().code,
+                     1.0);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.exit_code, kExitTimeout);
+  EXPECT_EQ(r.stdout_text, "before\n");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find("timeout"), std::string::npos) << *r.error;
+  EXPECT_EQ(r.held, std::vector<std::string>{"state"});
+  EXPECT_EQ(MustRun(*repl, "s", "state").value, "[1, 2, 3]");
+  // And the session keeps working, including another timeout.
+  EXPECT_EQ(MustRun(*repl, "s", "while True: pass", 0.5).exit_code, kExitTimeout);
+  EXPECT_EQ(MustRun(*repl, "s", "len(state)").value, "3");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runaways, Timeouts,
+    ::testing::Values(Runaway{"PythonLoop", "while True: pass"},
+                      Runaway{"Sleep", "import time\ntime.sleep(60)"},
+                      Runaway{"CCode", "import re\nre.match(r'(a|aa)*c', 'a' * 60)"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+struct Crash {
+  const char* name;
+  const char* code;
+  const char* reason;
+};
+
+class Crashes : public ::testing::TestWithParam<Crash> {};
+
+TEST_P(Crashes, LeaveTheSessionAsBeforeTheCell) {
+  auto repl = MakeRepl(true);
+  MustRun(*repl, "s", "import os\nkept = {'a': 1}");
+  Result r = MustRun(*repl, "s", std::string("kept['a'] = 2\nprint('partial', flush=True)\n") +
+                                     GetParam().code);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  EXPECT_EQ(r.stdout_text, "partial\n");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find(GetParam().reason), std::string::npos) << *r.error;
+  EXPECT_NE(r.error->find("rolled back"), std::string::npos) << *r.error;
+  EXPECT_EQ(MustRun(*repl, "s", "kept").value, "{'a': 1}");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Deaths, Crashes,
+    ::testing::Values(
+        Crash{"Segfault", "import ctypes\nctypes.string_at(0)", "SIGSEGV"},
+        Crash{"OsExit", "os._exit(3)", "exited with status 3"},
+        Crash{"KilledFromOutside", "import signal\nos.kill(os.getpid(), signal.SIGKILL)",
+              "SIGKILL"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(RollbackOff, KilledCellGoesBackToTheLastCheckpoint) {
+  auto repl = MakeRepl(false, CheckpointMode::kSync);
+  MustRun(*repl, "s", "x = 1");
+  MustRun(*repl, "s", "x = 2\nunsaved = object()");
+  Result r = MustRun(*repl, "s", "x = 3\nwhile True: pass", 0.5);
+  EXPECT_EQ(r.exit_code, kExitTimeout);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find("last checkpoint"), std::string::npos);
+  EXPECT_EQ(MustRun(*repl, "s", "x").value, "2");
+}
+
+TEST(RollbackOff, WithoutCheckpointsAKilledSessionStartsEmpty) {
+  auto repl = MakeRepl(false, CheckpointMode::kOff);
+  MustRun(*repl, "s", "x = 1");
+  EXPECT_EQ(MustRun(*repl, "s", "import os\nos._exit(0)").exit_code, kExitFailure);
+  EXPECT_EQ(MustRun(*repl, "s", "'x' in globals()").value, "False");
+}
+
+TEST(Rollback, StdinIsEmptyAndSystemExitKeepsTheSession) {
+  auto repl = MakeRepl(true);
+  MustRun(*repl, "s", "y = 5");
+  Result r = MustRun(*repl, "s", "input()");
+  EXPECT_NE(r.error.value_or("").find("EOFError"), std::string::npos);
+  MustRun(*repl, "s", "raise SystemExit(4)");
+  EXPECT_EQ(MustRun(*repl, "s", "y").value, "5");
+}
+
+}  // namespace
+}  // namespace dolsot

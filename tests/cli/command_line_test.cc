@@ -1,0 +1,143 @@
+// Argument parsing: which command runs, with which arguments, and usage errors.
+#include "cli/command_line.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli/exit_codes.h"
+
+namespace dolsot::cli {
+namespace {
+
+struct Parsed {
+  CommandLine line;
+  std::string out;
+  std::string err;
+};
+
+Parsed Parse(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Parsed parsed{ParseCommandLine(args, out, err), "", ""};
+  parsed.out = out.str();
+  parsed.err = err.str();
+  return parsed;
+}
+
+TEST(CommandLineTest, CodeAndSession) {
+  Parsed p = Parse({"--session", "work", "x + 1"});
+  EXPECT_EQ(p.line.action, Action::kRun);
+  EXPECT_EQ(p.line.run.session, "work");
+  EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"x + 1"});
+  EXPECT_FALSE(p.line.json);
+  EXPECT_FALSE(p.line.run.timeout_seconds.has_value());
+}
+
+TEST(CommandLineTest, CodeIsOptionalForStdin) {
+  Parsed p = Parse({"--session=work"});
+  EXPECT_EQ(p.line.action, Action::kRun);
+  EXPECT_TRUE(p.line.run.code_words.empty());
+}
+
+TEST(CommandLineTest, RepeatedToolboxesKeepTheirOrder) {
+  Parsed p = Parse({"--toolbox", "mytools:mt", "--toolbox", "otherlib:ol", "--session", "s", "1"});
+  EXPECT_EQ(p.line.run.toolbox_specs, (std::vector<std::string>{"mytools:mt", "otherlib:ol"}));
+  EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"1"});
+}
+
+TEST(CommandLineTest, TimeoutJsonAndGate) {
+  Parsed p = Parse({"--session", "s", "--timeout", "2.5", "--json", "--gate", "1"});
+  EXPECT_EQ(p.line.run.timeout_seconds, 2.5);
+  EXPECT_TRUE(p.line.json);
+  EXPECT_TRUE(p.line.run.gate);
+}
+
+TEST(CommandLineTest, NonNumericTimeoutIsAUsageError) {
+  Parsed p = Parse({"--session", "s", "--timeout", "soon", "1"});
+  EXPECT_EQ(p.line.action, Action::kExit);
+  EXPECT_EQ(p.line.exit_code, kExitUsage);
+  EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
+}
+
+TEST(CommandLineTest, CodeAfterDoubleDashMayStartWithADash) {
+  Parsed p = Parse({"--session", "s", "--", "-1"});
+  EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"-1"});
+}
+
+TEST(CommandLineTest, ListSessionsNeedsNoSession) {
+  Parsed p = Parse({"--list-sessions", "--json"});
+  EXPECT_EQ(p.line.action, Action::kListSessions);
+  EXPECT_TRUE(p.line.json);
+}
+
+TEST(CommandLineTest, ResetTakesAnIdOrAll) {
+  Parsed p = Parse({"--reset", "all"});
+  EXPECT_EQ(p.line.action, Action::kReset);
+  EXPECT_EQ(p.line.reset.target, "all");
+}
+
+TEST(CommandLineTest, ResetWithCodeIsAUsageError) {
+  Parsed p = Parse({"--reset", "work", "--session", "work", "1"});
+  EXPECT_EQ(p.line.action, Action::kExit);
+  EXPECT_EQ(p.line.exit_code, kExitUsage);
+}
+
+TEST(CommandLineTest, ListSessionsWithResetIsAUsageError) {
+  Parsed p = Parse({"--list-sessions", "--reset", "all"});
+  EXPECT_EQ(p.line.exit_code, kExitUsage);
+  EXPECT_NE(p.err.find("--list-sessions and --reset cannot be combined"), std::string::npos);
+}
+
+TEST(CommandLineTest, ListSessionsWithRunOptionsNamesTheOption) {
+  Parsed p = Parse({"--list-sessions", "--timeout", "3"});
+  EXPECT_EQ(p.line.action, Action::kExit);
+  EXPECT_EQ(p.line.exit_code, kExitUsage);
+  EXPECT_NE(p.err.find("--list-sessions cannot be combined with --timeout"), std::string::npos)
+      << p.err;
+  Parsed with_code = Parse({"--reset", "all", "x = 1"});
+  EXPECT_NE(with_code.err.find("--reset cannot be combined with code to run"), std::string::npos)
+      << with_code.err;
+}
+
+TEST(CommandLineTest, HelpStaysReadable) {
+  Parsed p = Parse({"--help"});
+  EXPECT_EQ(p.out.find("Excludes"), std::string::npos);
+}
+
+TEST(CommandLineTest, UnknownFlagIsAUsageErrorNamingIt) {
+  Parsed p = Parse({"--session", "s", "--cache-dir", "/tmp/x", "1"});
+  EXPECT_EQ(p.line.action, Action::kExit);
+  EXPECT_EQ(p.line.exit_code, kExitUsage);
+  EXPECT_NE(p.err.find("--cache-dir"), std::string::npos) << p.err;
+  EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
+}
+
+TEST(CommandLineTest, SeveralCodeWordsAreKeptInOrder) {
+  Parsed p = Parse({"-s", "s", "print(1,", "2)"});
+  EXPECT_EQ(p.line.run.code_words, (std::vector<std::string>{"print(1,", "2)"}));
+}
+
+TEST(CommandLineTest, ShortFlagsMatchDolsot04) {
+  Parsed p = Parse({"-s", "work", "-t", "3", "1"});
+  EXPECT_EQ(p.line.run.session, "work");
+  EXPECT_EQ(p.line.run.timeout_seconds, 3);
+}
+
+TEST(CommandLineTest, HelpPrintsExamplesToStdout) {
+  Parsed p = Parse({"--help"});
+  EXPECT_EQ(p.line.action, Action::kExit);
+  EXPECT_EQ(p.line.exit_code, kExitOk);
+  EXPECT_NE(p.out.find("--toolbox mytools:mt --session work"), std::string::npos);
+  EXPECT_NE(p.out.find("Exit codes"), std::string::npos);
+  EXPECT_EQ(p.err, "");
+}
+
+TEST(CommandLineTest, VersionPrintsTheVersion) {
+  Parsed p = Parse({"--version"});
+  EXPECT_EQ(p.line.exit_code, kExitOk);
+  EXPECT_EQ(p.out, VersionLine() + "\n");
+  EXPECT_EQ(p.out.rfind("dolsot ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace dolsot::cli

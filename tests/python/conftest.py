@@ -1,0 +1,78 @@
+"""Shared pytest fixtures: a toolbox module on sys.path, and `backend`, the
+fixture the conformance suite runs against every backend (InProcessSession
+always; Repl when the package has it)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+import dolsot
+from dolsot.inprocess import InProcessSession
+
+CONFORMANCE_TOOLBOX = "dolsot_conformance_toolbox"
+
+
+@pytest.fixture(scope="session")
+def conformance_toolbox(tmp_path_factory):
+    """An importable toolbox module (name: CONFORMANCE_TOOLBOX)."""
+    root = tmp_path_factory.mktemp("toolbox")
+    (root / f"{CONFORMANCE_TOOLBOX}.py").write_text(textwrap.dedent('''
+        __all__ = ["add", "find", "ToolError"]
+
+        class ToolError(Exception):
+            exit_code = 3
+
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        def find(name: str) -> str:
+            raise ToolError(f"{name} not found")
+    '''))
+    sys.path.insert(0, str(root))
+    yield CONFORMANCE_TOOLBOX
+    sys.path.remove(str(root))
+
+
+def _make_inprocess(inject):
+    return InProcessSession(inject, timeout=20, typecheck=False)
+
+
+def _make_repl(inject):
+    from dolsot.repl import Repl
+    from dolsot.store import MemoryStore
+
+    return Repl(inject, store=MemoryStore(), typecheck=False)
+
+
+def _backend_factories():
+    factories = [pytest.param(_make_inprocess, id="inprocess")]
+    if hasattr(dolsot, "Repl") or _has_module("dolsot.repl"):
+        factories.append(pytest.param(_make_repl, id="repl"))
+    return factories
+
+
+def _has_module(name: str) -> bool:
+    try:
+        __import__(name)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(params=_backend_factories())
+def backend(request, conformance_toolbox):
+    """A backend with the conformance toolbox injected as `tb`."""
+    instance = request.param({"tb": conformance_toolbox})
+    yield instance
+    instance.close()
+
+
+@pytest.fixture
+def session():
+    """A plain InProcessSession (no toolbox), closed afterwards."""
+    s = InProcessSession(timeout=20)
+    yield s
+    s.close()

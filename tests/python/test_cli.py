@@ -1,0 +1,420 @@
+"""The dolsot command end to end: drives the built binary as a subprocess and
+checks every line of its contract (docs/cli.md) and every bad input.
+
+The binary is $DOLSOT_CLI, else <builddir>/cli/dolsot with builddir from
+$DOLSOT_BUILD_DIR or <repo>/build. Each test gets its own DOLSOT_CACHE_DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _find_cli() -> pathlib.Path | None:
+    if os.environ.get("DOLSOT_CLI"):
+        return pathlib.Path(os.environ["DOLSOT_CLI"])
+    build = pathlib.Path(os.environ.get("DOLSOT_BUILD_DIR", REPO / "build"))
+    candidate = build / "cli" / "dolsot"
+    return candidate if candidate.exists() else None
+
+
+CLI = _find_cli()
+pytestmark = [
+    pytest.mark.skipif(CLI is None, reason="dolsot CLI not built: set DOLSOT_CLI or DOLSOT_BUILD_DIR"),
+    pytest.mark.timeout(120),
+]
+
+TOOLBOX = textwrap.dedent('''
+    __all__ = ["add", "scale", "ToolError", "help"]
+
+    class ToolError(Exception):
+        exit_code = 3
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    def fail(message: str) -> None:
+        raise ToolError(message)
+
+    def help(topic=None):
+        return "mytools cheat-sheet"
+''')
+
+
+class Dolsot:
+    """Runs the CLI with a private cache dir and a toolbox directory on PYTHONPATH."""
+
+    def __init__(self, tmp_path: pathlib.Path):
+        self.cache_dir = tmp_path / "cache"
+        self.toolbox_dir = tmp_path / "toolboxes"
+        self.toolbox_dir.mkdir()
+        (self.toolbox_dir / "mytools.py").write_text(TOOLBOX)
+        (self.toolbox_dir / "otherlib.py").write_text("def scale(x):\n    return 10 * x\n")
+        (self.toolbox_dir / "broken_tools.py").write_text("raise RuntimeError('broken on import')\n")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
+        self.env.update(DOLSOT_CACHE_DIR=str(self.cache_dir), DOLSOT_TYPECHECK="0")
+        self.env.pop("PYTHONPATH", None)
+
+    def __call__(self, *args, stdin: bytes | str | None = None, env: dict | None = None,
+                 timeout: float = 60) -> subprocess.CompletedProcess:
+        if isinstance(stdin, str):
+            stdin = stdin.encode()
+        # The toolboxes are importable from the working directory, which the
+        # worker puts first on sys.path (as `python -c` does).
+        return subprocess.run([str(CLI), *args], input=stdin if stdin is not None else b"",
+                              capture_output=True, env={**self.env, **(env or {})},
+                              cwd=self.toolbox_dir, timeout=timeout)
+
+
+@pytest.fixture
+def dolsot(tmp_path):
+    return Dolsot(tmp_path)
+
+
+def out(proc) -> str:
+    return proc.stdout.decode()
+
+
+def err(proc) -> str:
+    return proc.stderr.decode()
+
+
+def assert_cli_error(proc, code: int, *phrases: str):
+    """A failure before any code ran: the exit code, one `dolsot: error:` line, no stdout."""
+    assert proc.returncode == code, (proc.returncode, err(proc))
+    assert err(proc).startswith("dolsot: error: "), err(proc)
+    for phrase in phrases:
+        assert phrase in err(proc), err(proc)
+    assert proc.stdout == b""
+
+
+def assert_session_holds(dolsot, session: str, expression: str, expected: str):
+    proc = dolsot("--session", session, expression)
+    assert proc.returncode == 0, err(proc)
+    assert out(proc) == expected + "\n"
+
+
+# --- the contract -----------------------------------------------------------
+
+def test_state_persists_between_invocations(dolsot):
+    first = dolsot("--session", "s", "x = 1")
+    assert first.returncode == 0, err(first)
+    assert out(first) == ""
+    assert "session now holds: x" in err(first)
+    second = dolsot("--session", "s", "x + 1")
+    assert (second.returncode, out(second)) == (0, "2\n")
+
+
+def test_stdout_then_value_on_stdout_and_banner_on_stderr(dolsot):
+    proc = dolsot("--session", "s", "print('hello')\ny = 6 * 7\ny")
+    assert proc.returncode == 0, err(proc)
+    assert out(proc) == "hello\n42\n"
+    assert err(proc).strip().splitlines()[-1] == "session now holds: y"
+
+
+def test_code_on_stdin(dolsot):
+    proc = dolsot("--session", "s", stdin="2 ** 10\n")
+    assert (proc.returncode, out(proc)) == (0, "1024\n"), err(proc)
+
+
+def test_a_session_needs_no_toolbox(dolsot):
+    proc = dolsot("--session", "scratch", "1 + 1")
+    assert (proc.returncode, out(proc)) == (0, "2\n")
+
+
+def test_toolboxes_are_injected_under_their_aliases(dolsot):
+    proc = dolsot("--toolbox", "mytools:mt", "--toolbox", "otherlib:ol", "--session", "work",
+                  "mt.add(1, ol.scale(2))")
+    assert (proc.returncode, out(proc)) == (0, "21\n"), err(proc)
+
+
+def test_pythonpath_reaches_the_worker(dolsot, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "faraway.py").write_text("ANSWER = 42\n")
+    proc = dolsot("--toolbox", "faraway:fa", "--session", "s", "fa.ANSWER",
+                  env={"PYTHONPATH": str(elsewhere)})
+    assert (proc.returncode, out(proc)) == (0, "42\n"), err(proc)
+
+
+def test_toolbox_exception_exit_code_is_the_process_exit_code(dolsot):
+    proc = dolsot("--toolbox", "mytools:mt", "--session", "work", "mt.fail('not found')")
+    assert proc.returncode == 3, err(proc)
+    assert "not found" in err(proc)
+    assert out(proc) == ""
+
+
+def test_unhandled_exception_exits_1_with_the_error_on_stderr(dolsot):
+    proc = dolsot("--session", "s", "print('before')\n1 / 0")
+    assert proc.returncode == 1
+    assert out(proc) == "before\n"
+    assert "ZeroDivisionError" in err(proc)
+    assert "session now holds" in err(proc)
+
+
+def test_timeout_exits_124_and_keeps_the_session(dolsot):
+    assert dolsot("--session", "s", "x = 5").returncode == 0
+    proc = dolsot("--session", "s", "--timeout", "1", "while True:\n    pass")
+    assert proc.returncode == 124, err(proc)
+    assert_session_holds(dolsot, "s", "x", "5")
+
+
+def test_timeout_flag_overrides_the_environment(dolsot):
+    proc = dolsot("--session", "s", "--timeout", "30", "import time; time.sleep(1.5); 'done'",
+                  env={"DOLSOT_TIMEOUT": "0.5"})
+    assert (proc.returncode, out(proc)) == (0, "'done'\n"), err(proc)
+
+
+def test_environment_timeout_applies_without_the_flag(dolsot):
+    proc = dolsot("--session", "s", "import time; time.sleep(30)", env={"DOLSOT_TIMEOUT": "1"})
+    assert proc.returncode == 124, err(proc)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_cell_and_rolls_the_session_back(dolsot, tmp_path, signal_number):
+    assert dolsot("--session", "s", "x = 1").returncode == 0
+    marker = tmp_path / "cell-started"
+    code = f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)"
+    proc = subprocess.Popen([str(CLI), "--session", "s", code], env=dolsot.env,
+                            cwd=dolsot.toolbox_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():  # the cell is running once the marker exists
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        proc.send_signal(signal_number)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr.decode()
+    assert "interrupted" in stderr.decode()
+    assert_session_holds(dolsot, "s", "x", "1")
+
+
+def test_missing_session_is_a_usage_error_explaining_sessions(dolsot):
+    proc = dolsot("1 + 1")
+    assert_cli_error(proc, 2, "--session is required", "persists per session id")
+
+
+@pytest.mark.parametrize("spec", ["mytools", ":mt", "mytools:", "my tools:mt", "mytools:m-t"])
+def test_malformed_toolbox_is_a_usage_error(dolsot, spec):
+    assert_cli_error(dolsot("--toolbox", spec, "--session", "s", "1"), 2, "--toolbox")
+
+
+# --- beyond the contract ----------------------------------------------------
+
+def test_json_is_the_whole_result(dolsot):
+    proc = dolsot("--session", "s", "--json", "print('hi')\nz = 2\nz + 1")
+    assert proc.returncode == 0
+    assert proc.stderr == b""
+    result = json.loads(proc.stdout)
+    assert set(result) == {"ok", "value", "stdout", "error", "exit_code", "held", "dropped", "text"}
+    assert result["ok"] is True and result["value"] == "3" and result["stdout"] == "hi\n"
+    assert result["error"] is None and result["exit_code"] == 0
+    assert result["held"] == ["z"] and result["dropped"] == []
+    assert result["text"].endswith("session now holds: z")
+
+
+def test_json_failure_and_control_characters(dolsot):
+    proc = dolsot("--session", "s", "--json", "print('\\x00\\x1b[31m\\u2028')\nraise ValueError('bad')")
+    assert proc.returncode == 1
+    result = json.loads(proc.stdout)
+    assert result["ok"] is False and result["exit_code"] == 1
+    assert result["stdout"] == "\x00\x1b[31m\u2028\n"
+    assert "ValueError: bad" in result["error"]
+
+
+def test_list_sessions_table_and_json(dolsot):
+    assert dolsot("--session", "alpha", "a = 1").returncode == 0
+    assert dolsot("--session", "beta", "b = list(range(1000))").returncode == 0
+    table = dolsot("--list-sessions")
+    assert table.returncode == 0, err(table)
+    lines = out(table).splitlines()
+    assert lines[0].split() == ["SESSION", "SIZE", "LAST", "USED"]
+    assert {line.split()[0] for line in lines[1:]} == {"alpha", "beta"}
+    assert all(line.rstrip() == line for line in lines)
+    listed = json.loads(out(dolsot("--list-sessions", "--json")))
+    assert {s["id"] for s in listed} == {"alpha", "beta"}
+    assert all(s["size_bytes"] > 0 and s["last_used"] > 0 for s in listed)
+
+
+def test_list_sessions_when_there_are_none(dolsot):
+    proc = dolsot("--list-sessions")
+    assert (proc.returncode, out(proc)) == (0, "no sessions\n")
+    assert json.loads(out(dolsot("--list-sessions", "--json"))) == []
+
+
+def test_reset_one_and_all(dolsot):
+    for sid in ("a", "b", "c"):
+        assert dolsot("--session", sid, "v = 1").returncode == 0
+    proc = dolsot("--reset", "a")
+    assert (proc.returncode, out(proc)) == (0, "removed session a\n")
+    gone = dolsot("--session", "a", "v")
+    assert gone.returncode == 1 and "NameError" in err(gone)
+    assert_session_holds(dolsot, "b", "v", "1")
+    everything = dolsot("--reset", "all", "--json")
+    assert everything.returncode == 0
+    assert json.loads(everything.stdout)["reset"] == "all"
+    assert json.loads(dolsot("--list-sessions", "--json").stdout) == []
+
+
+def test_reset_of_an_unknown_session_removes_nothing(dolsot):
+    proc = dolsot("--reset", "never-used")
+    assert proc.returncode == 0
+    assert "nothing removed" in out(proc)
+
+
+def test_version_and_help(dolsot):
+    version = dolsot("--version")
+    assert version.returncode == 0 and out(version).startswith("dolsot ")
+    helped = dolsot("--help")
+    assert helped.returncode == 0
+    for text in ("--session", "--toolbox", "--list-sessions", "--reset", "--timeout", "--json",
+                 "--gate", "Examples:", "dolsot --toolbox mytools:mt --session work", "Exit codes"):
+        assert text in out(helped)
+    assert "--cache-dir" not in out(helped)
+
+
+# --- bad input: a clear error, a documented exit code, the session untouched --
+
+@pytest.fixture
+def held_session(dolsot):
+    assert dolsot("--session", "keep", "x = 41").returncode == 0
+    yield "keep"
+    assert_session_holds(dolsot, "keep", "x + 1", "42")
+
+
+def test_invalid_utf8_code(dolsot, held_session):
+    proc = dolsot("--session", held_session, b"x = '\xff'")
+    assert_cli_error(proc, 2, "not valid UTF-8", "0xff")
+
+
+def test_nul_byte_in_code(dolsot, held_session):
+    assert_cli_error(dolsot("--session", held_session, stdin=b"x = 1\x00"), 2, "NUL byte")
+
+
+def test_ten_megabyte_cell(dolsot, held_session):
+    proc = dolsot("--session", held_session, stdin=b"x = 0\n" + b"#" * (10 << 20))
+    assert_cli_error(proc, 2, "larger than")
+
+
+def test_empty_code(dolsot, held_session):
+    assert_cli_error(dolsot("--session", held_session, stdin=b""), 2, "empty")
+
+
+def test_bad_session_id(dolsot):
+    assert_cli_error(dolsot("--session", "../escape", "1"), 2, "session")
+
+
+def test_unknown_flag(dolsot, held_session):
+    assert_cli_error(dolsot("--session", held_session, "--cache-dir", "/tmp", "x = 0"), 2,
+                     "--cache-dir")
+
+
+def test_json_refusal_keeps_stdout_empty(dolsot, held_session):
+    assert_cli_error(dolsot("--session", held_session, "--json", stdin=b"x = '\xff'"), 2, "UTF-8")
+
+
+@pytest.mark.parametrize("args", [
+    ["--session"],
+    ["--reset"],
+    ["--list-sessions", "--reset", "all"],
+    ["--list-sessions", "--session", "keep"],
+    ["--reset", "keep", "--session", "keep", "x = 0"],
+])
+def test_conflicting_or_incomplete_flags(dolsot, held_session, args):
+    assert_cli_error(dolsot(*args), 2, "dolsot --help")
+
+
+def test_code_starting_with_a_dash_after_double_dash(dolsot):
+    proc = dolsot("--session", "s", "--", "-1 + 3")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+
+
+def test_bad_timeout_flag(dolsot, held_session):
+    assert_cli_error(dolsot("--session", held_session, "--timeout", "-1", "x = 0"), 2, "--timeout")
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("DOLSOT_TIMEOUT", "soon"),
+    ("DOLSOT_SESSION_TTL_DAYS", "-3"),
+    ("DOLSOT_MAX_OUTPUT", "lots"),
+    ("DOLSOT_TYPECHECK", "maybe"),
+])
+def test_malformed_environment_variable(dolsot, held_session, variable, value):
+    assert_cli_error(dolsot("--session", held_session, "x = 0", env={variable: value}), 2, variable)
+
+
+def test_toolbox_module_that_does_not_exist(dolsot, held_session):
+    proc = dolsot("--toolbox", "no_such_module_xyz:nm", "--session", held_session, "x = 0")
+    assert_cli_error(proc, 2, "toolbox 'nm'", "No module named 'no_such_module_xyz'")
+
+
+def test_toolbox_that_raises_on_import(dolsot, held_session):
+    proc = dolsot("--toolbox", "broken_tools:bt", "--session", held_session, "x = 0")
+    assert_cli_error(proc, 2, "toolbox 'bt'", "RuntimeError: broken on import")
+
+
+def test_symlinked_cache_dir_is_refused(dolsot, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    proc = dolsot("--session", "s", "x = 1", env={"DOLSOT_CACHE_DIR": str(link)})
+    assert_cli_error(proc, 2, str(link))
+    assert list(real.iterdir()) == []
+
+
+def test_world_writable_cache_dir_is_refused(dolsot, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    proc = dolsot("--session", "s", "x = 1", env={"DOLSOT_CACHE_DIR": str(shared)})
+    assert_cli_error(proc, 2, str(shared), "writable by other users")
+    assert list(shared.iterdir()) == []
+
+
+def test_unusable_cache_dir_is_an_error(dolsot, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = dolsot("--session", "s", "x = 1", env={"DOLSOT_CACHE_DIR": str(blocker / "sessions")})
+    assert_cli_error(proc, 2, str(blocker / "sessions"))
+
+
+@pytest.mark.parametrize("args", [["--list-sessions"], ["--reset", "all"]])
+def test_housekeeping_refuses_a_hostile_cache_dir_too(dolsot, tmp_path, args):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert_cli_error(dolsot(*args, env={"DOLSOT_CACHE_DIR": str(shared)}), 2, str(shared))
+
+
+# --- the AST gate -------------------------------------------------------------
+
+def test_gate_rejects_a_cell_before_it_runs(dolsot, held_session):
+    proc = dolsot("--session", held_session, "--gate", "import os\nx = 0")
+    assert proc.returncode == 1, err(proc)
+    assert "import-denied" in err(proc) and "line 1" in err(proc)
+    assert out(proc) == ""
+
+
+def test_gate_lets_a_harmless_cell_run(dolsot):
+    proc = dolsot("--session", "g", "--gate", "sum(range(10))")
+    assert (proc.returncode, out(proc)) == (0, "45\n"), err(proc)
+
+
+def test_without_the_gate_the_same_cell_runs(dolsot):
+    proc = dolsot("--session", "g", "import os\nos.sep")
+    assert (proc.returncode, out(proc)) == (0, "'/'\n"), err(proc)

@@ -1,0 +1,135 @@
+"""One suite, every backend: what a cell returns must not depend on where it
+ran (the shared cell-execution routine). `backend` (conftest.py) yields an
+InProcessSession and, when available, a Repl, each with the toolbox `tb`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import dolsot
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_trailing_expression_is_the_value(backend):
+    r = backend.run("c", "x = 20\nx + 22")
+    assert (r.ok, r.value, r.stdout, r.error, r.exit_code) == (True, "42", "", None, 0)
+
+
+def test_none_and_statements_give_no_value(backend):
+    assert backend.run("c", "None").value is None
+    assert backend.run("c", "y = 1").value is None
+    assert backend.run("c", "print('p')").value is None
+
+
+def test_state_carries_between_cells(backend):
+    backend.run("c", "def double(v):\n    return 2 * v")
+    assert backend.run("c", "double(21)").value == "42"
+
+
+def test_stdout_is_captured_and_stderr_joins_it(backend):
+    r = backend.run("c", "import sys\nprint('out')\nsys.stderr.write('err\\n')\n7")
+    assert r.stdout == "out\nerr\n"
+    assert r.value == "7"
+
+
+def test_held_lists_names_in_order_without_dunders_or_toolbox(backend):
+    r = backend.run("c", "import os\ndef f(): pass\nx = 1\n__hidden__ = 2")
+    assert r.held == ["os", "f", "x"]
+    assert r.dropped == []
+    assert "session now holds: os, f, x" in r.text
+
+
+def test_syntax_error_is_a_failed_result(backend):
+    r = backend.run("c", "x = = 1")
+    assert (r.ok, r.exit_code) == (False, 1)
+    assert "SyntaxError" in r.error and "^" in r.error and "line 1" in r.error
+    assert "Traceback" not in r.error
+
+
+def test_traceback_holds_only_the_users_frames(backend):
+    r = backend.run("c", "def f():\n    return 1 / 0\nf()")
+    assert (r.ok, r.exit_code) == (False, 1)
+    assert r.error.startswith("Traceback (most recent call last):")
+    assert "return 1 / 0" in r.error
+    assert r.error.rstrip().endswith("ZeroDivisionError: division by zero")
+    assert "dolsot" not in r.error and ".py\"" not in r.error
+
+
+def test_toolbox_call_and_exit_code(backend):
+    assert backend.run("c", "tb.add(2, 3)").value == "5"
+    r = backend.run("c", "tb.find('x')")
+    assert (r.ok, r.exit_code) == (False, 3)
+    assert r.error.rstrip().endswith("ToolError: x not found")
+
+
+def test_system_exit_is_caught_and_the_session_kept(backend):
+    backend.run("c", "kept = 5")
+    r = backend.run("c", "import sys\nsys.exit(4)")
+    assert (r.ok, r.exit_code) == (False, 4)
+    assert backend.run("c", "kept").value == "5"
+    assert backend.run("c", "sys.exit(0)").ok
+
+
+def test_input_raises_eof_at_once(backend):
+    r = backend.run("c", "input('name? ')")
+    assert not r.ok
+    assert r.error.rstrip().endswith("EOFError: EOF when reading a line")
+
+
+def test_huge_output_is_capped_head_and_tail(backend):
+    r = backend.run("c", "for i in range(300000): print(i)")
+    assert r.stdout.startswith("0\n1\n2\n")
+    assert r.stdout.endswith("299998\n299999\n")
+    assert "characters cut" in r.stdout
+    assert len(r.stdout) < 110_000
+
+
+def test_huge_value_repr_is_bounded(backend):
+    r = backend.run("c", "list(range(10_000_000))")
+    assert len(r.value) <= 100_000
+    assert r.value.startswith("[0, 1, 2, 3")
+    assert "list of 10000000 items" in r.value
+
+
+def test_timeout_returns_124_with_partial_output(backend):
+    r = backend.run("t", "print('started', flush=True)\nwhile True:\n    pass", timeout=0.5)
+    assert (r.ok, r.exit_code) == (False, 124)
+    assert "started" in r.stdout
+
+
+def test_session_survives_a_python_loop_timeout(backend):
+    backend.run("t", "kept = 1")
+    assert backend.run("t", "while True:\n    pass", timeout=0.5).exit_code == 124
+    assert backend.run("t", "kept + 1").value == "2"
+
+
+def test_sessions_and_reset(backend):
+    backend.run("one", "a = 1")
+    backend.run("two", "b = 2")
+    ids = {info.id for info in backend.sessions()}
+    assert {"one", "two"} <= ids
+    assert backend.reset("one") == 1
+    assert not backend.run("one", "a").ok
+    assert backend.reset("all") >= 1
+
+
+def test_caller_mistakes_raise_before_running(backend):
+    with pytest.raises(dolsot.InvalidSession):
+        backend.run("bad id!", "1")
+    with pytest.raises(dolsot.InvalidSession):
+        backend.run("c", "   ")
+
+
+def test_arun(backend):
+    async def main():
+        return await backend.arun("c", "6 * 7")
+
+    assert asyncio.run(main()).value == "42"
+
+
+def test_result_text_joins_everything(backend):
+    r = backend.run("c", "print('hi')\n1 + 1")
+    assert r.text == "hi\n2\nsession now holds: nothing"

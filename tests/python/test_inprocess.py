@@ -1,0 +1,191 @@
+"""InProcessSession specifics: live objects by reference, parallel sessions
+on host threads, the cooperative timeout and leaked threads, the gate."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+import dolsot
+from dolsot.inprocess import InProcessSession
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+
+    def bump(self):
+        self.count += 1
+        return self.count
+
+
+def test_injected_objects_are_the_very_objects():
+    counter, conn = Counter(), object()
+    with InProcessSession({"counter": counter, "conn": conn, "m": math}) as s:
+        assert s.run("a", "id(counter)").value == str(id(counter))
+        assert s.run("a", "id(conn)").value == str(id(conn))
+        assert s.run("a", "m is __import__('math')").value == "True"
+        s.run("a", "counter.bump(); counter.bump()")
+        assert counter.count == 2
+        assert s.namespace("a")["counter"] is counter
+
+
+def test_a_str_is_imported_as_a_module_name():
+    with InProcessSession({"m": "math"}) as s:
+        assert s.run("a", "m.sqrt(81)").value == "9.0"
+
+
+def test_namespace_is_the_live_dict():
+    with InProcessSession() as s:
+        ns = s.namespace("n")
+        ns["rows"] = [1, 2]
+        s.run("n", "rows.append(3)\nmade = {'k': 'v'}")
+        assert ns["rows"] == [1, 2, 3]
+        assert s.namespace("n") is ns
+        assert ns["made"] == {"k": "v"}
+
+
+def test_a_generator_lives_across_cells():
+    with InProcessSession() as s:
+        s.run("g", "gen = (i * i for i in range(10))")
+        assert s.run("g", "next(gen)").value == "0"
+        r = s.run("g", "next(gen)")
+        assert (r.value, r.dropped) == ("1", [])
+
+
+def test_bad_inject_raises_invalid_toolbox():
+    with pytest.raises(dolsot.InvalidToolbox):
+        InProcessSession({"x y": 1})
+    with pytest.raises(dolsot.InvalidToolbox):
+        InProcessSession({"m": "dolsot_no_such_module_xyz"})
+    with pytest.raises(dolsot.InvalidToolbox):
+        InProcessSession(["not", "a", "mapping"])  # type: ignore[arg-type]
+
+
+def test_eight_host_threads_on_eight_sessions_never_cross(capsys):
+    results = {}
+
+    def work(n):
+        code = f"import time\nfor i in range(300):\n    print('S{n}', i)\n    time.sleep(0)"
+        results[n] = s.run(f"s{n}", code)
+
+    with InProcessSession() as s:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for i in range(100):
+            print("host", i)  # the host's own prints go to the host's stdout
+        for t in threads:
+            t.join()
+    for n in range(8):
+        assert results[n].stdout == "".join(f"S{n} {i}\n" for i in range(300))
+    out = capsys.readouterr().out
+    assert "host 99\n" in out
+    assert "S0" not in out
+
+
+def test_python_loop_is_stopped_and_the_session_usable():
+    with InProcessSession() as s:
+        s.run("t", "kept = 41")
+        r = s.run("t", "print('before', flush=True)\nwhile True:\n    pass", timeout=0.5)
+        assert (r.ok, r.exit_code, r.stdout) == (False, 124, "before\n")
+        assert r.held == ["kept"]
+        assert s.run("t", "kept + 1").value == "42"
+        assert s.leaked_threads == 0
+
+
+def test_a_cell_stuck_in_c_is_leaked_and_its_session_busy_until_reset():
+    with InProcessSession() as s:
+        r = s.run("z", "import time\ntime.sleep(3600)", timeout=0.5)
+        assert r.exit_code == 124
+        assert s.leaked_threads == 1
+        with pytest.raises(dolsot.SessionBusy):
+            s.run("z", "1")
+        assert s.run("other", "2").value == "2"
+        assert s.reset("z") == 1
+        assert s.run("z", "'time' in globals()").value == "False"
+
+
+def test_gate_findings_reject_the_cell_before_it_runs():
+    def gate(code):
+        return ["line 1: no os.system"] if "system" in code else []
+
+    with InProcessSession(gate=gate) as s:
+        r = s.run("g", "ran = True\nimport os\nos.system('true')")
+        assert (r.ok, r.exit_code) == (False, 1)
+        assert "no os.system" in r.error
+        assert not s.run("g", "ran").ok
+        assert s.run("g", "ok = 1").ok
+
+
+def test_a_gate_that_raises_rejects():
+    def gate(code):
+        raise RuntimeError("policy unavailable")
+
+    with InProcessSession(gate=gate) as s:
+        r = s.run("g", "1")
+        assert not r.ok
+        assert "policy unavailable" in r.error
+
+
+def test_a_non_callable_gate_is_refused():
+    with pytest.raises(dolsot.DolsotError):
+        InProcessSession(gate=42)  # type: ignore[arg-type]
+
+
+def test_configuration_is_validated():
+    with pytest.raises(dolsot.ConfigError):
+        InProcessSession(timeout=-1)
+    with pytest.raises(dolsot.ConfigError):
+        InProcessSession(max_output=-5)
+    with InProcessSession(max_output=50) as s:
+        r = s.run("c", "print('x' * 1000)")
+        assert "characters cut" in r.stdout and len(r.stdout) < 400
+        with pytest.raises(dolsot.DolsotError):
+            s.run("c", "1", timeout=0)
+
+
+def test_lone_surrogate_is_a_failed_result_not_an_exception(session):
+    r = session.run("u", "x = '\ud800'")
+    assert (r.ok, r.exit_code) == (False, 1)
+    assert "UTF-8" in r.error
+
+
+def test_close_is_idempotent_and_refuses_later_cells():
+    s = InProcessSession()
+    s.run("a", "1")
+    s.close()
+    s.close()
+    with pytest.raises(dolsot.DolsotError):
+        s.run("a", "1")
+
+
+def test_sessions_report_live_sessions(session):
+    session.run("one", "1")
+    (info,) = session.sessions()
+    assert (info.id, info.size_bytes) == ("one", 0)
+    assert info.last_used > 0
+
+
+def test_the_sandbox_ast_gate_plugs_in():
+    sandbox = pytest.importorskip("dolsot.sandbox")
+    with InProcessSession(gate=sandbox.check_ast) as s:
+        r = s.run("g", "import os\nos.system('echo hi')")
+        assert (r.ok, r.exit_code) == (False, 1)
+        assert "[import-denied]" in r.error
+        assert s.run("g", "1 + 1").value == "2"
+
+
+def test_arun_and_concurrent_tasks_on_different_sessions():
+    import asyncio
+
+    async def main(s):
+        return await asyncio.gather(*(s.arun(f"a{n}", f"{n} * 2") for n in range(4)))
+
+    with InProcessSession() as s:
+        results = asyncio.run(main(s))
+    assert [r.value for r in results] == ["0", "2", "4", "6"]

@@ -1,0 +1,328 @@
+"""Repl, the forked-worker backend, through Python: state between cells,
+rollback on timeouts and crashes, dropped names, checkpoints and restore,
+threads, branches, gates, Ctrl-C, and no process or fd left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+import dolsot
+from dolsot.repl import Repl
+from dolsot.store import FileStore, MemoryStore
+
+
+@pytest.fixture
+def repl():
+    r = Repl(store=MemoryStore(), typecheck=False, checkpoint="sync")
+    yield r
+    r.close()
+
+
+def test_state_value_stdout_and_held(repl):
+    r = repl.run("s", "x = 20\nprint('hi')\nx + 1")
+    assert (r.ok, r.value, r.stdout, r.exit_code) == (True, "21", "hi\n", 0)
+    r = repl.run("s", "def double(v):\n    return 2 * v\ndouble(x)")
+    assert r.value == "40"
+    assert r.held == ["x", "double"]
+
+
+def test_errors_are_results_not_exceptions(repl):
+    r = repl.run("s", "1/0")
+    assert not r.ok and r.exit_code == 1
+    assert "ZeroDivisionError" in r.error
+    assert repl.run("s", "raise SystemExit(3)").exit_code != 0
+    assert repl.run("s", "input()").error.count("EOFError") == 1
+    assert repl.run("s", "'alive'").value == "'alive'"
+
+
+def test_toolbox_from_host_sys_path_and_its_exit_code(tmp_path, monkeypatch):
+    (tmp_path / "mytools_for_repl.py").write_text(textwrap.dedent("""
+        __all__ = ["add", "ToolError"]
+        class ToolError(Exception):
+            exit_code = 3
+        def add(a, b):
+            return a + b
+        def fail():
+            raise ToolError("not found")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mytools_for_repl
+
+    with Repl({"mt": mytools_for_repl, "js": "json"}, store=MemoryStore(), typecheck=False) as r:
+        res = r.run("t", "mt.add(1, 2), js.dumps(None)")
+        assert res.value == "(3, 'null')"
+        assert res.held == []
+        res = r.run("t", "mt.fail()")
+        assert res.exit_code == 3 and "not found" in res.error
+
+
+def test_caller_mistakes_raise_before_any_code_runs():
+    with Repl(store=MemoryStore(), typecheck=False) as r:
+        with pytest.raises(dolsot.InvalidSession):
+            r.run("bad id!", "1")
+        with pytest.raises(dolsot.InvalidSession):
+            r.run("ok", "  ")
+        assert r.worker_pid == -1
+    with pytest.raises(dolsot.InvalidToolbox):
+        Repl({"x": 42})
+    with Repl({"nope": "dolsot_no_such_module_xyz"}, store=MemoryStore(), typecheck=False) as r:
+        with pytest.raises(dolsot.InvalidToolbox, match="dolsot_no_such_module_xyz"):
+            r.run("s", "1")
+    with pytest.raises(ValueError):
+        Repl(checkpoint="sometimes")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("runaway", ["while True: pass", "import time\ntime.sleep(60)"])
+def test_timeout_returns_124_with_partial_output_and_rolls_back(repl, runaway):
+    repl.run("s", "state = [1, 2, 3]")
+    r = repl.run("s", "print('before', flush=True)\nstate.append(4)\n" + runaway, timeout=1)
+    assert (r.ok, r.exit_code, r.stdout) == (False, 124, "before\n")
+    assert "timeout" in r.error
+    assert repl.run("s", "state").value == "[1, 2, 3]"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("crash", ["import ctypes\nctypes.string_at(0)", "import os\nos._exit(3)"])
+def test_crash_leaves_session_intact(repl, crash):
+    repl.run("s", "kept = {'a': 1}")
+    r = repl.run("s", "kept['a'] = 2\n" + crash)
+    assert not r.ok and r.exit_code == 1
+    assert "rolled back" in r.error
+    assert repl.run("s", "kept").value == "{'a': 1}"
+
+
+def test_live_objects_are_dropped_but_stay_usable(repl):
+    r = repl.run("s", "import socket, threading\ns = socket.socket()\nlock = threading.Lock()\n"
+                      "g = (i for i in range(3))\nkeep = [1]")
+    assert sorted(r.dropped) == ["g", "lock", "s"]
+    r = repl.run("s", "s.fileno() >= 0, lock.acquire(), next(g), keep")
+    assert r.value == "(True, True, 0, [1])"
+
+
+@pytest.mark.timeout(60)
+def test_new_repl_restores_from_store_after_async_checkpoint(tmp_path):
+    store = FileStore(str(tmp_path / "sessions"))
+    with Repl(store=store, typecheck=False) as r:  # checkpoint="async" by default
+        r.run("keep", "def triple(n):\n    return 3 * n\nitems = [1, 2]")
+    with Repl(store=store, typecheck=False) as r:
+        res = r.run("keep", "triple(len(items))")
+        assert res.ok, res.error
+        assert res.value == "6"
+        assert [s.id for s in r.sessions()] == ["keep"]
+        assert r.reset("keep") == 1
+        assert r.sessions() == []
+
+
+@pytest.mark.timeout(60)
+def test_two_sessions_run_in_parallel(repl, tmp_path):
+    fifo = str(tmp_path / "rendezvous")
+    os.mkfifo(fifo)
+    results = {}
+
+    def run(sid, code):
+        results[sid] = repl.run(sid, code, timeout=30)
+
+    # Each cell blocks until the other one opens the fifo: only parallel runs finish.
+    a = threading.Thread(target=run, args=("a", f"open({fifo!r}).read()"))
+    b = threading.Thread(target=run, args=("b", f"f = open({fifo!r}, 'w')\nf.write('x')\nf.close()"))
+    a.start(), b.start()
+    a.join(), b.join()
+    assert results["a"].value == "'x'"
+    assert results["b"].ok
+
+
+@pytest.mark.timeout(60)
+def test_calls_on_one_session_run_in_arrival_order(repl, tmp_path):
+    fifo = str(tmp_path / "gate")
+    os.mkfifo(fifo)
+    repl.run("s", "log = []")
+    first = threading.Thread(
+        target=repl.run, args=("s", f"log.append('a-start')\nopen({fifo!r}).read()\nlog.append('a-end')"))
+    first.start()
+    writer = open(fifo, "w")  # returns once the first cell is running
+    second = threading.Thread(target=repl.run, args=("s", "log.append('b')"))
+    second.start()
+    writer.write("go")
+    writer.close()
+    first.join(), second.join()
+    assert repl.run("s", "log").value == "['a-start', 'a-end', 'b']"
+
+
+def test_arun(repl):
+    async def main():
+        return await asyncio.gather(repl.arun("x", "1 + 1"), repl.arun("y", "2 + 2"))
+
+    assert [r.value for r in asyncio.run(main())] == ["2", "4"]
+
+
+def test_branch_copies_state(repl):
+    repl.run("root", "n = 1")
+    repl.branch("root", "twig")
+    repl.run("twig", "n += 10")
+    assert repl.run("root", "n").value == "1"
+    assert repl.run("twig", "n").value == "11"
+    with pytest.raises(dolsot.InvalidSession):
+        repl.branch("root", "twig")
+
+
+def test_gate_rejects_before_running():
+    def gate(code):
+        return ["line 1: no imports here"] if "import" in code else []
+
+    with Repl(store=MemoryStore(), typecheck=False, gate=gate) as r:
+        res = r.run("s", "import os")
+        assert (res.ok, res.exit_code) == (False, 1)
+        assert "no imports here" in res.error
+        assert r.worker_pid == -1  # nothing ran
+        assert r.run("s", "1 + 1").value == "2"
+
+    def broken(code):
+        raise RuntimeError("gate crashed")
+
+    with Repl(store=MemoryStore(), typecheck=False, gate=broken) as r:
+        res = r.run("s", "1")
+        assert not res.ok and "gate crashed" in res.error
+
+
+def test_bounded_output(repl):
+    with Repl(store=MemoryStore(), typecheck=False, max_output=1000) as r:
+        res = r.run("s", "print('x' * 100000)\nlist(range(10**6))")
+        assert len(res.stdout) < 2000
+        assert len(res.value) <= 1000
+
+
+def _children_of(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_no_process_or_fd_left_after_1000_cells_and_close():
+    fds_before = len(os.listdir("/proc/self/fd"))
+    r = Repl(store=MemoryStore(), typecheck=False)
+    for i in range(1000):
+        assert r.run(f"s{i % 3}", f"v = {i}").ok
+    r.run("s0", "while True: pass", timeout=0.2)
+    worker = r.worker_pid
+    r.close()
+    assert _children_of(os.getpid()) == []
+    assert not os.path.exists(f"/proc/{worker}")
+    assert len(os.listdir("/proc/self/fd")) == fds_before
+
+
+def _wait_gone(pids, timeout):
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            pass
+    try:
+        for fd in fds:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                return False
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+HOST = """
+import os, sys
+sys.path.insert(0, {path!r})
+from dolsot.repl import Repl
+from dolsot.store import MemoryStore
+r = Repl(store=MemoryStore(), typecheck=False)
+res = r.run("s", "import os\\n(os.getpid(), os.getppid())")
+print(r.worker_pid, *eval(res.value), flush=True)
+{tail}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_killed_host_leaves_no_process_behind():
+    path = os.path.dirname(os.path.dirname(dolsot.__file__))
+    host = subprocess.Popen([sys.executable, "-c", HOST.format(path=path, tail="sys.stdin.read()")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in host.stdout.readline().split()]
+    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    host.kill()
+    host.wait()
+    assert _wait_gone(pids, 20)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_interrupts_the_cell_and_keeps_the_session():
+    path = os.path.dirname(os.path.dirname(dolsot.__file__))
+    tail = textwrap.dedent("""
+        r.run("s", "x = 1")
+        try:
+            r.run("s", f"import os, signal\\nx = 2\\nos.kill({os.getpid()}, signal.SIGINT)\\nwhile True: pass")
+        except KeyboardInterrupt:
+            print("interrupted", r.run("s", "x").value, flush=True)
+        r.close()
+    """)
+    out = subprocess.run([sys.executable, "-c", HOST.format(path=path, tail=tail)],
+                         capture_output=True, text=True, timeout=50)
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "interrupted 1", out.stderr
+    assert _wait_gone([int(p) for p in lines[0].split()], 20)
+
+
+class RecordingStore:
+    """A Python store (the SessionStore protocol) that signals each save."""
+
+    def __init__(self):
+        self.blobs = {}
+        self.saved = threading.Event()
+
+    def load(self, sid):
+        return self.blobs.get(sid)
+
+    def save(self, sid, blob):
+        self.blobs[sid] = bytes(blob)
+        self.saved.set()
+
+    def delete(self, sid):
+        if sid == "all":
+            n = len(self.blobs)
+            self.blobs.clear()
+            return n
+        return 1 if self.blobs.pop(sid, None) is not None else 0
+
+    def list(self):
+        return [dolsot.SessionInfo(sid, len(b), 0.0) for sid, b in self.blobs.items()]
+
+
+@pytest.mark.timeout(60)
+def test_async_checkpoint_lands_in_a_python_store_and_reports_dropped():
+    store = RecordingStore()
+    with Repl(store=store, typecheck=False) as r:  # checkpoint="async"
+        r.run("s", "import socket\nsock = socket.socket()\nx = 1")
+        assert store.saved.wait(30)  # written by a forked copy, saved off the caller's thread
+        res = r.run("s", "x")
+        assert res.dropped == ["sock"]
+    with Repl(store=store, typecheck=False) as r:
+        assert r.run("s", "x").value == "1"
+        assert r.run("s", "'sock' in globals()").value == "False"
