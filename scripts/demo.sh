@@ -10,10 +10,16 @@ export PYTHONPATH="$ROOT/examples/toolbox${PYTHONPATH:+:$PYTHONPATH}"
 export DOLSOT_CACHE_DIR="$ROOT/build/demo-sessions"
 
 bold() { printf '\033[1m%s\033[0m\n' "$*"; }
+# Quotes an argument for display the way a person would type it.
+shown() {
+  if [[ "$1" =~ ^[A-Za-z0-9_:./=-]+$ ]]; then printf '%s' "$1"; else printf '"%s"' "${1//\"/\\\"}"; fi
+}
 # Runs one CLI call and shows both streams and the exit code, as an agent sees them.
 agent() {
   local out err code
-  bold "\$ dolsot $(printf '%q ' "$@")"
+  local line="$ dolsot" arg
+  for arg in "$@"; do line+=" $(shown "$arg")"; done
+  bold "$line"
   out="$(mktemp)"; err="$(mktemp)"
   set +e; dolsot "$@" >"$out" 2>"$err"; code=$?; set -e
   [[ -s "$out" ]] && sed 's/^/  stdout| /' "$out"
