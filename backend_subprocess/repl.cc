@@ -59,6 +59,7 @@ struct SessionSlot {
   std::atomic<std::uint64_t> last_used{0};
   std::mutex dropped_mutex;
   std::vector<std::string> last_dropped;  // from the latest async checkpoint
+  std::string last_save_error;            // an async save that failed, not yet reported
 };
 
 class Repl::Impl {
@@ -216,9 +217,17 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
     if (it == slots_.end()) return;  // reset meanwhile: do not resurrect it
     slot = it->second;
   }
-  (void)store_->Save(sid, data.blob);
-  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-  slot->last_dropped = std::move(data.dropped);
+  {
+    // Recorded before the save, so a caller who sees the save has landed also
+    // sees what it could not hold.
+    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    slot->last_dropped = std::move(data.dropped);
+  }
+  Status saved = store_->Save(sid, data.blob);
+  if (!saved.ok()) {  // reported with the session's next Result
+    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    slot->last_save_error = saved.message();
+  }
 }
 
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
@@ -227,16 +236,6 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
   double timeout = run_options.timeout_seconds.value_or(config_.timeout_seconds);
   DOLSOT_RETURN_IF_ERROR(CheckTimeout(timeout, "timeout"));
   DOLSOT_RETURN_IF_ERROR(CheckOpen());
-  if (options_.gate) {
-    GateVerdict verdict = options_.gate(code);
-    if (!verdict.allowed) {
-      Result rejected;
-      rejected.ok = false;
-      rejected.exit_code = kExitFailure;
-      rejected.error = verdict.message;
-      return rejected;
-    }
-  }
   std::string sid(sid_view);
   auto slot = Slot(sid);
   std::lock_guard<FifoMutex> turn(slot->turn);
@@ -253,6 +252,19 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     failed.exit_code = live.code() == ErrorCode::kTimeout ? kExitTimeout : kExitFailure;
     failed.error = "WorkerError: " + live.message();
     return failed;
+  }
+  // The gates run in the host once the session is live (so a rejection can
+  // say what the session holds); no user code has run.
+  if (options_.gate) {
+    GateVerdict verdict = options_.gate(code);
+    if (!verdict.allowed) {
+      Result rejected;
+      rejected.ok = false;
+      rejected.exit_code = kExitFailure;
+      rejected.error = verdict.message.empty() ? "the gate rejected this cell" : verdict.message;
+      rejected.held = slot->live->held();
+      return rejected;
+    }
   }
   if (config_.typecheck) {
     TypeCheckRequest check;
@@ -296,6 +308,13 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     std::set<std::string> held(result.held.begin(), result.held.end());
     for (const auto& name : slot->last_dropped) {
       if (held.count(name)) result.dropped.push_back(name);
+    }
+  }
+  if (options_.checkpoint == CheckpointMode::kAsync) {
+    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    if (!slot->last_save_error.empty()) {
+      AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot->last_save_error);
+      slot->last_save_error.clear();
     }
   }
   if (restored) {

@@ -12,58 +12,6 @@ namespace py = pybind11;
 namespace dolsot::bindings {
 namespace {
 
-// A Python callable held by a C++ std::function: copied and dropped under
-// the GIL whatever thread does it.
-struct PythonCallable {
-  explicit PythonCallable(py::object f) : function(std::move(f)) {}
-  PythonCallable(const PythonCallable& other) {
-    py::gil_scoped_acquire gil;
-    function = other.function;
-  }
-  PythonCallable& operator=(const PythonCallable&) = delete;
-  ~PythonCallable() {
-    if (!Py_IsInitialized()) {
-      function.release();  // too late to drop it
-      return;
-    }
-    py::gil_scoped_acquire gil;
-    function = py::object();
-  }
-  py::object function;
-};
-
-// gate(code) returns findings (empty or None: allowed) or raises (rejected).
-CellGate MakeGate(py::object gate) {
-  auto callable = std::make_shared<PythonCallable>(std::move(gate));
-  return [callable](std::string_view code) -> GateVerdict {
-    py::gil_scoped_acquire gil;
-    GateVerdict verdict;
-    try {
-      py::object findings = callable->function(py::str(code.data(), code.size()));
-      if (findings.is_none()) return verdict;
-      if (!py::isinstance<py::iterable>(findings) || py::isinstance<py::str>(findings)) {
-        if (!py::bool_(findings)) return verdict;
-        verdict.allowed = false;
-        verdict.message = "rejected by the gate: " + py::str(py::repr(findings)).cast<std::string>();
-        return verdict;
-      }
-      std::string message;
-      for (py::handle finding : findings) {
-        if (!message.empty()) message += "\n";
-        message += py::str(finding).cast<std::string>();
-      }
-      if (!message.empty()) {
-        verdict.allowed = false;
-        verdict.message = "rejected by the gate:\n" + message;
-      }
-    } catch (py::error_already_set& e) {  // the gate failed: fail closed
-      verdict.allowed = false;
-      verdict.message = std::string("rejected: the gate raised ") + e.what();
-    }
-    return verdict;
-  };
-}
-
 // The cell's UTF-8 (borrowed from `code`, which outlives the call); a lone
 // surrogate is passed through as invalid UTF-8 (copied into `storage`), which
 // RunCell reports as a failed Result rather than this call raising.
@@ -114,7 +62,7 @@ std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double
     if (!PyCallable_Check(gate.ptr())) {
       ThrowStatus({ErrorCode::kInvalidArgument, "gate must be callable (code -> findings)"});
     }
-    options.gate = MakeGate(std::move(gate));
+    options.gate = GateFromPython(std::move(gate));
   }
   return ValueOrThrow(InProcessSession::Create(std::move(options)));
 }

@@ -13,32 +13,6 @@ namespace py = pybind11;
 namespace dolsot::bindings {
 namespace {
 
-// A Python gate: gate(code) returns findings (None or empty: allowed); any
-// finding, or an exception, rejects the cell. Called from any thread.
-CellGate GateFromPython(py::object gate) {
-  auto shared = std::make_shared<py::object>(std::move(gate));
-  auto holder = std::shared_ptr<py::object>(shared.get(), [shared](py::object*) mutable {
-    py::gil_scoped_acquire acquire;
-    shared.reset();
-  });
-  return [holder](std::string_view code) -> GateVerdict {
-    py::gil_scoped_acquire acquire;
-    try {
-      py::object findings = (*holder)(py::str(code.data(), code.size()));
-      if (findings.is_none()) return {};
-      std::string message;
-      for (py::handle f : findings) {
-        if (!message.empty()) message += "\n";
-        message += py::str(f).cast<std::string>();
-      }
-      if (message.empty()) return {};
-      return {false, "gate: cell rejected\n" + message};
-    } catch (py::error_already_set& e) {
-      return {false, std::string("gate: cell rejected (the gate raised) ") + e.what()};
-    }
-  };
-}
-
 CheckpointMode ParseCheckpointMode(const std::optional<std::string>& mode) {
   if (!mode || *mode == "async") return CheckpointMode::kAsync;
   if (*mode == "sync") return CheckpointMode::kSync;

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "core/cell_gate.h"
 #include "core/session_store.h"
 #include "core/status.h"
 
@@ -21,6 +22,11 @@ void BindRepl(pybind11::module_& m);       // bind_repl.cc: Repl, the worker ent
 // object with load/save/delete/list wrapped (called with the GIL). None: nullptr.
 // Raises ConfigError when the object lacks a method.
 std::shared_ptr<SessionStore> StoreFromPython(pybind11::handle store);
+
+// A CellGate for a Python gate: any callable gate(code) returning findings
+// (empty or None: allowed) or raising (rejected, fail closed); None: no gate.
+// dolsot.sandbox.check_ast and AstGate run as the C++ gate directly.
+CellGate GateFromPython(pybind11::object gate);
 
 // Raises the Python exception class that matches `status` (never returns).
 [[noreturn]] void ThrowStatus(const Status& status);

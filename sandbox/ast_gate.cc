@@ -14,7 +14,8 @@ CellGate MakeAstGate(sandbox::Policy policy) {
     std::vector<sandbox::Finding> findings = sandbox::CheckCell(code, *shared);
     GateVerdict verdict;
     verdict.allowed = findings.empty();
-    verdict.message = sandbox::FormatFindings(findings);
+    // The same header the Python gate adapter uses (bindings/gate_from_python.cc).
+    if (!verdict.allowed) verdict.message = "rejected by the gate:\n" + sandbox::FormatFindings(findings);
     return verdict;
   };
 }

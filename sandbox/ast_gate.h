@@ -1,6 +1,6 @@
 // The AST gate as a core CellGate: what the CLI's --gate and both backends
-// install. A rejected cell's GateVerdict.message lists the findings, one per
-// line: "line 3, col 5: [rule-id] message".
+// install. A rejected cell's GateVerdict.message is "rejected by the gate:"
+// then the findings, one per line: "line 3, col 5: [rule-id] message".
 #pragma once
 
 #include "core/cell_gate.h"

@@ -184,8 +184,8 @@ def test_gate_rejects_before_running():
         res = r.run("s", "import os")
         assert (res.ok, res.exit_code) == (False, 1)
         assert "no imports here" in res.error
-        assert r.worker_pid == -1  # nothing ran
-        assert r.run("s", "1 + 1").value == "2"
+        assert res.held == []  # the rejection says what the session holds
+        assert r.run("s", "'os' in globals()").value == "False"  # the cell had no effect
 
     def broken(code):
         raise RuntimeError("gate crashed")
@@ -326,3 +326,26 @@ def test_async_checkpoint_lands_in_a_python_store_and_reports_dropped():
     with Repl(store=store, typecheck=False) as r:
         assert r.run("s", "x").value == "1"
         assert r.run("s", "'sock' in globals()").value == "False"
+
+
+class FailingStore(RecordingStore):
+    def save(self, sid, blob):
+        self.saved.set()
+        raise OSError("disk full")
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_async_save_is_reported_with_the_next_result():
+    store = FailingStore()
+    with Repl(store=store, typecheck=False) as r:  # checkpoint="async"
+        assert r.run("s", "x = 1").ok
+        assert store.saved.wait(30)
+        res = r.run("s", "x + 1")
+        # The save happens off the caller's thread; its failure is reported on
+        # a later Result once it has been recorded.
+        for _ in range(50):
+            if res.error:
+                break
+            res = r.run("s", "x + 1")
+        assert res.value == "2"
+        assert res.error is not None and "not saved" in res.error and "disk full" in res.error

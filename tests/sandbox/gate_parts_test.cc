@@ -145,6 +145,7 @@ TEST(AstGate, AllowsAndRejectsWithOneFindingPerLine) {
   GateVerdict verdict = gate("import os\neval('1')\n");
   EXPECT_FALSE(verdict.allowed);
   EXPECT_EQ(verdict.message,
+            "rejected by the gate:\n"
             "line 1, col 8: [import-denied] module `os` is not in the allow-list\n"
             "line 2, col 1: [name-denied] name `eval` is denied");
 }
