@@ -115,6 +115,16 @@ Ref ImportAttr(const char* module, const char* attr) {
   return Ref(PyObject_GetAttrString(imported.get(), attr));
 }
 
+// pickle.<attr> from the C accelerator _pickle, which is what pickle exports:
+// importing the pickle module itself (re, functools, ...) costs ~3-15 ms per
+// process, which the CLI pays on every call.
+Ref PicklerAttr(const char* attr) {
+  Ref value = ImportAttr("_pickle", attr);
+  if (value) return value;
+  PyErr_Clear();
+  return ImportAttr("pickle", attr);
+}
+
 // UTF-8 view of a str (borrowed from the object), or nullopt with no error set.
 std::optional<std::string_view> Utf8(PyObject* text) {
   if (!PyUnicode_Check(text)) return std::nullopt;
@@ -265,8 +275,12 @@ class StreamPickler {
 
  private:
   bool Start() {
-    Ref pickler_type = ImportAttr("pickle", "Pickler");
-    Ref namespace_type = ImportAttr("types", "SimpleNamespace");
+    Ref pickler_type = PicklerAttr("Pickler");
+    // types.SimpleNamespace, without importing types: sys.implementation is one.
+    Ref namespace_type(PySys_GetObject("implementation") != nullptr
+                           ? Py_NewRef(reinterpret_cast<PyObject*>(
+                                 Py_TYPE(PySys_GetObject("implementation"))))
+                           : nullptr);
     sink_ = Ref(PyList_New(0));
     Ref append(sink_ ? PyObject_GetAttrString(sink_.get(), "append") : nullptr);
     if (!pickler_type || !namespace_type || !append) return false;
@@ -482,7 +496,7 @@ class Decoder {
     }
     Ref& loads = entry.codec == Codec::kDill ? dill_loads_ : pickle_loads_;
     if (!loads) {
-      loads = ImportAttr(entry.codec == Codec::kDill ? "dill" : "pickle", "loads");
+      loads = entry.codec == Codec::kDill ? ImportAttr("dill", "loads") : PicklerAttr("loads");
       if (!loads) return Ref();
     }
     // A read-only view of the blob: no copy of the payload before unpickling.

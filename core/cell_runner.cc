@@ -134,9 +134,12 @@ std::string ShortExceptionText(PyObject* exc) {
   return out;
 }
 
+void FlushPendingSources();  // below, with the runtime
+
 // traceback.<function>(exc) joined, without its final newline.
 std::string FormatWithTraceback(PyObject* exc, const char* function) {
   Ref module(PyImport_ImportModule("traceback"));
+  FlushPendingSources();  // traceback imported linecache: give it the cells' lines
   Ref lines(module ? PyObject_CallMethod(module.get(), function, "O", exc) : nullptr);
   Ref empty(PyUnicode_FromString(""));
   Ref joined(lines && empty ? PyUnicode_Join(empty.get(), lines.get()) : nullptr);
@@ -354,9 +357,13 @@ PyType_Spec kRouterSpec = {
 struct CellRuntime {
   CellCapture*& (*capture_slot)() = nullptr;  // the thread slot routers read
   PyObject* router_type = nullptr;
-  PyObject* linecache = nullptr;       // linecache.cache
-  PyObject* ast_expr = nullptr;        // ast.Expr
-  PyObject* ast_expression = nullptr;  // ast.Expression
+  // linecache.cache once the linecache module is imported (by a traceback
+  // or by user code); until then the cells' sources wait in pending_sources.
+  // Importing linecache eagerly costs ~10 ms (tokenize, re) per process.
+  PyObject* linecache = nullptr;
+  PyObject* pending_sources = nullptr;  // filename -> linecache entry
+  PyObject* ast_expr = nullptr;        // _ast.Expr (what ast.Expr is)
+  PyObject* ast_expression = nullptr;  // _ast.Expression
   PyObject* compile = nullptr;         // builtins.compile
   PyObject* builtins = nullptr;        // the builtins module
   PyObject* body_name = nullptr;       // "body"
@@ -381,14 +388,15 @@ CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
   auto runtime = std::make_unique<CellRuntime>();
   runtime->capture_slot = &CurrentCaptureSlot;
   runtime->router_type = PyType_FromSpec(&kRouterSpec);
-  runtime->linecache = ImportAttr("linecache", "cache");
-  runtime->ast_expr = ImportAttr("ast", "Expr");
-  runtime->ast_expression = ImportAttr("ast", "Expression");
+  runtime->pending_sources = PyDict_New();
+  // The C module _ast, not ast: same classes, without ast's ~6 ms import.
+  runtime->ast_expr = ImportAttr("_ast", "Expr");
+  runtime->ast_expression = ImportAttr("_ast", "Expression");
   runtime->compile = ImportAttr("builtins", "compile");
   runtime->builtins = PyImport_ImportModule("builtins");
   runtime->body_name = PyUnicode_InternFromString("body");
   runtime->value_name = PyUnicode_InternFromString("value");
-  if (!runtime->router_type || !runtime->linecache || !runtime->ast_expr ||
+  if (!runtime->router_type || !runtime->pending_sources || !runtime->ast_expr ||
       !runtime->ast_expression || !runtime->compile || !runtime->builtins ||
       !runtime->body_name || !runtime->value_name) {
     return nullptr;  // the few references taken are leaked: this never happens in practice
@@ -632,14 +640,46 @@ Result FailedResult(std::string error, int exit_code = kExitFailure) {
   return result;
 }
 
-// Registers the cell's source with linecache so tracebacks show its lines.
+// linecache.cache when the linecache module is loaded (never importing it),
+// after moving the pending sources into it; nullptr otherwise.
+PyObject* LoadedLinecache(CellRuntime* runtime) {
+  if (runtime->linecache != nullptr) return runtime->linecache;
+  Ref name(PyUnicode_FromString("linecache"));
+  Ref module(name ? PyImport_GetModule(name.get()) : nullptr);
+  if (!module) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* cache = PyObject_GetAttrString(module.get(), "cache");
+  if (cache == nullptr || !PyDict_Check(cache) ||
+      PyDict_Update(cache, runtime->pending_sources) < 0) {
+    Py_XDECREF(cache);
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyDict_Clear(runtime->pending_sources);
+  runtime->linecache = cache;
+  return cache;
+}
+
+void FlushPendingSources() {
+  if (CellRuntime* runtime = GetRuntime()) {
+    LoadedLinecache(runtime);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+// Registers the cell's source for linecache so tracebacks show its lines.
 void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view code) {
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
   Ref lines(source ? PyUnicode_Splitlines(source.get(), 1) : nullptr);
   Ref entry(lines ? Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(source.get()), Py_None,
                                   lines.get(), filename)
                   : nullptr);
-  if (!entry || PyDict_SetItem(runtime->linecache, filename, entry.get()) < 0) PyErr_Clear();
+  PyObject* cache = LoadedLinecache(runtime);
+  if (cache == nullptr) cache = runtime->pending_sources;
+  if (!entry || PyDict_SetItem(cache, filename, entry.get()) < 0) PyErr_Clear();
 }
 
 // The compiled cell: the statements, and the trailing expression if any.
