@@ -55,9 +55,9 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.toolboxes = settings.toolboxes;
   options.config.timeout_seconds = settings.timeout_seconds;
   options.checkpoint = CheckpointMode::kSync;
-  // Every cell ends in a durable checkpoint, so a killed cell already goes back
-  // to the state before it without a standby copy (a fork saved per call).
-  options.snapshots = false;
+  // The standby copy costs a fork per call, but a killed cell's Result then
+  // says exactly what the session still holds.
+  options.snapshots = true;
   if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};

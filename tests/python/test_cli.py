@@ -1,8 +1,10 @@
-"""The dolsot command end to end: drives the built binary as a subprocess and
+"""The dolsot command end to end: drives the binary as a subprocess and
 checks every line of its contract (docs/cli.md) and every bad input.
 
-The binary is $DOLSOT_CLI, else <builddir>/cli/dolsot with builddir from
-$DOLSOT_BUILD_DIR or <repo>/build. Each test gets its own DOLSOT_CACHE_DIR.
+The binary is $DOLSOT_CLI, else the installed `dolsot` beside this Python
+(what `pip install .` put on PATH; scripts/test.sh runs that), else
+<builddir>/cli/dolsot with builddir from $DOLSOT_BUILD_DIR or <repo>/build.
+Each test gets its own DOLSOT_CACHE_DIR.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 
@@ -23,6 +26,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 def _find_cli() -> pathlib.Path | None:
     if os.environ.get("DOLSOT_CLI"):
         return pathlib.Path(os.environ["DOLSOT_CLI"])
+    installed = pathlib.Path(sys.executable).parent / "dolsot"  # pip install . put it here
+    if installed.exists():
+        return installed
     build = pathlib.Path(os.environ.get("DOLSOT_BUILD_DIR", REPO / "build"))
     candidate = build / "cli" / "dolsot"
     return candidate if candidate.exists() else None
@@ -418,3 +424,13 @@ def test_gate_lets_a_harmless_cell_run(dolsot):
 def test_without_the_gate_the_same_cell_runs(dolsot):
     proc = dolsot("--session", "g", "import os\nos.sep")
     assert (proc.returncode, out(proc)) == (0, "'/'\n"), err(proc)
+
+
+def test_a_timed_out_cell_reports_what_the_session_still_holds(tmp_path):
+    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0")
+    cli = str(CLI)
+    subprocess.run([cli, "--session", "s", "kept = 1"], env=env, capture_output=True, timeout=60, check=True)
+    out = subprocess.run([cli, "--session", "s", "--timeout", "1", "while True: pass"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 124
+    assert "session now holds: kept" in out.stderr
