@@ -78,10 +78,7 @@ void BindCore(py::module_& m) {
           o.cache_dir = cache_dir;
           o.ttl_days = ttl_days;
           o.timeout_seconds = timeout;
-          if (max_output) {
-            if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
-            o.max_output = static_cast<std::size_t>(*max_output);
-          }
+          o.max_output = MaxOutputArgument(max_output);
           o.typecheck = typecheck;
           o.ty_bin = ty_bin;
           Config c = ValueOrThrow(ResolveConfig(o));

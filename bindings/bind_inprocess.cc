@@ -52,18 +52,10 @@ std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double
   }
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   options.config.timeout_seconds = timeout;
-  if (max_output) {
-    if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
-    options.config.max_output = static_cast<std::size_t>(*max_output);
-  }
+  options.config.max_output = MaxOutputArgument(max_output);
   options.config.typecheck = typecheck;
   options.config.ty_bin = ty_bin;
-  if (!gate.is_none()) {
-    if (!PyCallable_Check(gate.ptr())) {
-      ThrowStatus({ErrorCode::kInvalidArgument, "gate must be callable (code -> findings)"});
-    }
-    options.gate = GateFromPython(std::move(gate));
-  }
+  options.gate = GateFromPython(std::move(gate));
   return ValueOrThrow(InProcessSession::Create(std::move(options)));
 }
 

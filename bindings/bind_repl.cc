@@ -33,18 +33,12 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
   options.store = StoreFromPython(store);
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   options.config.timeout_seconds = timeout;
-  if (max_output) {
-    if (*max_output < 0) ThrowStatus(InvalidArgument("max_output must be >= 0"));
-    options.config.max_output = static_cast<std::size_t>(*max_output);
-  }
+  options.config.max_output = MaxOutputArgument(max_output);
   options.config.typecheck = typecheck;
   options.snapshots = snapshots;
   options.checkpoint = ParseCheckpointMode(checkpoint);
   if (max_live_sessions) options.max_live_sessions = *max_live_sessions;
-  if (!gate.is_none()) {
-    if (!PyCallable_Check(gate.ptr())) ThrowStatus(InvalidArgument("gate must be callable"));
-    options.gate = GateFromPython(gate);
-  }
+  options.gate = GateFromPython(gate);
   options.python_path = std::move(python_path);
   options.worker_command = std::move(worker_command);
   options.worker_environment = std::move(worker_environment);

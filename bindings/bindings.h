@@ -3,7 +3,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "core/cell_gate.h"
 #include "core/session_store.h"
@@ -38,6 +40,14 @@ T ValueOrThrow(StatusOr<T>&& s) {
 }
 inline void ThrowIfError(const Status& s) {
   if (!s.ok()) ThrowStatus(s);
+}
+
+// A max_output argument (characters; 0 = no cap) as the core takes it; a
+// negative value raises ConfigError.
+inline std::optional<std::size_t> MaxOutputArgument(std::optional<long long> max_output) {
+  if (!max_output) return std::nullopt;
+  if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
+  return static_cast<std::size_t>(*max_output);
 }
 
 }  // namespace dolsot::bindings

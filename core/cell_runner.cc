@@ -20,8 +20,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // UTF-8 helpers (byte strings known to be valid UTF-8).
 
-bool IsContinuationByte(unsigned char c) { return IsUtf8ContinuationByte(c); }
-
 // The offset of the first byte that breaks UTF-8 (or is a NUL), or nullopt.
 std::optional<std::size_t> FirstBadByte(std::string_view s, bool* is_nul) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -45,7 +43,7 @@ std::optional<std::size_t> FirstBadByte(std::string_view s, bool* is_nul) {
     else return i;
     if (i + len > n) return i;
     for (std::size_t k = 1; k < len; ++k) {
-      if (!IsContinuationByte(p[i + k])) return i;
+      if (!IsUtf8ContinuationByte(p[i + k])) return i;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
     const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
@@ -470,7 +468,7 @@ bool AppendText(std::string_view text, std::size_t limit, std::string& out) {
     return true;
   }
   std::size_t cut = room;
-  while (cut > 0 && IsContinuationByte(static_cast<unsigned char>(text[cut]))) --cut;
+  while (cut > 0 && IsUtf8ContinuationByte(static_cast<unsigned char>(text[cut]))) --cut;
   out.append(text.substr(0, cut));
   return false;
 }
