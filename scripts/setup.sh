@@ -37,7 +37,7 @@ if ((${#missing[@]})); then
   for spec in "${missing[@]}"; do
     pkg="${spec%%=*}"; ver=""
     [[ "$spec" == *=* ]] && ver="${spec#*=}"
-    if [[ -z "$ver" ]] || apt-cache madison "$pkg" | awk -F' [|] ' '{print $2}' | grep -qxF "$ver"; then
+    if [[ -z "$ver" ]] || apt-cache madison "$pkg" | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF "$ver"; then
       specs+=("$spec")
     elif apt-cache show "$pkg" >/dev/null 2>&1; then
       say "warning: $pkg=$ver is not available on Debian '$codename'; taking the candidate"
