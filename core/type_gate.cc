@@ -995,7 +995,9 @@ struct TyServer::Impl {
   std::string inbox;  // bytes read, not yet a whole message
   long next_id = 1;
   int version = 0;
-  long pending_initialize = 0;  // Launch()ed, initialize not answered yet
+  // Launch()ed: the id of the unanswered `initialize`; -1 when it could not
+  // even be sent (the next FinishInitialize fails).
+  long pending_initialize = 0;
 
   ~Impl() {
     if (getpid() != owner) {  // a forked copy: the server is the parent's
@@ -1043,7 +1045,9 @@ struct TyServer::Impl {
     child = std::make_unique<ChildGroup>(*pid);
     fcntl(channel, F_SETFL, fcntl(channel, F_GETFL) | O_NONBLOCK);
     key = ServerKey(ty, request);
-    return SendInitialize(deadline);
+    Status sent = SendInitialize(deadline);
+    if (!sent.ok()) pending_initialize = -1;
+    return sent;
   }
 
   Status SendInitialize(Clock::time_point deadline) {
@@ -1062,6 +1066,7 @@ struct TyServer::Impl {
   // Waits for the answer to `initialize` and completes the handshake.
   Status FinishInitialize(Clock::time_point deadline) {
     if (pending_initialize == 0) return Status::Ok();
+    if (pending_initialize < 0) return Status(ErrorCode::kUnavailable, "ty server did not start");
     StatusOr<Json> reply = AwaitReply(pending_initialize, "initialize", deadline);
     if (!reply.ok()) return reply.status();
     pending_initialize = 0;
@@ -1259,7 +1264,8 @@ void TyServer::Prefetch(const TypeCheckRequest& request) {
   std::unique_lock<std::timed_mutex> lock(impl_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // a check is running: it keeps the server warm
   if (impl_->child != nullptr && impl_->key == ServerKey(*ty, request)) return;
-  if (!impl_->Launch(*ty, request, deadline).ok()) impl_->Stop();
+  // A server that failed stays until the next Check, which starts it once more.
+  (void)impl_->Launch(*ty, request, deadline);
 }
 
 }  // namespace dolsot
