@@ -49,6 +49,7 @@ def main() -> None:
                         help="the python3 of the baseline (default: the system's /usr/bin/python3)")
     parser.add_argument("--also-python", action="append", default=[],
                         help="another interpreter to time with -c pass, for context (repeatable)")
+    parser.add_argument("--compare-cli", help="another dolsot binary (e.g. main's build), for an A/B row")
     parser.add_argument("--ty", help="the ty binary for the type-gate rows (DOLSOT_TY_BIN)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--markdown", help="also write the table to this file")
@@ -76,6 +77,10 @@ def main() -> None:
         "dolsot --session s \"1+1\"": ([args.cli, "--session", "s", "1+1"], ours_env),
         "dolsot --session h \"1+1\" (holds 3 names)": ([args.cli, "--session", "h", "1+1"], ours_env),
     }
+    if args.compare_cli:
+        compare_env = {**base_env, "DOLSOT_CACHE_DIR": str(work / "compare")}
+        commands["compared dolsot --session s \"1+1\""] = (
+            [str(pathlib.Path(args.compare_cli).resolve()), "--session", "s", "1+1"], compare_env)
     if args.ty:
         gate_env = {**ours_env, "DOLSOT_TYPECHECK": "1", "DOLSOT_TY_BIN": args.ty}
         commands["dolsot --toolbox tbox:tb, gate on, \"1+1\" (ty skipped)"] = (
