@@ -129,10 +129,33 @@ Status FileStore::CheckDirectory() const {
   return Status::Ok();
 }
 
-void FileStore::ReapExpired() {
+void FileStore::MaybeReapExpired() {
+  double now = NowSeconds();
+  if (now < next_reap_.load(std::memory_order_relaxed)) return;
   Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dirfd.valid()) return;
-  int listfd = ::dup(dirfd.get());
+  // Another process sharing the directory may have swept it recently.
+  struct stat st;
+  if (::fstatat(dirfd.get(), kReapMarker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid == ::geteuid()) {
+    double last = MtimeSeconds(st);
+    if (last <= now && now - last < kReapIntervalSeconds) {
+      next_reap_.store(last + kReapIntervalSeconds, std::memory_order_relaxed);
+      return;
+    }
+  }
+  // Claim this sweep before scanning, so that concurrent savers don't all scan.
+  // A marker that is not ours to touch (a symlink, a directory) only costs a
+  // sweep per interval in this process.
+  Fd marker(::openat(dirfd.get(), kReapMarker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+  if (marker.valid()) ::futimens(marker.get(), nullptr);
+  next_reap_.store(now + kReapIntervalSeconds, std::memory_order_relaxed);
+  ReapExpired(dirfd.get());
+}
+
+void FileStore::ReapExpired(int dirfd) {
+  // A descriptor of its own: a dup would share (and leave at the end) dirfd's offset.
+  int listfd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (listfd < 0) return;
   DIR* d = ::fdopendir(listfd);
   if (d == nullptr) {
@@ -140,17 +163,16 @@ void FileStore::ReapExpired() {
     return;
   }
   double now = NowSeconds();
-  double ttl = ttl_days_ * 86400.0;
   while (dirent* e = ::readdir(d)) {
     std::string_view name(e->d_name);
     bool temp = name.size() > 4 && name.front() == '.' && name.substr(name.size() - 4) == ".tmp";
     bool session = name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix;
     if (!temp && !(session && ttl_days_ > 0)) continue;
     struct stat st;
-    if (::fstatat(dirfd.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     double age = now - MtimeSeconds(st);
-    if ((temp && age > kStaleTempSeconds) || (session && age > ttl)) {
-      ::unlinkat(dirfd.get(), e->d_name, 0);
+    if ((temp && age > kStaleTempSeconds) || (session && Expired(MtimeSeconds(st), now))) {
+      ::unlinkat(dirfd, e->d_name, 0);
     }
   }
   ::closedir(d);
@@ -159,7 +181,7 @@ void FileStore::ReapExpired() {
 StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
   DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  ReapExpired();
+  MaybeReapExpired();
   std::string path = dir_ + "/" + FileName(sid);
   Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid()) {
@@ -176,6 +198,10 @@ StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
   }
   if (st.st_uid != ::geteuid()) {
     return Status(ErrorCode::kPermission, "session file " + path + " is owned by another user; refusing to read it");
+  }
+  if (Expired(MtimeSeconds(st), NowSeconds())) {  // not written for ttl_days: gone
+    ::unlink(path.c_str());
+    return std::optional<std::string>();
   }
   std::string blob;
   blob.resize(static_cast<size_t>(st.st_size));
@@ -197,7 +223,7 @@ StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
 Status FileStore::Save(std::string_view sid, std::string_view blob) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
   DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  ReapExpired();
+  MaybeReapExpired();
   Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dirfd.valid()) return Errno("cannot open session directory " + dir_);
   std::string temp = TempName(sid);
@@ -242,9 +268,9 @@ StatusOr<int> FileStore::Delete(std::string_view sid) {
 
 StatusOr<std::vector<SessionInfo>> FileStore::List() {
   DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  ReapExpired();
   Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dirfd.valid()) return Errno("cannot open session directory " + dir_);
+  ReapExpired(dirfd.get());  // a listing scans anyway: it never shows an expired session
   int listfd = ::dup(dirfd.get());
   if (listfd < 0) return Errno("cannot list session directory " + dir_);
   DIR* d = ::fdopendir(listfd);

@@ -6,9 +6,14 @@
 // directory, fsyncs it and renames it over the old one, so a writer killed at
 // any instant leaves the old session or the new one, never a torn one; several
 // processes may share the directory. Files not written for `ttl_days` are
-// reaped on each access (0 disables reaping).
+// expired (0 disables expiry): Load treats an expired file as absent and
+// deletes it, List reaps every expired file it sees, and Load and Save sweep
+// the whole directory at most once per kReapIntervalSeconds, recorded across
+// processes by the mtime of a marker file (.reaped), so a save does not cost a
+// scan of every session in the directory.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -26,16 +31,24 @@ class FileStore final : public SessionStore {
   StatusOr<int> Delete(std::string_view sid) override;
   StatusOr<std::vector<SessionInfo>> List() override;
 
+  // How often Load and Save sweep the directory for expired files.
+  static constexpr double kReapIntervalSeconds = 600;
+  // The marker file whose mtime records the last sweep.
+  static constexpr const char* kReapMarker = ".reaped";
+
   const std::string& directory() const { return dir_; }
   int ttl_days() const { return ttl_days_; }
 
  private:
   FileStore(std::string dir, int ttl_days) : dir_(std::move(dir)), ttl_days_(ttl_days) {}
   Status CheckDirectory() const;  // re-checked on every access
-  void ReapExpired();
+  void MaybeReapExpired();         // a sweep, at most once per interval
+  void ReapExpired(int dirfd);     // the sweep itself
+  bool Expired(double mtime, double now) const { return ttl_days_ > 0 && now - mtime > ttl_days_ * 86400.0; }
 
   std::string dir_;
   int ttl_days_;
+  std::atomic<double> next_reap_{0};  // this process's next sweep, as Unix time
 };
 
 }  // namespace dolsot

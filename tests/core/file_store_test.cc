@@ -251,6 +251,53 @@ TEST_F(FileStoreTest, ReapsTempFilesLeftByKilledWriters) {
   EXPECT_FALSE(fs::exists(temp));
 }
 
+TEST_F(FileStoreTest, LoadTreatsAnExpiredSessionAsAbsentAndDeletesIt) {
+  auto store = OpenStore("sessions", 7);
+  ASSERT_TRUE(store->Save("old", "x").ok());  // also sweeps: the next sweep is not due
+  SetAgeDays(root_ + "/sessions/old.session", 8);
+  auto loaded = store->Load("old");
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_FALSE(fs::exists(root_ + "/sessions/old.session"));
+}
+
+TEST_F(FileStoreTest, SavesSweepTheDirectoryOncePerIntervalAcrossProcesses) {
+  auto store = OpenStore("sessions", 7);
+  ASSERT_TRUE(store->Save("old", "x").ok());
+  std::string marker = root_ + "/sessions/" + FileStore::kReapMarker;
+  ASSERT_TRUE(fs::is_regular_file(marker)) << "the first save records its sweep";
+  SetAgeDays(root_ + "/sessions/old.session", 8);
+  // Within the interval, saving another session does not scan the directory.
+  ASSERT_TRUE(store->Save("other", "y").ok());
+  EXPECT_TRUE(fs::exists(root_ + "/sessions/old.session"));
+  // Another process (a new store) sees the marker and does not sweep either.
+  auto second = OpenStore("sessions", 7);
+  ASSERT_TRUE(second->Save("third", "z").ok());
+  EXPECT_TRUE(fs::exists(root_ + "/sessions/old.session"));
+  // Once the marker is older than the interval, the next process to save sweeps.
+  SetAgeDays(marker, 1);
+  auto third = OpenStore("sessions", 7);
+  ASSERT_TRUE(third->Save("fourth", "w").ok());
+  EXPECT_FALSE(fs::exists(root_ + "/sessions/old.session"));
+  EXPECT_TRUE(fs::exists(root_ + "/sessions/other.session"));
+  // A listing never shows an expired session, whatever the marker says.
+  ASSERT_TRUE(third->Save("stale", "v").ok());
+  SetAgeDays(root_ + "/sessions/stale.session", 9);
+  auto listed = third->List();
+  ASSERT_TRUE(listed.ok());
+  for (const auto& info : *listed) EXPECT_NE(info.id, "stale");
+  EXPECT_EQ(listed->size(), 3u);  // other, third and fourth
+}
+
+TEST_F(FileStoreTest, DoesNotFollowASymlinkedSweepMarker) {
+  auto store = OpenStore("sessions", 7);
+  std::string target = root_ + "/elsewhere";
+  ASSERT_EQ(::symlink(target.c_str(), (root_ + "/sessions/" + FileStore::kReapMarker).c_str()), 0);
+  ASSERT_TRUE(store->Save("s", "x").ok());
+  EXPECT_FALSE(fs::exists(target)) << "the marker symlink was followed";
+  EXPECT_EQ(**store->Load("s"), "x");
+}
+
 TEST_F(FileStoreTest, IgnoresForeignFilesInTheDirectory) {
   auto store = OpenStore();
   { FILE* f = std::fopen((root_ + "/sessions/notes.txt").c_str(), "w"); std::fclose(f); }

@@ -43,6 +43,18 @@ def test_cli_and_worker_are_on_path_beside_the_interpreter():
     assert out.returncode == 0 and dolsot.__version__ in out.stdout
 
 
+@needs_install
+def test_installed_cli_runs_cells_in_the_interpreter_it_was_built_against(tmp_path):
+    # The installed worker must load its own libpython, not the first one the
+    # system's loader finds (a Debian libpython of another patch release).
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0")
+    out = subprocess.run([str(bindir / "dolsot"), "--session", "v", "import sys; print(sys.version)"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == sys.version
+
+
 def test_public_surface():
     for name in ("Repl", "InProcessSession", "Result", "SessionInfo", "DolsotError",
                  "InvalidSession", "InvalidToolbox", "Backend"):
