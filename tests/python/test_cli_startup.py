@@ -122,3 +122,12 @@ def test_nothing_a_cell_started_outlives_the_call(dolsot, tmp_path):
     for pid in pids:
         # Killed and reaped before the CLI exited: no process, not even a zombie.
         assert not pathlib.Path(f"/proc/{pid}").exists(), pid
+
+
+def test_functools_is_whole_after_a_restore(dolsot):
+    # The worker loads _pickle with a stand-in functools that it takes back.
+    assert dolsot("--session", "s", "x = [1]").returncode == 0
+    proc = dolsot("--session", "s", "import functools, sys\n"
+                  "(functools.reduce(lambda a, b: a + b, x + [2]), functools.partial(max, 0)(5),\n"
+                  " sys.modules['functools'] is functools, hasattr(functools, 'lru_cache'))")
+    assert (proc.returncode, out(proc)) == (0, "(3, 5, True, True)\n"), err(proc)
