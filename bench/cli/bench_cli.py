@@ -22,6 +22,7 @@ import argparse
 import os
 import pathlib
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,13 +31,22 @@ import tempfile
 import time
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the whole process tree:
+    every process the command started was reaped by the time it exits, so the
+    children's rusage grows by exactly that (and is less sensitive to load)."""
+    cpu_before = children_cpu()
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{argv} failed ({proc.returncode}): {proc.stderr.decode()}")
-    return elapsed
+    return elapsed, children_cpu() - cpu_before
 
 
 def main() -> None:
@@ -87,6 +97,10 @@ def main() -> None:
             [args.cli, "--toolbox", "tbox:tb", "--session", "g", "1+1"], gate_env)
         commands["dolsot --toolbox tbox:tb, gate on, \"tb.twice(2)\" (ty runs)"] = (
             [args.cli, "--toolbox", "tbox:tb", "--session", "g", "tb.twice(2)"], gate_env)
+        if args.compare_cli:
+            commands["compared dolsot --toolbox tbox:tb, gate on, \"1+1\""] = (
+                [str(pathlib.Path(args.compare_cli).resolve()), "--toolbox", "tbox:tb", "--session",
+                 "g", "1+1"], {**gate_env, "DOLSOT_CACHE_DIR": str(work / "compare")})
     if args.peer:
         commands["dolsot 0.4.2 --session s \"1+1\""] = ([args.peer, "--session", "s", "1+1"], peer_env)
     if args.numpy_site:
@@ -104,28 +118,34 @@ def main() -> None:
 
     names = list(commands)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(args.rounds):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             argv, env = commands[name]
-            samples[name].append(timed(argv, env, str(work)))
+            wall, used = timed(argv, env, str(work))
+            samples[name].append(wall)
+            cpu[name].append(used)
 
     load_after = os.getloadavg()[0]
     baseline = statistics.median(samples["python3 -c pass"])
+    cpu_baseline = statistics.median(cpu["python3 -c pass"])
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
         f"baseline `python3 -c pass` is {args.python}; "
         f"{args.rounds} rounds, interleaved; load average {load_before:.1f} before, "
         f"{load_after:.1f} after.",
         "",
-        "| command | median ms | p90 ms | x python3 -c pass |",
-        "|---|---:|---:|---:|",
+        "| command | median ms | p90 ms | x python3 -c pass | CPU ms (tree) | CPU x |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name in names:
         values = sorted(samples[name])
         median = statistics.median(values)
         p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
-        lines.append(f"| `{name}` | {median * 1000:.1f} | {p90 * 1000:.1f} | {median / baseline:.2f} |")
+        used = statistics.median(cpu[name])
+        lines.append(f"| `{name}` | {median * 1000:.1f} | {p90 * 1000:.1f} | {median / baseline:.2f} "
+                     f"| {used * 1000:.1f} | {used / cpu_baseline:.2f} |")
     table = "\n".join(lines)
     print(table)
     if args.markdown:
