@@ -115,11 +115,39 @@ Ref ImportAttr(const char* module, const char* attr) {
   return Ref(PyObject_GetAttrString(imported.get(), attr));
 }
 
+// `import _pickle`. Loading it imports functools (with collections, types,
+// operator, ...: several ms per process, paid by every CLI call) only to keep
+// functools.partial, which is _functools.partial. While _pickle loads, a
+// stand-in `functools` module holding just that is lent to sys.modules, then
+// taken back, so a later `import functools` gets the real module.
+Ref ImportCPickle() {
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  bool lend = PyDict_GetItemString(modules, "_pickle") == nullptr &&
+              PyDict_GetItemString(modules, "functools") == nullptr;
+  Ref stand_in;
+  if (lend) {
+    Ref partial = ImportAttr("_functools", "partial");
+    stand_in = Ref(partial ? PyModule_New("functools") : nullptr);
+    lend = stand_in && PyObject_SetAttrString(stand_in.get(), "partial", partial.get()) == 0 &&
+           PyDict_SetItemString(modules, "functools", stand_in.get()) == 0;
+    if (!lend) PyErr_Clear();  // import _pickle the ordinary way
+  }
+  Ref imported(PyImport_ImportModule("_pickle"));
+  if (lend && PyDict_GetItemString(modules, "functools") == stand_in.get()) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyDict_DelItemString(modules, "functools") != 0) PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+  }
+  return imported;
+}
+
 // pickle.<attr> from the C accelerator _pickle, which is what pickle exports:
 // importing the pickle module itself (re, functools, ...) costs ~3-15 ms per
 // process, which the CLI pays on every call.
 Ref PicklerAttr(const char* attr) {
-  Ref value = ImportAttr("_pickle", attr);
+  Ref module = ImportCPickle();
+  Ref value(module ? PyObject_GetAttrString(module.get(), attr) : nullptr);
   if (value) return value;
   PyErr_Clear();
   return ImportAttr("pickle", attr);

@@ -101,6 +101,7 @@ StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel
   session->held_ = loaded.restored;
   if (report != nullptr) *report = std::move(loaded);
   session->runner_pending_ = session->snapshots_;
+  session->restored_no_cell_ = !session->snapshots_;
   return session;
 }
 
@@ -221,6 +222,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
     if (frame->fd && on_channel) on_channel(std::move(frame->fd));  // async checkpoint
     held_ = outcome.result.held;
+    restored_no_cell_ = false;
     if (snapshots_) {
       // The runner now holds the state: it is the new standby (and is forking
       // a new runner); the old standby is no longer needed.
@@ -259,12 +261,15 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
       runner_pending_ = true;
     }
   }
+  // Restored and no cell yet: the checkpoint it goes back to is the state
+  // before this cell.
+  bool as_before = rolled_back || restored_no_cell_;
   if (!rolled_back) {
     Kill();
     outcome.session_lost = true;
-    held_.clear();
+    if (!restored_no_cell_) held_.clear();
   }
-  std::string after = rolled_back
+  std::string after = as_before
                           ? "the session was rolled back to its state before this cell"
                           : "the session goes back to its last checkpoint";
   if (timed_out) {

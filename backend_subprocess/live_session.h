@@ -99,6 +99,11 @@ class LiveSession {
   ProcessChannel standby_;  // rollback on: the parent of the runner
   ProcessChannel runner_;
   bool runner_pending_ = false;      // a kRunner frame is due on standby_
+  // Rollback off, restored by Start() and no cell has run yet: the process
+  // holds exactly the checkpoint it restored, so a killed first cell leaves
+  // the session as before it (restored from that checkpoint next time) and
+  // held_ stays right. The CLI relies on this to skip the standby fork.
+  bool restored_no_cell_ = false;
   std::vector<std::string> held_;
 };
 

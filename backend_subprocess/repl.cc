@@ -100,6 +100,18 @@ class Repl::Impl {
     return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd)); };
   }
   void SaveAsync(const std::string& sid, CheckpointData data);
+  // The type gate's request for `code` (session_names left to the caller).
+  TypeCheckRequest TypeCheck(std::string_view code, Clock::time_point deadline) const {
+    TypeCheckRequest check;
+    check.code = code;
+    check.toolboxes = options_.toolboxes;
+    check.ty_bin = config_.ty_bin;
+    check.python_path =
+        options_.python_path.empty() ? options_.typecheck_path : options_.python_path;
+    check.python_executable = options_.python_executable;
+    check.deadline = deadline;
+    return check;
+  }
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -244,6 +256,8 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
 
   LoadReport report;
   bool restored = !slot->live;
+  // ty's start-up overlaps the restore.
+  if (config_.typecheck && restored) ty_server_.Prefetch(TypeCheck(code, *deadline));
   Status live = EnsureLive(sid, *slot, deadline, &report);
   if (!live.ok()) {
     if (live.code() == ErrorCode::kInvalidToolbox) return live;
@@ -267,14 +281,8 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     }
   }
   if (config_.typecheck) {
-    TypeCheckRequest check;
-    check.code = code;
-    check.toolboxes = options_.toolboxes;
+    TypeCheckRequest check = TypeCheck(code, *deadline);
     check.session_names = slot->live->held();
-    check.ty_bin = config_.ty_bin;
-    check.python_path = options_.python_path;
-    check.python_executable = options_.python_executable;
-    check.deadline = *deadline;
     TypeCheckOutcome outcome = ty_server_.Check(check);
     if (outcome.ran && !outcome.diagnostics.empty()) {
       Result rejected;

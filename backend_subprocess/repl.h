@@ -52,6 +52,9 @@ struct ReplOptions {
   // The interpreter the type gate resolves toolbox imports against (a
   // Python host passes sys.executable); empty: ty's own discovery.
   std::string python_executable;
+  // Where the type gate finds toolbox modules when python_path is empty (the
+  // CLI passes its cwd and PYTHONPATH: what the worker's sys.path starts with).
+  std::vector<std::string> typecheck_path;
   // Extra "NAME=value" environment entries for the worker process.
   std::vector<std::string> worker_environment;
 };

@@ -10,8 +10,16 @@
 #define DOLSOT_CLI_HAS_AST_GATE 1
 #endif
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
 #ifndef DOLSOT_BUILD_TREE_WORKER
 #define DOLSOT_BUILD_TREE_WORKER ""
+#endif
+#ifndef DOLSOT_BUILD_PYTHON_EXECUTABLE
+#define DOLSOT_BUILD_PYTHON_EXECUTABLE ""
 #endif
 
 namespace dolsot::cli {
@@ -28,6 +36,33 @@ Status AttachGate(ReplOptions& options) {
   (void)options;
   return InvalidArgument("--gate is not available: this dolsot was built without the AST gate");
 #endif
+}
+
+// The interpreter the worker at `worker` embeds, as dolsot-worker picks it: a
+// python3/python beside it (a venv's bin/), else the one the project was
+// built with; "" when neither exists (ty then discovers one itself).
+std::string WorkerPython(const std::string& worker) {
+  std::string dir = worker.substr(0, worker.rfind('/') + 1);
+  for (const char* name : {"python3", "python"}) {
+    std::string candidate = dir + name;
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  std::string built = DOLSOT_BUILD_PYTHON_EXECUTABLE;
+  if (!built.empty() && ::access(built.c_str(), X_OK) == 0) return built;
+  return "";
+}
+
+// Where the worker's sys.path starts: the cwd ("") and PYTHONPATH's entries.
+// The type gate looks for toolbox modules there.
+std::vector<std::string> TypecheckPath() {
+  std::vector<std::string> path{""};
+  if (const char* env = std::getenv("PYTHONPATH")) {
+    std::istringstream entries(env);
+    for (std::string entry; std::getline(entries, entry, ':');) {
+      if (!entry.empty()) path.push_back(entry);
+    }
+  }
+  return path;
 }
 
 // The Repl, with Ctrl-C / SIGTERM stopping a running cell (cli/interrupt.h).
@@ -55,12 +90,16 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.toolboxes = settings.toolboxes;
   options.config.timeout_seconds = settings.timeout_seconds;
   options.checkpoint = CheckpointMode::kSync;
-  // The standby copy costs a fork per call, but a killed cell's Result then
-  // says exactly what the session still holds.
-  options.snapshots = true;
+  // No standby copy (a fork per call): the one cell of a call runs in a
+  // session just restored from the store, so a killed cell goes back to that
+  // checkpoint, which is its state before the cell, and the Result still
+  // says exactly what the session holds (LiveSession: restored, no cell yet).
+  options.snapshots = false;
   if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
+  options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
+    options.python_executable = WorkerPython(*worker);
   }
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();

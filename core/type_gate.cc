@@ -39,6 +39,17 @@ constexpr std::size_t kMaxTyOutput = 8u << 20;  // more than this: ty misbehaves
 constexpr const char* kCellFile = "cell.py";
 constexpr const char* kAnyAlias = "_dolsot_Any_";
 
+// sys.stdlib_module_names of the interpreter the worker embeds (the one the
+// project is built with), comma-separated; written at configure time by
+// core/CMakeLists.txt. Empty: unknown, and the skip rule below never applies.
+constexpr std::string_view kStdlibModuleNames =
+#if __has_include("stdlib_module_names.inc")
+#include "stdlib_module_names.inc"
+#else
+    ""
+#endif
+    ;
+
 // ty rules about the arguments of a call; only these (and a toolbox's missing
 // attributes) can reject a cell. Everything else ty says is ignored, so code
 // ty cannot follow never causes a false rejection.
@@ -134,9 +145,12 @@ class TempProject {
     return std::unique_ptr<TempProject>(new TempProject(pattern));
   }
   ~TempProject() {
+    if (dir_.empty()) return;  // disowned
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
+  // Leaves the directory in place (it belongs to another process).
+  void Disown() { dir_.clear(); }
   TempProject(const TempProject&) = delete;
   TempProject& operator=(const TempProject&) = delete;
 
@@ -194,6 +208,8 @@ class ChildGroup {
   ChildGroup& operator=(const ChildGroup&) = delete;
 
   void KillGroup() const { kill(-pid_, SIGKILL); }
+  // Forgets the child without killing it (it belongs to another process).
+  void Disown() { pid_ = -1; }
   // Waits for the child; returns its wait status.
   int Reap() {
     int status = 0;
@@ -584,10 +600,65 @@ Clock::time_point EffectiveDeadline(Clock::time_point deadline) {
   return deadline;
 }
 
+bool IsNameChar(unsigned char c) { return std::isalnum(c) || c == '_'; }
+
+// True when `word` occurs in `code` as a whole name (not inside a longer one).
+bool ContainsName(std::string_view code, std::string_view word) {
+  for (std::size_t at = code.find(word); at != std::string_view::npos;
+       at = code.find(word, at + 1)) {
+    bool left_ok = at == 0 || !IsNameChar(static_cast<unsigned char>(code[at - 1]));
+    std::size_t end = at + word.size();
+    bool right_ok = end >= code.size() || !IsNameChar(static_cast<unsigned char>(code[end]));
+    if (left_ok && right_ok) return true;
+  }
+  return false;
+}
+
+// True when the top-level package of `module` is a standard-library module,
+// one of typeshed's stdlib-only stubs or a directory in the stub paths ty
+// reports ("stdlib/builtins.pyi", "vendored://stdlib/..."): then
+// FileBelongsTo could tie a builtin's diagnostic to the toolbox. Also true
+// when the stdlib's names are unknown.
+bool MayShareAStdlibName(const std::string& module) {
+  if (kStdlibModuleNames.empty()) return true;
+  std::string_view top = std::string_view(module).substr(0, module.find('.'));
+  for (std::string_view stub : {"_typeshed", "typing_extensions", "mypy_extensions", "stdlib",
+                                "vendored", "typeshed"}) {
+    if (top == stub) return true;
+  }
+  std::string_view names = kStdlibModuleNames;
+  for (std::size_t start = 0; start <= names.size();) {
+    std::size_t comma = names.find(',', start);
+    if (names.substr(start, comma - start) == top) return true;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return false;
+}
+
+// True when ty cannot have anything to say about a toolbox in this cell, so
+// running it would only cost its start-up: the cell is pure ASCII (so no
+// NFKC-equivalent spelling of an alias), never says `import` (nor
+// __import__, importlib), names no toolbox alias, and no toolbox module
+// shares a name with the standard library (whose stubs a cell reaches
+// through builtins without importing anything). Every other name in the
+// cell is either a builtin or a session name, which the prelude types as Any.
+bool CannotReachAToolbox(const TypeCheckRequest& request) {
+  for (unsigned char c : request.code) {
+    if (c >= 0x80) return false;
+  }
+  if (request.code.find("import") != std::string_view::npos) return false;
+  for (const auto& [alias, module] : request.toolboxes) {
+    if (ContainsName(request.code, alias) || MayShareAStdlibName(module)) return false;
+  }
+  return true;
+}
+
 // The cases where ty is not run at all; nullopt when it should run.
 std::optional<TypeCheckOutcome> SkipReason(const TypeCheckRequest& request,
                                            Clock::time_point deadline) {
   if (request.toolboxes.empty()) return FailOpen("no toolbox to check against");
+  if (CannotReachAToolbox(request)) return FailOpen("the cell cannot reach a toolbox; not checked");
   if (HasFutureImport(request.code)) return FailOpen("cell has a __future__ import; not checked");
   if (Clock::now() >= deadline) return FailOpen("the cell's deadline passed before ty ran");
   return std::nullopt;
@@ -924,8 +995,17 @@ struct TyServer::Impl {
   std::string inbox;  // bytes read, not yet a whole message
   long next_id = 1;
   int version = 0;
+  // Launch()ed: the id of the unanswered `initialize`; -1 when it could not
+  // even be sent (the next FinishInitialize fails).
+  long pending_initialize = 0;
 
-  ~Impl() { Stop(); }
+  ~Impl() {
+    if (getpid() != owner) {  // a forked copy: the server is the parent's
+      if (child) child->Disown();
+      if (workspace) workspace->Disown();
+    }
+    Stop();
+  }
 
   std::string CellPath() const { return workspace ? workspace->PathOf(kCellFile) : ""; }
 
@@ -937,10 +1017,18 @@ struct TyServer::Impl {
     key.clear();
     inbox.clear();
     version = 0;
+    pending_initialize = 0;
   }
 
   Status Start(const std::string& ty, const TypeCheckRequest& request,
                Clock::time_point deadline) {
+    DOLSOT_RETURN_IF_ERROR(Launch(ty, request, deadline));
+    return FinishInitialize(deadline);
+  }
+
+  // Spawns the server and sends `initialize`, without waiting for its answer.
+  Status Launch(const std::string& ty, const TypeCheckRequest& request,
+                Clock::time_point deadline) {
     Stop();
     auto project = TempProject::Create();
     if (!project.ok()) return project.status();
@@ -957,18 +1045,31 @@ struct TyServer::Impl {
     child = std::make_unique<ChildGroup>(*pid);
     fcntl(channel, F_SETFL, fcntl(channel, F_GETFL) | O_NONBLOCK);
     key = ServerKey(ty, request);
-    return Initialize(deadline);
+    Status sent = SendInitialize(deadline);
+    if (!sent.ok()) pending_initialize = -1;
+    return sent;
   }
 
-  Status Initialize(Clock::time_point deadline) {
+  Status SendInitialize(Clock::time_point deadline) {
     std::string root = FileUri(workspace->dir());
     std::string params =
         "{\"processId\":" + std::to_string(getpid()) + ",\"rootUri\":" + JsonQuote(root) +
         ",\"workspaceFolders\":[{\"uri\":" + JsonQuote(root) + ",\"name\":\"dolsot\"}]" +
         ",\"capabilities\":{\"general\":{\"positionEncodings\":[\"utf-32\",\"utf-16\"]}," +
         "\"textDocument\":{\"diagnostic\":{},\"publishDiagnostics\":{\"relatedInformation\":true}}}}";
-    StatusOr<Json> reply = Call("initialize", params, deadline);
+    StatusOr<long> id = Request("initialize", params, deadline);
+    if (!id.ok()) return id.status();
+    pending_initialize = *id;
+    return Status::Ok();
+  }
+
+  // Waits for the answer to `initialize` and completes the handshake.
+  Status FinishInitialize(Clock::time_point deadline) {
+    if (pending_initialize == 0) return Status::Ok();
+    if (pending_initialize < 0) return Status(ErrorCode::kUnavailable, "ty server did not start");
+    StatusOr<Json> reply = AwaitReply(pending_initialize, "initialize", deadline);
     if (!reply.ok()) return reply.status();
+    pending_initialize = 0;
     return Notify("initialized", "{}", deadline);
   }
 
@@ -1046,14 +1147,27 @@ struct TyServer::Impl {
                 deadline);
   }
 
-  // Sends a request and returns its result, answering (with null) any
-  // request the server makes meanwhile and skipping its notifications.
+  // Sends a request and returns its result (AwaitReply).
   StatusOr<Json> Call(const std::string& method, const std::string& params,
                       Clock::time_point deadline) {
+    StatusOr<long> id = Request(method, params, deadline);
+    if (!id.ok()) return id.status();
+    return AwaitReply(*id, method, deadline);
+  }
+
+  // Sends a request; returns its id.
+  StatusOr<long> Request(const std::string& method, const std::string& params,
+                         Clock::time_point deadline) {
     long id = next_id++;
     DOLSOT_RETURN_IF_ERROR(Send("{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(id) +
                                     ",\"method\":" + JsonQuote(method) + ",\"params\":" + params + "}",
                                 deadline));
+    return id;
+  }
+
+  // The result of request `id`, answering (with null) any request the server
+  // makes meanwhile and skipping its notifications.
+  StatusOr<Json> AwaitReply(long id, const std::string& method, Clock::time_point deadline) {
     while (true) {
       StatusOr<Json> message = Receive(deadline);
       if (!message.ok()) return message.status();
@@ -1124,6 +1238,13 @@ TypeCheckOutcome TyServer::Check(const TypeCheckRequest& request) {
       impl_->Stop();
       return FailOpen("ty server: " + started.message());
     }
+  } else if (impl_->pending_initialize != 0 && !impl_->FinishInitialize(deadline).ok()) {
+    // The prefetched server failed: start it once more, as without Prefetch.
+    Status started = impl_->Start(*ty, request, deadline);
+    if (!started.ok()) {
+      impl_->Stop();
+      return FailOpen("ty server: " + started.message());
+    }
   }
   Prelude prelude = BuildPrelude(request);
   auto raw = impl_->Diagnose(CheckedSource(prelude, request.code), deadline);
@@ -1132,6 +1253,19 @@ TypeCheckOutcome TyServer::Check(const TypeCheckRequest& request) {
     return FailOpen("ty server: " + raw.status().message());
   }
   return Collect(*raw, request, prelude, impl_->CellPath());
+}
+
+void TyServer::Prefetch(const TypeCheckRequest& request) {
+  if (getpid() != impl_->owner) return;
+  Clock::time_point deadline = EffectiveDeadline(request.deadline);
+  if (SkipReason(request, deadline)) return;
+  StatusOr<std::string> ty = ResolveBinary(request.ty_bin);
+  if (!ty.ok()) return;  // Check says why
+  std::unique_lock<std::timed_mutex> lock(impl_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // a check is running: it keeps the server warm
+  if (impl_->child != nullptr && impl_->key == ServerKey(*ty, request)) return;
+  // A server that failed stays until the next Check, which starts it once more.
+  (void)impl_->Launch(*ty, request, deadline);
 }
 
 }  // namespace dolsot

@@ -52,7 +52,9 @@ TypeCheckOutcome TypeCheckCell(const TypeCheckRequest& request);
 // (that call fails open). Called in another process than the one that
 // created it (a fork), it runs TypeCheckCell instead. Thread-safe: one check
 // at a time; waiting for the server counts against request.deadline.
-// Non-copyable; the destructor kills ty's process group and reaps it.
+// Non-copyable; the destructor kills ty's process group and reaps it (only
+// in the process that started it: a forked copy leaves the server and its
+// workspace to their owner).
 class TyServer {
  public:
   TyServer();
@@ -61,6 +63,12 @@ class TyServer {
   TyServer& operator=(const TyServer&) = delete;
 
   TypeCheckOutcome Check(const TypeCheckRequest& request);
+  // Starts the server Check(request) will need, without waiting for it, so
+  // ty's start-up overlaps the caller's other work (a session restore); the
+  // next Check finishes the handshake (and, if that fails, starts ty once
+  // more). Does nothing when a check would be skipped, the right server is
+  // already up, or a check is running. Never blocks on ty.
+  void Prefetch(const TypeCheckRequest& request);
 
  private:
   struct Impl;

@@ -10,9 +10,10 @@
 namespace dolsot {
 namespace {
 
-std::unique_ptr<Repl> MakeRepl(bool snapshots, CheckpointMode mode = CheckpointMode::kSync) {
+std::unique_ptr<Repl> MakeRepl(bool snapshots, CheckpointMode mode = CheckpointMode::kSync,
+                               std::shared_ptr<SessionStore> store = nullptr) {
   ReplOptions options;
-  options.store = std::make_shared<MemoryStore>();
+  options.store = store ? std::move(store) : std::make_shared<MemoryStore>();
   options.snapshots = snapshots;
   options.checkpoint = mode;
   options.config.typecheck = false;
@@ -106,6 +107,35 @@ TEST(RollbackOff, WithoutCheckpointsAKilledSessionStartsEmpty) {
   auto repl = MakeRepl(false, CheckpointMode::kOff);
   MustRun(*repl, "s", "x = 1");
   EXPECT_EQ(MustRun(*repl, "s", "import os\nos._exit(0)").exit_code, kExitFailure);
+  EXPECT_EQ(MustRun(*repl, "s", "'x' in globals()").value, "False");
+}
+
+// The CLI's case: rollback off, one cell in a session just restored. The
+// checkpoint it goes back to is its state before the cell, so the Result says
+// the session still holds the restored names.
+TEST(RollbackOff, AKilledFirstCellAfterARestoreKeepsWhatWasRestored) {
+  auto store = std::make_shared<MemoryStore>();
+  MustRun(*MakeRepl(false, CheckpointMode::kSync, store), "s", "kept = 1");
+  for (const char* code : {"kept = 2\nwhile True: pass", "kept = 2\nimport os\nos._exit(3)"}) {
+    auto repl = MakeRepl(false, CheckpointMode::kSync, store);
+    Result r = MustRun(*repl, "s", code, 0.5);
+    EXPECT_NE(r.exit_code, 0) << code;
+    EXPECT_EQ(r.held, std::vector<std::string>{"kept"}) << code;
+    ASSERT_TRUE(r.error.has_value());
+    EXPECT_NE(r.error->find("state before this cell"), std::string::npos) << *r.error;
+    EXPECT_EQ(MustRun(*repl, "s", "kept").value, "1");
+    // Not the first cell any more: a kill goes back to the last checkpoint.
+    r = MustRun(*repl, "s", "while True: pass", 0.5);
+    EXPECT_EQ(r.exit_code, kExitTimeout);
+    EXPECT_NE(r.error.value_or("").find("last checkpoint"), std::string::npos);
+  }
+}
+
+TEST(RollbackOff, AKilledFirstCellOfANewSessionHoldsNothing) {
+  auto repl = MakeRepl(false);
+  Result r = MustRun(*repl, "s", "x = 1\nwhile True: pass", 0.5);
+  EXPECT_EQ(r.exit_code, kExitTimeout);
+  EXPECT_TRUE(r.held.empty());
   EXPECT_EQ(MustRun(*repl, "s", "'x' in globals()").value, "False");
 }
 

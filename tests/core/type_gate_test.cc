@@ -88,6 +88,63 @@ TEST(TypeGateWithoutTy, NoToolboxSkipsTheCheck) {
   EXPECT_NE(out.note.find("no toolbox"), std::string::npos);
 }
 
+// A cell that cannot reach a toolbox is not checked: ty (here a script that
+// leaves a marker) never starts, by either entry point.
+TEST(TypeGateSkip, CellsThatCannotReachAToolboxDoNotRunTy) {
+  for (const char* code : {"1+1", "x = [n * 2 for n in range(3)]\nprint(x)", "mtx = 1\nmt_2",
+                           "len(5)\n'a'.join(1)"}) {
+    ScratchDir dir;
+    std::string marker = dir.path() + "/ran";
+    TypeCheckRequest request = MytoolsRequest(code);
+    request.ty_bin = dir.Script("ty", "touch " + marker + "\nexit 0\n");
+    TypeCheckOutcome out = TypeCheckCell(request);
+    EXPECT_FALSE(out.ran) << code;
+    EXPECT_NE(out.note.find("cannot reach a toolbox"), std::string::npos) << out.note;
+    TyServer server;
+    server.Prefetch(request);
+    out = server.Check(request);
+    EXPECT_FALSE(out.ran) << code;
+    EXPECT_FALSE(fs::exists(marker)) << code;
+  }
+}
+
+struct ReachCase {
+  const char* name;
+  const char* code;
+  const char* alias;
+  const char* module;
+};
+
+class TypeGateNoSkip : public ::testing::TestWithParam<ReachCase> {};
+
+// Any way a cell might reach a toolbox runs ty.
+TEST_P(TypeGateNoSkip, RunsTy) {
+  ScratchDir dir;
+  std::string marker = dir.path() + "/ran";
+  TypeCheckRequest request = MytoolsRequest(GetParam().code);
+  request.toolboxes = {{GetParam().alias, GetParam().module}};
+  request.ty_bin = dir.Script("ty", "touch " + marker + "\nexit 0\n");
+  TypeCheckOutcome out = TypeCheckCell(request);
+  EXPECT_TRUE(out.ran) << out.note;
+  EXPECT_TRUE(fs::exists(marker));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Reaches, TypeGateNoSkip,
+    ::testing::Values(ReachCase{"Alias", "mt.add(1, 2)", "mt", "mytools"},
+                      ReachCase{"AliasAfterANewline", "x = 1\n(mt)", "mt", "mytools"},
+                      ReachCase{"Import", "import mytools\nmytools.add(1, 'x')", "mt", "mytools"},
+                      ReachCase{"FromImport", "from mytools import add", "mt", "mytools"},
+                      ReachCase{"DunderImport", "__import__('mytools')", "mt", "mytools"},
+                      // NFKC folds the fullwidth letters into the alias `mt`.
+                      ReachCase{"NonAscii", "\xef\xbd\x8d\xef\xbd\x94.add(1, 'x')", "mt", "mytools"},
+                      ReachCase{"NonAsciiString", "s = '\xc3\xa9'", "mt", "mytools"},
+                      // Builtins' stubs live in stdlib modules: ty must decide.
+                      ReachCase{"StdlibNamedModule", "len(5)", "b", "builtins"},
+                      ReachCase{"StdlibNamedPackage", "x = 1", "p", "os.path"},
+                      ReachCase{"TypeshedDirNamedModule", "x = 1", "s", "stdlib"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 TEST(TypeGateWithoutTy, PassedDeadlineFailsOpenWithoutRunningTy) {
   ScratchDir dir;
   std::string marker = dir.path() + "/ran";
@@ -380,6 +437,47 @@ TEST(TypeGateResources, NoFdOrChildOrTempDirOutlivesTheChecks) {
   EXPECT_EQ(errno, ECHILD);
 }
 
+TEST(TyServerPrefetch, APrefetchedServerGivesTheSameVerdicts) {
+  std::string ty = FindTy();
+  if (ty.empty()) GTEST_SKIP() << "ty is not installed (pip install ty==0.0.104)";
+  TyServer server;
+  TypeCheckRequest request = MytoolsRequest("mt.add(1, 'x')\n");
+  request.ty_bin = ty;
+  server.Prefetch(request);
+  TypeCheckOutcome out = server.Check(request);
+  ASSERT_TRUE(out.ran) << out.note;
+  EXPECT_EQ(out.diagnostics.size(), 1u) << out.FormatError();
+  server.Prefetch(request);  // already up: nothing to do
+  TypeCheckRequest good = MytoolsRequest("mt.add(1, 2)\n");
+  good.ty_bin = ty;
+  out = server.Check(good);
+  EXPECT_TRUE(out.ran) << out.note;
+  EXPECT_TRUE(out.diagnostics.empty()) << out.FormatError();
+}
+
+// A forked copy of a TyServer (a Python host that forks) that is destroyed
+// leaves its parent's ty server and workspace alone.
+TEST(TyServerOwnership, AForkedCopyDoesNotKillTheParentsServer) {
+  std::string ty = FindTy();
+  if (ty.empty()) GTEST_SKIP() << "ty is not installed (pip install ty==0.0.104)";
+  auto server = std::make_unique<TyServer>();
+  TypeCheckRequest request = MytoolsRequest("mt.add(1, 'x')\n");
+  request.ty_bin = ty;
+  ASSERT_EQ(server->Check(request).diagnostics.size(), 1u);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    server.reset();
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  TypeCheckOutcome out = server->Check(request);
+  EXPECT_TRUE(out.ran) << out.note;
+  EXPECT_EQ(out.diagnostics.size(), 1u) << out.FormatError();
+}
+
 // ------------------------------------------------- TyServer without ty ----
 
 TEST(TyServerWithoutTy, MissingBinaryFailsOpen) {
@@ -406,6 +504,23 @@ TEST(TyServerWithoutTy, SilentServerIsKilledAtTheDeadlineAndReaped) {
   ASSERT_TRUE(in >> pid) << "the fake ty server never started";
   EXPECT_EQ(kill(pid, 0), -1);
   EXPECT_EQ(errno, ESRCH);
+}
+
+TEST(TyServerWithoutTy, APrefetchedServerThatFailsIsStartedOnceMore) {
+  ScratchDir dir;
+  std::string count_file = dir.path() + "/starts";
+  TyServer server;
+  TypeCheckRequest request = MytoolsRequest("mt.add(1, 2)");
+  request.ty_bin = dir.Script("ty", "echo start >> " + count_file + "\nexit 3\n");
+  server.Prefetch(request);
+  server.Prefetch(request);  // already started: no second server
+  TypeCheckOutcome out = server.Check(request);
+  EXPECT_FALSE(out.ran);
+  EXPECT_NE(out.note.find("ty server"), std::string::npos) << out.note;
+  std::ifstream in(count_file);
+  int starts = 0;
+  for (std::string line; std::getline(in, line);) ++starts;
+  EXPECT_EQ(starts, 2);  // the prefetched one, then one retry
 }
 
 TEST(TyServerWithoutTy, ServerThatExitsFailsOpenAndIsRetriedNextCell) {
