@@ -43,18 +43,32 @@ std::int64_t SpinBudget::CurrentNanos() const {
   return enabled_ ? budget_nanos_.load(std::memory_order_relaxed) : 0;
 }
 
-void SpinBudget::Learn(std::int64_t needed_nanos) {
+std::int64_t SpinBudget::NextWaitNanos() {
+  if (!enabled_) return 0;
+  const std::uint32_t wait = waits_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (wait % kProbeEvery == 0) return 0;
+  return budget_nanos_.load(std::memory_order_relaxed);
+}
+
+void SpinBudget::Learn(const HandOffSample& sample) {
   if (!enabled_) return;
+  std::int64_t wake = wake_nanos_.load(std::memory_order_relaxed);
+  if (sample.wake_nanos >= 0) {
+    wake += (sample.wake_nanos - wake) / 4;
+    wake_nanos_.store(wake, std::memory_order_relaxed);
+  }
   const std::int64_t budget = budget_nanos_.load(std::memory_order_relaxed);
   std::int64_t next;
-  if (needed_nanos <= kCapNanos) {
-    // Spinning catches (or would have caught) this one: aim at 4x its latency,
-    // up at once, down slowly (one quick hand-off says little).
-    const std::int64_t target =
-        std::min(kCapNanos, std::max(kFloorNanos, 4 * std::max<std::int64_t>(needed_nanos, 0)));
-    next = target >= budget ? target : budget - (budget - target) / 4;
+  if (wake >= kSlowWakeNanos && sample.needed_nanos <= kCapNanos &&
+      !(sample.spin_tried && !sample.caught)) {
+    // Sleeping is slow and a spin catches (or would have caught) this one:
+    // aim at 4x its latency, up at once, down slowly.
+    const std::int64_t target = std::min(
+        kCapNanos, std::max(kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0)));
+    next = target >= budget ? target : budget - (budget - target + 3) / 4;
   } else {
-    // Later than any budget: spinning only burnt a CPU. Halve, then stop.
+    // Sleeping is cheap, the hand-off came later than any budget, or the spin
+    // missed (often: its producer waited for the CPU it held). Halve, then stop.
     next = budget / 2;
     if (next < kFloorNanos) next = 0;
   }

@@ -20,98 +20,145 @@ namespace {
 constexpr std::int64_t kCap = SpinBudget::kCapNanos;
 constexpr std::int64_t kFloor = SpinBudget::kFloorNanos;
 
+// A wait that slept and woke `wake` after the hand-off `needed` in.
+HandOffSample Slept(std::int64_t needed, std::int64_t wake = 40'000) {
+  HandOffSample sample;
+  sample.needed_nanos = needed;
+  sample.wake_nanos = wake;
+  return sample;
+}
+
+// A wait whose spin saw the hand-off `needed` in.
+HandOffSample Caught(std::int64_t needed) {
+  HandOffSample sample;
+  sample.needed_nanos = needed;
+  sample.spin_tried = sample.caught = true;
+  return sample;
+}
+
+// A budget that has seen slow wake-ups (sleeping costs 40 us) and spins kCap.
+void LearnSlowWakeUps(SpinBudget& budget) {
+  for (int i = 0; i < 8; ++i) budget.Learn(Slept(kCap));
+}
+
 TEST(SpinBudget, StartsWithoutSpinning) {
-  EXPECT_EQ(SpinBudget(true).CurrentNanos(), 0);
+  SpinBudget budget(true);
+  EXPECT_EQ(budget.CurrentNanos(), 0);
+  EXPECT_EQ(budget.NextWaitNanos(), 0);
 }
 
 TEST(SpinBudget, DisabledNeverSpins) {
   SpinBudget budget(false);
-  budget.Learn(1'000);
+  for (int i = 0; i < 8; ++i) budget.Learn(Slept(1'000));
   EXPECT_FALSE(budget.enabled());
   EXPECT_EQ(budget.CurrentNanos(), 0);
+  EXPECT_EQ(budget.NextWaitNanos(), 0);
 }
 
-TEST(SpinBudget, QuickHandOffRaisesTheBudgetAtOnce) {
+TEST(SpinBudget, SpinsOnlyOnceSleepingIsShownSlow) {
   SpinBudget budget(true);
-  budget.Learn(3'000);
-  EXPECT_EQ(budget.CurrentNanos(), 12'000);
+  for (int i = 0; i < 20; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));
+  EXPECT_EQ(budget.CurrentNanos(), 0) << "quick wake-ups: sleeping is cheap";
+  for (int i = 0; i < 8; ++i) budget.Learn(Slept(3'000, /*wake=*/40'000));
+  EXPECT_GE(budget.WakeNanos(), SpinBudget::kSlowWakeNanos);
+  EXPECT_EQ(budget.CurrentNanos(), 12'000) << "4x the hand-off latency";
+}
+
+TEST(SpinBudget, QuickWakeUpsStopTheSpinning) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  ASSERT_EQ(budget.CurrentNanos(), kCap);
+  for (int i = 0; i < 40; ++i) budget.Learn(Slept(3'000, /*wake=*/1'000));
+  EXPECT_EQ(budget.CurrentNanos(), 0);
 }
 
 TEST(SpinBudget, ReadyAtOnceKeepsTheFloor) {
   SpinBudget budget(true);
-  budget.Learn(0);
+  LearnSlowWakeUps(budget);
+  for (int i = 0; i < 100; ++i) budget.Learn(Caught(0));
   EXPECT_EQ(budget.CurrentNanos(), kFloor);
-  budget.Learn(-5'000);  // published before the wait began
+  budget.Learn(Caught(-5'000));  // published before the wait began
   EXPECT_EQ(budget.CurrentNanos(), kFloor);
 }
 
 TEST(SpinBudget, IsCapped) {
   SpinBudget budget(true);
-  budget.Learn(kCap / 2);
+  LearnSlowWakeUps(budget);
+  budget.Learn(Caught(kCap / 2));
   EXPECT_EQ(budget.CurrentNanos(), kCap);
-  budget.Learn(kCap);
+  budget.Learn(Caught(kCap));
   EXPECT_EQ(budget.CurrentNanos(), kCap);
 }
 
 TEST(SpinBudget, ComesDownSlowlyTowardsQuickHandOffs) {
   SpinBudget budget(true);
-  budget.Learn(kCap);
+  LearnSlowWakeUps(budget);
   std::int64_t previous = budget.CurrentNanos();
   for (int i = 0; i < 50; ++i) {
-    budget.Learn(1'000);
+    budget.Learn(Caught(1'000));
     EXPECT_LE(budget.CurrentNanos(), previous);
     EXPECT_GE(budget.CurrentNanos(), 4'000);
     previous = budget.CurrentNanos();
   }
   EXPECT_LT(previous, 5'000) << "converges to 4x the latency";
-  budget.Learn(1'000);
-  EXPECT_GT(budget.CurrentNanos(), 0);
 }
 
 TEST(SpinBudget, LateHandOffsHalveItThenStopSpinning) {
   SpinBudget budget(true);
-  budget.Learn(kCap);
-  budget.Learn(1'000'000'000);  // a cell of one second
+  LearnSlowWakeUps(budget);
+  budget.Learn(Slept(1'000'000'000));  // a cell of one second
   EXPECT_EQ(budget.CurrentNanos(), kCap / 2);
-  for (int i = 0; i < 10; ++i) budget.Learn(kCap + 1);
+  for (int i = 0; i < 10; ++i) budget.Learn(Slept(kCap + 1));
   EXPECT_EQ(budget.CurrentNanos(), 0);
-  budget.Learn(2'000);  // quick again: spinning pays again
+  budget.Learn(Slept(2'000));  // quick again, sleeping still slow: spinning pays again
   EXPECT_EQ(budget.CurrentNanos(), 8'000);
 }
 
-TEST(SpinUntil, ReturnsAtOnceWhenReady) {
+TEST(SpinBudget, AMissedSpinHalvesIt) {
   SpinBudget budget(true);
-  budget.Learn(kCap);
+  LearnSlowWakeUps(budget);
+  HandOffSample missed = Slept(3'000);
+  missed.spin_tried = true;  // spun kCap, yet the hand-off came only after it slept
+  budget.Learn(missed);
+  EXPECT_EQ(budget.CurrentNanos(), kCap / 2);
+}
+
+TEST(SpinBudget, EveryKthWaitIsAProbeThatSleeps) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  int probes = 0;
+  for (std::uint32_t i = 0; i < 4 * SpinBudget::kProbeEvery; ++i) {
+    if (budget.NextWaitNanos() == 0) ++probes;
+  }
+  EXPECT_EQ(probes, 4);
+}
+
+TEST(SpinUntil, ReturnsAtOnceWhenReady) {
   int calls = 0;
-  EXPECT_TRUE(SpinUntil(budget, SpinClock::time_point::max(), [&] { return ++calls > 0; }));
+  EXPECT_TRUE(SpinUntil(kCap, SpinClock::time_point::max(), [&] { return ++calls > 0; }));
   EXPECT_EQ(calls, 1);
 }
 
 TEST(SpinUntil, WithoutBudgetChecksOnceAndGivesUp) {
-  SpinBudget budget(true);
   int calls = 0;
-  EXPECT_FALSE(SpinUntil(budget, SpinClock::time_point::max(), [&] { return ++calls < 0; }));
+  EXPECT_FALSE(SpinUntil(0, SpinClock::time_point::max(), [&] { return ++calls < 0; }));
   EXPECT_EQ(calls, 1);
 }
 
 TEST(SpinUntil, GivesUpAfterItsBudgetOrDeadline) {
-  SpinBudget budget(true);
-  budget.Learn(kCap);
   int calls = 0;
-  EXPECT_FALSE(SpinUntil(budget, SpinClock::time_point::max(), [&] { return ++calls < 0; }));
+  EXPECT_FALSE(SpinUntil(kCap, SpinClock::time_point::max(), [&] { return ++calls < 0; }));
   EXPECT_GT(calls, 1);
   calls = 0;
-  EXPECT_FALSE(SpinUntil(budget, SpinClock::now(), [&] { return ++calls < 0; }));
+  EXPECT_FALSE(SpinUntil(kCap, SpinClock::now(), [&] { return ++calls < 0; }));
   EXPECT_EQ(calls, 18) << "one check, one round of pauses, then the deadline is seen";
 }
 
 TEST(SpinUntil, SeesAValuePublishedByAnotherThread) {
-  SpinBudget budget(true);
-  budget.Learn(kCap);
   std::atomic<bool> flag{false};
   std::thread producer([&] { flag.store(true, std::memory_order_release); });
   // Either the spin sees it or the budget ran out first; then it is seen after join.
-  bool seen = SpinUntil(budget, SpinClock::time_point::max(),
+  bool seen = SpinUntil(kCap, SpinClock::time_point::max(),
                         [&] { return flag.load(std::memory_order_acquire); });
   producer.join();
   EXPECT_TRUE(seen || flag.load());
@@ -156,7 +203,7 @@ TEST(SpinThenWait, FallsBackToTheConditionVariableAndWakesOnNotify) {
 
 TEST(SpinThenWait, ReturnsFalseAtTheDeadlineAndLearnsTheMiss) {
   SpinBudget budget(true);
-  budget.Learn(kCap);
+  LearnSlowWakeUps(budget);
   Slot slot;
   EXPECT_FALSE(slot.Wait(budget, SpinClock::now() + std::chrono::milliseconds(1)));
   EXPECT_EQ(budget.CurrentNanos(), kCap / 2);
@@ -206,8 +253,8 @@ TEST(SpinningCanHelp, FollowsTheAffinityMask) {
     ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
     can_help = SpinningCanHelp();
     SpinBudget budget;
-    budget.Learn(1'000);
-    enabled = budget.enabled() || budget.CurrentNanos() != 0;
+    for (int i = 0; i < 8; ++i) budget.Learn(Slept(1'000));
+    enabled = budget.enabled() || budget.NextWaitNanos() != 0;
   });
   confined.join();
   EXPECT_FALSE(can_help);
