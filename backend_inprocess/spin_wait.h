@@ -1,12 +1,14 @@
 // Bounded, adaptive spinning before a blocking wait, for the two hand-offs of
 // InProcessSession (host -> cell thread, cell thread -> host). Waking a thread
-// that sleeps in the kernel costs tens of microseconds on a VM, more than a
-// trivial cell; a waiter that spins briefly sees the hand-off in well under a
-// microsecond. The budget is learned from how long recent hand-offs actually
-// took (the producer stamps the moment it publishes), so a waiter whose
-// hand-offs come late (a slow cell, a host that thinks between cells) stops
-// spinning, and one whose hand-offs come quickly spins just long enough.
-// No spinning off Linux or when the process may use only one CPU.
+// that sleeps in the kernel costs tens of microseconds on an idle VM, more
+// than a trivial cell; a waiter that spins briefly sees the hand-off in well
+// under a microsecond. Each waiter learns whether to spin and for how long:
+// only while its sleeping waits wake slowly (a busy machine wakes them in
+// microseconds, and there a spinner only steals its producer's CPU), and for
+// a few times how long its recent hand-offs took (the producer stamps the
+// moment it publishes), so a waiter whose hand-offs come late (a slow cell, a
+// host that thinks between cells) stops spinning. No spinning off Linux or
+// when the thread that creates the budget may use only one CPU.
 #pragma once
 
 #include <algorithm>
