@@ -1,16 +1,20 @@
-// CellWorkerPool: idle workers sleep on a condition variable (no spinning:
-// on a loaded machine a spinning thread steals the core its peer needs). A
-// worker returns itself to the idle list before it reports its task done, so
-// back-to-back cells reuse one thread.
+// CellWorkerPool: an idle worker spins briefly for its next task (a budget
+// learned from its recent hand-offs, see spin_wait.h), then sleeps on a
+// condition variable. A worker returns itself to the idle list before it
+// reports its task done, so back-to-back cells reuse one thread.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>  // first, as CPython asks
 
 #include "backend_inprocess/cell_worker_pool.h"
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "backend_inprocess/spin_wait.h"
 
 namespace dolsot {
 namespace {
@@ -20,7 +24,17 @@ struct Worker {
   std::condition_variable wake;
   std::shared_ptr<PoolTask> task;     // guarded by mutex
   bool stop = false;                  // guarded by mutex
+  // task != nullptr || stop; written under mutex, read by the spinning worker.
+  std::atomic<bool> has_work{false};
+  std::atomic<std::int64_t> published_nanos{0};  // when the last task was handed over
+  SpinBudget spin;                               // used by the worker thread only
 };
+
+// Makes the worker's wait end (call under worker.mutex).
+void Publish(Worker& worker) {
+  worker.published_nanos.store(SpinNowNanos(), std::memory_order_relaxed);
+  worker.has_work.store(true, std::memory_order_release);
+}
 
 }  // namespace
 
@@ -65,15 +79,19 @@ bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
   {
     std::lock_guard<std::mutex> lock(worker->mutex);
     worker->task = std::move(task);
+    Publish(*worker);
   }
-  worker->wake.notify_one();
+  worker->wake.notify_one();  // after unlocking: the woken worker finds the mutex free
   if (start) std::thread(&State::WorkerMain, self, worker).detach();
   return true;
 }
 
 std::shared_ptr<PoolTask> CellWorkerPool::State::TakeTask(Worker& worker) {
-  std::unique_lock<std::mutex> lock(worker.mutex);
-  worker.wake.wait(lock, [&] { return worker.task != nullptr || worker.stop; });
+  SpinThenWait(worker.spin, worker.mutex, worker.wake, SpinClock::time_point::max(),
+               worker.published_nanos,
+               [&] { return worker.has_work.load(std::memory_order_acquire); });
+  std::lock_guard<std::mutex> lock(worker.mutex);
+  worker.has_work.store(worker.stop, std::memory_order_relaxed);
   return std::move(worker.task);  // nullptr: told to stop
 }
 
@@ -127,6 +145,7 @@ void CellWorkerPool::State::Shutdown() {
     {
       std::lock_guard<std::mutex> lock(worker->mutex);
       worker->stop = true;
+      Publish(*worker);
     }
     worker->wake.notify_one();
   }

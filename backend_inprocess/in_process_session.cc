@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "backend_inprocess/cell_worker_pool.h"
+#include "backend_inprocess/spin_wait.h"
 #include "core/cell_runner.h"
 #include "core/session_id.h"
 #include "core/type_gate.h"
@@ -130,6 +131,7 @@ struct SessionState {
   // Guarded by `serial`:
   int cells = 0;
   std::vector<std::string> held;
+  SpinBudget host_spin;  // the caller's wait for its cell
   // Guarded by the Impl's mutex:
   std::shared_ptr<CellJob> last_job;
   double last_used = 0.0;
@@ -184,14 +186,17 @@ class CellJob final : public PoolTask {
     if (stop_requested_.load()) PyThreadState_SetAsyncExc(thread_ident_, nullptr);
   }
 
+  // The host is told only now, so the woken host does not block on the GIL;
+  // it is notified after the mutex is released, so it does not block on that.
   void AfterGilReleased() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_ = true;
+      done_nanos_.store(SpinNowNanos(), std::memory_order_relaxed);
       done_flag_.store(true, std::memory_order_release);
       if (timed_out_) counters_->leaked.fetch_sub(1);
-      finished_.notify_all();
     }
+    finished_.notify_all();  // the worker holds this job, so it is alive
   }
 
   bool Done() const { return done_flag_.load(std::memory_order_acquire); }
@@ -200,6 +205,13 @@ class CellJob final : public PoolTask {
   bool WaitUntil(Clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mutex_);
     return finished_.wait_until(lock, deadline, [&] { return done_; });
+  }
+
+  // The caller's wait for its cell: spins for up to `spin`'s budget (which
+  // learns from this hand-off), then sleeps. True when done.
+  bool WaitForResult(Clock::time_point deadline, SpinBudget& spin) {
+    return SpinThenWait(spin, mutex_, finished_, deadline, done_nanos_,
+                        [&] { return done_flag_.load(std::memory_order_acquire); });
   }
 
   // At the deadline: marks the cell late (counted as a leaked thread until it
@@ -241,7 +253,8 @@ class CellJob final : public PoolTask {
   unsigned long thread_ident_ = 0;
   bool python_finished_ = false;
   std::atomic<bool> stop_requested_{false};
-  std::atomic<bool> done_flag_{false};
+  std::atomic<bool> done_flag_{false};     // done_, readable without the mutex
+  std::atomic<std::int64_t> done_nanos_{0};  // when done_ was set
   std::mutex mutex_;
   std::condition_variable finished_;
   bool done_ = false;       // guarded by mutex_
@@ -379,7 +392,7 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
   }
   if (!pool.Submit(job)) return FailedResult("this InProcessSession is closed", session->held);
   Result result;
-  if (job->WaitUntil(deadline) || !job->MarkTimedOut()) {
+  if (job->WaitForResult(deadline, session->host_spin) || !job->MarkTimedOut()) {
     result = job->TakeResult();
     session->held = result.held;
   } else {

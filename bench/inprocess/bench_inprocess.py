@@ -5,7 +5,9 @@ captured via redirect_stdout, a SIGALRM timer armed and disarmed).
 
 Usage: PYTHONPATH=<builddir>/python python bench/inprocess/bench_inprocess.py
 Prints medians (µs per cell over batches) and the ratio; with --repl, also
-dolsot.repl.Repl (snapshots off, checkpoints off) in the same run.
+dolsot.repl.Repl (snapshots off, checkpoints off) in the same run; with
+--gap-ms, cells are that far apart (each timed alone), as when an agent thinks
+between cells.
 """
 
 from __future__ import annotations
@@ -51,11 +53,19 @@ class PythonRepl:
         return text, out.getvalue()
 
 
-def per_cell_us(fn, code: str, cells: int) -> float:
-    start = time.perf_counter()
+def per_cell_us(fn, code: str, cells: int, gap: float = 0.0) -> float:
+    if gap <= 0:
+        start = time.perf_counter()
+        for _ in range(cells):
+            fn(code)
+        return (time.perf_counter() - start) / cells * 1e6
+    total = 0.0  # cells `gap` seconds apart (an agent thinking): each timed alone
     for _ in range(cells):
+        time.sleep(gap)
+        start = time.perf_counter()
         fn(code)
-    return (time.perf_counter() - start) / cells * 1e6
+        total += time.perf_counter() - start
+    return total / cells * 1e6
 
 
 def main() -> None:
@@ -64,6 +74,8 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--code", default="1 + 1")
     parser.add_argument("--repl", action="store_true", help="also measure Repl")
+    parser.add_argument("--gap-ms", type=float, default=0.0,
+                        help="idle time between cells (each cell then timed alone)")
     args = parser.parse_args()
 
     repl = PythonRepl(timeout=20.0)
@@ -80,16 +92,18 @@ def main() -> None:
         assert run_repl(args.code).value == run(args.code).value
     peer, ours, theirs = [], [], []
     for _ in range(args.batches):  # interleaved, so load changes hit all alike
-        peer.append(per_cell_us(repl.step, args.code, args.cells))
-        ours.append(per_cell_us(run, args.code, args.cells))
+        gap = args.gap_ms / 1000
+        peer.append(per_cell_us(repl.step, args.code, args.cells, gap))
+        ours.append(per_cell_us(run, args.code, args.cells, gap))
         if other is not None:
-            theirs.append(per_cell_us(run_repl, args.code, max(1, args.cells // 10)))
+            theirs.append(per_cell_us(run_repl, args.code, max(1, args.cells // 10), gap))
     session.close()
     if other is not None:
         other.close()
     p, o = statistics.median(peer), statistics.median(ours)
     print(f"python {sys.version.split()[0]}, cell {args.code!r}, "
-          f"{args.batches} batches x {args.cells} cells")
+          f"{args.batches} batches x {args.cells} cells"
+          + (f", {args.gap_ms:g} ms apart" if args.gap_ms > 0 else ""))
     print(f"python-level REPL step : median {p:8.2f} us/cell")
     print(f"InProcessSession.run   : median {o:8.2f} us/cell")
     print(f"ratio (ours / peer)    : {o / p:.2f}x")

@@ -189,5 +189,47 @@ TEST(InProcessSession, OutputIsCappedByMaxOutput) {
   EXPECT_NE(r.stdout_text.find("characters cut"), std::string::npos);
 }
 
+// The hand-offs (host -> cell thread -> host) spin before they sleep; no cell
+// may be lost, run twice or answered to the wrong caller, whatever the timing.
+TEST(InProcessSession, BackToBackCellsOnManyThreadsAndSessionsAllArrive) {
+  auto session = MakeSession();
+  constexpr int kThreads = 6, kSessionsPerThread = 3, kCells = 150;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int s = 0; s < kSessionsPerThread; ++s) {
+        MustRun(*session, "h" + std::to_string(t) + "s" + std::to_string(s), "n = 0");
+      }
+      for (int c = 1; c <= kCells; ++c) {
+        for (int s = 0; s < kSessionsPerThread; ++s) {
+          const std::string id = "h" + std::to_string(t) + "s" + std::to_string(s);
+          Result r = MustRun(*session, id, "n += 1\n(" + std::to_string(t * 100 + s) + ", n)");
+          if (!r.value || *r.value != "(" + std::to_string(t * 100 + s) + ", " +
+                                          std::to_string(c) + ")") {
+            ++wrong[t];
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
+  EXPECT_EQ(session->LeakedThreads(), 0);
+}
+
+TEST(InProcessSession, AfterManyQuickCellsATimeoutStillReturns124AndCountsOneLeak) {
+  auto session = MakeSession();
+  for (int i = 0; i < 500; ++i) MustRun(*session, "q", "1 + 1");  // spin budgets learned
+  Result r = MustRun(*session, "q", "import time\nprint('before', flush=True)\ntime.sleep(3600)",
+                     0.3);
+  EXPECT_EQ(r.exit_code, kExitTimeout);
+  EXPECT_EQ(r.stdout_text, "before\n");
+  EXPECT_EQ(session->LeakedThreads(), 1);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(*MustRun(*session, "other", "2 + 2").value, "4");
+  EXPECT_EQ(session->LeakedThreads(), 1);
+  EXPECT_EQ(session->Run("q", "1", {}).status().code(), ErrorCode::kBusy);
+}
+
 }  // namespace
 }  // namespace dolsot

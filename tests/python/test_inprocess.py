@@ -88,6 +88,29 @@ def test_eight_host_threads_on_eight_sessions_never_cross(capsys):
     assert "S0" not in out
 
 
+def test_back_to_back_cells_from_many_threads_each_get_their_own_answer():
+    # The hand-offs spin before they sleep: no cell lost, run twice or crossed.
+    wrong = []
+
+    def work(n):
+        for sid in (f"b{n}x", f"b{n}y"):
+            s.run(sid, "n = 0")
+        for c in range(1, 201):
+            for sid in (f"b{n}x", f"b{n}y"):
+                value = s.run(sid, f"n += 1\n({sid!r}, n)").value
+                if value != repr((sid, c)):
+                    wrong.append((sid, c, value))
+
+    with InProcessSession() as s:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert wrong == []
+        assert s.leaked_threads == 0
+
+
 def test_python_loop_is_stopped_and_the_session_usable():
     with InProcessSession() as s:
         s.run("t", "kept = 41")

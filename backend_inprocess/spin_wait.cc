@@ -1,0 +1,78 @@
+// SpinBudget and the platform pieces of spin_wait.h.
+#include "backend_inprocess/spin_wait.h"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace dolsot {
+
+std::int64_t SpinNowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             SpinClock::now().time_since_epoch())
+      .count();
+}
+
+bool SpinningCanHelp() {
+#if defined(__linux__)
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return false;
+  return CPU_COUNT(&cpus) >= 2;
+#else
+  return false;
+#endif
+}
+
+void SpinPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+SpinBudget::SpinBudget(bool enabled) : enabled_(enabled) {}
+
+std::int64_t SpinBudget::CurrentNanos() const {
+  return enabled_ ? budget_nanos_.load(std::memory_order_relaxed) : 0;
+}
+
+std::int64_t SpinBudget::NextWaitNanos() {
+  if (!enabled_) return 0;
+  const std::uint32_t wait = waits_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (wait % kProbeEvery == 0) return 0;
+  return budget_nanos_.load(std::memory_order_relaxed);
+}
+
+void SpinBudget::Learn(const HandOffSample& sample) {
+  if (!enabled_) return;
+  std::int64_t wake = wake_nanos_.load(std::memory_order_relaxed);
+  if (sample.wake_nanos >= 0) {
+    wake += (sample.wake_nanos - wake) / 4;
+    wake_nanos_.store(wake, std::memory_order_relaxed);
+  }
+  const std::int64_t budget = budget_nanos_.load(std::memory_order_relaxed);
+  std::int64_t next;
+  if (wake >= kSlowWakeNanos && sample.needed_nanos <= kCapNanos &&
+      !(sample.spin_tried && !sample.caught)) {
+    // Sleeping is slow and a spin catches (or would have caught) this one:
+    // aim at 4x its latency, up at once, down slowly.
+    const std::int64_t target = std::min(
+        kCapNanos, std::max(kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0)));
+    next = target >= budget ? target : budget - (budget - target + 3) / 4;
+  } else {
+    // Sleeping is cheap, the hand-off came later than any budget, or the spin
+    // missed (often: its producer waited for the CPU it held). Halve, then stop.
+    next = budget / 2;
+    if (next < kFloorNanos) next = 0;
+  }
+  budget_nanos_.store(next, std::memory_order_relaxed);
+}
+
+}  // namespace dolsot
