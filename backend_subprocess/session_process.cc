@@ -5,7 +5,13 @@
 #include "backend_subprocess/session_process.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
+#include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
 #include "core/cell_runner.h"
 
@@ -24,6 +31,10 @@ using protocol::Frame;
 using protocol::PayloadReader;
 using protocol::PayloadWriter;
 using protocol::Tag;
+
+// After the host read a Result, how long the session waits before its
+// post-cell work (so the host's own return is not slowed by it).
+constexpr long kPostCellDelayNs = 300'000;
 
 // Streams a cell's stdout to the host as it is written, so output printed
 // before a kill is not lost. The first kEagerBytes go out at once; after
@@ -62,6 +73,38 @@ class SocketSink final : public OutputSink {
 };
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
+
+void Nap(long nanoseconds) {
+  timespec ts{0, nanoseconds};
+  ::nanosleep(&ts, nullptr);
+}
+
+// After a Result: waits until the host has read everything sent on `socket`
+// (its send queue is empty), and a little longer, so the post-cell work (the
+// next runner's fork, the checkpoint writer) does not compete with the host
+// while it takes the Result. Returns early if the host hangs up.
+void WaitHostRead(int socket) {
+  using std::chrono::steady_clock;
+  auto start = steady_clock::now();
+  for (;;) {
+    int queued = 0;
+    if (::ioctl(socket, SIOCOUTQ, &queued) != 0 || queued <= 0) break;
+    pollfd p{socket, 0, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) return;
+    Nap(steady_clock::now() - start < std::chrono::milliseconds(10) ? 50'000 : 1'000'000);
+  }
+  Nap(kPostCellDelayNs);
+}
+
+// Kills this process's parent (the previous standby) race-free: through a
+// pidfd opened while it is still our parent.
+void RetireParent() {
+  pid_t parent = ::getppid();
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, parent, 0));
+  if (pidfd < 0) return;
+  if (::getppid() == parent) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  ::close(pidfd);
+}
 
 class SessionProcess {
  public:
@@ -148,6 +191,7 @@ class SessionProcess {
       pair->first.Reset();
       helpers_.clear();
       runner_pid_ = -1;
+      parent_is_standby_ = tag == Tag::kRunner;
       return true;
     }
     pair->second.Reset();
@@ -162,6 +206,22 @@ class SessionProcess {
   // (in the child) once this process has become the runner, or (in the
   // parent) after the runner died, to fork a new one.
   void StandBy() {
+    if (after_cell_) {
+      // Post-cell work, off the host's critical path: once the host has the
+      // Result, note the pages the cell wrote (while the previous standby
+      // still shares the rest), retire that standby, start the checkpoint
+      // writer, then fork the next runner.
+      after_cell_ = false;
+      WaitHostRead(socket_.get());
+      hot_.Observe();
+      if (parent_is_standby_) {
+        RetireParent();
+        parent_is_standby_ = false;
+      }
+      if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
+    } else {
+      hot_.Observe();
+    }
     ReapFinished();
     pid_t runner;
     if (ForkWithChannel(Tag::kRunner, &runner)) {
@@ -207,11 +267,17 @@ class SessionProcess {
   // is not waiting (no request pending), takes the faults a typical cell's
   // interpreter machinery would take off the critical path.
   void WarmUp() {
-    if (protocol::WaitReadable(socket_.get(), protocol::Clock::now()).ok()) return;
-    // "None" in the session's own namespace binds nothing and prints nothing,
-    // but touches what every cell touches (the namespace, the cell machinery).
+    auto request_pending = [this] {
+      return protocol::WaitReadable(socket_.get(), protocol::Clock::now()).ok();
+    };
+    // The pages recent cells wrote (see hot_pages.h), then a throwaway cell.
+    hot_.Populate(request_pending);
+    if (request_pending()) return;
+    // "0" in the session's own namespace binds nothing and prints nothing,
+    // but touches what every cell touches (the namespace, the cell machinery,
+    // the value's repr).
     CellRequest request;
-    request.code = "None";
+    request.code = "0";
     request.filename = "<dolsot warm-up>";
     request.hidden_names = aliases_;
     (void)RunCell(globals_, request);
@@ -242,6 +308,7 @@ class SessionProcess {
     int pid = ForkProcess();
     if (pid == 0) {
       socket_ = std::move(channel);
+      (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       CheckpointNow();
       Exit(0);
     }
@@ -299,11 +366,15 @@ class SessionProcess {
     }
     Send(Tag::kResult, w.data(), channel ? channel->first.get() : -1);
     checkpoint.reset();
-    if (channel) {
-      channel->first.Reset();
+    if (channel) channel->first.Reset();
+    if (settings_.snapshots) {
+      role_ = Role::kStandby;  // StandBy() does the post-cell work
+      after_cell_ = true;
+      if (channel) writer_channel_ = std::move(channel->second);
+    } else if (channel) {
+      WaitHostRead(socket_.get());
       ForkCheckpointWriter(std::move(channel->second));
     }
-    if (settings_.snapshots) role_ = Role::kStandby;
   }
 
   UniqueFd socket_;
@@ -313,6 +384,10 @@ class SessionProcess {
   Role role_ = Role::kRunner;
   pid_t runner_pid_ = -1;
   std::vector<pid_t> helpers_;
+  HotPages hot_;
+  bool after_cell_ = false;          // a Result just went out: post-cell work due
+  bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
+  UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
 };
 
 }  // namespace
