@@ -144,6 +144,7 @@ class SessionProcess {
   }
   // A frame from the host, or exit when it is gone or speaks nonsense.
   Frame ReadOrExit() {
+    AwaitRequest();
     auto frame = Read();
     if (!frame.ok()) Exit(0);
     return std::move(frame).value();
@@ -192,6 +193,8 @@ class SessionProcess {
       helpers_.clear();
       runner_pid_ = -1;
       parent_is_standby_ = tag == Tag::kRunner;
+      pending_channel_.Reset();  // the parent writes these
+      writer_channel_.Reset();
       return true;
     }
     pair->second.Reset();
@@ -209,8 +212,8 @@ class SessionProcess {
     if (after_cell_) {
       // Post-cell work, off the host's critical path: once the host has the
       // Result, note the pages the cell wrote (while the previous standby
-      // still shares the rest), retire that standby, start the checkpoint
-      // writer, then fork the next runner.
+      // still shares the rest), retire that standby, fork the next runner
+      // (the next cell waits for it), then start the checkpoint writer.
       after_cell_ = false;
       WaitHostRead(socket_.get());
       hot_.Observe();
@@ -218,7 +221,6 @@ class SessionProcess {
         RetireParent();
         parent_is_standby_ = false;
       }
-      if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
     } else {
       hot_.Observe();
     }
@@ -230,6 +232,7 @@ class SessionProcess {
       return;
     }
     runner_pid_ = runner;
+    if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
     for (;;) {
       Frame frame = ReadOrExit();
       switch (frame.tag) {
@@ -304,16 +307,60 @@ class SessionProcess {
   // Async checkpoint: a forked copy serializes this state and sends it on
   // `channel` (whose other end went to the host with the Result) while the
   // next cell runs.
+  //
+  // At most one writer runs at a time (coalescing): while one runs, the
+  // newest channel waits in pending_channel_ (closing an older pending one:
+  // the host skips a channel that closes without data, and the newer state
+  // supersedes it) and gets its writer, from this process's state, when the
+  // running one exits (see AwaitRequest).
   void ForkCheckpointWriter(UniqueFd channel) {
+    if (WriterRunning()) {
+      pending_channel_ = std::move(channel);
+      return;
+    }
     int pid = ForkProcess();
     if (pid == 0) {
       socket_ = std::move(channel);
+      pending_channel_.Reset();
+      writer_pidfd_.Reset();
       (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       CheckpointNow();
       Exit(0);
     }
-    if (pid > 0) helpers_.push_back(pid);
+    if (pid > 0) {
+      helpers_.push_back(pid);
+      writer_pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    }
     // On failure the channel closes here: the host sees no checkpoint.
+  }
+
+  // Whether the last writer this lineage started is still running (its pidfd
+  // is inherited through forks, so a new standby knows its parent's writer).
+  bool WriterRunning() const {
+    if (!writer_pidfd_) return false;
+    pollfd p{writer_pidfd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+  // Before reading a request: while a checkpoint channel is pending, also
+  // wait for the running writer to exit, then start the pending one.
+  void AwaitRequest() {
+    while (pending_channel_) {
+      pollfd p[2] = {{socket_.get(), POLLIN, 0}, {writer_pidfd_.get(), POLLIN, 0}};
+      int r;
+      Py_BEGIN_ALLOW_THREADS
+      r = ::poll(p, 2, -1);
+      Py_END_ALLOW_THREADS
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (p[1].revents != 0) {
+        writer_pidfd_.Reset();
+        ForkCheckpointWriter(std::move(pending_channel_));
+      }
+      if (p[0].revents != 0) return;
+    }
   }
 
   void RunNext() {
@@ -388,6 +435,8 @@ class SessionProcess {
   bool after_cell_ = false;          // a Result just went out: post-cell work due
   bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
   UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
+  UniqueFd pending_channel_;         // the newest channel while a writer runs
+  UniqueFd writer_pidfd_;            // the last writer started (inherited)
 };
 
 }  // namespace
