@@ -266,7 +266,9 @@ def test_killed_host_leaves_no_process_behind():
     host = subprocess.Popen([sys.executable, "-c", HOST.format(path=path, tail="sys.stdin.read()")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in host.stdout.readline().split()]
-    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    # The worker and the runner are alive; the runner's parent (the standby
+    # from before that cell) may already have been retired by the hand-off.
+    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids[:2])
     host.kill()
     host.wait()
     assert _wait_gone(pids, 20)
