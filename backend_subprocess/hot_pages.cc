@@ -102,21 +102,13 @@ bool HotPages::Observe() {
     }
   }
   // Merge (both sorted): renew what was found, unless this process populated
-  // it itself; add the new; age out the old.
-  std::vector<Entry> merged;
-  merged.reserve(entries_.size() + found.size());
-  std::size_t i = 0, j = 0;
-  while (i < entries_.size() || j < found.size()) {
-    if (j == found.size() || (i < entries_.size() && entries_[i].page < found[j])) {
-      merged.push_back(entries_[i++]);
-    } else if (i == entries_.size() || found[j] < entries_[i].page) {
-      merged.push_back({found[j++], clock_, false});
-    } else {
-      Entry e = entries_[i++];
-      ++j;
-      if (!e.populated) e.stamp = clock_;
-      merged.push_back(e);
-    }
+  // it itself; add the new; age out the old. A cell that wrote more than
+  // max_new_bytes of new pages (typically: it built new data) adds none: the
+  // next cells rarely rewrite all of that, and copying it ahead would cost
+  // more than the faults it saves.
+  std::vector<Entry> merged = Merge(found, true);
+  if (merged.size() - entries_.size() > options_.max_new_bytes / page_size) {
+    merged = Merge(found, false);
   }
   merged.erase(std::remove_if(merged.begin(), merged.end(),
                               [&](const Entry& e) { return clock_ - e.stamp >= options_.max_age; }),
@@ -127,6 +119,27 @@ bool HotPages::Observe() {
   }
   entries_ = std::move(merged);
   return true;
+}
+
+std::vector<HotPages::Entry> HotPages::Merge(const std::vector<std::uintptr_t>& found,
+                                             bool add_new) const {
+  std::vector<Entry> merged;
+  merged.reserve(entries_.size() + (add_new ? found.size() : 0));
+  std::size_t i = 0, j = 0;
+  while (i < entries_.size() || j < found.size()) {
+    if (j == found.size() || (i < entries_.size() && entries_[i].page < found[j])) {
+      merged.push_back(entries_[i++]);
+    } else if (i == entries_.size() || found[j] < entries_[i].page) {
+      if (add_new) merged.push_back({found[j], clock_, false});
+      ++j;
+    } else {
+      Entry e = entries_[i++];
+      ++j;
+      if (!e.populated) e.stamp = clock_;
+      merged.push_back(e);
+    }
+  }
+  return merged;
 }
 
 std::size_t HotPages::Populate(const std::function<bool()>& stop) {

@@ -13,8 +13,9 @@
 // A page stays hot for `max_age` observations after it was last found. The
 // runner's own pre-faulting makes pages exclusive too, so pages it populated
 // do not renew themselves: they age out and are found again when a cell
-// writes them. Over `max_bytes` the set is dropped (populating it would cost
-// more than the faults it saves). Where MADV_POPULATE_WRITE is missing
+// writes them. Over `max_bytes` the set is dropped, and an observation with
+// more than `max_new_bytes` of new pages (a cell that built new data) adds
+// none of them (populating them would cost more than the faults it saves). Where MADV_POPULATE_WRITE is missing
 // (EINVAL) Populate is a no-op.
 #pragma once
 
@@ -30,6 +31,8 @@ class HotPages {
   struct Options {
     std::size_t max_bytes = std::size_t{256} << 20;
     std::uint32_t max_age = 16;
+    // An observation that finds more new pages than this adds none of them.
+    std::size_t max_new_bytes = std::size_t{32} << 20;
   };
 
   HotPages() = default;
@@ -64,6 +67,8 @@ class HotPages {
     std::uint32_t stamp;   // observation at which it was last found
     bool populated;        // pre-faulted by this process (cannot renew itself)
   };
+
+  std::vector<Entry> Merge(const std::vector<std::uintptr_t>& found, bool add_new) const;
 
   Options options_;
   std::vector<Entry> entries_;  // sorted by page

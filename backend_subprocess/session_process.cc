@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -185,6 +186,7 @@ class SessionProcess {
   bool ForkWithChannel(Tag tag, pid_t* child_pid) {
     auto pair = protocol::SocketPair();
     if (!pair.ok()) Exit(3);
+    pid_t forker = ::getpid();
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
@@ -193,8 +195,13 @@ class SessionProcess {
       helpers_.clear();
       runner_pid_ = -1;
       parent_is_standby_ = tag == Tag::kRunner;
-      pending_channel_.Reset();  // the parent writes these
-      writer_channel_.Reset();
+      if (parent_is_standby_) {
+        // A runner dies with its standby (so a runaway cell cannot outlive
+        // a host that went away) until it retires that standby itself.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != forker) Exit(0);  // the standby is already gone
+      }
+      pending_channel_.Reset();  // the parent writes it
       return true;
     }
     pair->second.Reset();
@@ -212,15 +219,18 @@ class SessionProcess {
     if (after_cell_) {
       // Post-cell work, off the host's critical path: once the host has the
       // Result, note the pages the cell wrote (while the previous standby
-      // still shares the rest), retire that standby, fork the next runner
-      // (the next cell waits for it), then start the checkpoint writer.
+      // still shares the rest), retire that standby, start the checkpoint
+      // writer (first, so the next runner inherits its pidfd and the lineage
+      // runs one writer at a time), then fork the next runner.
       after_cell_ = false;
       WaitHostRead(socket_.get());
       hot_.Observe();
       if (parent_is_standby_) {
+        ::prctl(PR_SET_PDEATHSIG, 0);
         RetireParent();
         parent_is_standby_ = false;
       }
+      if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
     } else {
       hot_.Observe();
     }
@@ -232,7 +242,6 @@ class SessionProcess {
       return;
     }
     runner_pid_ = runner;
-    if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
     for (;;) {
       Frame frame = ReadOrExit();
       switch (frame.tag) {

@@ -168,7 +168,7 @@ def paced_rollback(args, report):
 
 def state_sizes(args, report):
     sizes = [int(x) for x in args.sizes.split(",")] + ([1024] if args.gigabyte else [])
-    modes = [("on", "async"), ("on", "sync"), ("off", "async"), ("off", "sync")]
+    modes = [tuple(m.split(":")) for m in args.state_modes.split(",")]
     report.append("\n## Per-cell cost with live state (cell `len(state)`, 50 ms apart)\n")
     report.append("| state | " + " | ".join(f"rollback {s}, {c}" for s, c in modes) + " |")
     report.append("|---" * (len(modes) + 1) + "|")
@@ -267,6 +267,8 @@ def main():
     parser.add_argument("--only", action="append",
                         choices=["trivial", "paced", "state", "deadline", "legacy"],
                         help="run only these sections (repeatable)")
+    parser.add_argument("--state-modes", default="on:async,on:sync,off:async,off:sync",
+                        help="rollback:checkpoint pairs for the state section")
     parser.add_argument("--sizes", default="0,10,100",
                         help="state sizes in MB for the state section (comma-separated)")
     args = parser.parse_args()

@@ -1,5 +1,6 @@
 // HotPages: finds the pages this process wrote (exclusively mapped), respects
-// its size cap, ages pages it populated itself, and after a fork pre-faults
+// its size caps (total, and new pages per observation), ages pages it
+// populated itself, and after a fork pre-faults
 // them (they become the child's own copies); unmapped pages are skipped.
 #include "backend_subprocess/hot_pages.h"
 
@@ -132,6 +133,19 @@ TEST(HotPages, OverTheCapTheSetIsDropped) {
   EXPECT_TRUE(hot.over_cap());
   EXPECT_EQ(hot.pages(), 0u);
   EXPECT_EQ(hot.Populate(), 0u);
+}
+
+TEST(HotPages, AnObservationWithTooManyNewPagesAddsNone) {
+  Region region;
+  ASSERT_TRUE(region.ok());
+  region.Write(0, kPages);
+  HotPages::Options options;
+  options.max_new_bytes = 4 * HotPages::PageSize();
+  HotPages hot(options);
+  ASSERT_TRUE(hot.Observe());
+  EXPECT_FALSE(hot.over_cap());
+  EXPECT_FALSE(hot.Contains(region.page(0)));
+  EXPECT_EQ(hot.pages(), 0u);
 }
 
 TEST(HotPages, PagesItPopulatedItselfAgeOut) {
