@@ -23,7 +23,9 @@ namespace {
 constexpr std::uint64_t kPresent = std::uint64_t{1} << 63;
 constexpr std::uint64_t kExclusive = std::uint64_t{1} << 56;
 constexpr std::size_t kScanChunk = 4096;      // pagemap entries per read
-constexpr std::size_t kPopulateChunk = 256;   // pages per madvise
+// Pages per madvise: small, so a cell that arrives waits at most for one
+// chunk (~32 copy-on-write copies) before the runner stops populating.
+constexpr std::size_t kPopulateChunk = 32;
 
 struct Range {
   std::uintptr_t start;  // bytes
@@ -80,7 +82,17 @@ bool HotPages::Observe() {
   std::vector<std::uintptr_t> found;
   std::vector<std::uint64_t> buffer(kScanChunk);
   over_cap_ = false;
-  for (const Range& range : PrivateWritableMappings()) {
+  std::vector<Range> mappings = PrivateWritableMappings();
+  std::size_t mapped = 0;
+  for (const Range& range : mappings) mapped += range.end - range.start;
+  if (mapped > options_.max_scan_bytes) {
+    // Reading pagemap costs per mapped page (~0.1 ms per MB here): for a
+    // big session it would cost more than the faults it could save.
+    over_cap_ = true;
+    entries_.clear();
+    return true;
+  }
+  for (const Range& range : mappings) {
     std::uintptr_t first = range.start / page_size;
     std::uintptr_t last = range.end / page_size;
     for (std::uintptr_t page = first; page < last;) {
@@ -143,7 +155,7 @@ std::vector<HotPages::Entry> HotPages::Merge(const std::vector<std::uintptr_t>& 
 }
 
 std::size_t HotPages::Populate(const std::function<bool()>& stop) {
-  if (!supported_ || entries_.empty()) return 0;
+  if (!supported_ || entries_.empty() || (stop && stop())) return 0;
   const std::size_t page_size = PageSize();
   std::vector<Range> mappings = PrivateWritableMappings();
   std::size_t populated = 0;

@@ -15,7 +15,9 @@
 // do not renew themselves: they age out and are found again when a cell
 // writes them. Over `max_bytes` the set is dropped, and an observation with
 // more than `max_new_bytes` of new pages (a cell that built new data) adds
-// none of them (populating them would cost more than the faults it saves). Where MADV_POPULATE_WRITE is missing
+// none of them (populating them would cost more than the faults it saves).
+// Over `max_scan_bytes` of private writable mappings it does not even scan
+// (reading pagemap costs per mapped page). Where MADV_POPULATE_WRITE is missing
 // (EINVAL) Populate is a no-op.
 #pragma once
 
@@ -33,6 +35,8 @@ class HotPages {
     std::uint32_t max_age = 16;
     // An observation that finds more new pages than this adds none of them.
     std::size_t max_new_bytes = std::size_t{32} << 20;
+    // Over this much private writable mapping, Observe does not scan at all.
+    std::size_t max_scan_bytes = std::size_t{512} << 20;
   };
 
   HotPages() = default;

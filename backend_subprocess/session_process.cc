@@ -97,13 +97,14 @@ void WaitHostRead(int socket) {
   Nap(kPostCellDelayNs);
 }
 
-// Kills this process's parent (the previous standby) race-free: through a
-// pidfd opened while it is still our parent.
-void RetireParent() {
-  pid_t parent = ::getppid();
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, parent, 0));
+// Kills `standby`, this process's parent (the previous standby), race-free:
+// only while it is still our parent (if it already exited we were reparented,
+// and getppid() names another process), through a pidfd opened meanwhile.
+void RetireParent(pid_t standby) {
+  if (::getppid() != standby) return;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, standby, 0));
   if (pidfd < 0) return;
-  if (::getppid() == parent) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  if (::getppid() == standby) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
   ::close(pidfd);
 }
 
@@ -195,6 +196,7 @@ class SessionProcess {
       helpers_.clear();
       runner_pid_ = -1;
       parent_is_standby_ = tag == Tag::kRunner;
+      standby_pid_ = forker;
       if (parent_is_standby_) {
         // A runner dies with its standby (so a runaway cell cannot outlive
         // a host that went away) until it retires that standby itself.
@@ -219,17 +221,16 @@ class SessionProcess {
     if (after_cell_) {
       // Post-cell work, off the host's critical path: once the host has the
       // Result, note the pages the cell wrote (while the previous standby
-      // still shares the rest), retire that standby, start the checkpoint
-      // writer (first, so the next runner inherits its pidfd and the lineage
-      // runs one writer at a time), then fork the next runner.
+      // still shares the rest), start the checkpoint writer (first, so the
+      // next runner inherits its pidfd and the lineage runs one writer at a
+      // time), fork the next runner, and only then retire the previous
+      // standby (its exit, unmapping a big state, would slow the fork).
       after_cell_ = false;
       WaitHostRead(socket_.get());
       hot_.Observe();
-      if (parent_is_standby_) {
-        ::prctl(PR_SET_PDEATHSIG, 0);
-        RetireParent();
-        parent_is_standby_ = false;
-      }
+      // This process now holds the state: it no longer dies with its parent
+      // (the host may end that one as soon as it has the next Result).
+      if (parent_is_standby_) ::prctl(PR_SET_PDEATHSIG, 0);
       if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
     } else {
       hot_.Observe();
@@ -242,6 +243,10 @@ class SessionProcess {
       return;
     }
     runner_pid_ = runner;
+    if (parent_is_standby_) {
+      RetireParent(standby_pid_);
+      parent_is_standby_ = false;
+    }
     for (;;) {
       Frame frame = ReadOrExit();
       switch (frame.tag) {
@@ -443,6 +448,7 @@ class SessionProcess {
   HotPages hot_;
   bool after_cell_ = false;          // a Result just went out: post-cell work due
   bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
+  pid_t standby_pid_ = -1;           // that standby
   UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)

@@ -148,6 +148,18 @@ TEST(HotPages, AnObservationWithTooManyNewPagesAddsNone) {
   EXPECT_EQ(hot.pages(), 0u);
 }
 
+TEST(HotPages, OverTheScanLimitNothingIsScanned) {
+  Region region;
+  ASSERT_TRUE(region.ok());
+  region.Write(0, 8);
+  HotPages::Options options;
+  options.max_scan_bytes = 4 * HotPages::PageSize();  // less than any process maps
+  HotPages hot(options);
+  ASSERT_TRUE(hot.Observe());
+  EXPECT_TRUE(hot.over_cap());
+  EXPECT_FALSE(hot.Contains(region.page(0)));
+}
+
 TEST(HotPages, PagesItPopulatedItselfAgeOut) {
   Region region;
   ASSERT_TRUE(region.ok());
