@@ -121,13 +121,23 @@ TEST(HandOff, KillingTheStandbyFromOutsideStillLeavesAUsableSession) {
   auto repl = MakeRepl(CheckpointMode::kSync);
   MustRun(*repl, "s", "x = 41");
   MustRun(*repl, "s", "x += 1");
-  // Kill every process of the session (as an OOM killer might): the next cell
-  // reports the loss or runs on the checkpoint; the one after is back to it.
+  // Kill every process of the session (as an OOM killer might). A runner
+  // forked just after the kill list was taken dies with its standby, so the
+  // loss may show one cell later; each loss is reported, and the session
+  // then comes back from its checkpoint.
   for (pid_t p : LiveDescendants(repl->WorkerPid())) ::kill(p, SIGKILL);
-  auto first = repl->Run("s", "x", {});
-  ASSERT_TRUE(first.ok());
-  Result again = MustRun(*repl, "s", "x");
-  EXPECT_EQ(again.value, "42") << again.error.value_or("");
+  int losses = 0;
+  Result r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = MustRun(*repl, "s", "x");
+    if (r.ok) break;
+    ++losses;
+    EXPECT_NE(r.error.value_or("").find("last checkpoint"), std::string::npos)
+        << r.error.value_or("");
+  }
+  EXPECT_TRUE(r.ok) << r.error.value_or("");
+  EXPECT_EQ(r.value, "42");
+  EXPECT_LE(losses, 2);
 }
 
 TEST(HandOff, AsyncCheckpointsLandAndTheLastOneWinsAfterClose) {
