@@ -114,6 +114,9 @@ std::unique_ptr<LiveSession> LiveSession::Adopt(ProcessChannel channel,
 }
 
 void LiveSession::Kill() {
+  // The retired standby is not signalled (its pid may be reused once the new
+  // standby killed it): closing its socket ends it if it is still alive.
+  retired_ = ProcessChannel{};
   for (ProcessChannel* c : {&runner_, &standby_}) {
     if (c->pid > 0) {
       ::kill(-c->pid, SIGKILL);
@@ -224,9 +227,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     held_ = outcome.result.held;
     restored_no_cell_ = false;
     if (snapshots_) {
-      // The runner now holds the state: it is the new standby (and is forking
-      // a new runner); the old standby is no longer needed.
-      (void)protocol::WriteFrame(standby_.socket.get(), Tag::kRetire, {});
+      // The runner now holds the state: it is the new standby. Once we have
+      // read this Result it notes the pages the cell wrote, retires the old
+      // standby (its parent) itself and forks a new runner. The old standby's
+      // socket stays open until then (closing it would end that process
+      // early); it is dropped at the next Result.
+      retired_ = std::move(standby_);
       standby_ = std::move(runner_);
       runner_ = ProcessChannel{};
       runner_pending_ = true;

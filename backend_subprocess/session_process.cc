@@ -5,7 +5,14 @@
 #include "backend_subprocess/session_process.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +21,7 @@
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
+#include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
 #include "core/cell_runner.h"
 
@@ -63,6 +71,39 @@ class SocketSink final : public OutputSink {
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
 
+void Nap(long nanoseconds) {
+  timespec ts{0, nanoseconds};
+  ::nanosleep(&ts, nullptr);
+}
+
+// After a Result: waits until the host has read everything sent on `socket`
+// (its send queue is empty), so the post-cell work (the next runner's fork,
+// the checkpoint writer) does not compete with the host while it takes the
+// Result. Returns early if the host hangs up. (A further fixed delay of
+// 0.3 ms measured no different.)
+void WaitHostRead(int socket) {
+  using std::chrono::steady_clock;
+  auto start = steady_clock::now();
+  for (;;) {
+    int queued = 0;
+    if (::ioctl(socket, SIOCOUTQ, &queued) != 0 || queued <= 0) break;
+    pollfd p{socket, 0, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) return;
+    Nap(steady_clock::now() - start < std::chrono::milliseconds(10) ? 50'000 : 1'000'000);
+  }
+}
+
+// Kills `standby`, this process's parent (the previous standby), race-free:
+// only while it is still our parent (if it already exited we were reparented,
+// and getppid() names another process), through a pidfd opened meanwhile.
+void RetireParent(pid_t standby) {
+  if (::getppid() != standby) return;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, standby, 0));
+  if (pidfd < 0) return;
+  if (::getppid() == standby) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  ::close(pidfd);
+}
+
 class SessionProcess {
  public:
   SessionProcess(UniqueFd socket, const WorkerSettings& settings)
@@ -101,6 +142,7 @@ class SessionProcess {
   }
   // A frame from the host, or exit when it is gone or speaks nonsense.
   Frame ReadOrExit() {
+    AwaitRequest();
     auto frame = Read();
     if (!frame.ok()) Exit(0);
     return std::move(frame).value();
@@ -141,6 +183,7 @@ class SessionProcess {
   bool ForkWithChannel(Tag tag, pid_t* child_pid) {
     auto pair = protocol::SocketPair();
     if (!pair.ok()) Exit(3);
+    pid_t forker = ::getpid();
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
@@ -148,6 +191,15 @@ class SessionProcess {
       pair->first.Reset();
       helpers_.clear();
       runner_pid_ = -1;
+      parent_is_standby_ = tag == Tag::kRunner;
+      standby_pid_ = forker;
+      if (parent_is_standby_) {
+        // A runner dies with its standby (so a runaway cell cannot outlive
+        // a host that went away) until it retires that standby itself.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != forker) Exit(0);  // the standby is already gone
+      }
+      pending_channel_.Reset();  // the parent writes it
       return true;
     }
     pair->second.Reset();
@@ -162,6 +214,23 @@ class SessionProcess {
   // (in the child) once this process has become the runner, or (in the
   // parent) after the runner died, to fork a new one.
   void StandBy() {
+    if (after_cell_) {
+      // Post-cell work, off the host's critical path: once the host has the
+      // Result, note the pages the cell wrote (while the previous standby
+      // still shares the rest), start the checkpoint writer (first, so the
+      // next runner inherits its pidfd and the lineage runs one writer at a
+      // time), fork the next runner, and only then retire the previous
+      // standby (its exit, unmapping a big state, would slow the fork).
+      after_cell_ = false;
+      WaitHostRead(socket_.get());
+      hot_.Observe();
+      // This process now holds the state: it no longer dies with its parent
+      // (the host may end that one as soon as it has the next Result).
+      if (parent_is_standby_) ::prctl(PR_SET_PDEATHSIG, 0);
+      if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
+    } else {
+      hot_.Observe();
+    }
     ReapFinished();
     pid_t runner;
     if (ForkWithChannel(Tag::kRunner, &runner)) {
@@ -170,6 +239,10 @@ class SessionProcess {
       return;
     }
     runner_pid_ = runner;
+    if (parent_is_standby_) {
+      RetireParent(standby_pid_);
+      parent_is_standby_ = false;
+    }
     for (;;) {
       Frame frame = ReadOrExit();
       switch (frame.tag) {
@@ -207,11 +280,17 @@ class SessionProcess {
   // is not waiting (no request pending), takes the faults a typical cell's
   // interpreter machinery would take off the critical path.
   void WarmUp() {
-    if (protocol::WaitReadable(socket_.get(), protocol::Clock::now()).ok()) return;
-    // "None" in the session's own namespace binds nothing and prints nothing,
-    // but touches what every cell touches (the namespace, the cell machinery).
+    auto request_pending = [this] {
+      return protocol::WaitReadable(socket_.get(), protocol::Clock::now()).ok();
+    };
+    // The pages recent cells wrote (see hot_pages.h), then a throwaway cell.
+    hot_.Populate(request_pending);
+    if (request_pending()) return;
+    // "0" in the session's own namespace binds nothing and prints nothing,
+    // but touches what every cell touches (the namespace, the cell machinery,
+    // the value's repr).
     CellRequest request;
-    request.code = "None";
+    request.code = "0";
     request.filename = "<dolsot warm-up>";
     request.hidden_names = aliases_;
     (void)RunCell(globals_, request);
@@ -238,15 +317,60 @@ class SessionProcess {
   // Async checkpoint: a forked copy serializes this state and sends it on
   // `channel` (whose other end went to the host with the Result) while the
   // next cell runs.
+  //
+  // At most one writer runs at a time (coalescing): while one runs, the
+  // newest channel waits in pending_channel_ (closing an older pending one:
+  // the host skips a channel that closes without data, and the newer state
+  // supersedes it) and gets its writer, from this process's state, when the
+  // running one exits (see AwaitRequest).
   void ForkCheckpointWriter(UniqueFd channel) {
+    if (WriterRunning()) {
+      pending_channel_ = std::move(channel);
+      return;
+    }
     int pid = ForkProcess();
     if (pid == 0) {
       socket_ = std::move(channel);
+      pending_channel_.Reset();
+      writer_pidfd_.Reset();
+      (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       CheckpointNow();
       Exit(0);
     }
-    if (pid > 0) helpers_.push_back(pid);
+    if (pid > 0) {
+      helpers_.push_back(pid);
+      writer_pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    }
     // On failure the channel closes here: the host sees no checkpoint.
+  }
+
+  // Whether the last writer this lineage started is still running (its pidfd
+  // is inherited through forks, so a new standby knows its parent's writer).
+  bool WriterRunning() const {
+    if (!writer_pidfd_) return false;
+    pollfd p{writer_pidfd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+  // Before reading a request: while a checkpoint channel is pending, also
+  // wait for the running writer to exit, then start the pending one.
+  void AwaitRequest() {
+    while (pending_channel_) {
+      pollfd p[2] = {{socket_.get(), POLLIN, 0}, {writer_pidfd_.get(), POLLIN, 0}};
+      int r;
+      Py_BEGIN_ALLOW_THREADS
+      r = ::poll(p, 2, -1);
+      Py_END_ALLOW_THREADS
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (p[1].revents != 0) {
+        writer_pidfd_.Reset();
+        ForkCheckpointWriter(std::move(pending_channel_));
+      }
+      if (p[0].revents != 0) return;
+    }
   }
 
   void RunNext() {
@@ -299,11 +423,15 @@ class SessionProcess {
     }
     Send(Tag::kResult, w.data(), channel ? channel->first.get() : -1);
     checkpoint.reset();
-    if (channel) {
-      channel->first.Reset();
+    if (channel) channel->first.Reset();
+    if (settings_.snapshots) {
+      role_ = Role::kStandby;  // StandBy() does the post-cell work
+      after_cell_ = true;
+      if (channel) writer_channel_ = std::move(channel->second);
+    } else if (channel) {
+      WaitHostRead(socket_.get());
       ForkCheckpointWriter(std::move(channel->second));
     }
-    if (settings_.snapshots) role_ = Role::kStandby;
   }
 
   UniqueFd socket_;
@@ -313,6 +441,13 @@ class SessionProcess {
   Role role_ = Role::kRunner;
   pid_t runner_pid_ = -1;
   std::vector<pid_t> helpers_;
+  HotPages hot_;
+  bool after_cell_ = false;          // a Result just went out: post-cell work due
+  bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
+  pid_t standby_pid_ = -1;           // that standby
+  UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
+  UniqueFd pending_channel_;         // the newest channel while a writer runs
+  UniqueFd writer_pidfd_;            // the last writer started (inherited)
 };
 
 }  // namespace

@@ -167,8 +167,8 @@ def paced_rollback(args, report):
 
 
 def state_sizes(args, report):
-    sizes = [0, 10, 100] + ([1024] if args.gigabyte else [])
-    modes = [("on", "async"), ("on", "sync"), ("off", "async"), ("off", "sync")]
+    sizes = [int(x) for x in args.sizes.split(",")] + ([1024] if args.gigabyte else [])
+    modes = [tuple(m.split(":")) for m in args.state_modes.split(",")]
     report.append("\n## Per-cell cost with live state (cell `len(state)`, 50 ms apart)\n")
     report.append("| state | " + " | ".join(f"rollback {s}, {c}" for s, c in modes) + " |")
     report.append("|---" * (len(modes) + 1) + "|")
@@ -264,13 +264,24 @@ def main():
     parser.add_argument("--write", help="also write the report to this Markdown file")
     parser.add_argument("--legacy-python",
                         help="python of a venv with dolsot==0.4.2 installed (the old design)")
+    parser.add_argument("--only", action="append",
+                        choices=["trivial", "paced", "state", "deadline", "legacy"],
+                        help="run only these sections (repeatable)")
+    parser.add_argument("--state-modes", default="on:async,on:sync,off:async,off:sync",
+                        help="rollback:checkpoint pairs for the state section")
+    parser.add_argument("--sizes", default="0,10,100",
+                        help="state sizes in MB for the state section (comma-separated)")
     args = parser.parse_args()
     load = os.getloadavg()
     report = ["# Repl benchmarks\n",
               f"One run on {os.cpu_count()} cores, load average {load[0]:.1f} at start; "
               f"Python {sys.version.split()[0]}; typecheck off. Medians unless stated.\n"]
-    for section in (trivial_cells, paced_rollback, state_sizes, deadline_to_result, legacy_peer):
-        section(args, report)
+    sections = {"trivial": trivial_cells, "paced": paced_rollback, "state": state_sizes,
+                "deadline": deadline_to_result, "legacy": legacy_peer}
+    for name, section in sections.items():
+        if not args.only or name in args.only:
+            section(args, report)
+    report.append(f"\nLoad average at the end: {os.getloadavg()[0]:.1f}.")
     print("\n".join(report), flush=True)
     text = "\n".join(report) + "\n"
     if args.write:

@@ -266,10 +266,37 @@ def test_killed_host_leaves_no_process_behind():
     host = subprocess.Popen([sys.executable, "-c", HOST.format(path=path, tail="sys.stdin.read()")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in host.stdout.readline().split()]
-    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    # The worker and the runner are alive; the runner's parent (the standby
+    # from before that cell) may already have been retired by the hand-off.
+    assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids[:2])
     host.kill()
     host.wait()
     assert _wait_gone(pids, 20)
+
+
+@pytest.mark.timeout(60)
+def test_killed_host_during_a_runaway_cell_leaves_no_process_behind(tmp_path):
+    # The cell reports its own pid through a fifo, then loops; the host is
+    # killed while it runs. The runner dies with its standby, the standby and
+    # the worker with the host.
+    fifo = str(tmp_path / "runner-pid")
+    os.mkfifo(fifo)
+    cell = ("import os\n"
+            f"fd = os.open({fifo!r}, os.O_WRONLY)\n"
+            "os.write(fd, str(os.getpid()).encode())\n"
+            "os.close(fd)\n"
+            "while True: pass")
+    path = os.path.dirname(os.path.dirname(dolsot.__file__))
+    tail = f"r.run('s', {cell!r}, timeout=600)"
+    host = subprocess.Popen([sys.executable, "-c", HOST.format(path=path, tail=tail)],
+                            stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in host.stdout.readline().split()]
+    with open(fifo) as f:
+        runner = int(f.read())
+    assert os.path.exists(f"/proc/{runner}")
+    host.kill()
+    host.wait()
+    assert _wait_gone(pids + [runner], 20)
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,84 @@
+// HotPages: the pages a session's cells recently wrote, so a freshly forked
+// runner can take their copy-on-write faults before a cell arrives instead of
+// during it.
+//
+// After a fork every private page is shared between the standby and the
+// runner; the first write to one costs a copy-on-write fault (~17 µs here).
+// The standby, just after it ran a cell as the runner, finds the pages it
+// wrote since its own fork: those are the ones /proc/self/pagemap reports as
+// "exclusively mapped" (bit 56; this kernel has no soft-dirty bits) while its
+// parent still shares the rest. The next runner inherits the list and
+// pre-faults it with madvise(MADV_POPULATE_WRITE) while it is idle.
+//
+// A page stays hot for `max_age` observations after it was last found. The
+// runner's own pre-faulting makes pages exclusive too, so pages it populated
+// do not renew themselves: they age out and are found again when a cell
+// writes them. Over `max_bytes` the set is dropped, and an observation with
+// more than `max_new_bytes` of new pages (a cell that built new data) adds
+// none of them (populating them would cost more than the faults it saves).
+// Over `max_scan_bytes` of private writable mappings it does not even scan
+// (reading pagemap costs per mapped page). Where MADV_POPULATE_WRITE is missing
+// (EINVAL) Populate is a no-op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace dolsot {
+
+class HotPages {
+ public:
+  struct Options {
+    std::size_t max_bytes = std::size_t{256} << 20;
+    std::uint32_t max_age = 16;
+    // An observation that finds more new pages than this adds none of them.
+    std::size_t max_new_bytes = std::size_t{32} << 20;
+    // Over this much private writable mapping, Observe does not scan at all.
+    std::size_t max_scan_bytes = std::size_t{512} << 20;
+  };
+
+  HotPages() = default;
+  explicit HotPages(Options options) : options_(options) {}
+
+  // Records the pages of this process's private writable mappings that are
+  // exclusively mapped now. Call before forking (in the process that will be
+  // the parent), while the process it was forked from is still alive.
+  // Returns false when /proc/self/pagemap could not be read.
+  bool Observe();
+
+  // Pre-faults the recorded pages (in the forked child), in chunks; stops
+  // early when `stop()` returns true between chunks. Returns the number of
+  // pages populated. Pages no longer in a private writable mapping are
+  // skipped.
+  std::size_t Populate(const std::function<bool()>& stop = {});
+
+  std::size_t pages() const { return entries_.size(); }
+  std::size_t bytes() const { return entries_.size() * PageSize(); }
+  // True when the last Observe found more than max_bytes (the set is empty).
+  bool over_cap() const { return over_cap_; }
+  // False once MADV_POPULATE_WRITE turned out to be unsupported.
+  bool supported() const { return supported_; }
+  // Whether `address`'s page is in the set (for tests).
+  bool Contains(const void* address) const;
+
+  static std::size_t PageSize();
+
+ private:
+  struct Entry {
+    std::uintptr_t page;   // address >> page shift
+    std::uint32_t stamp;   // observation at which it was last found
+    bool populated;        // pre-faulted by this process (cannot renew itself)
+  };
+
+  std::vector<Entry> Merge(const std::vector<std::uintptr_t>& found, bool add_new) const;
+
+  Options options_;
+  std::vector<Entry> entries_;  // sorted by page
+  std::uint32_t clock_ = 0;
+  bool over_cap_ = false;
+  bool supported_ = true;
+};
+
+}  // namespace dolsot
