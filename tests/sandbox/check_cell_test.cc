@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sandbox/prescan.h"
+#include "sandbox/source_text.h"
+
 #include <string>
 #include <vector>
 
@@ -189,6 +192,22 @@ TEST_P(AttackTest, IsRejectedByTheNamedRule) {
   EXPECT_TRUE(found) << "expected [" << attack.rule << "], got:\n" << Describe(findings);
 }
 
+// The fast path never accepts an attack, and the full path alone (no fast
+// path) rejects it by the same rule.
+TEST_P(AttackTest, FastPathNeverAcceptsIt) {
+  Policy policy = TestPolicy();
+  policy.denied_names.insert("dangerous");
+  const Attack& attack = GetParam();
+  // The fast path runs only on cells the source checks accept.
+  if (!CheckSourceText(attack.code, policy)) {
+    EXPECT_FALSE(PrescanProvesAllowed(attack.code, policy));
+  }
+  std::vector<Finding> findings = CheckCellFullPath(attack.code, policy);
+  bool found = false;
+  for (const Finding& finding : findings) found |= finding.rule_id() == attack.rule;
+  EXPECT_TRUE(found) << "expected [" << attack.rule << "], got:\n" << Describe(findings);
+}
+
 INSTANTIATE_TEST_SUITE_P(Corpus, AttackTest, ::testing::ValuesIn(Attacks()),
                          [](const auto& info) { return std::string(info.param.name); });
 
@@ -284,6 +303,11 @@ class BenignTest : public ::testing::TestWithParam<Benign> {};
 
 TEST_P(BenignTest, IsAllowed) {
   std::vector<Finding> findings = CheckCell(GetParam().code, TestPolicy());
+  EXPECT_TRUE(findings.empty()) << Describe(findings);
+}
+
+TEST_P(BenignTest, IsAllowedByTheFullPath) {
+  std::vector<Finding> findings = CheckCellFullPath(GetParam().code, TestPolicy());
   EXPECT_TRUE(findings.empty()) << Describe(findings);
 }
 

@@ -1,0 +1,174 @@
+"""dolsot.sandbox: the gate's fast path (a token-level proof that a cell is
+allowed, which skips the parse). Run with PYTHONPATH=<build>/python.
+
+The fast path must never accept what CPython runs as a denied construct,
+however it is spelled; and a syntax error it lets through must be refused by
+CPython before anything of the cell runs (docs/gate.md, "The fast path").
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import warnings
+
+import pytest
+
+from dolsot.sandbox import Policy, check_ast
+
+TOOLBOX_POLICY = Policy(toolboxes={"tb": "mytools.api"})
+
+# Spellings aimed at a token-level check: each is valid Python that CPython
+# runs with a denied construct in it, and the gate must reject it.
+FAST_PATH_ATTACKS = [
+    ("\uff45\uff56\uff41\uff4c('1')", "name-denied"),  # fullwidth eval
+    ("\u212fval('1')", "name-denied"),  # script small e
+    ("x = \u212fval", "name-denied"),
+    ("import math\nmath.\u017fin(1)\nx = tb.\u017fys", "attribute-denied"),  # long s
+    ("x = y._\uff3fclass__", "dunder-attribute"),  # fullwidth low line
+    ("tb\\\n.x = 1", "module-assignment"),
+    ("(tb  # comment\n .x) = 1", "module-assignment"),
+    ("tb.x \\\n  += 1", "module-assignment"),
+    ("a, tb.x = 1, 2", "module-assignment"),
+    ("def f():\n    del tb.x", "module-assignment"),
+    ("Counter.x = 1\nfrom collections import Counter", "module-assignment"),
+    ("x = 1; import os", "import-denied"),
+    ("if x: import os", "import-denied"),
+    ("a.\\\n_x", "private-attribute"),
+    ("a . _x", "private-attribute"),
+    ("f'{x._y}'", "private-attribute"),
+    ("f'{x:{eval}}'", "name-denied"),
+    ("f'{x!r:>{y.__class__}}'", "dunder-attribute"),
+    ("f'{t.format(x)}'", "format-string"),
+    ("rf'{eval}'", "name-denied"),
+    ("x = list = []", "rebind-builtin"),
+    ("a, list = 1, 2", "rebind-builtin"),
+    ("(list) = 1", "rebind-builtin"),
+    ("[a, list] = 1, 2", "rebind-builtin"),
+    ("*list, = [1]", "rebind-builtin"),
+    ("list: int = 3", "rebind-builtin"),
+    ("list += [1]", "rebind-builtin"),
+    ("for list in x: pass", "rebind-builtin"),
+    ("with x as list: pass", "rebind-builtin"),
+    ("try: pass\nexcept E as list: pass", "rebind-builtin"),
+    ("def list(): pass", "rebind-builtin"),
+    ("class list: pass", "rebind-builtin"),
+    ("f(list := 3)", "rebind-builtin"),
+    ("def f():\n    global list\n    list = 1", "rebind-builtin"),
+    ("if 1: list = 2", "rebind-builtin"),
+    ("class A: pass\nlist = 1", "rebind-builtin"),
+    ("def f():\n    pass\nlist = 1", "rebind-builtin"),
+    ("import math as tb", "rebind-toolbox"),
+    ("from math import pi as print", "rebind-builtin"),
+]
+
+
+@pytest.mark.parametrize("code,rule", FAST_PATH_ATTACKS)
+def test_fast_path_attack_is_rejected(code: str, rule: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(code)
+        except SyntaxError:
+            assert rule == "syntax-error", "the attack must be valid Python"
+    findings = check_ast(code, TOOLBOX_POLICY)
+    assert rule in {f.rule for f in findings}, findings
+
+
+def test_typical_cells_are_allowed() -> None:
+    cells = [
+        "import math, json as j\nfrom collections import (Counter,\n    defaultdict,)\n"
+        "r = math.pi * 2\nprint(j.dumps({'a': Counter('ab')}))\n",
+        "class C:\n    id: int = 0\n    def __init__(self):\n        self.type = 'x'\n",
+        "s = f'{a!r:>{w}} {b[\"k\"]} {c:.2f} {{eval}} {d=}'\n",
+        "x = tb.fetch('u')\nn = len(x)\nprint(sorted(x, key=lambda r: r[1]))\n",
+    ]
+    for code in cells:
+        assert check_ast(code, TOOLBOX_POLICY) == [], code
+
+
+def test_syntax_error_passed_by_the_fast_path_never_runs() -> None:
+    """The fast path does not prove validity: `x = = 1` has no finding, and
+    CPython refuses to compile it, so none of the cell runs."""
+    inprocess = pytest.importorskip("dolsot.inprocess")
+    code = "ran = True\nx = = 1\n"
+    assert check_ast(code) == []
+    session = inprocess.InProcessSession(gate=check_ast)
+    try:
+        result = session.run("s", code)
+        assert not result.ok
+        assert "SyntaxError" in result.error
+        assert session.run("s", "'ran' in dir()").value == "False"
+    finally:
+        session.close()
+
+
+def test_fast_path_agrees_with_cpython_on_generated_cells() -> None:
+    """Cells of tokens the fast path handles: whenever CPython's AST has a
+    denied name, a module-level rebinding of a builtin or a toolbox store, the
+    gate rejects the cell."""
+    fragments = [
+        "print", "list", "tb", "x", "y", "eval", "_p", "=", "+=", ":=", ".", ",", "(", ")",
+        "[", "]", ":", ";", "*", "for", "in", "del", "as", "with", "return", "if", "else",
+        "def", "f", "lambda", "'a'", "f'{x}'", "\n", "\n    ", "\\\n", "# c\n", "1", " ",
+        "pass", "not", "->", "@", "class",
+    ]
+    builtins = {"print", "list"}
+    rng = random.Random(20261203)
+    runnable = denied = 0
+
+    def sees_denied(tree: ast.AST) -> bool:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id == "eval":
+                return True
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+                return True
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                root = node.value
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id == "tb":
+                    return True
+        for stmt in tree.body:  # module level bindings of builtins / the toolbox
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Lambda)):
+                    if (getattr(node, "name", None) in builtins | {"tb"}
+                            and _at_module_level(stmt, node)):
+                        return True
+                    continue
+                if (isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))
+                        and node.id in builtins | {"tb"} and _at_module_level(stmt, node)):
+                    return True
+        return False
+
+    for _ in range(20_000):
+        code = "".join(rng.choice(fragments) for _ in range(rng.randint(1, 10)))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        runnable += 1
+        if sees_denied(tree):
+            denied += 1
+            assert check_ast(code, TOOLBOX_POLICY) != [], f"the gate allowed {code!r}"
+    assert runnable > 1000 and denied > 50
+
+
+def _at_module_level(stmt: ast.stmt, target: ast.AST) -> bool:
+    """Whether `target` inside `stmt` is outside every function, class and lambda."""
+    def search(node: ast.AST) -> bool | None:
+        if node is target:
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None
+        children = list(ast.iter_child_nodes(node))
+        if isinstance(node, ast.comprehension):  # its target is local to the comprehension
+            children = [node.iter, *node.ifs]
+        for child in children:
+            found = search(child)
+            if found is not None:
+                return found
+        return None
+    return bool(search(stmt))
