@@ -292,21 +292,21 @@ bool Lexer::LexNumber() {
 bool Lexer::LexOperator() {
   std::size_t start = pos_;
   std::string_view rest = code_.substr(pos_);
+  char c = code_[pos_];
   for (std::string_view op : kOperators3) {
-    if (rest.starts_with(op)) {
+    if (op[0] == c && rest.starts_with(op)) {
       pos_ += 3;
       Emit(Tok::kOp, start, pos_);
       return true;
     }
   }
   for (std::string_view op : kOperators2) {
-    if (rest.starts_with(op)) {
+    if (op[0] == c && rest.starts_with(op)) {
       pos_ += 2;
       Emit(Tok::kOp, start, pos_);
       return true;
     }
   }
-  char c = code_[pos_];
   if (kOperators1.find(c) == std::string_view::npos) return false;  // `!`, `$`, `?`, controls, ...
   if (c == '(' || c == '[' || c == '{') {
     if (brackets_.size() >= kMaxBrackets) return false;
@@ -646,12 +646,10 @@ bool Analysis::Run() {
       if (MayBeTarget(prev, t_[j])) store_roots_.push_back(name);
     }
   }
-  auto imported = [this](std::string_view root) {
-    return std::find(imported_.begin(), imported_.end(), root) != imported_.end();
-  };
+  std::sort(imported_.begin(), imported_.end());  // n log n, also for huge cells
   for (std::string_view root : store_roots_) {
     if (policy_.toolbox_aliases.contains(root) || policy_.allowed_modules.contains(root) ||
-        imported(root)) {
+        std::binary_search(imported_.begin(), imported_.end(), root)) {
       return false;
     }
   }
