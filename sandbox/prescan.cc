@@ -72,7 +72,8 @@ constexpr std::string_view kOperators1 = "+-*/%@&|^~<>()[]{},:;.=";
 
 class Lexer {
  public:
-  explicit Lexer(std::string_view code) : code_(code) {}
+  Lexer(std::string_view code, std::size_t max_line_tokens)
+      : code_(code), line_token_limit_(max_line_tokens) {}
 
   // False when the cell is not surely read as CPython reads it.
   bool Run();
@@ -110,6 +111,7 @@ class Lexer {
   bool PrevIsAtom() const;
 
   std::string_view code_;
+  std::size_t line_token_limit_;  // more tokens in a logical line: give up early
   std::size_t pos_ = 0;
   std::vector<Bracket> brackets_;
   std::size_t load_only_depth_ = 0;  // load-only brackets open
@@ -122,6 +124,7 @@ class Lexer {
   std::size_t line_tokens_ = 0;
   std::size_t line_first_ = 0;  // index of the logical line's first token
   bool line_colon_ = false;     // a `:` outside brackets in this logical line
+  bool too_long_ = false;       // a logical line passed line_token_limit_
 };
 
 // Compound statements: their header needs a `:` outside brackets. Checking
@@ -137,6 +140,7 @@ void Lexer::Emit(Tok type, std::size_t start, std::size_t end) {
   tokens.push_back(Token{type, load_only_depth_ > 0, module_scope_,
                          code_.substr(start, end - start)});
   max_line_tokens = std::max(max_line_tokens, ++line_tokens_);
+  if (line_tokens_ > line_token_limit_) too_long_ = true;
 }
 
 // At the first character of a physical line outside brackets: skips blank and
@@ -218,7 +222,7 @@ bool Lexer::Run() {
       if (brackets_.empty()) {
         if (!EndLogicalLine() || !LogicalLineStart()) return false;
       }
-    } else if (!LexToken()) {
+    } else if (!LexToken() || too_long_) {
       return false;
     }
   }
@@ -659,10 +663,12 @@ bool Analysis::Run() {
 }  // namespace
 
 bool PrescanProvesAllowed(std::string_view code, const Policy& policy) {
-  Lexer lexer(code);
-  if (!lexer.Run()) return false;
   // The tree-sitter tree is at most a few levels per token of a logical line
-  // and two per indentation level; the full path rejects deeper trees.
+  // and two per indentation level; the full path rejects deeper trees. A line
+  // that alone breaks the bound ends the lexing early (and bounds memory).
+  if (policy.max_depth < 32) return false;
+  Lexer lexer(code, (policy.max_depth - 32) / 3);
+  if (!lexer.Run()) return false;
   std::size_t depth_bound = 3 * lexer.max_line_tokens + 3 * lexer.max_indents + 32;
   if (depth_bound > policy.max_depth) return false;
   return Analysis(lexer.tokens, policy).Run();
