@@ -506,6 +506,9 @@ bool MayBeTarget(const Token& prev, const Token& next) {
   if (!CanFollowTarget(next)) return false;
   if (OnlyExpressionFollows(prev)) return false;
   if (IsAssignOp(prev) && IsStatementEnd(next)) return false;  // the value of `x = name`
+  if (prev.type == Tok::kNewline || IsOp(prev, ";")) {
+    return !IsStatementEnd(next);  // a whole expression statement (`tb.config`) only reads
+  }
   return true;
 }
 

@@ -116,6 +116,7 @@ const std::vector<Case>& FastCells() {
       {"lambda_in_call", "xs.sort(key=lambda row: row[1])\n"},
       {"walrus_ordinary", "if (n := len(xs)) > 3:\n    print(n)\n"},
       {"decorators", "@tb.register\ndef f():\n    pass\n"},
+      {"expression_statements", "tb.config\nmath.pi; list\nx = 1\ntb.x.y\n"},
   };
   return cells;
 }
@@ -228,6 +229,10 @@ const std::vector<Case>& SlowCells() {
       {"store_before_import", "Counter.x = 1\nfrom collections import Counter\n"},
       {"store_in_function", "def f():\n    tb.x = 1\n"},
       {"store_in_tuple", "a, tb.x = 1, 2\n"},
+      {"store_first_in_tuple", "tb.x, a = 1, 2\n"},
+      {"del_after_semicolon", "x = 1; del tb.x\n"},
+      {"builtin_first_in_tuple", "list, a = 1, 2\n"},
+      {"builtin_statement_then_assign", "list; list = 1\n"},
       // lexical oddities
       {"number_glued_to_keyword", "x = 1if y else 2\n"},
       {"hex_glued_to_keyword", "[0x1for x in y]\n"},
