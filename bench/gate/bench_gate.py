@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import subprocess
+import tempfile
 import platform
 import statistics
 import sys
@@ -86,7 +88,8 @@ summary
 
 NOTES = """\
 Command: `cmake --build <build> --target bench_gate` (or
-`PYTHONPATH=<build>/python python bench/gate/bench_gate.py --out docs/bench/gate.md`).
+`PYTHONPATH=<build>/python python bench/gate/bench_gate.py
+--floor <build>/bench/gate/gate_floor_bench --out docs/bench/gate.md`).
 The machine is a shared 2-core box; the load average above is from this run:
 compare the ratios (gate and ast.parse interleaved), not the absolute times.
 
@@ -150,9 +153,38 @@ def measure(name: str, code: str, runs: int) -> tuple[str, float, float]:
 FULL_PATH_PREFIX = "global _\n"
 
 
+def floor_table(binary: str, inputs: list[tuple[str, str, int]]) -> list[str]:
+    """C++ medians (no Python boundary) next to ast.parse of the same source,
+    measured right after, in the same run."""
+    rows = [
+        "Floor (C++, `gate_floor_bench`; ast.parse measured right after each):",
+        "",
+        "| input | tree-sitter parse alone | full path | CheckCell | ast.parse "
+        "| parse/ast.parse | full/ast.parse | CheckCell/ast.parse |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, code, runs in inputs:
+            path = os.path.join(tmp, "input.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(code)
+            out = subprocess.run([binary, path, str(runs)], check=True, capture_output=True,
+                                 text=True).stdout
+            got = dict(item.split("=") for item in out.split())
+            parse_times = [timed(ast.parse, code) for _ in range(runs)]
+            ref = statistics.median(parse_times) * 1e6
+            p, full, check = (float(got[k]) for k in ("parse_us", "full_path_us", "check_cell_us"))
+            rows.append(f"| {name} | {p:,.0f} µs | {full:,.0f} µs | {check:,.0f} µs | {ref:,.0f} µs "
+                        f"| {p / ref:.3f}x | {full / ref:.3f}x | {check / ref:.3f}x |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", help="also write the Markdown table to this file")
+    parser.add_argument("--floor", metavar="GATE_FLOOR_BENCH",
+                        help="also run this gate_floor_bench binary (C++: tree-sitter's parse "
+                             "alone, full path, CheckCell) on both inputs")
     args = parser.parse_args()
     big = big_file()
     load_before = os.getloadavg()[0]
@@ -174,6 +206,9 @@ def main() -> None:
     ]
     for name, gate, parse in rows:
         lines.append(f"| {name} | {gate * 1e6:,.0f} µs | {parse * 1e6:,.0f} µs | {gate / parse:.3f}x |")
+    if args.floor:
+        lines += ["", *floor_table(args.floor, [("typical cell", TYPICAL_CELL, 2000),
+                                                ("large file", big, 9)])]
     lines += ["", NOTES]
     text = "\n".join(lines)
     print(text)
