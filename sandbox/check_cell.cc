@@ -349,7 +349,12 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
       frame.identifier_count = ts_node_named_child_count(node);
       return true;
     case NodeKind::kAttribute: {
-      if (frame.role == Role::kBind || frame.role == Role::kDelete) RecordStore(node);
+      // A comprehension's attribute targets store into real objects too; only
+      // its name targets are local to it.
+      if (frame.role == Role::kBind || frame.role == Role::kDelete ||
+          frame.role == Role::kCompBind) {
+        RecordStore(node);
+      }
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
@@ -521,14 +526,48 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
   }
 }
 
+// An attribute store `obj.a.b = ...` (or del / for / comprehension target):
+// records the name at the root of obj. When obj is not a plain name chain -
+// `(math).pi`, `(tb or 0).x`, `f(m).x`, `[math][0].pi` - every name inside
+// it is recorded (attribute names excepted), so a module or toolbox anywhere
+// in the object expression rejects the store.
 void CellChecker::RecordStore(TSNode attribute) {
   TSNode root = ts_node_child_by_field_id(attribute, grammar_.object);
   while (grammar_.KindOf(root) == NodeKind::kAttribute) {
     root = ts_node_child_by_field_id(root, grammar_.object);
   }
+  if (ts_node_is_null(root)) return;
   if (grammar_.KindOf(root) == NodeKind::kIdentifier) {
     stores_.push_back(PendingStore{std::string(Name(root)), attribute});
+    return;
   }
+  // Iterative walk of the object subtree (bounded by max_depth like Walk).
+  TSTreeCursor cursor = ts_tree_cursor_new(root);
+  uint32_t depth = 0;
+  while (true) {
+    TSNode node = ts_tree_cursor_current_node(&cursor);
+    bool attribute_name = ts_tree_cursor_current_field_id(&cursor) == grammar_.attribute;
+    if (grammar_.KindOf(node) == NodeKind::kIdentifier) {
+      if (!attribute_name) stores_.push_back(PendingStore{std::string(Name(node)), attribute});
+    } else if (ts_tree_cursor_goto_first_child(&cursor)) {
+      ++depth;
+      continue;
+    }
+    // Next: a sibling, else up; never beyond the object subtree.
+    bool done = false;
+    while (!done) {
+      if (depth == 0) {
+        done = true;
+      } else if (ts_tree_cursor_goto_next_sibling(&cursor)) {
+        break;
+      } else {
+        ts_tree_cursor_goto_parent(&cursor);
+        --depth;
+      }
+    }
+    if (done) break;
+  }
+  ts_tree_cursor_delete(&cursor);
 }
 
 void CellChecker::CheckPendingStores() {

@@ -539,6 +539,7 @@ class Analysis {
   }
   bool Dotted(std::size_t& i, std::string& path, std::string_view& first);
   bool Import(std::size_t& i);
+  bool TargetsAreNameChains() const;
 
   const std::vector<Token>& t_;
   const Policy& policy_;
@@ -614,7 +615,57 @@ bool Analysis::Import(std::size_t& i) {
   return IsStatementEnd(t_[i]);
 }
 
+bool IsOpenBracket(const Token& t) {
+  return t.type == Tok::kFieldOpen || IsOp(t, "(") || IsOp(t, "[") || IsOp(t, "{");
+}
+bool IsCloseBracket(const Token& t) {
+  return t.type == Tok::kFieldClose || IsOp(t, ")") || IsOp(t, "]") || IsOp(t, "}");
+}
+
+// The store analysis in Run sees `name.attr` targets outside load-only
+// brackets. Two other attribute targets are left to the full path here:
+// - any `.` between a `for` and its `in` (a comprehension's for-target may
+//   be an attribute, `sum(0 for math.pi in [1])`, inside any bracket);
+// - `.attr` right after `)` or `]` where a target may end (`(math).pi = 1`,
+//   `del (math).pi`, `(tb or 0).x = 1`, `[math][0].pi = 1`), outside
+//   load-only brackets. At a statement end that is a target only in `del`.
+// One linear pass.
+bool Analysis::TargetsAreNameChains() const {
+  std::size_t depth = 0;
+  std::size_t for_depth = 0;  // bracket depth + 1 of the open for-target; 0: none
+  bool del_statement = false;
+  for (std::size_t i = 0; i + 1 < t_.size(); ++i) {
+    const Token& tok = t_[i];
+    if (IsStatementEnd(tok)) {
+      del_statement = false;
+      for_depth = 0;
+      if (tok.type == Tok::kNewline) depth = 0;  // no NEWLINE inside brackets
+      continue;
+    }
+    if (IsOpenBracket(tok)) {
+      ++depth;
+    } else if (IsCloseBracket(tok)) {
+      if (depth > 0) --depth;
+      if (for_depth > depth + 1) for_depth = 0;  // its bracket closed: no `in`
+      if ((IsOp(tok, ")") || IsOp(tok, "]")) && IsOp(t_[i + 1], ".") &&
+          !t_[i + 1].load_only) {
+        std::size_t j = i + 1;
+        while (IsOp(t_[j], ".") && t_[j + 1].type == Tok::kName) j += 2;
+        if (IsStatementEnd(t_[j]) ? del_statement : CanFollowTarget(t_[j])) return false;
+      }
+    } else if (tok.type == Tok::kName) {
+      if (tok.text == "del") del_statement = true;
+      if (tok.text == "for" && for_depth == 0) for_depth = depth + 1;
+      if (tok.text == "in" && for_depth == depth + 1) for_depth = 0;
+    } else if (IsOp(tok, ".") && for_depth != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Analysis::Run() {
+  if (!TargetsAreNameChains()) return false;
   static const Token kStart{Tok::kNewline, false, true, {}};
   for (std::size_t i = 0; i < t_.size(); ++i) {
     const Token& tok = t_[i];
