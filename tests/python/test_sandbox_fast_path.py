@@ -63,6 +63,146 @@ FAST_PATH_ATTACKS = [
 ]
 
 
+# The red team's findings (docs/gate.md, "Known limits" and "Stores"): each cell
+# is valid Python that CPython runs as a store into a module or the toolbox, or
+# as a call that writes into one. Both paths must reject it by the rule named.
+# H1: attribute targets of comprehensions, in any bracket.
+COMPREHENSION_TARGET_STORES = [
+    ('import math\nsum(0 for math.pi in [1])', 'module-assignment'),
+    ('import math\n{0 for math.pi in [2]}', 'module-assignment'),
+    ('import math\n{0: 0 for math.pi in [1]}', 'module-assignment'),
+    ("import math\nx = f'{[0 for math.pi in [3]]}'", 'module-assignment'),
+    ('import math\nd = {}\nd[[0 for math.pi in [5]][0]] = 1', 'module-assignment'),
+    ('import math\nx[[0 for math.pi in [1]]]', 'module-assignment'),
+    ('import math\n@dec(*[0 for math.pi in [1]])\ndef f(): pass', 'module-assignment'),
+    ('import math\ndef f(a=[0 for math.pi in [1]]): pass', 'module-assignment'),
+    ('import math\nclass C(*[0 for math.pi in [1]]): pass', 'module-assignment'),
+    ('import math\nprint([0 for y in [1] for math.pi in [1]])', 'module-assignment'),
+    ('import math\nprint([0 for x, math.pi in [(1, 2)]])', 'module-assignment'),
+    ('import math\nprint([0 for *math.pi, in [[1]]])', 'module-assignment'),
+    ('import json as j\nprint({0 for j.dumps in [1]})', 'module-assignment'),
+    ('from json import dumps\nprint({0 for dumps.x in [1]})', 'module-assignment'),
+    ('sum(0 for tb.x in [1])', 'module-assignment'),
+    ('print([0 for tb.x in [1]])', 'module-assignment'),
+    ('x = lambda: {0 for tb.x in [1]}', 'module-assignment'),
+    ('def f():\n    sum(0 for tb.x in [1])', 'module-assignment'),
+    ('import math\n[0 for math.pi in [6]]', 'module-assignment'),
+    ("import json\nprint({0 for json.dumps in [lambda *a, **k: 'PWNED']})", 'module-assignment'),
+    ('sum(0 for tb.secret_limit in [10**9])', 'module-assignment'),
+]
+# H2: attribute stores whose object is not a plain name chain.
+NON_NAME_OBJECT_STORES = [
+    ('import math\n(math).pi = 1', 'module-assignment'),
+    ('import math\n((math)).pi += 1', 'module-assignment'),
+    ('import math\ndel (math).pi', 'module-assignment'),
+    ('import math\nfor (math).pi in range(3): pass', 'module-assignment'),
+    ('import math\nfor x, (math).pi in [(1, 2)]: pass', 'module-assignment'),
+    ('import math\nwith c as (x, (math).pi): pass', 'module-assignment'),
+    ('import math\n[(math).pi] = [1]', 'module-assignment'),
+    ('import math\nx = (math).pi = 2', 'module-assignment'),
+    ('import math\n(\nmath\n).pi = 1', 'module-assignment'),
+    ('import math\n(  # c\nmath).pi = 1', 'module-assignment'),
+    ('def f():\n    (tb).x = 1', 'module-assignment'),
+    ('(tb or 0).x = 1', 'module-assignment'),
+    ('(tb if 1 else 0).x = 1', 'module-assignment'),
+    ('(0 or tb).x = 1', 'module-assignment'),
+    ('import math\n(math or 0).pi = 1', 'module-assignment'),
+    ('import math\n[math][0].pi = 1', 'module-assignment'),
+    ('print({0 for (tb).x in [1]})', 'module-assignment'),
+    ('import math\n(math).pi = 3', 'module-assignment'),
+    ('(tb).x = 1', 'module-assignment'),
+    ('import math\n(m := math).pi = 1', 'module-assignment'),
+    ('def f():\n    del (tb).x', 'module-assignment'),
+    ('import math\nmath.x[0].y = 1', 'module-assignment'),
+    ('tb.f(x).y = 3', 'module-assignment'),
+]
+# H4: allowed-module functions that write attributes into their argument.
+ATTRIBUTE_WRITERS = [
+    ("import json, functools\ndef f(): pass\nf.dumps = lambda *a, **k: 'PWNED2'\nfunctools.update_wrapper(json, f)\n", 'attribute-denied'),
+    ('import json, functools\ndef f(): pass\nfunctools.wraps(f)(json)\n', 'attribute-denied'),
+    ('import functools\ndef f(): pass\nfunctools.update_wrapper(tb, f)\n', 'attribute-denied'),
+    ('from functools import wraps\n', 'attribute-denied'),
+    ('from functools import update_wrapper as u\n', 'attribute-denied'),
+    ("import enum\nclass C(enum.Enum):\n    __module__ = 'json'\n    dumps = 1\nenum.global_enum(C)\n", 'attribute-denied'),
+    ('from enum import global_enum\n', 'attribute-denied'),
+]
+
+
+@pytest.mark.parametrize(
+    "code,rule", COMPREHENSION_TARGET_STORES + NON_NAME_OBJECT_STORES + ATTRIBUTE_WRITERS
+)
+def test_red_team_cell_is_rejected_by_both_paths(code: str, rule: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ast.parse(code)  # valid Python: CPython would run it
+    fast = check_ast(code, TOOLBOX_POLICY)
+    assert rule in {f.rule for f in fast}, fast
+    # `global _` first: the fast path leaves the cell to the parse and walk.
+    full = check_ast("global _\n" + code, TOOLBOX_POLICY)
+    assert rule in {f.rule for f in full}, full
+
+
+def test_comprehension_and_parenthesised_stores_never_reach_the_host() -> None:
+    """End to end (the red team's repro): the rejected cells change nothing."""
+    inprocess = pytest.importorskip("dolsot.inprocess")
+    import json
+    import math
+    import types
+
+    api = types.ModuleType("mytools_api")
+    api.secret_limit = 10
+    session = inprocess.InProcessSession(
+        inject={"tb": api}, gate=lambda code: check_ast(code, TOOLBOX_POLICY)
+    )
+    pi = math.pi
+    try:
+        for code in [
+            "import json\nprint({0 for json.dumps in [lambda *a, **k: 'PWNED']})",
+            "sum(0 for tb.secret_limit in [10**9])",
+            "import math\n(math).pi = 3",
+            "import json, functools\ndef f(): pass\nf.dumps = lambda *a, **k: 'PWNED2'\n"
+            "functools.update_wrapper(json, f)\n",
+        ]:
+            result = session.run("s", code)
+            assert not result.ok, code
+        assert json.dumps({}) == "{}"
+        assert api.secret_limit == 10
+        assert math.pi == pi
+    finally:
+        session.close()
+
+
+# Cells where the full path reports a binding the fast path does not: CPython
+# refuses the cell (D1) or binds nothing (D2, D3), so nothing of it runs as a
+# binding. These are the only disagreements tolerated.
+BENIGN_DIFFERENTIALS = [
+    "def f():\n    pass\n  list = 1",
+    "def f(): pass\n    list = 1",
+    "class A: pass\n\n    list = 1",
+    "def f():\n    if 1:\n        pass\n  list = 1",
+    "x = f'{list:=1}'",
+    "type[list] = 1",
+]
+
+
+@pytest.mark.parametrize("code", BENIGN_DIFFERENTIALS)
+def test_benign_differentials_bind_nothing_in_cpython(code: str) -> None:
+    assert check_ast(code, TOOLBOX_POLICY) == []
+    full = {f.rule for f in check_ast("global _\n" + code, TOOLBOX_POLICY)}
+    assert full <= {"rebind-builtin", "syntax-error"}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
+    except SyntaxError:
+        return  # CPython refuses the cell: nothing runs
+    stores = [
+        node.id for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+    ]
+    assert "list" not in stores, ast.dump(tree)
+
+
 @pytest.mark.parametrize("code,rule", FAST_PATH_ATTACKS)
 def test_fast_path_attack_is_rejected(code: str, rule: str) -> None:
     with warnings.catch_warnings():
