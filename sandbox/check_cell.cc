@@ -345,6 +345,24 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
       return false;
     case NodeKind::kComment:
       return false;
+    case NodeKind::kTypeAliasStatement: {
+      // CPython's alias is `type NAME[params] = ...`. tree-sitter also reads
+      // `type[1]\n[math.pi] = [1]` (two statements for CPython: a subscript,
+      // then a store into math) as one alias whose left side is an
+      // expression: fail closed on anything but a name or a generic name.
+      TSNode left = ts_node_child_by_field_id(node, grammar_.left);
+      TSNode name = ts_node_is_null(left) ? left : ts_node_named_child(left, 0);
+      if (!ts_node_is_null(name) && std::string_view(ts_node_type(name)) == "generic_type") {
+        name = ts_node_named_child(name, 0);
+      }
+      if (ts_node_is_null(name) || grammar_.KindOf(name) != NodeKind::kIdentifier ||
+          ts_node_named_child_count(left) != 1) {
+        Report(Rule::kSyntaxError, node,
+               "a `type` statement tree-sitter reads differently from CPython");
+        return false;
+      }
+      return true;
+    }
     case NodeKind::kDottedName:
       frame.identifier_count = ts_node_named_child_count(node);
       return true;

@@ -116,6 +116,14 @@ NON_NAME_OBJECT_STORES = [
     ('import math\nmath.x[0].y = 1', 'module-assignment'),
     ('tb.f(x).y = 3', 'module-assignment'),
 ]
+# Found while fuzzing the fixes: tree-sitter reads `type[1]` and the next line
+# as one `type` alias statement; CPython runs two statements (the second stores
+# into math on 3.10-3.13). The full path fails closed.
+TYPE_ALIAS_MISPARSES = [
+    ("import math\ntype[1]\n[math.pi] = [1]", "syntax-error"),
+    ("type[1]\n[tb] = [1]", "syntax-error"),
+    ("type(1)\n[list] = [1]", "syntax-error"),
+]
 # H4: allowed-module functions that write attributes into their argument.
 ATTRIBUTE_WRITERS = [
     ("import json, functools\ndef f(): pass\nf.dumps = lambda *a, **k: 'PWNED2'\nfunctools.update_wrapper(json, f)\n", 'attribute-denied'),
@@ -129,7 +137,8 @@ ATTRIBUTE_WRITERS = [
 
 
 @pytest.mark.parametrize(
-    "code,rule", COMPREHENSION_TARGET_STORES + NON_NAME_OBJECT_STORES + ATTRIBUTE_WRITERS
+    "code,rule",
+    COMPREHENSION_TARGET_STORES + NON_NAME_OBJECT_STORES + ATTRIBUTE_WRITERS + TYPE_ALIAS_MISPARSES,
 )
 def test_red_team_cell_is_rejected_by_both_paths(code: str, rule: str) -> None:
     with warnings.catch_warnings():

@@ -206,6 +206,11 @@ const std::vector<Attack>& Attacks() {
       {"nonname_object_20", "def f():\n    del (tb).x", "module-assignment"},
       {"nonname_object_21", "import math\nmath.x[0].y = 1", "module-assignment"},
       {"nonname_object_22", "tb.f(x).y = 3", "module-assignment"},
+      // tree-sitter reads `type` + a bracket and the next line as one alias
+      // statement; CPython runs two statements, the second a store
+      {"type_alias_misparse_module_store", "import math\ntype[1]\n[math.pi] = [1]\n", "syntax-error"},
+      {"type_alias_misparse_toolbox", "type[1]\n[tb] = [1]\n", "syntax-error"},
+      {"type_alias_misparse_call", "type(1)\n[list] = [1]\n", "syntax-error"},
       // allowed functions that write attributes into their argument (red team H4)
       {"attribute_writer_0", "import json, functools\ndef f(): pass\nf.dumps = lambda *a, **k: 'PWNED2'\nfunctools.update_wrapper(json, f)\n", "attribute-denied"},
       {"attribute_writer_1", "import json, functools\ndef f(): pass\nfunctools.wraps(f)(json)\n", "attribute-denied"},
