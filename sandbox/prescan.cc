@@ -626,7 +626,7 @@ bool IsCloseBracket(const Token& t) {
 // brackets. Two other attribute targets are left to the full path here:
 // - any `.` between a `for` and its `in` (a comprehension's for-target may
 //   be an attribute, `sum(0 for math.pi in [1])`, inside any bracket);
-// - `.attr` right after `)` or `]` where a target may end (`(math).pi = 1`,
+// - `.attr` right after `)`, `]`, `}` or a string where a target may end (`(math).pi = 1`,
 //   `del (math).pi`, `(tb or 0).x = 1`, `[math][0].pi = 1`), outside
 //   load-only brackets. At a statement end that is a target only in `del`.
 // One linear pass.
@@ -647,13 +647,17 @@ bool Analysis::TargetsAreNameChains() const {
     } else if (IsCloseBracket(tok)) {
       if (depth > 0) --depth;
       if (for_depth > depth + 1) for_depth = 0;  // its bracket closed: no `in`
-      if ((IsOp(tok, ")") || IsOp(tok, "]")) && IsOp(t_[i + 1], ".") &&
-          !t_[i + 1].load_only) {
-        std::size_t j = i + 1;
-        while (IsOp(t_[j], ".") && t_[j + 1].type == Tok::kName) j += 2;
-        if (IsStatementEnd(t_[j]) ? del_statement : CanFollowTarget(t_[j])) return false;
-      }
-    } else if (tok.type == Tok::kName) {
+    }
+    // The end of an object that is not a name: a bracket, a display, a
+    // string (an f-string's fields may name the toolbox).
+    bool object_end = IsOp(tok, ")") || IsOp(tok, "]") || IsOp(tok, "}") ||
+                      tok.type == Tok::kString || tok.type == Tok::kStringEnd;
+    if (object_end && IsOp(t_[i + 1], ".") && !t_[i + 1].load_only) {
+      std::size_t j = i + 1;
+      while (IsOp(t_[j], ".") && t_[j + 1].type == Tok::kName) j += 2;
+      if (IsStatementEnd(t_[j]) ? del_statement : CanFollowTarget(t_[j])) return false;
+    }
+    if (tok.type == Tok::kName) {
       if (tok.text == "del") del_statement = true;
       if (tok.text == "for" && for_depth == 0) for_depth = depth + 1;
       if (tok.text == "in" && for_depth == depth + 1) for_depth = 0;

@@ -206,6 +206,9 @@ const std::vector<Attack>& Attacks() {
       {"nonname_object_20", "def f():\n    del (tb).x", "module-assignment"},
       {"nonname_object_21", "import math\nmath.x[0].y = 1", "module-assignment"},
       {"nonname_object_22", "tb.f(x).y = 3", "module-assignment"},
+      {"nonname_object_display", "{tb: 1}.x = 1\n", "module-assignment"},
+      {"nonname_object_fstring", "f'{tb}'.x = 1\n", "module-assignment"},
+      {"nonname_object_del_statement_end", "import math\ndel x, [math][0].pi\n", "module-assignment"},
       // tree-sitter reads `type` + a bracket and the next line as one alias
       // statement; CPython runs two statements, the second a store
       {"type_alias_misparse_module_store", "import math\ntype[1]\n[math.pi] = [1]\n", "syntax-error"},
