@@ -628,20 +628,33 @@ bool IsCloseBracket(const Token& t) {
 //   be an attribute, `sum(0 for math.pi in [1])`, inside any bracket);
 // - `.attr` right after `)`, `]`, `}` or a string where a target may end (`(math).pi = 1`,
 //   `del (math).pi`, `(tb or 0).x = 1`, `[math][0].pi = 1`), outside
-//   load-only brackets. At a statement end that is a target only in `del`.
+//   load-only brackets. At a statement end that is a target only in `del`;
+//   before the `:` of an if/elif/while/for/except header (`if f(x).ok:`)
+//   only after an `as`.
 // One linear pass.
 bool Analysis::TargetsAreNameChains() const {
   std::size_t depth = 0;
   std::size_t for_depth = 0;  // bracket depth + 1 of the open for-target; 0: none
   bool del_statement = false;
+  bool statement_start = true;
+  bool header = false;   // an if/elif/while/for/except header: its `:` ends it
+  bool as_seen = false;  // `with ... as` targets may end at `:`
   for (std::size_t i = 0; i + 1 < t_.size(); ++i) {
     const Token& tok = t_[i];
-    if (IsStatementEnd(tok)) {
-      del_statement = false;
+    if (IsStatementEnd(tok) || (depth == 0 && IsOp(tok, ":"))) {
+      del_statement = header = as_seen = false;
+      statement_start = true;
       for_depth = 0;
       if (tok.type == Tok::kNewline) depth = 0;  // no NEWLINE inside brackets
       continue;
     }
+    if (statement_start) {
+      static constexpr std::string_view kHeaders[] = {"if", "elif", "while", "for", "except"};
+      header = tok.type == Tok::kName &&
+               std::find(std::begin(kHeaders), std::end(kHeaders), tok.text) != std::end(kHeaders);
+      statement_start = false;
+    }
+    if (IsName(tok, "as")) as_seen = true;
     if (IsOpenBracket(tok)) {
       ++depth;
     } else if (IsCloseBracket(tok)) {
@@ -655,7 +668,10 @@ bool Analysis::TargetsAreNameChains() const {
     if (object_end && IsOp(t_[i + 1], ".") && !t_[i + 1].load_only) {
       std::size_t j = i + 1;
       while (IsOp(t_[j], ".") && t_[j + 1].type == Tok::kName) j += 2;
-      if (IsStatementEnd(t_[j]) ? del_statement : CanFollowTarget(t_[j])) return false;
+      bool may_end_target = IsStatementEnd(t_[j]) ? del_statement
+                            : IsOp(t_[j], ":")   ? !header || as_seen
+                                                 : CanFollowTarget(t_[j]);
+      if (may_end_target) return false;
     }
     if (tok.type == Tok::kName) {
       if (tok.text == "del") del_statement = true;

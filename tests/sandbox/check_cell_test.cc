@@ -209,6 +209,9 @@ const std::vector<Attack>& Attacks() {
       {"nonname_object_display", "{tb: 1}.x = 1\n", "module-assignment"},
       {"nonname_object_fstring", "f'{tb}'.x = 1\n", "module-assignment"},
       {"nonname_object_del_statement_end", "import math\ndel x, [math][0].pi\n", "module-assignment"},
+      {"nonname_object_with_as", "import math\nwith c as (math).pi: pass\n", "module-assignment"},
+      {"nonname_object_annotated", "import math\n[math][0].pi: int = 1\n", "module-assignment"},
+      {"nonname_object_annotated_in_body", "import math\nif x: f(math).pi: int = 1\n", "module-assignment"},
       // tree-sitter reads `type` + a bracket and the next line as one alias
       // statement; CPython runs two statements, the second a store
       {"type_alias_misparse_module_store", "import math\ntype[1]\n[math.pi] = [1]\n", "syntax-error"},

@@ -118,7 +118,8 @@ const std::vector<Case>& FastCells() {
       {"attribute_reads_after_brackets_and_in_comprehensions",
        "import math\nprint(math.pi)\nx = f(a).b\ny = d['k'].v + 1\nrows = [r.x for r in data.rows]\n"
        "z = {k: v.y for k, v in d.items()}\nfor i, row in enumerate(tb.rows()): print(row.x)\n"
-       "v = sum(r.total for r in rows if r.ok)\ns = f'{[p.name for p in ps]}'\n"},
+       "v = sum(r.total for r in rows if r.ok)\ns = f'{[p.name for p in ps]}'\n"
+       "for row in tb.query(q).rows:\n    pass\nif f(x).ok:\n    pass\nwhile q[0].busy: break\n"},
       {"lambda_in_call", "xs.sort(key=lambda row: row[1])\n"},
       {"walrus_ordinary", "if (n := len(xs)) > 3:\n    print(n)\n"},
       {"decorators", "@tb.register\ndef f():\n    pass\n"},
