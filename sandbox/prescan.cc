@@ -39,7 +39,9 @@ enum class Tok : std::uint8_t {
 
 struct Token {
   Tok type = Tok::kEnd;
-  bool load_only = false;     // inside a call/subscript trailer, braces, or an f-string field
+  // Inside a call/subscript trailer, braces, or an f-string field: no target
+  // there except a comprehension's for-target (left to TargetsAreNameChains).
+  bool load_only = false;
   bool module_scope = true;   // its logical line is not inside a def/class body
   std::string_view text;
 };
@@ -626,9 +628,9 @@ bool IsCloseBracket(const Token& t) {
 // brackets. Two other attribute targets are left to the full path here:
 // - any `.` between a `for` and its `in` (a comprehension's for-target may
 //   be an attribute, `sum(0 for math.pi in [1])`, inside any bracket);
-// - `.attr` right after `)`, `]`, `}` or a string where a target may end (`(math).pi = 1`,
-//   `del (math).pi`, `(tb or 0).x = 1`, `[math][0].pi = 1`), outside
-//   load-only brackets. At a statement end that is a target only in `del`;
+// - `.attr` right after `)`, `]`, `}` or a string where a target may end
+//   (`(math).pi = 1`, `del (math).pi`, `(tb or 0).x = 1`, `[math][0].pi = 1`),
+//   outside load-only brackets. At a statement end that is a target only in `del`;
 //   before the `:` of an if/elif/while/for/except header (`if f(x).ok:`)
 //   only after an `as`.
 // One linear pass.
