@@ -10,6 +10,7 @@
 
 #include "sandbox/format_template.h"
 #include "sandbox/identifier.h"
+#include "sandbox/prescan.h"
 #include "sandbox/python_grammar.h"
 #include "sandbox/source_text.h"
 #include "sandbox/tree_sitter_handles.h"
@@ -80,7 +81,7 @@ class CellChecker {
   CellChecker(std::string_view code, const Policy& policy)
       : code_(code), policy_(policy), grammar_(Grammar()) {}
 
-  std::vector<Finding> Run();
+  std::vector<Finding> Run(bool fast_path);
 
  private:
   std::string_view Text(TSNode node) const {
@@ -121,8 +122,10 @@ class CellChecker {
   std::vector<PendingStore> stores_;
 };
 
-std::vector<Finding> CellChecker::Run() {
+std::vector<Finding> CellChecker::Run(bool fast_path) {
   if (auto problem = CheckSourceText(code_, policy_)) return {std::move(*problem)};
+  // Most cells are plain data work: their tokens alone prove them allowed.
+  if (fast_path && PrescanProvesAllowed(code_, policy_)) return {};
   TSParser* parser = ThreadPythonParser();
   ts_parser_reset(parser);
   ts_parser_set_timeout_micros(parser, kParseTimeoutMicros);
@@ -342,11 +345,34 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
       return false;
     case NodeKind::kComment:
       return false;
+    case NodeKind::kTypeAliasStatement: {
+      // CPython's alias is `type NAME[params] = ...`. tree-sitter also reads
+      // `type[1]\n[math.pi] = [1]` (two statements for CPython: a subscript,
+      // then a store into math) as one alias whose left side is an
+      // expression: fail closed on anything but a name or a generic name.
+      TSNode left = ts_node_child_by_field_id(node, grammar_.left);
+      TSNode name = ts_node_is_null(left) ? left : ts_node_named_child(left, 0);
+      if (!ts_node_is_null(name) && std::string_view(ts_node_type(name)) == "generic_type") {
+        name = ts_node_named_child(name, 0);
+      }
+      if (ts_node_is_null(name) || grammar_.KindOf(name) != NodeKind::kIdentifier ||
+          ts_node_named_child_count(left) != 1) {
+        Report(Rule::kSyntaxError, node,
+               "a `type` statement tree-sitter reads differently from CPython");
+        return false;
+      }
+      return true;
+    }
     case NodeKind::kDottedName:
       frame.identifier_count = ts_node_named_child_count(node);
       return true;
     case NodeKind::kAttribute: {
-      if (frame.role == Role::kBind || frame.role == Role::kDelete) RecordStore(node);
+      // A comprehension's attribute targets store into real objects too; only
+      // its name targets are local to it.
+      if (frame.role == Role::kBind || frame.role == Role::kDelete ||
+          frame.role == Role::kCompBind) {
+        RecordStore(node);
+      }
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
@@ -518,14 +544,48 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
   }
 }
 
+// An attribute store `obj.a.b = ...` (or del / for / comprehension target):
+// records the name at the root of obj. When obj is not a plain name chain -
+// `(math).pi`, `(tb or 0).x`, `f(m).x`, `[math][0].pi` - every name inside
+// it is recorded (attribute names excepted), so a module or toolbox anywhere
+// in the object expression rejects the store.
 void CellChecker::RecordStore(TSNode attribute) {
   TSNode root = ts_node_child_by_field_id(attribute, grammar_.object);
   while (grammar_.KindOf(root) == NodeKind::kAttribute) {
     root = ts_node_child_by_field_id(root, grammar_.object);
   }
+  if (ts_node_is_null(root)) return;
   if (grammar_.KindOf(root) == NodeKind::kIdentifier) {
     stores_.push_back(PendingStore{std::string(Name(root)), attribute});
+    return;
   }
+  // Iterative walk of the object subtree (bounded by max_depth like Walk).
+  TSTreeCursor cursor = ts_tree_cursor_new(root);
+  uint32_t depth = 0;
+  while (true) {
+    TSNode node = ts_tree_cursor_current_node(&cursor);
+    bool attribute_name = ts_tree_cursor_current_field_id(&cursor) == grammar_.attribute;
+    if (grammar_.KindOf(node) == NodeKind::kIdentifier) {
+      if (!attribute_name) stores_.push_back(PendingStore{std::string(Name(node)), attribute});
+    } else if (ts_tree_cursor_goto_first_child(&cursor)) {
+      ++depth;
+      continue;
+    }
+    // Next: a sibling, else up; never beyond the object subtree.
+    bool done = false;
+    while (!done) {
+      if (depth == 0) {
+        done = true;
+      } else if (ts_tree_cursor_goto_next_sibling(&cursor)) {
+        break;
+      } else {
+        ts_tree_cursor_goto_parent(&cursor);
+        --depth;
+      }
+    }
+    if (done) break;
+  }
+  ts_tree_cursor_delete(&cursor);
 }
 
 void CellChecker::CheckPendingStores() {
@@ -602,7 +662,11 @@ void CellChecker::CheckFormatReceiver(TSNode attribute, TSNode receiver) {
 }  // namespace
 
 std::vector<Finding> CheckCell(std::string_view code, const Policy& policy) {
-  return CellChecker(code, policy).Run();
+  return CellChecker(code, policy).Run(/*fast_path=*/true);
+}
+
+std::vector<Finding> CheckCellFullPath(std::string_view code, const Policy& policy) {
+  return CellChecker(code, policy).Run(/*fast_path=*/false);
 }
 
 }  // namespace dolsot::sandbox

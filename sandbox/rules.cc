@@ -84,17 +84,22 @@ constexpr std::string_view kInternalAttributes[] = {
 };
 
 // Modules reachable as attributes of allowed modules (enum.sys, uuid.os,
-// json.codecs, ...), and methods that evaluate strings or run commands.
+// json.codecs, ...), methods that evaluate strings or run commands, and
+// allowed-module functions that write attributes of the cell's choosing into
+// an object they are given, which may be a module or the toolbox:
+// functools.update_wrapper / functools.wraps copy a function's __dict__ into
+// their first argument; enum.global_enum writes an enum's members into the
+// module its __module__ names.
 constexpr std::string_view kDeniedAttributes[] = {
     "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
     "ctypes", "doctest", "fcntl", "ftplib", "gc", "get_field", "get_type_hints", "glob",
-    "http", "importlib", "inspect", "io", "linecache", "logging", "marshal", "mmap",
-    "modules", "multiprocessing", "nt", "operator", "os", "pathlib", "pdb", "pickle",
-    "platform", "popen", "posix", "pty", "resource", "runpy", "select", "selectors",
-    "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl", "subprocess", "sys",
-    "sysconfig", "system", "tarfile", "tempfile", "threading", "tokenize", "traceback",
-    "types", "urllib", "vformat", "warnings", "weakref", "webbrowser", "zipfile",
-    "zipimport",
+    "global_enum", "http", "importlib", "inspect", "io", "linecache", "logging", "marshal",
+    "mmap", "modules", "multiprocessing", "nt", "operator", "os", "pathlib", "pdb",
+    "pickle", "platform", "popen", "posix", "pty", "resource", "runpy", "select",
+    "selectors", "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl",
+    "subprocess", "sys", "sysconfig", "system", "tarfile", "tempfile", "threading",
+    "tokenize", "traceback", "types", "update_wrapper", "urllib", "vformat", "warnings",
+    "weakref", "webbrowser", "wraps", "zipfile", "zipimport",
 };
 
 // Pure computation, no file system, process, network or introspection

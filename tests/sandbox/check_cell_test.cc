@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sandbox/prescan.h"
+#include "sandbox/source_text.h"
+
 #include <string>
 #include <vector>
 
@@ -157,6 +160,71 @@ const std::vector<Attack>& Attacks() {
       {"augassign_toolbox", "tb.counter += 1\n", "module-assignment"},
       {"assign_into_module", "import math\nmath.pi = 3\n", "module-assignment"},
       {"assign_into_module_later_import", "def f():\n    json.loads = None\nimport json\n", "module-assignment"},
+      // attribute stores as comprehension for-targets, in any bracket (red team H1)
+      {"comp_target_0", "import math\nsum(0 for math.pi in [1])", "module-assignment"},
+      {"comp_target_1", "import math\n{0 for math.pi in [2]}", "module-assignment"},
+      {"comp_target_2", "import math\n{0: 0 for math.pi in [1]}", "module-assignment"},
+      {"comp_target_3", "import math\nx = f'{[0 for math.pi in [3]]}'", "module-assignment"},
+      {"comp_target_4", "import math\nd = {}\nd[[0 for math.pi in [5]][0]] = 1", "module-assignment"},
+      {"comp_target_5", "import math\nx[[0 for math.pi in [1]]]", "module-assignment"},
+      {"comp_target_6", "import math\n@dec(*[0 for math.pi in [1]])\ndef f(): pass", "module-assignment"},
+      {"comp_target_7", "import math\ndef f(a=[0 for math.pi in [1]]): pass", "module-assignment"},
+      {"comp_target_8", "import math\nclass C(*[0 for math.pi in [1]]): pass", "module-assignment"},
+      {"comp_target_9", "import math\nprint([0 for y in [1] for math.pi in [1]])", "module-assignment"},
+      {"comp_target_10", "import math\nprint([0 for x, math.pi in [(1, 2)]])", "module-assignment"},
+      {"comp_target_11", "import math\nprint([0 for *math.pi, in [[1]]])", "module-assignment"},
+      {"comp_target_12", "import json as j\nprint({0 for j.dumps in [1]})", "module-assignment"},
+      {"comp_target_13", "from json import dumps\nprint({0 for dumps.x in [1]})", "module-assignment"},
+      {"comp_target_14", "sum(0 for tb.x in [1])", "module-assignment"},
+      {"comp_target_15", "print([0 for tb.x in [1]])", "module-assignment"},
+      {"comp_target_16", "x = lambda: {0 for tb.x in [1]}", "module-assignment"},
+      {"comp_target_17", "def f():\n    sum(0 for tb.x in [1])", "module-assignment"},
+      {"comp_target_18", "import math\n[0 for math.pi in [6]]", "module-assignment"},
+      {"comp_target_19", "import json\nprint({0 for json.dumps in [lambda *a, **k: 'PWNED']})", "module-assignment"},
+      {"comp_target_20", "sum(0 for tb.secret_limit in [10**9])", "module-assignment"},
+      // attribute stores whose object is not a plain name chain (red team H2)
+      {"nonname_object_0", "import math\n(math).pi = 1", "module-assignment"},
+      {"nonname_object_1", "import math\n((math)).pi += 1", "module-assignment"},
+      {"nonname_object_2", "import math\ndel (math).pi", "module-assignment"},
+      {"nonname_object_3", "import math\nfor (math).pi in range(3): pass", "module-assignment"},
+      {"nonname_object_4", "import math\nfor x, (math).pi in [(1, 2)]: pass", "module-assignment"},
+      {"nonname_object_5", "import math\nwith c as (x, (math).pi): pass", "module-assignment"},
+      {"nonname_object_6", "import math\n[(math).pi] = [1]", "module-assignment"},
+      {"nonname_object_7", "import math\nx = (math).pi = 2", "module-assignment"},
+      {"nonname_object_8", "import math\n(\nmath\n).pi = 1", "module-assignment"},
+      {"nonname_object_9", "import math\n(  # c\nmath).pi = 1", "module-assignment"},
+      {"nonname_object_10", "def f():\n    (tb).x = 1", "module-assignment"},
+      {"nonname_object_11", "(tb or 0).x = 1", "module-assignment"},
+      {"nonname_object_12", "(tb if 1 else 0).x = 1", "module-assignment"},
+      {"nonname_object_13", "(0 or tb).x = 1", "module-assignment"},
+      {"nonname_object_14", "import math\n(math or 0).pi = 1", "module-assignment"},
+      {"nonname_object_15", "import math\n[math][0].pi = 1", "module-assignment"},
+      {"nonname_object_16", "print({0 for (tb).x in [1]})", "module-assignment"},
+      {"nonname_object_17", "import math\n(math).pi = 3", "module-assignment"},
+      {"nonname_object_18", "(tb).x = 1", "module-assignment"},
+      {"nonname_object_19", "import math\n(m := math).pi = 1", "module-assignment"},
+      {"nonname_object_20", "def f():\n    del (tb).x", "module-assignment"},
+      {"nonname_object_21", "import math\nmath.x[0].y = 1", "module-assignment"},
+      {"nonname_object_22", "tb.f(x).y = 3", "module-assignment"},
+      {"nonname_object_display", "{tb: 1}.x = 1\n", "module-assignment"},
+      {"nonname_object_fstring", "f'{tb}'.x = 1\n", "module-assignment"},
+      {"nonname_object_del_statement_end", "import math\ndel x, [math][0].pi\n", "module-assignment"},
+      {"nonname_object_with_as", "import math\nwith c as (math).pi: pass\n", "module-assignment"},
+      {"nonname_object_annotated", "import math\n[math][0].pi: int = 1\n", "module-assignment"},
+      {"nonname_object_annotated_in_body", "import math\nif x: f(math).pi: int = 1\n", "module-assignment"},
+      // tree-sitter reads `type` + a bracket and the next line as one alias
+      // statement; CPython runs two statements, the second a store
+      {"type_alias_misparse_module_store", "import math\ntype[1]\n[math.pi] = [1]\n", "syntax-error"},
+      {"type_alias_misparse_toolbox", "type[1]\n[tb] = [1]\n", "syntax-error"},
+      {"type_alias_misparse_call", "type(1)\n[list] = [1]\n", "syntax-error"},
+      // allowed functions that write attributes into their argument (red team H4)
+      {"attribute_writer_0", "import json, functools\ndef f(): pass\nf.dumps = lambda *a, **k: 'PWNED2'\nfunctools.update_wrapper(json, f)\n", "attribute-denied"},
+      {"attribute_writer_1", "import json, functools\ndef f(): pass\nfunctools.wraps(f)(json)\n", "attribute-denied"},
+      {"attribute_writer_2", "import functools\ndef f(): pass\nfunctools.update_wrapper(tb, f)\n", "attribute-denied"},
+      {"attribute_writer_3", "from functools import wraps\n", "attribute-denied"},
+      {"attribute_writer_4", "from functools import update_wrapper as u\n", "attribute-denied"},
+      {"attribute_writer_5", "import enum\nclass C(enum.Enum):\n    __module__ = 'json'\n    dumps = 1\nenum.global_enum(C)\n", "attribute-denied"},
+      {"attribute_writer_6", "from enum import global_enum\n", "attribute-denied"},
       {"match_keyword_dunder", "match x:\n    case str(__class__=c): pass\n", "dunder-attribute"},
       {"match_value_dunder", "match x:\n    case a.__class__: pass\n", "dunder-attribute"},
       // source the gate must read exactly as CPython does
@@ -184,6 +252,22 @@ TEST_P(AttackTest, IsRejectedByTheNamedRule) {
   policy.denied_names.insert("dangerous");
   const Attack& attack = GetParam();
   std::vector<Finding> findings = CheckCell(attack.code, policy);
+  bool found = false;
+  for (const Finding& finding : findings) found |= finding.rule_id() == attack.rule;
+  EXPECT_TRUE(found) << "expected [" << attack.rule << "], got:\n" << Describe(findings);
+}
+
+// The fast path never accepts an attack, and the full path alone (no fast
+// path) rejects it by the same rule.
+TEST_P(AttackTest, FastPathNeverAcceptsIt) {
+  Policy policy = TestPolicy();
+  policy.denied_names.insert("dangerous");
+  const Attack& attack = GetParam();
+  // The fast path runs only on cells the source checks accept.
+  if (!CheckSourceText(attack.code, policy)) {
+    EXPECT_FALSE(PrescanProvesAllowed(attack.code, policy));
+  }
+  std::vector<Finding> findings = CheckCellFullPath(attack.code, policy);
   bool found = false;
   for (const Finding& finding : findings) found |= finding.rule_id() == attack.rule;
   EXPECT_TRUE(found) << "expected [" << attack.rule << "], got:\n" << Describe(findings);
@@ -284,6 +368,11 @@ class BenignTest : public ::testing::TestWithParam<Benign> {};
 
 TEST_P(BenignTest, IsAllowed) {
   std::vector<Finding> findings = CheckCell(GetParam().code, TestPolicy());
+  EXPECT_TRUE(findings.empty()) << Describe(findings);
+}
+
+TEST_P(BenignTest, IsAllowedByTheFullPath) {
+  std::vector<Finding> findings = CheckCellFullPath(GetParam().code, TestPolicy());
   EXPECT_TRUE(findings.empty()) << Describe(findings);
 }
 

@@ -1,11 +1,13 @@
 // libFuzzer target for the AST gate (built by clang with ASan + UBSan, see
 // tests/sandbox/CMakeLists.txt): CheckCell must terminate on every input with
-// well-formed findings.
+// well-formed findings; and when the fast path accepts an input, the full path
+// must find nothing in it but syntax errors (differential).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "sandbox/check_cell.h"
+#include "sandbox/prescan.h"
 
 using dolsot::sandbox::Finding;
 using dolsot::sandbox::Policy;
@@ -24,6 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        finding.start_byte <= finding.end_byte && finding.end_byte <= size &&
                        !finding.message.empty();
     if (!well_formed) __builtin_trap();
+  }
+  // CheckCell took the fast path iff it found nothing and the prescan agrees.
+  if (findings.empty() && dolsot::sandbox::PrescanProvesAllowed(code, policy)) {
+    for (const Finding& finding : dolsot::sandbox::CheckCellFullPath(code, policy)) {
+      if (finding.rule != dolsot::sandbox::Rule::kSyntaxError) __builtin_trap();
+    }
   }
   return 0;
 }
