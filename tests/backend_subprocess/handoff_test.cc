@@ -8,54 +8,29 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "backend_subprocess/repl.h"
 #include "core/memory_store.h"
+#include "tests/backend_subprocess/repl_test_support.h"
 
 namespace dolsot {
 namespace {
 
-std::unique_ptr<Repl> MakeRepl(CheckpointMode mode, std::shared_ptr<SessionStore> store = nullptr) {
-  ReplOptions options;
-  options.store = store ? store : std::make_shared<MemoryStore>();
-  options.snapshots = true;
-  options.checkpoint = mode;
-  options.config.typecheck = false;
-  options.config.timeout_seconds = 30;
-  return std::move(Repl::Create(std::move(options))).value();
-}
+using repl_testing::MustRun;
 
-Result MustRun(Repl& repl, std::string_view sid, std::string_view code, double timeout = 30) {
-  RunOptions options;
-  options.timeout_seconds = timeout;
-  auto r = repl.Run(sid, code, options);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : Result{};
+std::unique_ptr<Repl> MakeRepl(CheckpointMode mode, std::shared_ptr<SessionStore> store = nullptr) {
+  return repl_testing::MakeTestRepl(/*snapshots=*/true, mode, std::move(store));
 }
 
 // Live (not zombie) processes descending from `root`.
 std::set<pid_t> LiveDescendants(pid_t root) {
   std::multimap<pid_t, pid_t> children;
   std::set<pid_t> zombies;
-  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    char state;
-    long ppid;
-    std::istringstream rest(text.substr(close + 1));
-    if (!(rest >> state >> ppid)) continue;
-    pid_t pid = std::stoi(name);
-    children.emplace(static_cast<pid_t>(ppid), pid);
-    if (state == 'Z' || state == 'X') zombies.insert(pid);
+  for (const repl_testing::ProcEntry& p : repl_testing::ReadProcTable()) {
+    children.emplace(p.ppid, p.pid);
+    if (p.state == 'Z' || p.state == 'X') zombies.insert(p.pid);
   }
   std::set<pid_t> out;
   std::vector<pid_t> todo{root};

@@ -9,21 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "backend_subprocess/repl.h"
 #include "core/memory_store.h"
+#include "tests/backend_subprocess/repl_test_support.h"
 
 namespace dolsot {
 namespace {
 
 std::unique_ptr<Repl> MakeRepl() {
-  ReplOptions options;
-  options.store = std::make_shared<MemoryStore>();
-  options.config.typecheck = false;
-  options.config.timeout_seconds = 30;
-  return std::move(Repl::Create(std::move(options))).value();
+  return repl_testing::MakeTestRepl(/*snapshots=*/true, CheckpointMode::kAsync);  // the defaults
 }
 
 int CountFds() {
@@ -37,17 +33,8 @@ int CountFds() {
 
 std::vector<pid_t> Children() {
   std::vector<pid_t> out;
-  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    char state;
-    long ppid;
-    std::istringstream rest(text.substr(close + 1));
-    if (rest >> state >> ppid && ppid == ::getpid()) out.push_back(std::stoi(name));
+  for (const repl_testing::ProcEntry& p : repl_testing::ReadProcTable()) {
+    if (p.ppid == ::getpid()) out.push_back(p.pid);
   }
   return out;
 }

@@ -7,28 +7,17 @@
 #include <algorithm>
 
 #include "core/memory_store.h"
+#include "tests/backend_subprocess/repl_test_support.h"
 
 namespace dolsot {
 namespace {
 
+using repl_testing::MustRun;
+
 std::unique_ptr<Repl> MakeRepl(std::shared_ptr<SessionStore> store,
                                CheckpointMode mode = CheckpointMode::kSync,
                                bool snapshots = true) {
-  ReplOptions options;
-  options.store = std::move(store);
-  options.checkpoint = mode;
-  options.snapshots = snapshots;
-  options.config.typecheck = false;
-  options.config.timeout_seconds = 30;
-  auto repl = Repl::Create(std::move(options));
-  EXPECT_TRUE(repl.ok()) << repl.status().ToString();
-  return std::move(repl).value();
-}
-
-Result MustRun(Repl& repl, std::string_view sid, std::string_view code) {
-  auto r = repl.Run(sid, code, RunOptions{});
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : Result{};
+  return repl_testing::MakeTestRepl(snapshots, mode, std::move(store));
 }
 
 class ReplModes : public ::testing::TestWithParam<std::tuple<bool, CheckpointMode>> {};

@@ -6,27 +6,16 @@
 
 #include "backend_subprocess/repl.h"
 #include "core/memory_store.h"
+#include "tests/backend_subprocess/repl_test_support.h"
 
 namespace dolsot {
 namespace {
 
+using repl_testing::MustRun;
+
 std::unique_ptr<Repl> MakeRepl(bool snapshots, CheckpointMode mode = CheckpointMode::kSync,
                                std::shared_ptr<SessionStore> store = nullptr) {
-  ReplOptions options;
-  options.store = store ? std::move(store) : std::make_shared<MemoryStore>();
-  options.snapshots = snapshots;
-  options.checkpoint = mode;
-  options.config.typecheck = false;
-  options.config.timeout_seconds = 30;
-  return std::move(Repl::Create(std::move(options))).value();
-}
-
-Result MustRun(Repl& repl, std::string_view sid, std::string_view code, double timeout = 30) {
-  RunOptions options;
-  options.timeout_seconds = timeout;
-  auto r = repl.Run(sid, code, options);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : Result{};
+  return repl_testing::MakeTestRepl(snapshots, mode, std::move(store));
 }
 
 struct Runaway {
