@@ -183,6 +183,11 @@ std::set<pid_t> Descendants() {
   return out;
 }
 
+void ReapExited() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
 // Kills every process this worker forked (and theirs: orphans are reparented
 // here because the worker is a child subreaper) and reaps them.
 void KillEverySession() {
@@ -190,16 +195,18 @@ void KillEverySession() {
     std::set<pid_t> pids = Descendants();
     if (pids.empty()) break;
     for (pid_t p : pids) ::kill(p, SIGKILL);
-    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    // Reap the killed ones that are this process's children (the others
+    // answer ECHILD at once). Never wait for just any child: one forked by a
+    // session process as it was being killed (a checkpoint writer stuck in a
+    // __reduce__, say) is reparented here unkilled, and waiting for it would
+    // hang this teardown until the host gives up and the writer outlives us.
+    // The next round sees it, and the killed grandchildren, here by now.
+    for (pid_t p : pids) {
+      while (::waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
+      }
     }
-    // Wait for at least one to finish before scanning again.
-    if (::waitpid(-1, nullptr, 0) < 0 && errno == ECHILD) break;
   }
-}
-
-void ReapExited() {
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
+  ReapExited();
 }
 
 // kOpen: forks a fresh session process; the host gets its channel.
