@@ -125,12 +125,46 @@ TEST(SpinBudget, AMissedSpinHalvesIt) {
 
 TEST(SpinBudget, EveryKthWaitIsAProbeThatSleeps) {
   SpinBudget budget(true);
-  LearnSlowWakeUps(budget);
+  budget.Learn(Slept(kCap));  // one slow wake-up (not a probe: there was no budget)
+  ASSERT_GT(budget.CurrentNanos(), 0);
+  EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kProbeEvery);
   int probes = 0;
   for (std::uint32_t i = 0; i < 4 * SpinBudget::kProbeEvery; ++i) {
     if (budget.NextWaitNanos() == 0) ++probes;
   }
   EXPECT_EQ(probes, 4);
+}
+
+TEST(SpinBudget, ProbesSpreadOutWhileTheyConfirmSlowWakeUps) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);  // the first sets the budget, the other 7 are probes
+  EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kMaxProbeEvery);
+  int probes = 0;
+  for (std::uint32_t i = 0; i < 2 * SpinBudget::kMaxProbeEvery + SpinBudget::kProbeEvery; ++i) {
+    if (budget.NextWaitNanos() == 0) ++probes;
+  }
+  EXPECT_EQ(probes, 3);  // the one already due after kProbeEvery waits, then every kMax
+}
+
+TEST(SpinBudget, AFastProbeBringsProbesBack) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  budget.Learn(Slept(3'000, /*wake=*/2'000));  // a probe that woke fast
+  EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kProbeEvery);
+  int probes = 0;
+  for (std::uint32_t i = 0; i < 4 * SpinBudget::kProbeEvery; ++i) {
+    if (budget.NextWaitNanos() == 0) ++probes;
+  }
+  EXPECT_EQ(probes, 4);
+}
+
+TEST(SpinBudget, AMissedSpinBringsProbesBack) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  HandOffSample missed = Slept(3'000);
+  missed.spin_tried = true;
+  budget.Learn(missed);
+  EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kProbeEvery);
 }
 
 TEST(SpinUntil, ReturnsAtOnceWhenReady) {
