@@ -1,6 +1,8 @@
 // SpinBudget and the platform pieces of spin_wait.h.
 #include "backend_inprocess/spin_wait.h"
 
+#include <algorithm>
+
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -79,7 +81,8 @@ void SpinBudget::Learn(const HandOffSample& sample) {
     // Sleeping is slow and a spin catches (or would have caught) this one:
     // aim at 4x its latency, up at once, down slowly.
     const std::int64_t target = std::min(
-        kCapNanos, std::max(kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0)));
+        kCapNanos, std::max({kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0),
+                             wake}));
     next = target >= budget ? target : budget - (budget - target + 3) / 4;
   } else {
     // Sleeping is cheap, the hand-off came later than any budget, or the spin

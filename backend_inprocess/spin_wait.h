@@ -53,8 +53,11 @@ struct HandOffSample {
 // interval doubles up to kMaxProbeEvery (each probe costs one slow wake-up,
 // tens of microseconds, which at every 32nd cell was ~2 us per cell); a fast
 // wake-up or a missed spin brings it back to kProbeEvery.
-// With slow wake-ups, the budget follows a few times the hand-off latency
-// (capped); a spin that misses, or a hand-off later than the cap, halves it.
+// With slow wake-ups, the budget follows a few times the hand-off latency,
+// but never less than the smoothed wake-up cost (spinning that long is never
+// worse than sleeping, and a budget tuned to 4x a 3 us hand-off missed every
+// jitter of the other thread: each miss a slow wake-up), capped; a spin that
+// misses, or a hand-off later than the cap, halves it.
 // Learn() and CurrentNanos() may race between threads (relaxed atomics): the
 // budget is a hint, any value in range is safe.
 class SpinBudget {
