@@ -1,6 +1,8 @@
 // SpinBudget and the platform pieces of spin_wait.h.
 #include "backend_inprocess/spin_wait.h"
 
+#include <algorithm>
+
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -45,8 +47,12 @@ std::int64_t SpinBudget::CurrentNanos() const {
 
 std::int64_t SpinBudget::NextWaitNanos() {
   if (!enabled_) return 0;
-  const std::uint32_t wait = waits_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (wait % kProbeEvery == 0) return 0;
+  const std::uint32_t left = until_probe_.load(std::memory_order_relaxed);
+  if (left <= 1) {
+    until_probe_.store(probe_every_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return 0;
+  }
+  until_probe_.store(left - 1, std::memory_order_relaxed);
   return budget_nanos_.load(std::memory_order_relaxed);
 }
 
@@ -58,13 +64,25 @@ void SpinBudget::Learn(const HandOffSample& sample) {
     wake_nanos_.store(wake, std::memory_order_relaxed);
   }
   const std::int64_t budget = budget_nanos_.load(std::memory_order_relaxed);
+  // A probe: a wait that slept without spinning while there was a budget.
+  const bool probe = !sample.spin_tried && budget > 0 && sample.wake_nanos >= 0;
+  const std::uint32_t every = probe_every_.load(std::memory_order_relaxed);
+  if (probe && sample.wake_nanos >= kSlowWakeNanos) {
+    probe_every_.store(std::min(kMaxProbeEvery, every * 2), std::memory_order_relaxed);
+  } else if (probe || (sample.spin_tried && !sample.caught)) {
+    probe_every_.store(kProbeEvery, std::memory_order_relaxed);
+    if (until_probe_.load(std::memory_order_relaxed) > kProbeEvery) {
+      until_probe_.store(kProbeEvery, std::memory_order_relaxed);
+    }
+  }
   std::int64_t next;
   if (wake >= kSlowWakeNanos && sample.needed_nanos <= kCapNanos &&
       !(sample.spin_tried && !sample.caught)) {
     // Sleeping is slow and a spin catches (or would have caught) this one:
     // aim at 4x its latency, up at once, down slowly.
     const std::int64_t target = std::min(
-        kCapNanos, std::max(kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0)));
+        kCapNanos, std::max({kFloorNanos, 4 * std::max<std::int64_t>(sample.needed_nanos, 0),
+                             wake}));
     next = target >= budget ? target : budget - (budget - target + 3) / 4;
   } else {
     // Sleeping is cheap, the hand-off came later than any budget, or the spin

@@ -48,9 +48,16 @@ struct HandOffSample {
 // slow (an idle CPU, a VM: tens of microseconds); on a busy machine a woken
 // thread runs within microseconds while a spinning one burns the time slice
 // its producer needs. So the budget stays 0 until sleeping waits show slow
-// wake-ups, and every kProbeEvery-th wait sleeps (a probe) to keep measuring.
-// With slow wake-ups, the budget follows a few times the hand-off latency
-// (capped); a spin that misses, or a hand-off later than the cap, halves it.
+// wake-ups, and a wait now and then sleeps (a probe) to keep measuring: every
+// kProbeEvery-th at first; while probes keep confirming slow wake-ups the
+// interval doubles up to kMaxProbeEvery (each probe costs one slow wake-up,
+// tens of microseconds, which at every 32nd cell was ~2 us per cell); a fast
+// wake-up or a missed spin brings it back to kProbeEvery.
+// With slow wake-ups, the budget follows a few times the hand-off latency,
+// but never less than the smoothed wake-up cost (spinning that long is never
+// worse than sleeping, and a budget tuned to 4x a 3 us hand-off missed every
+// jitter of the other thread: each miss a slow wake-up), capped; a spin that
+// misses, or a hand-off later than the cap, halves it.
 // Learn() and CurrentNanos() may race between threads (relaxed atomics): the
 // budget is a hint, any value in range is safe.
 class SpinBudget {
@@ -63,6 +70,8 @@ class SpinBudget {
   static constexpr std::int64_t kSlowWakeNanos = 10'000;
   // Every this many waits, one sleeps without spinning.
   static constexpr std::uint32_t kProbeEvery = 32;
+  // ... and at most this many while probes keep confirming slow wake-ups.
+  static constexpr std::uint32_t kMaxProbeEvery = 1024;
 
   // `enabled` false: CurrentNanos() is always 0.
   explicit SpinBudget(bool enabled = SpinningCanHelp());
@@ -71,6 +80,8 @@ class SpinBudget {
   std::int64_t CurrentNanos() const;
   // The smoothed wake-up latency of sleeping waits.
   std::int64_t WakeNanos() const { return wake_nanos_.load(std::memory_order_relaxed); }
+  // How many waits apart the probes are now.
+  std::uint32_t ProbeEvery() const { return probe_every_.load(std::memory_order_relaxed); }
   // The budget for the next wait (0 for a probe); counts the wait.
   std::int64_t NextWaitNanos();
 
@@ -80,7 +91,8 @@ class SpinBudget {
   bool enabled_;
   std::atomic<std::int64_t> budget_nanos_{0};
   std::atomic<std::int64_t> wake_nanos_{0};
-  std::atomic<std::uint32_t> waits_{0};
+  std::atomic<std::uint32_t> probe_every_{kProbeEvery};
+  std::atomic<std::uint32_t> until_probe_{kProbeEvery};  // waits left before the next probe
 };
 
 // Spins while `ready()` is false, at most `spin_nanos` and never past
