@@ -9,26 +9,19 @@
 #include <string>
 
 #include "backend_subprocess/worker_loop.h"
+#include "backend_subprocess/worker_process.h"
+
+#ifndef DOLSOT_BUILD_PYTHON_EXECUTABLE
+#define DOLSOT_BUILD_PYTHON_EXECUTABLE ""
+#endif
 
 namespace {
 
-// The interpreter whose environment (a venv's site-packages) the worker
-// should see: an executable python3/python beside this program (a venv's
-// bin/), else the one the project was built with; empty when neither exists.
-std::string SiblingPython() {
+// This program's own path.
+std::string SelfPath() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return {};
-  std::string dir(buf, static_cast<std::size_t>(n));
-  dir.erase(dir.rfind('/') + 1);
-  for (const char* name : {"python3", "python"}) {
-    std::string candidate = dir + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-#ifdef DOLSOT_BUILD_PYTHON_EXECUTABLE
-  if (::access(DOLSOT_BUILD_PYTHON_EXECUTABLE, X_OK) == 0) return DOLSOT_BUILD_PYTHON_EXECUTABLE;
-#endif
-  return {};
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
 }  // namespace
@@ -46,7 +39,7 @@ int main(int argc, char** argv) {
   PyConfig_InitPythonConfig(&config);
   config.parse_argv = 0;
   config.install_signal_handlers = 1;
-  std::string python = SiblingPython();
+  std::string python = dolsot::WorkerInterpreter(SelfPath(), DOLSOT_BUILD_PYTHON_EXECUTABLE);
   PyStatus status = PyStatus_Ok();
   if (!python.empty()) {
     status = PyConfig_SetBytesString(&config, &config.program_name, python.c_str());

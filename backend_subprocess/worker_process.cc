@@ -109,6 +109,18 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
 
 }  // namespace
 
+std::string WorkerInterpreter(const std::string& worker_path, const std::string& built_with) {
+  std::string::size_type slash = worker_path.rfind('/');
+  if (slash != std::string::npos) {
+    for (const char* name : {"python3", "python"}) {
+      std::string candidate = worker_path.substr(0, slash + 1) + name;
+      if (IsExecutable(candidate)) return candidate;
+    }
+  }
+  if (!built_with.empty() && IsExecutable(built_with)) return built_with;
+  return "";
+}
+
 std::vector<std::string> DefaultWorkerCommand() {
   std::vector<std::string> candidates;
   std::string self = SelfDirectory();

@@ -25,6 +25,12 @@ struct ProcessChannel {
 // beside the running program, else the installed one, else the build tree's.
 std::vector<std::string> DefaultWorkerCommand();
 
+// The interpreter a dolsot-worker at `worker_path` embeds (whose environment,
+// a venv's site-packages, its cells see): an executable python3/python beside
+// it (a venv's bin/), else `built_with` (the interpreter the project was built
+// with); "" when neither exists.
+std::string WorkerInterpreter(const std::string& worker_path, const std::string& built_with);
+
 class WorkerProcess {
  public:
   // Spawns `command` (its own process group, stdin /dev/null, the channel as

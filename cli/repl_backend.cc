@@ -2,6 +2,7 @@
 #include "cli/repl_backend.h"
 
 #include "backend_subprocess/repl.h"
+#include "backend_subprocess/worker_process.h"
 #include "cli/interrupt.h"
 #include "cli/worker_locator.h"
 
@@ -9,8 +10,6 @@
 #include "sandbox/ast_gate.h"
 #define DOLSOT_CLI_HAS_AST_GATE 1
 #endif
-
-#include <unistd.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -36,20 +35,6 @@ Status AttachGate(ReplOptions& options) {
   (void)options;
   return InvalidArgument("--gate is not available: this dolsot was built without the AST gate");
 #endif
-}
-
-// The interpreter the worker at `worker` embeds, as dolsot-worker picks it: a
-// python3/python beside it (a venv's bin/), else the one the project was
-// built with; "" when neither exists (ty then discovers one itself).
-std::string WorkerPython(const std::string& worker) {
-  std::string dir = worker.substr(0, worker.rfind('/') + 1);
-  for (const char* name : {"python3", "python"}) {
-    std::string candidate = dir + name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  std::string built = DOLSOT_BUILD_PYTHON_EXECUTABLE;
-  if (!built.empty() && ::access(built.c_str(), X_OK) == 0) return built;
-  return "";
 }
 
 // Where the worker's sys.path starts: the cwd ("") and PYTHONPATH's entries.
@@ -99,7 +84,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
-    options.python_executable = WorkerPython(*worker);
+    options.python_executable = WorkerInterpreter(*worker, DOLSOT_BUILD_PYTHON_EXECUTABLE);
   }
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();

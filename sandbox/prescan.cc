@@ -540,6 +540,7 @@ class Analysis {
     return !(module_scope && IsBuiltinName(bound));
   }
   bool Dotted(std::size_t& i, std::string& path, std::string_view& first);
+  bool BindImported(std::size_t& i, std::string_view name, bool module_scope);
   bool Import(std::size_t& i);
   bool TargetsAreNameChains() const;
 
@@ -565,6 +566,20 @@ bool Analysis::Dotted(std::size_t& i, std::string& path, std::string_view& first
   return true;
 }
 
+// `[as NAME]` at t_[i] after an imported `name`: the name it binds (the alias,
+// else `name`) must be free to bind; it is recorded as imported.
+bool Analysis::BindImported(std::size_t& i, std::string_view name, bool module_scope) {
+  std::string_view bound = name;
+  if (IsName(t_[i], "as")) {
+    if (t_[i + 1].type != Tok::kName) return false;
+    bound = t_[i + 1].text;
+    i += 2;
+  }
+  if (!BindingOk(bound, module_scope)) return false;
+  imported_.push_back(bound);
+  return true;
+}
+
 // An import statement at t_[i]; leaves i at its end (NEWLINE, `;` or END).
 bool Analysis::Import(std::size_t& i) {
   bool module_scope = t_[i].module_scope;
@@ -574,14 +589,7 @@ bool Analysis::Import(std::size_t& i) {
     ++i;
     while (true) {
       if (!Dotted(i, path, first) || !policy_.IsModuleAllowed(path)) return false;
-      std::string_view bound = first;
-      if (IsName(t_[i], "as")) {
-        if (t_[i + 1].type != Tok::kName) return false;
-        bound = t_[i + 1].text;
-        i += 2;
-      }
-      if (!BindingOk(bound, module_scope)) return false;
-      imported_.push_back(bound);
+      if (!BindImported(i, first, module_scope)) return false;
       if (!IsOp(t_[i], ",")) break;
       ++i;
     }
@@ -597,15 +605,8 @@ bool Analysis::Import(std::size_t& i) {
     if (t_[i].type != Tok::kName || IsKeyword(t_[i].text)) return false;  // also `*`
     std::string_view name = t_[i].text;
     if (!AttributeOk(name)) return false;
-    std::string_view bound = name;
     ++i;
-    if (IsName(t_[i], "as")) {
-      if (t_[i + 1].type != Tok::kName) return false;
-      bound = t_[i + 1].text;
-      i += 2;
-    }
-    if (!BindingOk(bound, module_scope)) return false;
-    imported_.push_back(bound);
+    if (!BindImported(i, name, module_scope)) return false;
     if (!IsOp(t_[i], ",")) break;
     ++i;
     if (paren && IsOp(t_[i], ")")) break;
