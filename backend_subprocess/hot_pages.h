@@ -1,5 +1,5 @@
-// HotPages: the pages a session's cells recently wrote, so a freshly forked
-// runner can take their copy-on-write faults before a cell arrives instead of
+// HotPages: the pages a session's cells recently wrote or ran, so a freshly
+// forked runner can take their faults before a cell arrives instead of
 // during it.
 //
 // After a fork every private page is shared between the standby and the
@@ -11,14 +11,22 @@
 // pre-faults it with madvise(MADV_POPULATE_WRITE) while it is idle.
 //
 // A page stays hot for `max_age` observations after it was last found. The
-// runner's own pre-faulting makes pages exclusive too, so pages it populated
-// do not renew themselves: they age out and are found again when a cell
-// writes them. Over `max_bytes` the set is dropped, and an observation with
+// runner's own pre-faulting makes pages exclusive too, so being exclusive does
+// not renew a page it populated: a page about to age out is fingerprinted when
+// populated, and renewed only if its contents changed by the next
+// observation (a cell wrote it). Over `max_bytes` the set is dropped, and an observation with
 // more than `max_new_bytes` of new pages (a cell that built new data) adds
 // none of them (populating them would cost more than the faults it saves).
 // Over `max_scan_bytes` of private writable mappings it does not even scan
 // (reading pagemap costs per mapped page). Where MADV_POPULATE_WRITE is missing
 // (EINVAL) Populate is a no-op.
+//
+// Code and constants cost faults too: fork copies no page table entries for
+// read-only file mappings (libpython's text, extension modules), so a fresh
+// runner faults on every page of them it runs. Observe also records the pages
+// of those mappings present in this process (the ones it ran since its own
+// fork), up to `max_file_bytes`, and Populate maps them with
+// MADV_POPULATE_READ (no copies: the page cache's pages are shared).
 #pragma once
 
 #include <cstddef>
@@ -27,6 +35,12 @@
 #include <vector>
 
 namespace dolsot {
+
+// [start, end) in bytes.
+struct MappedRange {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
 
 class HotPages {
  public:
@@ -37,6 +51,10 @@ class HotPages {
     std::size_t max_new_bytes = std::size_t{32} << 20;
     // Over this much private writable mapping, Observe does not scan at all.
     std::size_t max_scan_bytes = std::size_t{512} << 20;
+    // Read-only file-backed pages: at most this many are recorded, and over
+    // max_file_scan_bytes of such mappings none are.
+    std::size_t max_file_bytes = std::size_t{64} << 20;
+    std::size_t max_file_scan_bytes = std::size_t{1} << 30;
   };
 
   HotPages() = default;
@@ -55,6 +73,8 @@ class HotPages {
   std::size_t Populate(const std::function<bool()>& stop = {});
 
   std::size_t pages() const { return entries_.size(); }
+  // Recorded pages of read-only file mappings.
+  std::size_t file_pages() const { return file_pages_.size(); }
   std::size_t bytes() const { return entries_.size() * PageSize(); }
   // True when the last Observe found more than max_bytes (the set is empty).
   bool over_cap() const { return over_cap_; }
@@ -62,6 +82,7 @@ class HotPages {
   bool supported() const { return supported_; }
   // Whether `address`'s page is in the set (for tests).
   bool Contains(const void* address) const;
+  bool ContainsFilePage(const void* address) const;
 
   static std::size_t PageSize();
 
@@ -69,13 +90,16 @@ class HotPages {
   struct Entry {
     std::uintptr_t page;   // address >> page shift
     std::uint32_t stamp;   // observation at which it was last found
-    bool populated;        // pre-faulted by this process (cannot renew itself)
+    bool populated;        // pre-faulted by this process (exclusive: no proof of a write)
+    std::uint64_t hash;    // when populated just before aging out: its fingerprint, else 0
   };
 
   std::vector<Entry> Merge(const std::vector<std::uintptr_t>& found, bool add_new) const;
+  void ObserveFile(int pagemap, const std::vector<MappedRange>& mappings);
 
   Options options_;
   std::vector<Entry> entries_;  // sorted by page
+  std::vector<std::uintptr_t> file_pages_;  // sorted
   std::uint32_t clock_ = 0;
   bool over_cap_ = false;
   bool supported_ = true;

@@ -85,14 +85,25 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
 
 }  // namespace
 
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, 0);
+  } while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
 Status WaitReadable(int fd, Deadline deadline) {
   for (;;) {
     int timeout_ms = -1;
     if (deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
-      if (left.count() < 0) return Status(ErrorCode::kTimeout, "deadline passed");
-      // Round up so we never spin just before the deadline.
-      timeout_ms = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
+      // Round up, so we never spin just before the deadline. (This once
+      // truncated, so a deadline less than 1 ms past waited 1 ms more.)
+      auto left = *deadline - Clock::now();
+      if (left <= Clock::duration::zero()) return Status(ErrorCode::kTimeout, "deadline passed");
+      timeout_ms = static_cast<int>(std::min<long long>(
+          std::chrono::ceil<std::chrono::milliseconds>(left).count(), 1 << 30));
     }
     pollfd p{fd, POLLIN, 0};
     int r = ::poll(&p, 1, timeout_ms);

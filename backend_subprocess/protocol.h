@@ -69,6 +69,9 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 // Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.
 Status WaitReadable(int fd, Deadline deadline);
 
+// Whether `fd` is readable (or hung up) right now, without waiting.
+bool Readable(int fd);
+
 // A connected AF_UNIX stream socket pair, both ends close-on-exec.
 StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair();
 

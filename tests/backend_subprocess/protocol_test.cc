@@ -114,6 +114,20 @@ TEST(Protocol, DeadlineBoundsASilentPeer) {
   EXPECT_EQ(frame.status().code(), ErrorCode::kTimeout);
 }
 
+TEST(Protocol, ReadableAsksWithoutWaiting) {
+  auto [a, b] = Pair();
+  EXPECT_FALSE(Readable(b.get()));
+  // A deadline that has already passed is a timeout, not a wait.
+  EXPECT_EQ(WaitReadable(b.get(), Clock::now()).code(), ErrorCode::kTimeout);
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kRetire, "").ok());
+  EXPECT_TRUE(Readable(b.get()));
+  EXPECT_TRUE(WaitReadable(b.get(), Clock::now() + std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(ReadFrame(b.get()).ok());
+  EXPECT_FALSE(Readable(b.get()));
+  a.Reset();  // a hang-up counts as readable: the next read says the peer is gone
+  EXPECT_TRUE(Readable(b.get()));
+}
+
 TEST(Payload, RoundTripsEveryType) {
   PayloadWriter w;
   w.U8(7).U32(0xdeadbeef).I32(-5).U64(1ull << 40).F64(2.5).Str("abc");
