@@ -129,9 +129,17 @@ void LiveSession::Kill() {
 }
 
 Status LiveSession::AcceptRunner(Frame frame) {
-  auto channel = ChannelFrom(frame, "RUNNER");
-  if (!channel.ok()) return channel.status();
-  runner_ = std::move(channel).value();
+  if (!frame.fd && runner_.socket && runner_.pid <= 0) {
+    // Its socket came with the last Result: only the pid is new.
+    PayloadReader r(frame.payload);
+    auto pid = static_cast<pid_t>(r.U32());
+    if (!r.Finish("RUNNER").ok() || pid <= 0) return CorruptError("malformed RUNNER frame");
+    runner_.pid = pid;
+  } else {
+    auto channel = ChannelFrom(frame, "RUNNER");
+    if (!channel.ok()) return channel.status();
+    runner_ = std::move(channel).value();
+  }
   runner_pending_ = false;
   return Status::Ok();
 }
@@ -169,6 +177,11 @@ Status LiveSession::SendRun(const CellRun& run) {
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(run.timeout_seconds));
+  // When the runner's socket came with the last Result, the cell goes out at
+  // once and the runner's pid (sent by the standby once it forked the
+  // runner) is read while the cell runs.
+  bool send_first = runner_.socket && runner_pending_;
+  Status sent = send_first ? SendRun(run) : Status::Ok();
   Status ready = EnsureRunner(deadline, on_channel);
   if (!ready.ok()) {
     bool timed_out = ready.code() == ErrorCode::kTimeout;
@@ -181,7 +194,8 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
                            ready.message() + "); it will be restored from its last checkpoint";
     return outcome;
   }
-  if (!SendRun(run).ok()) return RunnerDied(run, false, false, {});
+  if (!send_first) sent = SendRun(run);
+  if (!sent.ok()) return RunnerDied(run, false, false, {});
   return AwaitResult(run, deadline, on_channel);
 }
 
@@ -222,8 +236,21 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       data.dropped = outcome.result.dropped;
       outcome.checkpoint = std::move(data);
     }
+    std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
-    if (frame->fd && on_channel) on_channel(std::move(frame->fd));  // async checkpoint
+    // The descriptors that came with it, in order.
+    UniqueFd* next_fd = &frame->fd;
+    UniqueFd checkpoint_channel, runner_socket;
+    if (carried & protocol::kCarriesCheckpointChannel) {
+      checkpoint_channel = std::move(*next_fd);
+      next_fd = &frame->fd2;
+    }
+    if (carried & protocol::kCarriesRunnerSocket) {
+      runner_socket = std::move(*next_fd);
+      // The session forks that runner on this socket and will not send another.
+      if (!runner_socket) return CorruptError("the next runner's socket did not come with RESULT");
+    }
+    if (checkpoint_channel && on_channel) on_channel(std::move(checkpoint_channel));
     held_ = outcome.result.held;
     restored_no_cell_ = false;
     if (snapshots_) {
@@ -235,6 +262,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       retired_ = std::move(standby_);
       standby_ = std::move(runner_);
       runner_ = ProcessChannel{};
+      runner_.socket = std::move(runner_socket);  // its pid comes from the standby
       runner_pending_ = true;
     }
     return outcome;
@@ -256,9 +284,14 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   if (snapshots_ && standby_.socket) {
     // The standby reaps the runner and forks a new one from the pre-cell state.
     Status told = protocol::WriteFrame(standby_.socket.get(), Tag::kRunnerDied, {});
+    auto grace = Clock::now() + kReapGrace;
     StatusOr<Frame> died =
-        told.ok() ? protocol::ReadFrame(standby_.socket.get(), Clock::now() + kReapGrace)
-                  : StatusOr<Frame>(told);
+        told.ok() ? protocol::ReadFrame(standby_.socket.get(), grace) : StatusOr<Frame>(told);
+    // A RUNNER frame not read yet (the runner died before its pid was needed)
+    // comes first.
+    while (died.ok() && died->tag == Tag::kRunner) {
+      died = protocol::ReadFrame(standby_.socket.get(), grace);
+    }
     if (died.ok() && died->tag == Tag::kDied) {
       PayloadReader pr(died->payload);
       int status = pr.I32();

@@ -32,7 +32,7 @@ bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ENOT
 // Reads exactly `n` bytes into `buf`, keeping any passed descriptor in `fd`.
 // Returns the number of bytes read before EOF (== n on success).
 StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
-                                UniqueFd* fd) {
+                                Frame* frame) {
   std::size_t got = 0;
   // With a deadline, try a non-blocking read first and poll only when nothing
   // is there: when the data already arrived, that saves a poll.
@@ -69,10 +69,12 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       for (std::size_t i = 0; i < count; ++i) {
         int passed;
         std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (fd != nullptr && !fd->valid()) {
-          fd->Reset(passed);
+        if (!frame->fd.valid()) {
+          frame->fd.Reset(passed);
+        } else if (!frame->fd2.valid()) {
+          frame->fd2.Reset(passed);
         } else {
-          ::close(passed);  // more than one descriptor: not our protocol
+          ::close(passed);  // more than two descriptors: not our protocol
         }
       }
     }
@@ -115,7 +117,7 @@ Status WaitReadable(int fd, Deadline deadline) {
   }
 }
 
-Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd) {
+Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2) {
   if (payload.size() > kMaxPayloadBytes) {
     return Status(ErrorCode::kInvalidArgument,
                   std::string("frame ") + TagName(tag) + " payload of " +
@@ -140,16 +142,18 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = iovcnt;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))];
     if (!fd_sent) {
+      int fds[2] = {pass_fd, pass_fd2};
+      std::size_t count = pass_fd2 >= 0 ? 2 : 1;
       std::memset(control, 0, sizeof(control));
       msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
+      msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
       cmsghdr* c = CMSG_FIRSTHDR(&msg);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+      c->cmsg_len = CMSG_LEN(count * sizeof(int));
+      std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
     }
     ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (r < 0) {
@@ -166,7 +170,7 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd) {
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   Frame frame;
   char header[kHeaderBytes];
-  auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame.fd);
+  auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame);
   if (!got.ok()) return got.status();
   if (*got == 0) return Status(ErrorCode::kUnavailable, "the peer process is gone");
   if (*got < kHeaderBytes) return CorruptError("truncated frame header: the peer died mid-frame");
@@ -177,7 +181,7 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   }
   frame.payload.resize(length);
   if (length > 0) {
-    got = ReadFully(fd, frame.payload.data(), length, deadline, &frame.fd);
+    got = ReadFully(fd, frame.payload.data(), length, deadline, &frame);
     if (!got.ok()) return got.status();
     if (*got < length) {
       return CorruptError(std::string("truncated frame ") + TagName(frame.tag) + ": got " +

@@ -1,6 +1,6 @@
 // The host <-> worker <-> session wire protocol: framed binary messages
 // {u32 tag, u32 length} + payload, little endian, over AF_UNIX stream sockets,
-// optionally carrying one file descriptor (SCM_RIGHTS). The first frame on a
+// optionally carrying one or two file descriptors (SCM_RIGHTS). The first frame on a
 // worker channel is kHello with kProtocolVersion.
 #pragma once
 
@@ -17,7 +17,7 @@
 
 namespace dolsot::protocol {
 
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 // Largest payload either end sends or accepts. Bigger checkpoints fail cleanly.
 inline constexpr std::uint32_t kMaxPayloadBytes = 0x7fffffffu;
 
@@ -40,17 +40,25 @@ enum class Tag : std::uint32_t {
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
-  kResult = 22,           // the cell's Result (+ sync checkpoint; async: carries its channel)
-  kRunner = 23,           // pid of a new runner process; carries its fd
+  kResult = 22,           // the cell's Result (+ sync checkpoint); may carry the async
+                          // checkpoint's channel and the next runner's socket
+  kRunner = 23,           // pid of a new runner process; carries its fd unless that
+                          // socket came with the last Result
   kDied = 24,             // the runner's wait status
   kBranched = 26,         // pid of the branch; carries its fd
   kCheckpointData = 27,   // saved, dropped, blob
 };
 
+// A kResult payload ends with a byte saying which descriptors the frame
+// carries, in this order.
+inline constexpr std::uint8_t kCarriesCheckpointChannel = 1;
+inline constexpr std::uint8_t kCarriesRunnerSocket = 2;
+
 struct Frame {
   Tag tag{};
   std::string payload;
-  UniqueFd fd;  // a descriptor passed with the frame, if any
+  UniqueFd fd;   // the first descriptor passed with the frame, if any
+  UniqueFd fd2;  // the second
 };
 
 using Clock = std::chrono::steady_clock;
@@ -58,8 +66,10 @@ using Clock = std::chrono::steady_clock;
 using Deadline = std::optional<Clock::time_point>;
 
 // Sends one frame (and `pass_fd` when >= 0) in full, retrying on EINTR and
-// short writes. kUnavailable when the peer is gone.
-Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1);
+// short writes. kUnavailable when the peer is gone. Descriptors < 0 are not
+// passed; pass_fd2 only with pass_fd.
+Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
+                  int pass_fd2 = -1);
 
 // Reads one whole frame. kUnavailable on EOF before the first byte (peer
 // gone), kCorrupt on EOF mid-frame or a length over the cap, kTimeout when

@@ -155,10 +155,10 @@ class SessionProcess {
     Py_END_ALLOW_THREADS
     return frame;
   }
-  void Send(Tag tag, std::string_view payload, int pass_fd = -1) {
+  void Send(Tag tag, std::string_view payload, int pass_fd = -1, int pass_fd2 = -1) {
     Status s;
     Py_BEGIN_ALLOW_THREADS
-    s = protocol::WriteFrame(socket_.get(), tag, payload, pass_fd);
+    s = protocol::WriteFrame(socket_.get(), tag, payload, pass_fd, pass_fd2);
     Py_END_ALLOW_THREADS
     if (!s.ok()) Exit(0);  // the host is gone
   }
@@ -201,16 +201,25 @@ class SessionProcess {
   }
 
   // Forks a child that continues with a fresh socket to the host; the parent
-  // passes the host's end with `tag` {pid}. Returns true in the child.
+  // passes the host's end with `tag` {pid}. Returns true in the child. A
+  // runner whose socket's host end already went out with the last Result
+  // (next_runner_socket_) takes that one, and {pid} goes alone.
   bool ForkWithChannel(Tag tag, pid_t* child_pid) {
-    auto pair = protocol::SocketPair();
-    if (!pair.ok()) Exit(3);
+    std::pair<UniqueFd, UniqueFd> pair;
+    if (tag == Tag::kRunner && next_runner_socket_) {
+      pair.second = std::move(next_runner_socket_);
+    } else {
+      auto fresh = protocol::SocketPair();
+      if (!fresh.ok()) Exit(3);
+      pair = std::move(fresh).value();
+    }
     pid_t forker = ::getpid();
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
-      socket_ = std::move(pair->second);
-      pair->first.Reset();
+      socket_ = std::move(pair.second);
+      pair.first.Reset();
+      next_runner_socket_.Reset();  // no other child may keep a runner's socket open
       helpers_.clear();
       runner_pid_ = -1;
       parent_is_standby_ = tag == Tag::kRunner;
@@ -224,10 +233,10 @@ class SessionProcess {
       pending_channel_.Reset();  // the parent writes it
       return true;
     }
-    pair->second.Reset();
+    pair.second.Reset();
     PayloadWriter w;
     w.U32(static_cast<std::uint32_t>(pid));
-    Send(tag, w.data(), pair->first.get());
+    Send(tag, w.data(), pair.first ? pair.first.get() : -1);
     *child_pid = pid;
     return false;
   }
@@ -355,6 +364,9 @@ class SessionProcess {
       socket_ = std::move(channel);
       pending_channel_.Reset();
       writer_pidfd_.Reset();
+      // The next runner's socket: if the writer kept it open, the host would
+      // not see that runner die.
+      next_runner_socket_.Reset();
       (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       CheckpointNow();
       Exit(0);
@@ -443,7 +455,25 @@ class SessionProcess {
       auto pair = protocol::SocketPair();
       if (pair.ok()) channel = std::move(pair).value();
     }
-    Send(Tag::kResult, w.data(), channel ? channel->first.get() : -1);
+    // Rollback on: so does the socket of the next runner (which this process
+    // forks once it is the standby), so the host can send the next cell at
+    // once instead of first reading that runner's channel.
+    UniqueFd next_runner_host_end;
+    if (settings_.snapshots) {
+      auto pair = protocol::SocketPair();
+      if (pair.ok()) {
+        next_runner_host_end = std::move(pair->first);
+        next_runner_socket_ = std::move(pair->second);
+      }
+    }
+    w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
+         (next_runner_host_end ? protocol::kCarriesRunnerSocket : 0));
+    int fds[2] = {-1, -1};
+    int carried = 0;
+    if (channel) fds[carried++] = channel->first.get();
+    if (next_runner_host_end) fds[carried++] = next_runner_host_end.get();
+    Send(Tag::kResult, w.data(), fds[0], fds[1]);
+    next_runner_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
     checkpoint.reset();
     if (channel) channel->first.Reset();
@@ -473,6 +503,7 @@ class SessionProcess {
   UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
+  UniqueFd next_runner_socket_;      // the next runner's end; the host's went with the Result
 };
 
 }  // namespace

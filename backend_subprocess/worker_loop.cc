@@ -257,7 +257,10 @@ int RunWorker(int socket_fd) {
   if (!hello.ok() || hello->tag != Tag::kHello) return 2;
   auto settings = DecodeHello(hello->payload);
   if (!settings.ok()) {
-    (void)protocol::WriteFrame(host.get(), Tag::kHelloError, settings.status().message());
+    // The same shape as every HELLO_ERROR, so a version mismatch reads as one.
+    PayloadWriter w;
+    w.U32(static_cast<std::uint32_t>(settings.status().code())).Str(settings.status().message());
+    (void)protocol::WriteFrame(host.get(), Tag::kHelloError, w.data());
     return 2;
   }
   Status ready = SetSysPath(*settings);

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -125,6 +126,16 @@ std::vector<std::string> DefaultWorkerCommand() {
   std::vector<std::string> candidates;
   std::string self = SelfDirectory();
   if (!self.empty()) candidates.push_back(self + "/dolsot-worker");
+#if defined(DOLSOT_BUILD_TREE) && defined(DOLSOT_WORKER_BUILD_PATH)
+  // A program of this build tree (a test, say) takes the worker built with
+  // it: an installed one may be of another version (another protocol).
+  char resolved[PATH_MAX];
+  std::string tree = ::realpath(DOLSOT_BUILD_TREE, resolved) != nullptr ? resolved : DOLSOT_BUILD_TREE;
+  tree += "/";
+  if (!self.empty() && (self + "/").compare(0, tree.size(), tree) == 0) {
+    candidates.push_back(DOLSOT_WORKER_BUILD_PATH);
+  }
+#endif
 #ifdef DOLSOT_WORKER_INSTALL_PATH
   candidates.push_back(DOLSOT_WORKER_INSTALL_PATH);
 #endif

@@ -1,9 +1,11 @@
 // Repl lifecycle from a C++ host: parallel sessions, arrival order on one
 // session, a worker killed from outside, and nothing left behind after 1000
-// cells and Close (no child process, no descriptor).
+// cells and Close (no child process, no descriptor); a worker of another
+// protocol version says so.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,7 +13,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "backend_subprocess/protocol.h"
 #include "backend_subprocess/repl.h"
+#include "backend_subprocess/worker_loop.h"
+#include "backend_subprocess/worker_process.h"
 #include "core/memory_store.h"
 #include "tests/backend_subprocess/repl_test_support.h"
 
@@ -129,6 +134,40 @@ TEST(Lifecycle, CloseDoesNotWaitForeverOnAStuckCheckpointWriter) {
   // still leaves nothing behind.
   ASSERT_TRUE(repl->Close().ok());
   EXPECT_TRUE(Children().empty());
+}
+
+TEST(Lifecycle, AWorkerOfAnotherProtocolVersionSaysSo) {
+  auto pair = protocol::SocketPair();
+  ASSERT_TRUE(pair.ok());
+  std::vector<std::string> command = DefaultWorkerCommand();
+  ASSERT_FALSE(command.empty());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pair->second.get(), 3);  // the new descriptor is not close-on-exec
+    ::setenv(kWorkerFdVariable, "3", 1);
+    std::vector<char*> argv;
+    for (auto& arg : command) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  pair->second.Reset();
+  protocol::PayloadWriter hello;
+  hello.U32(protocol::kProtocolVersion + 1);
+  ASSERT_TRUE(protocol::WriteFrame(pair->first.get(), protocol::Tag::kHello, hello.data()).ok());
+  auto reply = protocol::ReadFrame(pair->first.get(),
+                                   protocol::Clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(reply->tag, protocol::Tag::kHelloError);
+  protocol::PayloadReader r(reply->payload);
+  (void)r.U32();  // the error code
+  std::string message = r.Str();
+  EXPECT_TRUE(r.Finish("HELLO_ERROR").ok());
+  EXPECT_NE(message.find("protocol version mismatch"), std::string::npos) << message;
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
 }
 
 }  // namespace
