@@ -117,6 +117,12 @@ void LiveSession::Kill() {
   // The retired standby is not signalled (its pid may be reused once the new
   // standby killed it): closing its socket ends it if it is still alive.
   retired_ = ProcessChannel{};
+  // A runner whose pid was not read yet: read it if the standby sent it, so
+  // its whole process group goes. (Not sent yet: the runner was not forked,
+  // or is just starting; it dies with the standby, PR_SET_PDEATHSIG.)
+  if (runner_pending_ && runner_.socket && runner_.pid <= 0 && standby_.socket) {
+    (void)EnsureRunner(Clock::now(), nullptr);
+  }
   for (ProcessChannel* c : {&runner_, &standby_}) {
     if (c->pid > 0) {
       ::kill(-c->pid, SIGKILL);
@@ -178,11 +184,11 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(run.timeout_seconds));
   // When the runner's socket came with the last Result, the cell goes out at
-  // once and the runner's pid (sent by the standby once it forked the
-  // runner) is read while the cell runs.
+  // once; the runner's pid comes with its Result (read from the standby only
+  // if the runner must be killed first).
   bool send_first = runner_.socket && runner_pending_;
   Status sent = send_first ? SendRun(run) : Status::Ok();
-  Status ready = EnsureRunner(deadline, on_channel);
+  Status ready = send_first ? Status::Ok() : EnsureRunner(deadline, on_channel);
   if (!ready.ok()) {
     bool timed_out = ready.code() == ErrorCode::kTimeout;
     Kill();
@@ -236,8 +242,11 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       data.dropped = outcome.result.dropped;
       outcome.checkpoint = std::move(data);
     }
+    auto runner_pid = static_cast<pid_t>(r.U32());
     std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
+    if (runner_pid <= 0) return CorruptError("RESULT without the runner's pid");
+    runner_.pid = runner_pid;
     // The descriptors that came with it, in order.
     UniqueFd* next_fd = &frame->fd;
     UniqueFd checkpoint_channel, runner_socket;
@@ -263,6 +272,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       standby_ = std::move(runner_);
       runner_ = ProcessChannel{};
       runner_.socket = std::move(runner_socket);  // its pid comes from the standby
+      // A RUNNER frame of the old standby's, unread, is dropped with it.
       runner_pending_ = true;
     }
     return outcome;
@@ -271,6 +281,11 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
 
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                                     const std::string& output) {
+  // The cell went out before the runner's pid was read: read it now (the
+  // standby sent it when it forked the runner), to kill its process group.
+  if (runner_pending_ && runner_.socket && runner_.pid <= 0) {
+    (void)EnsureRunner(Clock::now() + kReapGrace, nullptr);
+  }
   if (runner_.pid > 0) ::kill(-runner_.pid, SIGKILL);
   runner_.socket.Reset();
   runner_.pid = -1;

@@ -314,6 +314,12 @@ class SessionProcess {
   // interpreter machinery would take off the critical path.
   void WarmUp() {
     auto request_pending = [this] { return protocol::Readable(socket_.get()); };
+    // The socket pair of this runner's successor (see RunCellFrame).
+    auto pair = protocol::SocketPair();
+    if (pair.ok()) {
+      successor_host_end_ = std::move(pair->first);
+      next_runner_socket_ = std::move(pair->second);
+    }
     // The pages recent cells wrote (see hot_pages.h), then a throwaway cell.
     hot_.Populate(request_pending);
     if (request_pending()) return;
@@ -456,16 +462,12 @@ class SessionProcess {
       if (pair.ok()) channel = std::move(pair).value();
     }
     // Rollback on: so does the socket of the next runner (which this process
-    // forks once it is the standby), so the host can send the next cell at
-    // once instead of first reading that runner's channel.
-    UniqueFd next_runner_host_end;
-    if (settings_.snapshots) {
-      auto pair = protocol::SocketPair();
-      if (pair.ok()) {
-        next_runner_host_end = std::move(pair->first);
-        next_runner_socket_ = std::move(pair->second);
-      }
-    }
+    // forks once it is the standby; the pair was made while it waited), so
+    // the host can send the next cell at once instead of first reading that
+    // runner's channel.
+    UniqueFd next_runner_host_end = std::move(successor_host_end_);
+    if (!next_runner_host_end) next_runner_socket_.Reset();
+    w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
          (next_runner_host_end ? protocol::kCarriesRunnerSocket : 0));
     int fds[2] = {-1, -1};
@@ -504,6 +506,7 @@ class SessionProcess {
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
   UniqueFd next_runner_socket_;      // the next runner's end; the host's went with the Result
+  UniqueFd successor_host_end_;      // a runner's: the host's end of that pair, until then
 };
 
 }  // namespace
