@@ -99,6 +99,7 @@ class LiveSession {
   ProcessChannel standby_;  // rollback on: the parent of the runner
   ProcessChannel runner_;
   ProcessChannel retired_;  // the previous standby, which the new one retires
+  ProcessChannel closing_;  // the one before: its socket is closed at the next Run
   bool runner_pending_ = false;      // a kRunner frame is due on standby_
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
+#include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
 #include "core/cell_runner.h"
@@ -33,6 +34,7 @@ using protocol::Frame;
 using protocol::PayloadReader;
 using protocol::PayloadWriter;
 using protocol::Tag;
+using fork_guard::GuardedFd;
 
 // Streams a cell's stdout to the host as it is written, so output printed
 // before a kill is not lost. The first kEagerBytes go out at once; after
@@ -207,7 +209,7 @@ class SessionProcess {
   bool ForkWithChannel(Tag tag, pid_t* child_pid) {
     std::pair<UniqueFd, UniqueFd> pair;
     if (tag == Tag::kRunner && next_runner_socket_) {
-      pair.second = std::move(next_runner_socket_);
+      pair.second = next_runner_socket_.Take();
     } else {
       auto fresh = protocol::SocketPair();
       if (!fresh.ok()) Exit(3);
@@ -219,7 +221,7 @@ class SessionProcess {
     if (pid == 0) {
       socket_ = std::move(pair.second);
       pair.first.Reset();
-      next_runner_socket_.Reset();  // no other child may keep a runner's socket open
+      DropPreparedChannels();  // no other child may keep a runner's socket open
       helpers_.clear();
       runner_pid_ = -1;
       parent_is_standby_ = tag == Tag::kRunner;
@@ -314,12 +316,6 @@ class SessionProcess {
   // interpreter machinery would take off the critical path.
   void WarmUp() {
     auto request_pending = [this] { return protocol::Readable(socket_.get()); };
-    // The socket pair of this runner's successor (see RunCellFrame).
-    auto pair = protocol::SocketPair();
-    if (pair.ok()) {
-      successor_host_end_ = std::move(pair->first);
-      next_runner_socket_ = std::move(pair->second);
-    }
     // The pages recent cells wrote (see hot_pages.h), then a throwaway cell.
     hot_.Populate(request_pending);
     if (request_pending()) return;
@@ -372,7 +368,7 @@ class SessionProcess {
       writer_pidfd_.Reset();
       // The next runner's socket: if the writer kept it open, the host would
       // not see that runner die.
-      next_runner_socket_.Reset();
+      DropPreparedChannels();
       (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       CheckpointNow();
       Exit(0);
@@ -413,8 +409,33 @@ class SessionProcess {
     }
   }
 
+  // The sockets that go out with the next Result, made while no cell runs
+  // (socketpair() costs ~30 µs here, cold): the async checkpoint's channel
+  // and, rollback on, the pair of this runner's successor (the host's end
+  // goes with the Result; the standby this runner becomes forks the next
+  // runner on the other). Guarded: a cell's forked children do not keep them.
+  void PrepareReplyChannels() {
+    auto make = [](GuardedFd& a, GuardedFd& b) {
+      if (a && b) return;
+      auto pair = protocol::SocketPair();
+      if (!pair.ok()) return;  // made at reply time, or not at all
+      a = GuardedFd(std::move(pair->first));
+      b = GuardedFd(std::move(pair->second));
+    };
+    if (settings_.checkpoint == CheckpointMode::kAsync) make(checkpoint_host_end_, checkpoint_writer_end_);
+    if (settings_.snapshots) make(successor_host_end_, next_runner_socket_);
+  }
+  // In a child that serves another purpose (writer, branch, runner).
+  void DropPreparedChannels() {
+    checkpoint_host_end_.Reset();
+    checkpoint_writer_end_.Reset();
+    successor_host_end_.Reset();
+    next_runner_socket_.Reset();
+  }
+
   void RunNext() {
     ReapFinished();
+    PrepareReplyChannels();
     Frame frame = ReadOrExit();
     switch (frame.tag) {
       case Tag::kRun:
@@ -458,14 +479,18 @@ class SessionProcess {
     // starts saving at once.
     std::optional<std::pair<UniqueFd, UniqueFd>> channel;
     if (settings_.checkpoint == CheckpointMode::kAsync) {
-      auto pair = protocol::SocketPair();
-      if (pair.ok()) channel = std::move(pair).value();
+      if (checkpoint_host_end_ && checkpoint_writer_end_) {
+        channel.emplace(checkpoint_host_end_.Take(), checkpoint_writer_end_.Take());
+      } else {
+        auto pair = protocol::SocketPair();
+        if (pair.ok()) channel = std::move(pair).value();
+      }
     }
     // Rollback on: so does the socket of the next runner (which this process
     // forks once it is the standby; the pair was made while it waited), so
     // the host can send the next cell at once instead of first reading that
     // runner's channel.
-    UniqueFd next_runner_host_end = std::move(successor_host_end_);
+    UniqueFd next_runner_host_end = successor_host_end_.Take();
     if (!next_runner_host_end) next_runner_socket_.Reset();
     w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
@@ -505,13 +530,17 @@ class SessionProcess {
   UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
-  UniqueFd next_runner_socket_;      // the next runner's end; the host's went with the Result
-  UniqueFd successor_host_end_;      // a runner's: the host's end of that pair, until then
+  // Made by PrepareReplyChannels, used by the next Result.
+  GuardedFd checkpoint_host_end_;    // async checkpoint channel: the host's end
+  GuardedFd checkpoint_writer_end_;  // and the writer's
+  GuardedFd successor_host_end_;     // the host's end of the next runner's socket
+  GuardedFd next_runner_socket_;     // the next runner's end (kept by the standby)
 };
 
 }  // namespace
 
 int ForkProcess() {
+  fork_guard::EngineFork engine;  // our children get what we pass on purpose
   PyOS_BeforeFork();
   pid_t pid = ::fork();
   if (pid == 0) {

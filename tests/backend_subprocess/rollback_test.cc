@@ -81,6 +81,25 @@ INSTANTIATE_TEST_SUITE_P(
               "SIGKILL"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A process a cell forks without exec lives on while later cells run. It must
+// not keep the sockets the session prepared for its next replies: holding the
+// next runner's socket, it would hide that runner's death from the host,
+// which would then wait for the deadline (exit code 124) instead.
+TEST(ForkedChildren, DoNotHideALaterRunnersDeath) {
+  auto repl = MakeRepl(true, CheckpointMode::kAsync);
+  MustRun(*repl, "s",
+          "import os, time\n"
+          "child = os.fork()\n"
+          "if child == 0:\n"
+          "    time.sleep(600)\n"
+          "    os._exit(0)\n");
+  Result r = MustRun(*repl, "s", "os._exit(3)", 20.0);
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find("exited with status 3"), std::string::npos) << *r.error;
+  MustRun(*repl, "s", "import signal\nos.kill(child, signal.SIGKILL)");
+}
+
 TEST(RollbackOff, KilledCellGoesBackToTheLastCheckpoint) {
   auto repl = MakeRepl(false, CheckpointMode::kSync);
   MustRun(*repl, "s", "x = 1");

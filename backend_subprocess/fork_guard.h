@@ -1,0 +1,66 @@
+// ForkGuard: descriptors that a process forked by a cell must not keep open.
+//
+// A session process prepares the sockets of its next replies while it waits
+// for a cell (the async checkpoint's channel, the next runner's socket), to
+// keep their socketpair() off the cell's critical path. A cell that forks
+// without exec (os.fork, multiprocessing's "fork" start method) would then
+// hand copies of them to its children; a copy kept open hides the close the
+// host waits for (a runner that died, a checkpoint channel left unused).
+// Guarded descriptors are closed in the child of every fork but the engine's
+// own (made inside an EngineFork scope, which passes descriptors on by
+// design), by a pthread_atfork child handler (async-signal-safe: close only).
+#pragma once
+
+#include "backend_subprocess/unique_fd.h"
+
+namespace dolsot::fork_guard {
+
+// Closes `fd` in the children of forks a cell makes from now on. Up to
+// kSlots descriptors at once; beyond that, false (the descriptor is not
+// guarded).
+inline constexpr int kSlots = 8;
+bool Guard(int fd);
+// Stops guarding `fd` (before it is closed or handed to a child on purpose).
+void Release(int fd);
+// Whether `fd` is guarded (for tests).
+bool Guarded(int fd);
+
+// While alive, forks from this thread are the engine's: guarded descriptors
+// stay open in the child.
+class EngineFork {
+ public:
+  EngineFork();
+  ~EngineFork();
+  EngineFork(const EngineFork&) = delete;
+  EngineFork& operator=(const EngineFork&) = delete;
+};
+
+// Owns a descriptor guarded for as long as it holds it.
+class GuardedFd {
+ public:
+  GuardedFd() = default;
+  explicit GuardedFd(UniqueFd fd) : fd_(std::move(fd)) { Guard(fd_.get()); }
+  GuardedFd(GuardedFd&& other) noexcept : fd_(std::move(other.fd_)) {}
+  GuardedFd& operator=(GuardedFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = std::move(other.fd_);
+    }
+    return *this;
+  }
+  ~GuardedFd() { Reset(); }
+
+  int get() const { return fd_.get(); }
+  explicit operator bool() const { return fd_.valid(); }
+  // Stops guarding and hands the descriptor over.
+  UniqueFd Take() {
+    Release(fd_.get());
+    return std::move(fd_);
+  }
+  void Reset() { (void)Take(); }
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace dolsot::fork_guard

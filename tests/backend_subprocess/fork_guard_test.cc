@@ -1,0 +1,82 @@
+// ForkGuard: a guarded descriptor is closed in the child of a plain fork (as
+// a cell's os.fork makes), kept in the child of an engine fork, and no longer
+// closed once released or taken out of its GuardedFd.
+#include "backend_subprocess/fork_guard.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace dolsot::fork_guard {
+namespace {
+
+UniqueFd OpenNull() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
+bool Open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+// Forks (inside an EngineFork scope when `engine`); the child exits 0 when
+// `fd` is open there, 1 when closed.
+int OpenInChild(int fd, bool engine) {
+  pid_t pid;
+  if (engine) {
+    EngineFork scope;
+    pid = ::fork();
+  } else {
+    pid = ::fork();
+  }
+  if (pid == 0) ::_exit(Open(fd) ? 0 : 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(ForkGuard, AGuardedDescriptorIsClosedInAPlainForksChildOnly) {
+  GuardedFd fd(OpenNull());
+  ASSERT_TRUE(fd);
+  EXPECT_TRUE(Guarded(fd.get()));
+  EXPECT_EQ(OpenInChild(fd.get(), /*engine=*/false), 1);
+  EXPECT_EQ(OpenInChild(fd.get(), /*engine=*/true), 0);
+  EXPECT_TRUE(Open(fd.get()));  // the parent keeps it
+}
+
+TEST(ForkGuard, TakenOrReleasedItIsInheritedAgain) {
+  GuardedFd guarded(OpenNull());
+  UniqueFd taken = guarded.Take();
+  ASSERT_TRUE(taken);
+  EXPECT_FALSE(Guarded(taken.get()));
+  EXPECT_EQ(OpenInChild(taken.get(), /*engine=*/false), 0);
+
+  UniqueFd plain = OpenNull();
+  ASSERT_TRUE(Guard(plain.get()));
+  Release(plain.get());
+  EXPECT_EQ(OpenInChild(plain.get(), /*engine=*/false), 0);
+}
+
+TEST(ForkGuard, ResettingStopsGuardingBeforeClosing) {
+  int number;
+  {
+    GuardedFd fd(OpenNull());
+    number = fd.get();
+  }
+  EXPECT_FALSE(Guarded(number));
+  // A later descriptor that reuses the number is not closed in children.
+  UniqueFd reused = OpenNull();
+  EXPECT_EQ(OpenInChild(reused.get(), /*engine=*/false), 0);
+}
+
+TEST(ForkGuard, AFullTableRefusesMore) {
+  std::vector<GuardedFd> held;
+  for (int i = 0; i < kSlots; ++i) held.emplace_back(OpenNull());
+  UniqueFd extra = OpenNull();
+  EXPECT_FALSE(Guard(extra.get()));
+  held.clear();
+  EXPECT_TRUE(Guard(extra.get()));
+  Release(extra.get());
+}
+
+}  // namespace
+}  // namespace dolsot::fork_guard
