@@ -1,7 +1,13 @@
 // The async checkpoint thread: read a checkpoint from its channel, save it.
 #include "backend_subprocess/checkpoint_saver.h"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
 
 #include <chrono>
 
@@ -14,15 +20,46 @@ namespace {
 constexpr auto kChannelPatience = std::chrono::minutes(10);
 }  // namespace
 
+CheckpointSaver::CheckpointSaver(SaveFunction save) : save_(std::move(save)) {}
+
+void CheckpointSaver::StartLocked() {
+  epoll_.Reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = wake_.get();
+  if (!wake_ || ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &event) != 0) {
+    epoll_.Reset();  // the condition variable then
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
 CheckpointSaver::~CheckpointSaver() { Stop(); }
 
 void CheckpointSaver::Submit(std::string session_id, UniqueFd channel) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (stopping_) return;  // the channel closes; its writer exits
+  bool was_empty = queue_.empty();
+  int fd = channel.get();
   queue_.push_back(Job{std::move(session_id), std::move(channel)});
   ++submitted_;
-  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-  changed_.notify_all();
+  if (!thread_.joinable()) {
+    StartLocked();
+    return;  // it looks at the queue before it ever sleeps
+  }
+  if (!was_empty || !idle_) return;  // the saver reaches this job by itself
+  if (!epoll_) {
+    changed_.notify_all();  // no epoll: the saver waits on the condition variable
+    return;
+  }
+  // The saver sleeps in epoll_wait: it wakes once this channel is readable.
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+    std::uint64_t one = 1;
+    (void)::write(wake_.get(), &one, sizeof(one));  // wake it now instead
+  }
 }
 
 void CheckpointSaver::Flush() {
@@ -36,6 +73,10 @@ void CheckpointSaver::Stop(std::chrono::milliseconds patience) {
     std::unique_lock<std::mutex> guard(mutex_);
     bool flushed = changed_.wait_for(guard, patience, [&] { return finished_ >= submitted_; });
     stopping_ = true;
+    if (wake_) {
+      std::uint64_t one = 1;
+      (void)::write(wake_.get(), &one, sizeof(one));
+    }
     if (!flushed) {
       // A serializer that hangs must not hang Close: abandon what is left.
       finished_ += queue_.size();
@@ -45,6 +86,8 @@ void CheckpointSaver::Stop(std::chrono::milliseconds patience) {
     changed_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  epoll_.Reset();  // a closed Repl holds no descriptor
+  wake_.Reset();
 }
 
 void CheckpointSaver::Loop() {
@@ -52,12 +95,31 @@ void CheckpointSaver::Loop() {
     Job job;
     {
       std::unique_lock<std::mutex> guard(mutex_);
-      changed_.wait(guard, [&] { return stopping_ || !queue_.empty(); });
+      while (!stopping_ && queue_.empty()) {
+        idle_ = true;
+        if (!epoll_) {
+          changed_.wait(guard);
+          idle_ = false;
+          continue;
+        }
+        guard.unlock();
+        epoll_event events[4];
+        int n = ::epoll_wait(epoll_.get(), events, 4, -1);
+        for (int i = 0; i < n; ++i) {
+          if (events[i].data.fd == wake_.get()) {
+            std::uint64_t count;
+            (void)::read(wake_.get(), &count, sizeof(count));
+          }
+        }
+        guard.lock();
+        idle_ = false;
+      }
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
       reading_ = job.channel.get();
     }
+    if (epoll_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, job.channel.get(), nullptr);
     auto frame = protocol::ReadFrame(job.channel.get(),
                                      protocol::Clock::now() + kChannelPatience);
     {

@@ -1,0 +1,102 @@
+// CheckpointSaver: saves in submission order whatever order the writers send
+// in, skips a channel closed without data, wakes for a channel submitted
+// while it sleeps (Submit itself wakes no thread), and Stop gives up on a
+// writer that never sends.
+#include "backend_subprocess/checkpoint_saver.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend_subprocess/protocol.h"
+
+namespace dolsot {
+namespace {
+
+struct Saved {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> items;  // session, blob
+};
+
+CheckpointSaver::SaveFunction Recorder(Saved& saved) {
+  return [&saved](const std::string& sid, CheckpointData data) {
+    std::lock_guard<std::mutex> guard(saved.mutex);
+    saved.items.emplace_back(sid, data.blob);
+  };
+}
+
+void SendCheckpoint(int fd, const std::string& blob) {
+  protocol::PayloadWriter w;
+  w.Strs({"x"}).Strs({}).Str(blob);
+  ASSERT_TRUE(protocol::WriteFrame(fd, protocol::Tag::kCheckpointData, w.data()).ok());
+}
+
+std::pair<UniqueFd, UniqueFd> Channel() {
+  auto pair = protocol::SocketPair();
+  EXPECT_TRUE(pair.ok());
+  return std::move(pair).value();
+}
+
+TEST(CheckpointSaver, SavesInSubmissionOrder) {
+  Saved saved;
+  CheckpointSaver saver(Recorder(saved));
+  auto [first_host, first_writer] = Channel();
+  auto [second_host, second_writer] = Channel();
+  saver.Submit("a", std::move(first_host));
+  saver.Submit("b", std::move(second_host));
+  SendCheckpoint(second_writer.get(), "two");  // the later one arrives first
+  SendCheckpoint(first_writer.get(), "one");
+  saver.Flush();
+  ASSERT_EQ(saved.items.size(), 2u);
+  EXPECT_EQ(saved.items[0], std::make_pair(std::string("a"), std::string("one")));
+  EXPECT_EQ(saved.items[1], std::make_pair(std::string("b"), std::string("two")));
+}
+
+TEST(CheckpointSaver, AChannelClosedWithoutDataIsSkipped) {
+  Saved saved;
+  CheckpointSaver saver(Recorder(saved));
+  auto [skipped_host, skipped_writer] = Channel();
+  auto [kept_host, kept_writer] = Channel();
+  saver.Submit("s", std::move(skipped_host));
+  saver.Submit("s", std::move(kept_host));
+  skipped_writer.Reset();  // superseded: its writer never started
+  SendCheckpoint(kept_writer.get(), "newest");
+  saver.Flush();
+  ASSERT_EQ(saved.items.size(), 1u);
+  EXPECT_EQ(saved.items[0].second, "newest");
+}
+
+TEST(CheckpointSaver, WakesForAChannelSubmittedWhileItSleeps) {
+  Saved saved;
+  CheckpointSaver saver(Recorder(saved));
+  for (int round = 0; round < 20; ++round) {
+    // Flushed, the saver has nothing to do: it goes back to sleep, and the
+    // next Submit must not be lost (Flush would then never return).
+    auto [host, writer] = Channel();
+    saver.Submit("s", std::move(host));
+    SendCheckpoint(writer.get(), std::to_string(round));
+    saver.Flush();
+    ASSERT_EQ(saved.items.size(), static_cast<std::size_t>(round + 1));
+    EXPECT_EQ(saved.items.back().second, std::to_string(round));
+  }
+}
+
+TEST(CheckpointSaver, StopGivesUpOnAWriterThatNeverSends) {
+  Saved saved;
+  CheckpointSaver saver(Recorder(saved));
+  auto [host, writer] = Channel();
+  saver.Submit("s", std::move(host));
+  saver.Stop(std::chrono::milliseconds(50));  // returns although nothing came
+  EXPECT_TRUE(saved.items.empty());
+  protocol::PayloadWriter late;
+  late.Strs({"x"}).Strs({}).Str("late");
+  // The saver gave the channel up: this write may fail, and nothing is saved.
+  (void)protocol::WriteFrame(writer.get(), protocol::Tag::kCheckpointData, late.data());
+  saver.Submit("s", Channel().first);    // after Stop: dropped
+  EXPECT_TRUE(saved.items.empty());
+}
+
+}  // namespace
+}  // namespace dolsot
