@@ -269,9 +269,9 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       // read this Result it notes the pages the cell wrote, retires the old
       // standby (its parent) itself and forks a new runner. The old standby's
       // socket stays open until then (closing it would end that process
-      // early); it is dropped at the next Result.
-      // Closing a socket costs ~25 µs here: the one of the standby retired
-      // a cell ago is closed once the next cell is on its way (Run).
+      // early). Closing a socket costs ~25 µs here, so the one of the
+      // standby retired a cell ago is closed once the next cell is on its
+      // way (Run), not now.
       closing_ = std::move(retired_);
       retired_ = std::move(standby_);
       standby_ = std::move(runner_);
