@@ -81,6 +81,19 @@ INSTANTIATE_TEST_SUITE_P(
               "SIGKILL"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A timeout's Result does not wait for the standby to reap the runner; the
+// standby's late report of that death must not be taken for the next one's.
+TEST(TimeoutThenCrash, TheCrashReportsItsOwnDeath) {
+  auto repl = MakeRepl(true);
+  MustRun(*repl, "s", "import os\nkept = 1");
+  EXPECT_EQ(MustRun(*repl, "s", "while True: pass", 0.5).exit_code, kExitTimeout);
+  Result r = MustRun(*repl, "s", "os._exit(7)");
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find("exited with status 7"), std::string::npos) << *r.error;
+  EXPECT_EQ(MustRun(*repl, "s", "kept").value, "1");
+}
+
 // A process a cell forks without exec lives on while later cells run. It must
 // not keep the sockets the session prepared for its next replies: holding the
 // next runner's socket, it would hide that runner's death from the host,
