@@ -125,14 +125,17 @@ std::size_t Bytes(const std::vector<Range>& ranges) {
   return total;
 }
 
-// madvise(advice) over the pages of `runs` (sorted page numbers) in chunks of
-// consecutive pages intersected with `mappings`; calls `each_run` after each
-// chunk and stops when it returns true. Returns the pages populated, or
-// nullopt when the kernel does not know `advice`.
+// madvise(advice) over `pages` (sorted by page number, page_of gives it) in
+// chunks of consecutive pages intersected with `mappings`; calls `after_run`
+// after each chunk and stops when it returns true. Returns the pages
+// populated, or nullopt at the first EINVAL when `einval_means_unsupported`
+// (an old kernel). Otherwise EINVAL only skips its range: it also comes from
+// a mapping that cannot be populated (a device's, say).
 template <typename Page, typename PageOf, typename AfterRun>
 std::optional<std::size_t> Advise(std::vector<Page>& pages, PageOf page_of,
                                   const std::vector<Range>& mappings, int advice,
-                                  std::size_t chunk, AfterRun after_run) {
+                                  bool einval_means_unsupported, std::size_t chunk,
+                                  AfterRun after_run) {
   const std::size_t page_size = HotPages::PageSize();
   std::size_t populated = 0;
   std::size_t m = 0;
@@ -154,7 +157,7 @@ std::optional<std::size_t> Advise(std::vector<Page>& pages, PageOf page_of,
       if (a >= b) continue;
       if (::madvise(reinterpret_cast<void*>(a), b - a, advice) == 0) {
         populated += (b - a) / page_size;
-      } else if (errno == EINVAL) {
+      } else if (errno == EINVAL && einval_means_unsupported) {
         return std::nullopt;  // an old kernel: nothing to gain, stop trying
       }
       // ENOMEM/EFAULT (unmapped or not of this kind now): skip the range.
@@ -270,7 +273,7 @@ std::size_t HotPages::Populate(const std::function<bool()>& stop) {
   // The pages recent cells wrote: take their copy-on-write copies now.
   auto written = Advise(
       entries_, [](const Entry& e) { return e.page; }, mappings.writable, MADV_POPULATE_WRITE,
-      kPopulateChunk, [&](std::size_t first, std::size_t end) {
+      /*einval_means_unsupported=*/true, kPopulateChunk, [&](std::size_t first, std::size_t end) {
         for (std::size_t k = first; k < end; ++k) {
           Entry& e = entries_[k];
           e.populated = true;
@@ -289,7 +292,8 @@ std::size_t HotPages::Populate(const std::function<bool()>& stop) {
   // The code and constants recent cells ran: map them now.
   auto mapped = Advise(
       file_pages_, [](std::uintptr_t page) { return page; }, mappings.file, MADV_POPULATE_READ,
-      kPopulateReadChunk, [&](std::size_t, std::size_t) { return stop && stop(); });
+      /*einval_means_unsupported=*/false, kPopulateReadChunk,
+      [&](std::size_t, std::size_t) { return stop && stop(); });
   return *written + mapped.value_or(0);
 }
 
