@@ -27,11 +27,16 @@ constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr auto kReapGrace = std::chrono::seconds(10);
 inline constexpr int kExitInterrupted = 130;
 
+// A pid the session process reports for one of its children. The host
+// SIGKILLs its process group, so never 1 (kill(-1) would signal every
+// process of this user) nor <= 0: a cell's code can write these frames.
+bool PlausibleChildPid(pid_t pid) { return pid > 1; }
+
 StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what) {
   PayloadReader r(frame.payload);
   ProcessChannel channel;
   channel.pid = static_cast<pid_t>(r.U32());
-  if (!r.Finish(what).ok() || !frame.fd || channel.pid <= 0) {
+  if (!r.Finish(what).ok() || !frame.fd || !PlausibleChildPid(channel.pid)) {
     return CorruptError(std::string("malformed ") + what + " frame (no channel)");
   }
   channel.socket = std::move(frame.fd);
@@ -140,7 +145,9 @@ Status LiveSession::AcceptRunner(Frame frame) {
     // Its socket came with the last Result: only the pid is new.
     PayloadReader r(frame.payload);
     auto pid = static_cast<pid_t>(r.U32());
-    if (!r.Finish("RUNNER").ok() || pid <= 0) return CorruptError("malformed RUNNER frame");
+    if (!r.Finish("RUNNER").ok() || !PlausibleChildPid(pid)) {
+      return CorruptError("malformed RUNNER frame");
+    }
     runner_.pid = pid;
   } else {
     auto channel = ChannelFrom(frame, "RUNNER");
@@ -250,7 +257,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     auto runner_pid = static_cast<pid_t>(r.U32());
     std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
-    if (runner_pid <= 0) return CorruptError("RESULT without the runner's pid");
+    if (!PlausibleChildPid(runner_pid)) return CorruptError("RESULT without the runner's pid");
     runner_.pid = runner_pid;
     // The descriptors that came with it, in order.
     UniqueFd* next_fd = &frame->fd;

@@ -29,7 +29,8 @@ std::string ErrnoText(const char* what, int err) {
 
 bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
 
-// Reads exactly `n` bytes into `buf`, keeping any passed descriptor in `fd`.
+// Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
+// (fd, then fd2).
 // Returns the number of bytes read before EOF (== n on success).
 StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
                                 Frame* frame) {

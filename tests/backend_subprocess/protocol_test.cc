@@ -71,6 +71,27 @@ TEST(Protocol, PassesADescriptorWithTheFrame) {
   EXPECT_EQ(echoed->payload, "through the passed fd");
 }
 
+TEST(Protocol, PassesTwoDescriptorsInOrder) {
+  auto [a, b] = Pair();
+  auto [x1, y1] = Pair();
+  auto [x2, y2] = Pair();
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kResult, "r", x1.get(), x2.get()).ok());
+  x1.Reset();
+  x2.Reset();
+  auto frame = ReadFrame(b.get());
+  ASSERT_TRUE(frame.ok());
+  ASSERT_TRUE(frame->fd.valid());
+  ASSERT_TRUE(frame->fd2.valid());
+  ASSERT_TRUE(WriteFrame(frame->fd.get(), Tag::kOutput, "first").ok());
+  ASSERT_TRUE(WriteFrame(frame->fd2.get(), Tag::kOutput, "second").ok());
+  auto first = ReadFrame(y1.get());
+  auto second = ReadFrame(y2.get());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(first->payload, "first");
+  EXPECT_EQ(second->payload, "second");
+}
+
 TEST(Protocol, EofBeforeAFrameMeansThePeerIsGone) {
   auto [a, b] = Pair();
   a.Reset();
