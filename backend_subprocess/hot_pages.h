@@ -13,10 +13,11 @@
 // A page stays hot for `max_age` observations after it was last found. The
 // runner's own pre-faulting makes pages exclusive too, so being exclusive does
 // not renew a page it populated: a page about to age out is fingerprinted when
-// populated, and renewed only if its contents changed by the next
-// observation (a cell wrote it). Over `max_bytes` the set is dropped, and an observation with
-// more than `max_new_bytes` of new pages (a cell that built new data) adds
-// none of them (populating them would cost more than the faults it saves).
+// populated, and renewed only if its contents changed by the next observation
+// (a cell wrote it). Over `max_bytes` the set is dropped, and an observation
+// with more than `max_new_bytes` of new pages (a cell that built new data)
+// adds none of them (populating them would cost more than the faults it
+// saves).
 // Over `max_scan_bytes` of private writable mappings it does not even scan
 // (reading pagemap costs per mapped page). Where MADV_POPULATE_WRITE is missing
 // (EINVAL) Populate is a no-op.
