@@ -34,7 +34,11 @@ constexpr std::size_t kPopulateChunk = 32;
 // Mapping page-cache pages read-only is cheaper (no copy): larger chunks.
 constexpr std::size_t kPopulateReadChunk = 128;
 
-using Range = MappedRange;
+// [start, end) in bytes.
+struct Range {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
 
 struct Mappings {
   std::vector<Range> writable;  // private writable: copy-on-write after a fork
@@ -194,7 +198,16 @@ bool HotPages::Observe() {
   const std::size_t page_size = PageSize();
   const std::size_t max_pages = options_.max_bytes / page_size;
   Mappings mappings = ReadMappings();
-  ObserveFile(pagemap.get(), mappings.file);
+  // Code pages: every present page of a read-only file mapping. After a fork
+  // the child maps none of them (the kernel does not copy page tables it can
+  // fault back in), so these are exactly the pages this process ran or
+  // populated.
+  file_pages_.clear();
+  if (Bytes(mappings.file) > options_.max_file_scan_bytes ||
+      !ScanPagemap(pagemap.get(), mappings.file, kPresent, options_.max_file_bytes / page_size,
+                   file_pages_)) {
+    file_pages_.clear();
+  }
   over_cap_ = false;
   std::vector<std::uintptr_t> found;
   if (Bytes(mappings.writable) > options_.max_scan_bytes ||
@@ -224,18 +237,6 @@ bool HotPages::Observe() {
   }
   entries_ = std::move(merged);
   return true;
-}
-
-void HotPages::ObserveFile(int pagemap, const std::vector<Range>& mappings) {
-  // Every present page: after a fork the child maps none of them (the kernel
-  // does not copy page tables it can fault back in), so these are exactly the
-  // pages this process touched or populated.
-  file_pages_.clear();
-  const std::size_t max_pages = options_.max_file_bytes / PageSize();
-  if (Bytes(mappings) > options_.max_file_scan_bytes ||
-      !ScanPagemap(pagemap, mappings, kPresent, max_pages, file_pages_)) {
-    file_pages_.clear();
-  }
 }
 
 std::vector<HotPages::Entry> HotPages::Merge(const std::vector<std::uintptr_t>& found,

@@ -37,12 +37,6 @@
 
 namespace dolsot {
 
-// [start, end) in bytes.
-struct MappedRange {
-  std::uintptr_t start;
-  std::uintptr_t end;
-};
-
 class HotPages {
  public:
   struct Options {
@@ -96,7 +90,6 @@ class HotPages {
   };
 
   std::vector<Entry> Merge(const std::vector<std::uintptr_t>& found, bool add_new) const;
-  void ObserveFile(int pagemap, const std::vector<MappedRange>& mappings);
 
   Options options_;
   std::vector<Entry> entries_;  // sorted by page

@@ -194,12 +194,10 @@ Status LiveSession::SendRun(const CellRun& run) {
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(run.timeout_seconds));
-  // When the runner's socket came with the last Result, the cell goes out at
-  // once; the runner's pid comes with its Result (read from the standby only
-  // if the runner must be killed first).
-  bool send_first = runner_.socket && runner_pending_;
-  Status sent = send_first ? SendRun(run) : Status::Ok();
-  Status ready = send_first ? Status::Ok() : EnsureRunner(deadline, on_channel);
+  // When the runner's socket came with the last Result there is nothing to
+  // wait for: the cell goes out at once, and the runner's pid comes with its
+  // Result (read from the standby only if the runner must be killed first).
+  Status ready = runner_.socket ? Status::Ok() : EnsureRunner(deadline, on_channel);
   if (!ready.ok()) {
     bool timed_out = ready.code() == ErrorCode::kTimeout;
     Kill();
@@ -211,7 +209,7 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
                            ready.message() + "); it will be restored from its last checkpoint";
     return outcome;
   }
-  if (!send_first) sent = SendRun(run);
+  Status sent = SendRun(run);
   closing_ = ProcessChannel{};  // while the runner wakes up
   if (!sent.ok()) return RunnerDied(run, false, false, {});
   return AwaitResult(run, deadline, on_channel);

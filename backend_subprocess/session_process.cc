@@ -422,7 +422,9 @@ class SessionProcess {
       a = GuardedFd(std::move(pair->first));
       b = GuardedFd(std::move(pair->second));
     };
-    if (settings_.checkpoint == CheckpointMode::kAsync) make(checkpoint_host_end_, checkpoint_writer_end_);
+    if (settings_.checkpoint == CheckpointMode::kAsync) {
+      make(checkpoint_host_end_, checkpoint_writer_end_);
+    }
     if (settings_.snapshots) make(successor_host_end_, next_runner_socket_);
   }
   // In a child that serves another purpose (writer, branch, runner).

@@ -62,14 +62,8 @@ bool Present(const void* address) { return PagemapBits(address) >> 63 & 1; }
 
 // Whether this process maps `address`'s page exclusively (pagemap bit 56).
 bool Exclusive(const void* address) {
-  int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::uint64_t bits = 0;
-  off_t offset = static_cast<off_t>(reinterpret_cast<std::uintptr_t>(address) /
-                                    HotPages::PageSize() * sizeof(bits));
-  ssize_t got = ::pread(fd, &bits, sizeof(bits), offset);
-  ::close(fd);
-  return got == sizeof(bits) && (bits >> 63 & 1) && (bits >> 56 & 1);
+  std::uint64_t bits = PagemapBits(address);
+  return (bits >> 63 & 1) && (bits >> 56 & 1);
 }
 
 // Runs `body` in a forked child; returns its exit status (0 = all held).
