@@ -6,26 +6,12 @@
 
 #include "backend_inprocess/in_process_session.h"
 #include "bindings/bindings.h"
+#include "bindings/fast_method.h"
 
 namespace py = pybind11;
 
 namespace dolsot::bindings {
 namespace {
-
-// The cell's UTF-8 (borrowed from `code`, which outlives the call); a lone
-// surrogate is passed through as invalid UTF-8 (copied into `storage`), which
-// RunCell reports as a failed Result rather than this call raising.
-std::string_view Utf8Code(const py::str& code, std::string& storage) {
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(code.ptr(), &size);
-  if (data != nullptr) return std::string_view(data, static_cast<std::size_t>(size));
-  PyErr_Clear();
-  auto encoded = py::reinterpret_steal<py::bytes>(
-      PyUnicode_AsEncodedString(code.ptr(), "utf-8", "surrogatepass"));
-  if (!encoded) throw py::error_already_set();
-  storage = std::string(encoded);
-  return storage;
-}
 
 std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double> timeout,
                                          std::optional<long long> max_output, py::object gate,
@@ -59,25 +45,36 @@ std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double
   return ValueOrThrow(InProcessSession::Create(std::move(options)));
 }
 
+// InProcessSession.run(session_id, code, *, timeout=None), bound by hand
+// (fast_method.h). A lone surrogate in the code is passed through as invalid
+// UTF-8, which RunCell reports as a failed Result rather than this call raising.
+PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return CallAsMethod([&] {
+    RunArguments a;
+    ParseRunArguments(args, nargs, kwnames, a);
+    RunOptions options;
+    options.timeout_seconds = a.timeout;
+    auto& session = py::cast<InProcessSession&>(py::handle(self));
+    return py::cast(ValueOrThrow(session.Run(a.session_id, a.code, options)));
+  });
+}
+
+PyMethodDef kRunMethod = {
+    "run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Run)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "run($self, /, session_id, code, *, timeout=None)\n--\n\n"
+    "Runs one cell; returns a Result (raises only for a caller mistake)."};
+
 }  // namespace
 
 void BindInProcess(py::module_& m) {
-  py::class_<InProcessSession>(m, "InProcessSession", py::dynamic_attr())
+  py::class_<InProcessSession> cls(m, "InProcessSession", py::dynamic_attr());
+  AddFastMethod(cls, &kRunMethod);
+  cls
       .def(py::init(&Create), py::arg("inject") = py::none(), py::kw_only(),
            py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
            py::arg("gate") = py::none(), py::arg("typecheck") = py::none(),
            py::arg("ty_bin") = py::none())
-      .def(
-          "run",
-          [](InProcessSession& self, std::string_view session_id, py::str code,
-             std::optional<double> timeout) {
-            RunOptions options;
-            options.timeout_seconds = timeout;
-            std::string storage;
-            return ValueOrThrow(self.Run(session_id, Utf8Code(code, storage), options));
-          },
-          py::arg("session_id"), py::arg("code"), py::kw_only(), py::arg("timeout") = py::none(),
-          "Runs one cell; returns a Result (raises only for a caller mistake).")
       .def(
           "namespace",
           [](InProcessSession& self, std::string_view session_id) {

@@ -7,6 +7,7 @@
 #include "backend_subprocess/repl.h"
 #include "backend_subprocess/worker_loop.h"
 #include "bindings/bindings.h"
+#include "bindings/fast_method.h"
 
 namespace py = pybind11;
 
@@ -51,7 +52,7 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
   return ValueOrThrow(std::move(repl));
 }
 
-Result RunCell(Repl& repl, const std::string& sid, const std::string& code,
+Result RunCell(Repl& repl, std::string_view sid, std::string_view code,
                std::optional<double> timeout) {
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   RunOptions options;
@@ -72,10 +73,27 @@ Result RunCell(Repl& repl, const std::string& sid, const std::string& code,
   return ValueOrThrow(std::move(result));
 }
 
+// Repl.run(session_id, code, *, timeout=None), bound by hand (fast_method.h).
+PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return CallAsMethod([&] {
+    RunArguments a;
+    ParseRunArguments(args, nargs, kwnames, a);
+    return py::cast(RunCell(py::cast<Repl&>(py::handle(self)), a.session_id, a.code, a.timeout));
+  });
+}
+
+PyMethodDef kRunMethod = {
+    "run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Run)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "run($self, /, session_id, code, *, timeout=None)\n--\n\n"
+    "Runs one cell in the session; returns its Result."};
+
 }  // namespace
 
 void BindRepl(py::module_& m) {
-  py::class_<Repl>(m, "Repl", "The forked-worker backend (use dolsot.Repl).")
+  py::class_<Repl> cls(m, "Repl", "The forked-worker backend (use dolsot.Repl).");
+  AddFastMethod(cls, &kRunMethod);
+  cls
       .def(py::init(&MakeRepl), py::arg("toolboxes"), py::kw_only(), py::arg("store") = py::none(),
            py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
            py::arg("snapshots") = true, py::arg("checkpoint") = py::none(),
@@ -85,8 +103,6 @@ void BindRepl(py::module_& m) {
            py::arg("worker_command") = std::vector<std::string>{},
            py::arg("worker_environment") = std::vector<std::string>{},
            py::arg("python_executable") = "")
-      .def("run", &RunCell, py::arg("session_id"), py::arg("code"), py::kw_only(),
-           py::arg("timeout") = py::none())
       .def("sessions",
            [](Repl& r) {
              StatusOr<std::vector<SessionInfo>> out = Status(ErrorCode::kInternal, "unset");

@@ -133,3 +133,34 @@ def test_arun(backend):
 def test_result_text_joins_everything(backend):
     r = backend.run("c", "print('hi')\n1 + 1")
     assert r.text == "hi\n2\nsession now holds: nothing"
+
+
+def test_run_takes_its_arguments_like_a_python_function(backend):
+    # run() is bound by hand (bindings/fast_method.h): the same call shape and
+    # the same refusals as `def run(session_id, code, *, timeout=None)`.
+    assert backend.run(session_id="c", code="x = 3", timeout=5).ok
+    assert backend.run("c", code="x", timeout=2.5).value == "3"
+    assert backend.run("c", "x", timeout=None).value == "3"
+    with pytest.raises(TypeError, match="missing"):
+        backend.run("c")
+    with pytest.raises(TypeError, match="positional"):
+        backend.run("c", "1", 3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'time_out'"):
+        backend.run("c", "1", time_out=3)
+    with pytest.raises(TypeError, match="multiple values for argument 'code'"):
+        backend.run("c", "1", code="2")
+    with pytest.raises(TypeError, match="'session_id' must be str, not bytes"):
+        backend.run(b"c", "1")
+    with pytest.raises(TypeError, match="'code' must be str, not int"):
+        backend.run("c", 1)
+    with pytest.raises(TypeError, match="'timeout' must be a number or None, not str"):
+        backend.run("c", "1", timeout="5")
+    assert backend.run("c", "x").value == "3"  # nothing above touched the session
+
+
+def test_a_lone_surrogate_is_a_failed_result_naming_the_byte(backend):
+    r = backend.run("c", "x = '\ud800'")
+    assert (r.ok, r.exit_code, r.value) == (False, 1, None)
+    assert "not valid UTF-8 (bad byte at offset 5)" in r.error
+    with pytest.raises(dolsot.InvalidSession):
+        backend.run("c\ud800", "1")

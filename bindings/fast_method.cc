@@ -1,0 +1,91 @@
+// Per-cell methods without pybind11's dispatcher (see fast_method.h).
+#include "bindings/fast_method.h"
+
+#include <array>
+
+namespace py = pybind11;
+
+namespace dolsot::bindings {
+namespace {
+
+constexpr std::array<const char*, 3> kRunParameters = {"session_id", "code", "timeout"};
+
+[[noreturn]] void RaiseTypeError(const std::string& message) {
+  PyErr_SetString(PyExc_TypeError, message.c_str());
+  throw py::error_already_set();
+}
+
+std::string TypeName(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
+
+}  // namespace
+
+std::string_view Utf8Of(PyObject* text, std::string& storage) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data != nullptr) return std::string_view(data, static_cast<std::size_t>(size));
+  PyErr_Clear();
+  auto encoded = py::reinterpret_steal<py::bytes>(
+      PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass"));
+  if (!encoded) throw py::error_already_set();
+  storage = std::string(encoded);
+  return storage;
+}
+
+void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       RunArguments& out) {
+  std::array<PyObject*, kRunParameters.size()> given{};
+  if (nargs > 2) {
+    RaiseTypeError("run() takes 2 positional arguments but " + std::to_string(nargs) +
+                   " were given");
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) given[static_cast<std::size_t>(i)] = args[i];
+  Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < keywords; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+    std::size_t index = 0;
+    while (index < kRunParameters.size() &&
+           PyUnicode_CompareWithASCIIString(name, kRunParameters[index]) != 0) {
+      ++index;
+    }
+    if (index == kRunParameters.size()) {
+      std::string unused;
+      RaiseTypeError("run() got an unexpected keyword argument '" +
+                     std::string(Utf8Of(name, unused)) + "'");
+    }
+    if (given[index] != nullptr) {
+      RaiseTypeError(std::string("run() got multiple values for argument '") +
+                     kRunParameters[index] + "'");
+    }
+    given[index] = args[nargs + k];
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (given[i] == nullptr) {
+      RaiseTypeError(std::string("run() missing required argument '") + kRunParameters[i] + "'");
+    }
+    if (!PyUnicode_Check(given[i])) {
+      RaiseTypeError(std::string("run() argument '") + kRunParameters[i] + "' must be str, not " +
+                     TypeName(given[i]));
+    }
+  }
+  out.session_id = Utf8Of(given[0], out.session_id_storage);
+  out.code = Utf8Of(given[1], out.code_storage);
+  out.timeout.reset();
+  if (given[2] != nullptr && given[2] != Py_None) {
+    double seconds = PyFloat_AsDouble(given[2]);  // what has __float__ or __index__
+    if (seconds == -1.0 && PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+      RaiseTypeError("run() argument 'timeout' must be a number or None, not " +
+                     TypeName(given[2]));
+    }
+    out.timeout = seconds;
+  }
+}
+
+void AddFastMethod(py::handle cls, PyMethodDef* def) {
+  PyObject* descriptor = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), def);
+  if (descriptor == nullptr) throw py::error_already_set();
+  cls.attr(def->ml_name) = py::reinterpret_steal<py::object>(descriptor);
+}
+
+}  // namespace dolsot::bindings

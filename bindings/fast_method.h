@@ -1,0 +1,58 @@
+// The per-cell entry points (Repl.run, InProcessSession.run) bound as
+// METH_FASTCALL methods, without pybind11's dispatcher.
+//
+// Why: a paced cell (the agent thinks between cells) meets every cache cold.
+// pybind11's generic dispatcher (the overload loop, argument loaders, keyword
+// matching) cost ~34 µs there before the C++ call began, about a tenth of the
+// whole cell. Parsing run's three arguments by hand costs a few µs. Every
+// other method keeps pybind11's binding: they are not on a cell's path.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dolsot::bindings {
+
+// run(session_id, code, *, timeout=None), as passed by vectorcall.
+struct RunArguments {
+  std::string_view session_id;
+  std::string_view code;
+  std::optional<double> timeout;
+  // UTF-8 of a str that holds a lone surrogate (encoded with surrogatepass, so
+  // the core names the bad byte instead of this call raising).
+  std::string session_id_storage;
+  std::string code_storage;
+};
+
+// Fills `out`; raises TypeError (py::error_already_set) for a call a Python
+// function with that signature would refuse.
+void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                       RunArguments& out);
+
+// The UTF-8 bytes of `text` (a str), passing a lone surrogate through with
+// surrogatepass into `storage`.
+std::string_view Utf8Of(PyObject* text, std::string& storage);
+
+// Calls `body` (returning a py::object) as a CPython method body: a new
+// reference, or nullptr with the Python error set, C++ exceptions translated
+// as pybind11 translates them.
+template <typename Body>
+PyObject* CallAsMethod(Body&& body) noexcept {
+  try {
+    return body().release().ptr();
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    pybind11::detail::try_translate_exceptions();
+  }
+  return nullptr;
+}
+
+// Installs `def` (METH_FASTCALL | METH_KEYWORDS, static storage) as a method
+// of the bound class `cls`.
+void AddFastMethod(pybind11::handle cls, PyMethodDef* def);
+
+}  // namespace dolsot::bindings
