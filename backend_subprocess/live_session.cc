@@ -122,7 +122,6 @@ void LiveSession::Kill() {
   // The retired standby is not signalled (its pid may be reused once the new
   // standby killed it): closing its socket ends it if it is still alive.
   retired_ = ProcessChannel{};
-  closing_ = ProcessChannel{};
   // A runner whose pid was not read yet: read it if the standby sent it, so
   // its whole process group goes. (Not sent yet: the runner was not forked,
   // or is just starting; it dies with the standby, PR_SET_PDEATHSIG.)
@@ -210,7 +209,6 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
     return outcome;
   }
   Status sent = SendRun(run);
-  closing_ = ProcessChannel{};  // while the runner wakes up
   if (!sent.ok()) return RunnerDied(run, false, false, {});
   return AwaitResult(run, deadline, on_channel);
 }
@@ -277,10 +275,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       // read this Result it notes the pages the cell wrote, retires the old
       // standby (its parent) itself and forks a new runner. The old standby's
       // socket stays open until then (closing it would end that process
-      // early). Closing a socket costs ~25 µs here, so the one of the
-      // standby retired a cell ago is closed once the next cell is on its
-      // way (Run), not now.
-      closing_ = std::move(retired_);
+      // early, and the new standby dies with it until it has forked). The
+      // standby before that one is retired, or about to be, and nothing
+      // depends on it any more (the runner that sent this Result was forked
+      // after its parent stopped dying with it): its socket goes to the
+      // caller, to close off the critical path.
+      outcome.retired_socket = std::move(retired_.socket);
       retired_ = std::move(standby_);
       standby_ = std::move(runner_);
       runner_ = ProcessChannel{};

@@ -44,6 +44,9 @@ struct CellOutcome {
   std::optional<CheckpointData> checkpoint;  // sync mode: to be saved
   bool session_lost = false;  // the state is gone (rollback off): restore next time
   bool interrupted = false;   // should_stop said so
+  // The socket of a standby retired by now (rollback on): the caller closes
+  // it, off the critical path (DeferredCloser).
+  UniqueFd retired_socket;
 };
 
 // What a restore brought back.
@@ -99,7 +102,6 @@ class LiveSession {
   ProcessChannel standby_;  // rollback on: the parent of the runner
   ProcessChannel runner_;
   ProcessChannel retired_;  // the previous standby, which the new one retires
-  ProcessChannel closing_;  // the one before: its socket is closed at the next Run
   bool runner_pending_ = false;      // a kRunner frame is due on standby_
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves

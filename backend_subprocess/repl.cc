@@ -11,6 +11,7 @@
 #include <set>
 
 #include "backend_subprocess/checkpoint_saver.h"
+#include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/fifo_mutex.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/worker_process.h"
@@ -128,6 +129,10 @@ class Repl::Impl {
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
+  // Retired standbys' sockets: closed by the saver thread when it wakes for a
+  // checkpoint, else eight at a time (deferred_closer.h). Declared before
+  // saver_, whose thread uses it.
+  DeferredCloser closer_{8};
   CheckpointSaver saver_;
   TyServer ty_server_;  // one warm `ty server` for the type gate
 };
@@ -222,6 +227,7 @@ void Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
 }
 
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
+  closer_.CloseAll();  // this thread is awake anyway, and the host is not waiting on it
   std::shared_ptr<SessionSlot> slot;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -306,6 +312,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     slot->live.reset();  // out of step with the session: start over next time
     return outcome.status();
   }
+  closer_.Add(std::move(outcome->retired_socket));
   if (outcome->session_lost) slot->live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
@@ -456,6 +463,7 @@ Status Repl::Impl::Close() {
     std::lock_guard<FifoMutex> turn(slot->turn);
     slot->live.reset();
   }
+  closer_.CloseAll();
   if (worker) worker->Stop();
   return Status::Ok();
 }
