@@ -54,7 +54,7 @@ PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject*
     ParseRunArguments(args, nargs, kwnames, a);
     RunOptions options;
     options.timeout_seconds = a.timeout;
-    auto& session = py::cast<InProcessSession&>(py::handle(self));
+    auto& session = SelfAs<InProcessSession>(self);
     return py::cast(ValueOrThrow(session.Run(a.session_id, a.code, options)));
   });
 }

@@ -78,7 +78,7 @@ PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject*
   return CallAsMethod([&] {
     RunArguments a;
     ParseRunArguments(args, nargs, kwnames, a);
-    return py::cast(RunCell(py::cast<Repl&>(py::handle(self)), a.session_id, a.code, a.timeout));
+    return py::cast(RunCell(SelfAs<Repl>(self), a.session_id, a.code, a.timeout));
   });
 }
 
@@ -141,7 +141,8 @@ void BindRepl(py::module_& m) {
              }
              ThrowIfError(s);
            })
-      .def_property_readonly("worker_pid", &Repl::WorkerPid);
+      .def_property_readonly("worker_pid", &Repl::WorkerPid,
+                             "The worker (fork server) process id, or -1 before the first run.");
 
   m.def(
       "_run_worker",

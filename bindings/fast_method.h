@@ -51,6 +51,22 @@ PyObject* CallAsMethod(Body&& body) noexcept {
   return nullptr;
 }
 
+// The C++ object behind `self`, an instance of the class bound for T. Raises
+// TypeError when it holds none (made with __new__, __init__ never ran): where
+// pybind11 would hand out uninitialized memory.
+template <typename T>
+T& SelfAs(PyObject* self) {
+  auto* instance = reinterpret_cast<pybind11::detail::instance*>(self);
+  auto holder = instance->get_value_and_holder(pybind11::detail::get_type_info(typeid(T)),
+                                               /*throw_if_missing=*/false);
+  if (!holder.inst || holder.value_ptr() == nullptr || !holder.holder_constructed()) {
+    PyErr_Format(PyExc_TypeError, "%s.run() called on an instance whose __init__ did not run",
+                 Py_TYPE(self)->tp_name);
+    throw pybind11::error_already_set();
+  }
+  return *holder.template value_ptr<T>();
+}
+
 // Installs `def` (METH_FASTCALL | METH_KEYWORDS, static storage) as a method
 // of the bound class `cls`.
 void AddFastMethod(pybind11::handle cls, PyMethodDef* def);

@@ -57,7 +57,7 @@ def _host_path() -> list[str]:
     return [os.path.abspath(p) if p else cwd for p in sys.path if isinstance(p, str)]
 
 
-class Repl(AsyncRunMixin):
+class Repl(_CoreRepl, AsyncRunMixin):
     """Sessions of Python cells in forked worker processes.
 
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
@@ -67,6 +67,9 @@ class Repl(AsyncRunMixin):
     the cell's own failure; only caller mistakes raise (``InvalidSession``,
     ``InvalidToolbox``), before any code runs. Thread-safe: calls on
     different sessions run in parallel, calls on one session in order.
+
+    ``run`` is the C++ method itself (no Python frame on a cell's path), as
+    for InProcessSession.
     """
 
     def __init__(
@@ -82,7 +85,7 @@ class Repl(AsyncRunMixin):
         gate: Gate | None = None,
         typecheck: bool | None = None,
     ) -> None:
-        self._core = _CoreRepl(
+        super().__init__(
             toolbox_module_names(inject),
             store=store,
             timeout=timeout,
@@ -96,33 +99,25 @@ class Repl(AsyncRunMixin):
             worker_command=_worker_command(),
             python_executable=sys.executable,
         )
+        self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)
-
-    def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result:
-        """Runs one cell in ``session_id``'s namespace; returns its Result."""
-        return self._core.run(session_id, code, timeout=timeout)
 
     def sessions(self) -> list[SessionInfo]:
         """Every session: stored ones and live ones not yet stored."""
-        return self._core.sessions()
+        return super().sessions()
 
     def reset(self, session_id: str) -> int:
         """Forgets one session (``"all"``: every one); returns how many."""
-        return self._core.reset(session_id)
+        return super().reset(session_id)
 
     def branch(self, source_id: str, new_id: str) -> None:
         """Makes ``new_id`` a new session holding a copy of ``source_id``'s state."""
-        self._core.branch(source_id, new_id)
+        super().branch(source_id, new_id)
 
     def close(self) -> None:
         """Flushes pending checkpoints and stops every worker process. Idempotent."""
-        self._core.close()
+        super().close()
         _open_repls.discard(self)
-
-    @property
-    def worker_pid(self) -> int:
-        """The worker (fork server) process id, or -1 before the first run."""
-        return self._core.worker_pid
 
     def __enter__(self) -> Repl:
         return self
@@ -131,9 +126,10 @@ class Repl(AsyncRunMixin):
         self.close()
 
     def __del__(self) -> None:
-        core = getattr(self, "_core", None)
-        if core is not None:
+        # Closed here, not by the C++ destructor: closing releases the GIL, so a
+        # Python store's save() can still run for the last checkpoints.
+        if self.__dict__.get("_constructed"):
             try:
-                core.close()
+                _CoreRepl.close(self)
             except Exception:  # noqa: BLE001 - never raise from a finalizer
                 pass

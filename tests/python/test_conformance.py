@@ -164,3 +164,11 @@ def test_a_lone_surrogate_is_a_failed_result_naming_the_byte(backend):
     assert "not valid UTF-8 (bad byte at offset 5)" in r.error
     with pytest.raises(dolsot.InvalidSession):
         backend.run("c\ud800", "1")
+
+
+@pytest.mark.parametrize("cls", [dolsot.Repl, dolsot.InProcessSession])
+def test_run_on_an_instance_never_initialized_raises_instead_of_crashing(cls):
+    # pybind11 would hand a method uninitialized memory for such an instance.
+    unborn = cls.__new__(cls)
+    with pytest.raises(TypeError, match="__init__ did not run"):
+        unborn.run("c", "1")
