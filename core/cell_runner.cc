@@ -366,14 +366,35 @@ struct CellRuntime {
   PyObject* builtins = nullptr;        // the builtins module
   PyObject* body_name = nullptr;       // "body"
   PyObject* value_name = nullptr;      // "value"
+  // Looked up on every cell: kept here so a cell's set-up makes no string
+  // from a C literal and does no dictionary lookup it can avoid (each such
+  // step cost µs with the caches cold, as they are when the agent thinks
+  // between cells).
+  PyObject* sys_dict = nullptr;          // the sys module's dict (sys.stdout lives there)
+  PyObject* stream_names[3] = {};        // "stdout", "stderr", "stdin"
+  PyObject* builtins_key = nullptr;      // "__builtins__"
+  PyObject* linecache_name = nullptr;    // "linecache"
 };
+
+// The last runtime GetRuntime returned, and its interpreter (cells of one
+// interpreter run under its GIL, which orders every access).
+struct RuntimeCache {
+  PyInterpreterState* interpreter = nullptr;
+  CellRuntime* runtime = nullptr;
+};
+RuntimeCache& LastRuntime() {
+  static RuntimeCache cache;
+  return cache;
+}
 
 constexpr const char* kRuntimeKey = "dolsot.cell_runtime.v1";
 
 // Objects are left alone when the interpreter's dict is cleared at
 // finalization (it is too late to run Python code safely); the struct goes.
 void DestroyRuntime(PyObject* capsule) {
-  delete static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
+  auto* runtime = static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
+  if (LastRuntime().runtime == runtime) LastRuntime() = RuntimeCache{};
+  delete runtime;
 }
 
 PyObject* ImportAttr(const char* module_name, const char* attr) {
@@ -394,9 +415,18 @@ CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
   runtime->builtins = PyImport_ImportModule("builtins");
   runtime->body_name = PyUnicode_InternFromString("body");
   runtime->value_name = PyUnicode_InternFromString("value");
+  Ref sys_module(PyImport_ImportModule("sys"));
+  runtime->sys_dict = sys_module ? Py_XNewRef(PyModule_GetDict(sys_module.get())) : nullptr;
+  runtime->stream_names[0] = PyUnicode_InternFromString("stdout");
+  runtime->stream_names[1] = PyUnicode_InternFromString("stderr");
+  runtime->stream_names[2] = PyUnicode_InternFromString("stdin");
+  runtime->builtins_key = PyUnicode_InternFromString("__builtins__");
+  runtime->linecache_name = PyUnicode_InternFromString("linecache");
   if (!runtime->router_type || !runtime->pending_sources || !runtime->ast_expr ||
       !runtime->ast_expression || !runtime->compile || !runtime->builtins ||
-      !runtime->body_name || !runtime->value_name) {
+      !runtime->body_name || !runtime->value_name || !runtime->sys_dict ||
+      !runtime->stream_names[0] || !runtime->stream_names[1] || !runtime->stream_names[2] ||
+      !runtime->builtins_key || !runtime->linecache_name) {
     return nullptr;  // the few references taken are leaked: this never happens in practice
   }
   Ref capsule(PyCapsule_New(runtime.get(), kRuntimeKey, DestroyRuntime));
@@ -407,33 +437,38 @@ CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
 }
 
 CellRuntime* GetRuntime() {
-  PyObject* interpreter_dict = PyInterpreterState_GetDict(PyInterpreterState_Get());
+  PyInterpreterState* interpreter = PyInterpreterState_Get();
+  RuntimeCache& last = LastRuntime();
+  if (last.interpreter == interpreter && last.runtime != nullptr) return last.runtime;
+  PyObject* interpreter_dict = PyInterpreterState_GetDict(interpreter);
   if (interpreter_dict == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
     return nullptr;
   }
   PyObject* capsule = PyDict_GetItemString(interpreter_dict, kRuntimeKey);  // borrowed
-  if (capsule != nullptr) {
-    return static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
-  }
-  return CreateRuntime(interpreter_dict);
+  CellRuntime* runtime =
+      capsule != nullptr ? static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey))
+                         : CreateRuntime(interpreter_dict);
+  if (runtime != nullptr) last = RuntimeCache{interpreter, runtime};
+  return runtime;
 }
 
 // Makes sys.stdout/stderr/stdin routers (again, if someone replaced them, as
 // pytest's capture does). Returns false with a Python error set on failure.
 bool EnsureRouters(CellRuntime* runtime) {
-  static const char* const kNames[] = {"stdout", "stderr", "stdin"};
   static const StreamKind kKinds[] = {StreamKind::kStdout, StreamKind::kStderr,
                                       StreamKind::kStdin};
   auto* type = reinterpret_cast<PyTypeObject*>(runtime->router_type);
   for (int i = 0; i < 3; ++i) {
-    PyObject* current = PySys_GetObject(kNames[i]);  // borrowed, may be null
+    PyObject* name = runtime->stream_names[i];
+    PyObject* current = PyDict_GetItemWithError(runtime->sys_dict, name);  // borrowed
+    if (current == nullptr && PyErr_Occurred()) return false;
     if (current != nullptr && Py_TYPE(current) == type) continue;
     Ref router(type->tp_alloc(type, 0));
     if (!router) return false;
     AsRouter(router.get())->original = Py_NewRef(current != nullptr ? current : Py_None);
     AsRouter(router.get())->kind = kKinds[i];
-    if (PySys_SetObject(kNames[i], router.get()) < 0) return false;
+    if (PyDict_SetItem(runtime->sys_dict, name, router.get()) < 0) return false;
   }
   return true;
 }
@@ -642,8 +677,7 @@ Result FailedResult(std::string error, int exit_code = kExitFailure) {
 // after moving the pending sources into it; nullptr otherwise.
 PyObject* LoadedLinecache(CellRuntime* runtime) {
   if (runtime->linecache != nullptr) return runtime->linecache;
-  Ref name(PyUnicode_FromString("linecache"));
-  Ref module(name ? PyImport_GetModule(name.get()) : nullptr);
+  Ref module(PyImport_GetModule(runtime->linecache_name));
   if (!module) {
     PyErr_Clear();
     return nullptr;
@@ -672,9 +706,8 @@ void FlushPendingSources() {
 void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view code) {
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
   Ref lines(source ? PyUnicode_Splitlines(source.get(), 1) : nullptr);
-  Ref entry(lines ? Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(source.get()), Py_None,
-                                  lines.get(), filename)
-                  : nullptr);
+  Ref size(source ? PyLong_FromSsize_t(PyUnicode_GET_LENGTH(source.get())) : nullptr);
+  Ref entry(lines && size ? PyTuple_Pack(4, size.get(), Py_None, lines.get(), filename) : nullptr);
   PyObject* cache = LoadedLinecache(runtime);
   if (cache == nullptr) cache = runtime->pending_sources;
   if (!entry || PyDict_SetItem(cache, filename, entry.get()) < 0) PyErr_Clear();
@@ -966,8 +999,7 @@ Result RunCell(PyObject* globals, const CellRequest& request) {
     return FailedResult("internal: cannot set up cell I/O: " +
                         (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")));
   }
-  Ref builtins_key(PyUnicode_InternFromString("__builtins__"));
-  if (!builtins_key || PyDict_SetDefault(globals, builtins_key.get(), runtime->builtins) == nullptr) {
+  if (PyDict_SetDefault(globals, runtime->builtins_key, runtime->builtins) == nullptr) {
     PyErr_Clear();
   }
   std::string filename_text = request.filename.empty() ? "<cell>" : request.filename;
