@@ -24,6 +24,19 @@ namespace {
 using protocol::PayloadReader;
 using protocol::Tag;
 
+// At most 200 bytes of text from another process, every byte outside
+// printable ASCII shown as '?'.
+std::string PrintableExcerpt(std::string_view text) {
+  constexpr std::size_t kMax = 200;
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kMax; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  }
+  if (text.size() > kMax) out += "...";
+  return out.empty() ? "no message" : "\"" + out + "\"";
+}
+
 constexpr int kChildChannelFd = 3;
 
 bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
@@ -170,7 +183,14 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     PayloadReader r(reply->payload);
     auto code = static_cast<ErrorCode>(r.U32());
     std::string message = r.Str();
-    if (!r.Finish("HELLO_ERROR").ok()) return CorruptError("malformed HELLO_ERROR from the worker");
+    if (!r.Finish("HELLO_ERROR").ok()) {
+      // Workers of protocol 1 sent a refused handshake as bare text: most
+      // likely a stale dolsot-worker installed by an older build.
+      return Status(ErrorCode::kUnavailable,
+                    "the worker '" + command[0] + "' refused the handshake in another protocol (" +
+                        PrintableExcerpt(reply->payload) +
+                        "); is it a dolsot-worker of another dolsot version?");
+    }
     return Status(code == ErrorCode::kInvalidToolbox ? code : ErrorCode::kUnavailable, message);
   }
   if (reply->tag != Tag::kHelloOk) {

@@ -170,5 +170,31 @@ TEST(Lifecycle, AWorkerOfAnotherProtocolVersionSaysSo) {
   EXPECT_TRUE(WIFEXITED(status)) << status;
 }
 
+// A dolsot-worker of protocol 1 (a stale install, say) answered a refused
+// HELLO with bare text. The host names the worker and the likely cause.
+TEST(Lifecycle, AWorkerOfTheOldProtocolIsNamedAsSuch) {
+  // Reads the HELLO frame and answers HELLO_ERROR (tag 5) with bare text.
+  const std::string old_worker =
+      "import os, struct\n"
+      "fd = int(os.environ['" + std::string(kWorkerFdVariable) + "'])\n"
+      "tag, n = struct.unpack('<II', os.read(fd, 8))\n"
+      "while n > 0:\n"
+      "    n -= len(os.read(fd, n))\n"
+      "text = b'protocol version mismatch: host speaks 2, worker speaks 1'\n"
+      "os.write(fd, struct.pack('<II', 5, len(text)) + text)\n";
+  WorkerSettings settings;
+  auto started = WorkerProcess::Start({"/usr/bin/env", "python3", "-c", old_worker}, {}, settings,
+                                      protocol::Clock::now() + std::chrono::seconds(60));
+  ASSERT_FALSE(started.ok());
+  const std::string message = started.status().message();
+  EXPECT_NE(message.find("the worker '/usr/bin/env' refused the handshake in another protocol"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("\"protocol version mismatch: host speaks 2, worker speaks 1\""),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("another dolsot version"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace dolsot
