@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from dolsot._backend import AsyncRunMixin, InjectValue, toolbox_module_names
 from dolsot._dolsot import Repl as _CoreRepl
-from dolsot._dolsot import Result, SessionInfo
+from dolsot._dolsot import SessionInfo
 
 __all__ = ["Repl", "Gate"]
 
