@@ -7,6 +7,7 @@
 #include "core/cell_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <memory>
@@ -376,14 +377,18 @@ struct CellRuntime {
   PyObject* linecache_name = nullptr;    // "linecache"
 };
 
-// The last runtime GetRuntime returned, and its interpreter (cells of one
-// interpreter run under its GIL, which orders every access).
+// The last runtime GetRuntime returned on this thread, for its interpreter.
+// Per thread, so interpreters with a GIL each never share it; a runtime's
+// destruction (at its interpreter's finalization) bumps the generation, which
+// makes every thread's copy stale.
+std::atomic<std::uint64_t> runtime_generation{0};
 struct RuntimeCache {
   PyInterpreterState* interpreter = nullptr;
   CellRuntime* runtime = nullptr;
+  std::uint64_t generation = 0;
 };
 RuntimeCache& LastRuntime() {
-  static RuntimeCache cache;
+  thread_local RuntimeCache cache;
   return cache;
 }
 
@@ -392,9 +397,8 @@ constexpr const char* kRuntimeKey = "dolsot.cell_runtime.v1";
 // Objects are left alone when the interpreter's dict is cleared at
 // finalization (it is too late to run Python code safely); the struct goes.
 void DestroyRuntime(PyObject* capsule) {
-  auto* runtime = static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
-  if (LastRuntime().runtime == runtime) LastRuntime() = RuntimeCache{};
-  delete runtime;
+  runtime_generation.fetch_add(1);
+  delete static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey));
 }
 
 PyObject* ImportAttr(const char* module_name, const char* attr) {
@@ -439,7 +443,11 @@ CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
 CellRuntime* GetRuntime() {
   PyInterpreterState* interpreter = PyInterpreterState_Get();
   RuntimeCache& last = LastRuntime();
-  if (last.interpreter == interpreter && last.runtime != nullptr) return last.runtime;
+  std::uint64_t generation = runtime_generation.load();
+  if (last.interpreter == interpreter && last.runtime != nullptr &&
+      last.generation == generation) {
+    return last.runtime;
+  }
   PyObject* interpreter_dict = PyInterpreterState_GetDict(interpreter);
   if (interpreter_dict == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
@@ -449,7 +457,7 @@ CellRuntime* GetRuntime() {
   CellRuntime* runtime =
       capsule != nullptr ? static_cast<CellRuntime*>(PyCapsule_GetPointer(capsule, kRuntimeKey))
                          : CreateRuntime(interpreter_dict);
-  if (runtime != nullptr) last = RuntimeCache{interpreter, runtime};
+  if (runtime != nullptr) last = RuntimeCache{interpreter, runtime, generation};
   return runtime;
 }
 
