@@ -20,7 +20,8 @@ namespace {
 constexpr auto kChannelPatience = std::chrono::minutes(10);
 }  // namespace
 
-CheckpointSaver::CheckpointSaver(SaveFunction save) : save_(std::move(save)) {}
+CheckpointSaver::CheckpointSaver(SaveFunction save, DeferredCloser* closer)
+    : save_(std::move(save)), closer_(closer) {}
 
 void CheckpointSaver::StartLocked() {
   epoll_.Reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -37,8 +38,23 @@ void CheckpointSaver::StartLocked() {
 CheckpointSaver::~CheckpointSaver() { Stop(); }
 
 void CheckpointSaver::Submit(std::string session_id, UniqueFd channel) {
-  std::lock_guard<std::mutex> guard(mutex_);
+  UniqueFd superseded;
+  // Declared after `superseded`, so the lock is released before a close.
+  std::unique_lock<std::mutex> guard(mutex_);
   if (stopping_) return;  // the channel closes; its writer exits
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->session_id == session_id) {
+      // Not started (the saver pops a job before reading it): the newer
+      // state replaces it, and its writer, if it runs, stops at the closed
+      // channel.
+      superseded = std::move(it->channel);
+      queue_.erase(it);
+      ++finished_;
+      changed_.notify_all();
+      break;
+    }
+  }
+  if (superseded && closer_ != nullptr) closer_->Add(std::move(superseded));
   bool was_empty = queue_.empty();
   int fd = channel.get();
   queue_.push_back(Job{std::move(session_id), std::move(channel)});
@@ -131,9 +147,14 @@ void CheckpointSaver::Loop() {
       auto data = ParseCheckpointData(frame->payload);
       if (data.ok()) save_(job.session_id, std::move(data).value());
     }
-    std::lock_guard<std::mutex> guard(mutex_);
-    ++finished_;
-    changed_.notify_all();
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      ++finished_;
+      changed_.notify_all();
+    }
+    // Awake anyway, and no cell waits on this thread: close what the host
+    // set aside (superseded channels, retired standbys' sockets).
+    if (closer_ != nullptr) closer_->CloseAll();
   }
 }
 

@@ -7,6 +7,12 @@
 // Submit adds the new channel to its set, so the saver wakes when the writer
 // sends (or closes) and not before (a condition variable's notify cost ~30 µs
 // here, a cross-CPU wake-up). Stop wakes it through an eventfd.
+//
+// At most one checkpoint per session waits in the queue: a newer one
+// supersedes it (the session coalesces its writers the same way), so a burst
+// of cells that outruns a slow writer does not pile up one open channel per
+// cell in the host. Superseded channels, like every descriptor queued in the
+// DeferredCloser it is given, are closed by the saver thread when it wakes.
 #pragma once
 
 #include <chrono>
@@ -17,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/unique_fd.h"
 
@@ -27,12 +34,16 @@ class CheckpointSaver {
   // Called on the saver thread for every checkpoint that arrived whole.
   using SaveFunction = std::function<void(const std::string& session_id, CheckpointData data)>;
 
-  explicit CheckpointSaver(SaveFunction save);
+  // `closer` (may be null: superseded channels are then closed at once)
+  // receives superseded channels, and the saver thread empties it each time
+  // it wakes. It must outlive this saver.
+  explicit CheckpointSaver(SaveFunction save, DeferredCloser* closer = nullptr);
   ~CheckpointSaver();  // Stop()
   CheckpointSaver(const CheckpointSaver&) = delete;
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
-  // Queues the checkpoint arriving on `channel` for `session_id`. Thread-safe.
+  // Queues the checkpoint arriving on `channel` for `session_id`, in place of
+  // one of that session still waiting (counted as done). Thread-safe.
   void Submit(std::string session_id, UniqueFd channel);
   // Returns once every checkpoint submitted before the call is saved (or
   // failed). Thread-safe.
@@ -50,6 +61,7 @@ class CheckpointSaver {
   void StartLocked();  // the thread and its epoll set, at the first Submit
 
   SaveFunction save_;
+  DeferredCloser* closer_;
   std::mutex mutex_;
   std::condition_variable changed_;  // finished_ or stopping_ changed
   std::deque<Job> queue_;

@@ -69,7 +69,8 @@ class Repl::Impl {
       : options_(std::move(options)),
         config_(std::move(config)),
         store_(std::move(store)),
-        saver_([this](const std::string& sid, CheckpointData data) { SaveAsync(sid, std::move(data)); }) {
+        saver_([this](const std::string& sid, CheckpointData data) { SaveAsync(sid, std::move(data)); },
+               &closer_) {
     settings_.toolboxes = options_.toolboxes;
     settings_.python_path = options_.python_path;
     settings_.cwd = CurrentDirectory();
@@ -129,9 +130,9 @@ class Repl::Impl {
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
-  // Retired standbys' sockets: closed by the saver thread when it wakes for a
-  // checkpoint, else eight at a time (deferred_closer.h). Declared before
-  // saver_, whose thread uses it.
+  // Retired standbys' sockets and superseded checkpoint channels: closed by
+  // the saver thread when it wakes, else eight at a time (deferred_closer.h).
+  // Declared before saver_, whose thread uses it.
   DeferredCloser closer_{8};
   CheckpointSaver saver_;
   TyServer ty_server_;  // one warm `ty server` for the type gate
@@ -227,7 +228,6 @@ void Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
 }
 
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
-  closer_.CloseAll();  // this thread is awake anyway, and the host is not waiting on it
   std::shared_ptr<SessionSlot> slot;
   {
     std::lock_guard<std::mutex> guard(mutex_);

@@ -5,6 +5,7 @@
 #include "backend_subprocess/checkpoint_saver.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <string>
 #include <utility>
@@ -66,6 +67,33 @@ TEST(CheckpointSaver, AChannelClosedWithoutDataIsSkipped) {
   saver.Flush();
   ASSERT_EQ(saved.items.size(), 1u);
   EXPECT_EQ(saved.items[0].second, "newest");
+}
+
+// A burst of cells faster than the writers must not pile up one open channel
+// per cell: a newer checkpoint of a session replaces one still waiting.
+TEST(CheckpointSaver, ANewerCheckpointSupersedesOneStillWaiting) {
+  Saved saved;
+  DeferredCloser closer(100);
+  CheckpointSaver saver(Recorder(saved), &closer);
+  auto [slow_host, slow_writer] = Channel();
+  saver.Submit("x", std::move(slow_host));  // the saver waits on this one
+  // Behind "x" whatever the saver is doing, so both wait in the queue.
+  auto [old_host, old_writer] = Channel();
+  auto [new_host, new_writer] = Channel();
+  saver.Submit("a", std::move(old_host));
+  saver.Submit("a", std::move(new_host));
+  SendCheckpoint(old_writer.get(), "superseded");  // never read
+  SendCheckpoint(new_writer.get(), "newest");
+  SendCheckpoint(slow_writer.get(), "x1");
+  saver.Flush();
+  saver.Stop();  // the thread has closed what it was handed
+  ASSERT_EQ(saved.items.size(), 2u);
+  EXPECT_EQ(saved.items[0], std::make_pair(std::string("x"), std::string("x1")));
+  EXPECT_EQ(saved.items[1], std::make_pair(std::string("a"), std::string("newest")));
+  EXPECT_EQ(closer.Pending(), 0u);
+  pollfd p{old_writer.get(), POLLOUT, 0};  // its reader is gone
+  ASSERT_EQ(::poll(&p, 1, 0), 1);
+  EXPECT_NE(p.revents & (POLLHUP | POLLERR), 0);
 }
 
 TEST(CheckpointSaver, WakesForAChannelSubmittedWhileItSleeps) {
