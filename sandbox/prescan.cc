@@ -219,6 +219,15 @@ bool Lexer::Run() {
         return false;
       }
       if (pos_ >= code_.size()) return false;  // a continuation into the end of input
+      // A continuation into a blank or comment-only line: CPython ends the
+      // logical line there (a syntax error), but tree-sitter joins the lines
+      // across it, so the two paths would read different tokens.
+      std::size_t next = pos_;
+      while (next < code_.size() && (code_[next] == ' ' || code_[next] == '\t' || code_[next] == '\f')) {
+        ++next;
+      }
+      char after = At(next);
+      if (next >= code_.size() || after == '\n' || after == '\r' || after == '#') return false;
     } else if (c == '\n' || (c == '\r' && At(pos_ + 1) == '\n')) {
       pos_ += c == '\r' ? 2 : 1;
       if (brackets_.empty()) {

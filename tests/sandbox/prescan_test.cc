@@ -178,6 +178,12 @@ const std::vector<Case>& SlowCells() {
       {"import_after_semicolon", "x = 1; import os\n"},
       {"import_after_colon", "if x: import os\n"},
       {"private_attribute_across_continuation", "a.\\\n_x\n"},
+      // a continuation into a blank or comment-only line (CPython: a syntax
+      // error; tree-sitter: one line, so `d._x`). Found by gate_fuzzer.
+      {"continuation_into_blank_line", "d.\\\n\n_cassi,_cassi,"},
+      {"continuation_into_spaces_line", "d.\\\n  \n_x\n"},
+      {"continuation_into_comment_line", "d.\\\n# c\n_x\n"},
+      {"continuation_into_crlf_blank_line", "d.\\\r\n\r\n_x\r\n"},
       {"private_attribute_spaced", "a . _x\n"},
       // names and attributes
       {"denied_name", "eval('1')\n"},

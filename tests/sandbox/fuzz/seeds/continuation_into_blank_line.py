@@ -1,0 +1,3 @@
+d.\
+
+_cassi,_cassi,
