@@ -12,7 +12,8 @@
 // supersedes it (the session coalesces its writers the same way), so a burst
 // of cells that outruns a slow writer does not pile up one open channel per
 // cell in the host. Superseded channels, like every descriptor queued in the
-// DeferredCloser it is given, are closed by the saver thread when it wakes.
+// DeferredCloser it is given, are closed by the saver thread after each
+// checkpoint it handles.
 #pragma once
 
 #include <chrono>
@@ -35,8 +36,8 @@ class CheckpointSaver {
   using SaveFunction = std::function<void(const std::string& session_id, CheckpointData data)>;
 
   // `closer` (may be null: superseded channels are then closed at once)
-  // receives superseded channels, and the saver thread empties it each time
-  // it wakes. It must outlive this saver.
+  // receives superseded channels, and the saver thread empties it after each
+  // checkpoint it handles. It must outlive this saver.
   explicit CheckpointSaver(SaveFunction save, DeferredCloser* closer = nullptr);
   ~CheckpointSaver();  // Stop()
   CheckpointSaver(const CheckpointSaver&) = delete;

@@ -5,9 +5,9 @@
 // that process's socket. Closing a socket cost ~25 µs in a paced cell (caches
 // cold), on the thread that was about to hand the Result back. The host now
 // only queues it here. The queue is closed by CloseAll, which the async
-// checkpoint thread calls each time it wakes (once a cell in the default
-// mode), and otherwise in one go by Add once `batch` descriptors wait (the
-// later closes of a batch run warm: a few µs each).
+// checkpoint thread calls after each checkpoint it handles (once a cell in
+// the default mode), and otherwise in one go by Add once `batch` descriptors
+// wait (the later closes of a batch run warm: a few µs each).
 #pragma once
 
 #include <cstddef>

@@ -131,7 +131,8 @@ class Repl::Impl {
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
   // Retired standbys' sockets and superseded checkpoint channels: closed by
-  // the saver thread when it wakes, else eight at a time (deferred_closer.h).
+  // the saver thread after each checkpoint, else eight at a time
+  // (deferred_closer.h).
   // Declared before saver_, whose thread uses it.
   DeferredCloser closer_{8};
   CheckpointSaver saver_;
