@@ -122,12 +122,9 @@ void LiveSession::Kill() {
   // The retired standby is not signalled (its pid may be reused once the new
   // standby killed it): closing its socket ends it if it is still alive.
   retired_ = ProcessChannel{};
-  // A runner whose pid was not read yet: read it if the standby sent it, so
-  // its whole process group goes. (Not sent yet: the runner was not forked,
-  // or is just starting; it dies with the standby, PR_SET_PDEATHSIG.)
-  if (runner_pending_ && runner_.socket && runner_.pid <= 0 && standby_.socket) {
-    (void)EnsureRunner(Clock::now(), nullptr);
-  }
+  // Not sent yet: the runner was not forked, or is just starting; it dies
+  // with the standby (PR_SET_PDEATHSIG).
+  ReadPendingRunnerPid(Clock::now());
   for (ProcessChannel* c : {&runner_, &standby_}) {
     if (c->pid > 0) {
       ::kill(-c->pid, SIGKILL);
@@ -178,6 +175,12 @@ Status LiveSession::EnsureRunner(Deadline deadline, const ChannelHandler& on_cha
   }
   if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
   return Status::Ok();
+}
+
+void LiveSession::ReadPendingRunnerPid(Clock::time_point deadline) {
+  if (runner_pending_ && runner_.socket && runner_.pid <= 0 && standby_.socket) {
+    (void)EnsureRunner(deadline, nullptr);
+  }
 }
 
 Status LiveSession::Settle(Deadline deadline, const ChannelHandler& on_channel) {
@@ -284,7 +287,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       retired_ = std::move(standby_);
       standby_ = std::move(runner_);
       runner_ = ProcessChannel{};
-      runner_.socket = std::move(runner_socket);  // its pid comes from the standby
+      runner_.socket = std::move(runner_socket);  // its pid comes with its Result
       // A RUNNER frame of the old standby's, unread, is dropped with it.
       runner_pending_ = true;
     }
@@ -294,11 +297,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
 
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                                     const std::string& output) {
-  // The cell went out before the runner's pid was read: read it now (the
-  // standby sent it when it forked the runner), to kill its process group.
-  if (runner_pending_ && runner_.socket && runner_.pid <= 0) {
-    (void)EnsureRunner(Clock::now() + kReapGrace, nullptr);
-  }
+  ReadPendingRunnerPid(Clock::now() + kReapGrace);
   if (runner_.pid > 0) ::kill(-runner_.pid, SIGKILL);
   runner_.socket.Reset();
   runner_.pid = -1;

@@ -97,6 +97,10 @@ class LiveSession {
   Status AcceptRunner(protocol::Frame frame);
   // The socket that serves requests right now (the runner's).
   Status EnsureRunner(protocol::Deadline deadline, const ChannelHandler& on_channel);
+  // The runner got its cell before its pid was read (the pid comes with its
+  // Result): reads the pid the standby sent when it forked the runner, so
+  // the runner's whole process group can be killed.
+  void ReadPendingRunnerPid(protocol::Clock::time_point deadline);
 
   bool snapshots_;
   ProcessChannel standby_;  // rollback on: the parent of the runner

@@ -17,8 +17,8 @@ constexpr std::array<const char*, 3> kRunParameters = {"session_id", "code", "ti
 
 std::string TypeName(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
 
-}  // namespace
-
+// The UTF-8 bytes of `text` (a str), passing a lone surrogate through with
+// surrogatepass into `storage`.
 std::string_view Utf8Of(PyObject* text, std::string& storage) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(text, &size);
@@ -30,6 +30,8 @@ std::string_view Utf8Of(PyObject* text, std::string& storage) {
   storage = std::string(encoded);
   return storage;
 }
+
+}  // namespace
 
 void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        RunArguments& out) {

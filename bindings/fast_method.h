@@ -32,10 +32,6 @@ struct RunArguments {
 void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                        RunArguments& out);
 
-// The UTF-8 bytes of `text` (a str), passing a lone surrogate through with
-// surrogatepass into `storage`.
-std::string_view Utf8Of(PyObject* text, std::string& storage);
-
 // Calls `body` (returning a py::object) as a CPython method body: a new
 // reference, or nullptr with the Python error set, C++ exceptions translated
 // as pybind11 translates them.
