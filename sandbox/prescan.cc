@@ -186,9 +186,25 @@ bool Lexer::LogicalLineStart() {
   return true;
 }
 
+// Operators a valid logical line may end with, or start with. A line that
+// ends or starts with any other (`d.` then `_x` on the next line) is a syntax
+// error to CPython, but tree-sitter may read on across the line break (as
+// `d._x`), so the full path would judge other code than the fast path.
+bool CanEndLine(std::string_view op) {
+  return op == ")" || op == "]" || op == "}" || op == "," || op == ":" || op == ";" || op == "...";
+}
+bool CanStartLine(std::string_view op) {
+  return op == "(" || op == "[" || op == "{" || op == "-" || op == "+" || op == "~" ||
+         op == "*" || op == "@" || op == "...";
+}
+
 bool Lexer::EndLogicalLine() {
   if (line_tokens_ == 0) return true;
   std::string_view first = tokens[line_first_].text;
+  if ((tokens.back().type == Tok::kOp && !CanEndLine(tokens.back().text)) ||
+      (tokens[line_first_].type == Tok::kOp && !CanStartLine(first))) {
+    return false;
+  }
   if (tokens[line_first_].type == Tok::kName && IsCompoundKeyword(first) && !line_colon_) {
     return false;
   }

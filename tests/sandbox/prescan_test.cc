@@ -123,6 +123,8 @@ const std::vector<Case>& FastCells() {
       {"lambda_in_call", "xs.sort(key=lambda row: row[1])\n"},
       {"walrus_ordinary", "if (n := len(xs)) > 3:\n    print(n)\n"},
       {"decorators", "@tb.register\ndef f():\n    pass\n"},
+      // what a valid logical line may end or start with
+      {"line_edges", "...\nx = ...\n-x\n+x\n~x\n*a, b = c\n(a,\n b)\n[1][0]\n{}\nx = 1;\ny = 1,\n"},
       {"expression_statements", "tb.config\nmath.pi; list\nx = 1\ntb.x.y\n"},
   };
   return cells;
@@ -184,6 +186,14 @@ const std::vector<Case>& SlowCells() {
       {"continuation_into_spaces_line", "d.\\\n  \n_x\n"},
       {"continuation_into_comment_line", "d.\\\n# c\n_x\n"},
       {"continuation_into_crlf_blank_line", "d.\\\r\n\r\n_x\r\n"},
+      // a logical line ending or starting with an operator no valid line has
+      // there (CPython: a syntax error; tree-sitter may read on: `d._x`)
+      {"dot_ends_line", "d.\n_x\n"},
+      {"dot_ends_line_before_blank_line", "d.\n\n_cdetai,_casssi,"},
+      {"dot_ends_line_before_comment", "d. # c\n_x\n"},
+      {"dot_starts_line", "d\n._x\n"},
+      {"equals_starts_line", "tb.x\n= 1\n"},
+      {"plus_equals_ends_line", "list +=\n[1]\n"},
       {"private_attribute_spaced", "a . _x\n"},
       // names and attributes
       {"denied_name", "eval('1')\n"},

@@ -1,0 +1,3 @@
+d.
+
+_cdetai,_casssi,
