@@ -2,6 +2,8 @@
 // blob framing of docs/checkpoint-format.md, and its bounds-checked parser.
 #include "backend_subprocess/checkpoint.h"
 
+#include "core/cell_runner.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -13,16 +15,27 @@ namespace dolsot {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
-constexpr uint32_t kFormatVersion = 1;
+// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter).
+// Version 1 blobs are still read.
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
 // crc32c + codec + name length + payload length: the smallest possible entry.
 constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
 constexpr uint32_t kMaxNameBytes = 1u << 20;
 constexpr char kMainReference[] = "\x8c\x08__main__";  // SHORT_BINUNICODE "__main__"
 
-enum class Codec : uint8_t { kPickle = 1, kDill = 2, kModuleRef = 3 };
+enum class Codec : uint8_t {
+  kPickle = 1,
+  kDill = 2,
+  kModuleRef = 3,
+  kCellSource = 4,   // name: a cell's filename ("<cell N>"); payload: its source
+  kCellCounter = 5,  // name: kCounterName; payload: u64, the cells the session ran
+};
+constexpr std::string_view kCounterName = "<cells>";
 
-bool IsKnownCodec(uint8_t byte) { return byte >= 1 && byte <= 3; }
+bool IsKnownCodec(uint8_t byte, uint64_t version) {
+  return byte >= 1 && byte <= (version >= 2 ? 5 : 3);
+}
 
 // ---------------------------------------------------------------- CRC-32C
 // Castagnoli CRC (the iSCSI/ext4 checksum). SSE4.2 has an instruction for it;
@@ -196,14 +209,20 @@ bool PendingIsCannotPickle() {
 // saved apart (`class A`, `class B(A)`) would come back with two different A's.
 // This pickler stores the value itself by value but every OTHER __main__ class
 // or function that is reachable as __main__.<qualname> (and not a member of
-// the value) by reference; the
-// restore loads definitions until no more resolve (docs/checkpoint-format.md).
+// the value) by reference; the restore loads definitions until no more
+// resolve (docs/checkpoint-format.md). It also notes the filename of every
+// code object it saves by value, so the checkpoint can keep the sources of
+// the cells those functions came from.
 constexpr char kSessionDillSource[] = R"PY(
 import io, sys, types, dill
 
+code_filenames = set()
+
 class SessionPickler(dill.Pickler):
     def save(self, obj, save_persistent_id=True):
-        if (obj is not self.dolsot_root and id(obj) not in self.memo
+        if type(obj) is types.CodeType:
+            code_filenames.add(obj.co_filename)
+        elif (obj is not self.dolsot_root and id(obj) not in self.memo
                 and isinstance(obj, (type, types.FunctionType))
                 and getattr(obj, '__module__', None) == '__main__'
                 and '<' not in getattr(obj, '__qualname__', '<')):
@@ -226,17 +245,24 @@ def dumps(obj, protocol):
     return buffer.getvalue()
 )PY";
 
-// The `dumps` of kSessionDillSource (imports dill), or empty with the error set.
-Ref MakeSessionDillDumps() {
+// The module scope of kSessionDillSource (imports dill), or empty with the
+// error set.
+Ref MakeSessionDillScope() {
   Ref scope(PyDict_New());
   if (!scope || PyDict_SetItemString(scope.get(), "__builtins__", PyEval_GetBuiltins()) != 0) {
     return Ref();
   }
   Ref ran(PyRun_String(kSessionDillSource, Py_file_input, scope.get(), scope.get()));
   if (!ran) return Ref();
-  PyObject* dumps = PyDict_GetItemString(scope.get(), "dumps");  // borrowed
-  Py_XINCREF(dumps);
-  return Ref(dumps);
+  return scope;
+}
+
+// scope[name] as a new reference, or empty with the error set.
+Ref ScopeItem(PyObject* scope, const char* name) {
+  PyObject* item = PyDict_GetItemString(scope, name);  // borrowed
+  if (item == nullptr) PyErr_Format(PyExc_KeyError, "%s", name);
+  Py_XINCREF(item);
+  return Ref(item);
 }
 
 // A payload is a list of bytes objects (immutable, so their sizes cannot change
@@ -378,6 +404,24 @@ class Encoder {
     return std::make_pair(Codec::kDill, std::move(by_value));
   }
 
+  // The filenames of the code objects saved by value so far (the session
+  // pickler's only), sorted. Leaves the error indicator clear.
+  std::vector<std::string> CodeFilenames() const {
+    std::vector<std::string> names;
+    if (!dill_scope_) return names;
+    PyObject* found = PyDict_GetItemString(dill_scope_.get(), "code_filenames");  // borrowed
+    if (found == nullptr || !PyAnySet_Check(found)) return names;
+    Ref iterator(PyObject_GetIter(found));
+    while (iterator) {
+      Ref item(PyIter_Next(iterator.get()));
+      if (!item) break;
+      if (std::optional<std::string_view> text = Utf8(item.get())) names.emplace_back(*text);
+    }
+    PyErr_Clear();
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
  private:
   // A module is saved as its name, if importing that name gives it back.
   static std::optional<std::pair<Codec, Ref>> EncodeModule(PyObject* module) {
@@ -409,7 +453,12 @@ class Encoder {
   // dill.dumps(value, 5) (or the session pickler's), as a new bytes reference.
   Ref Dill(PyObject* value) {
     if (!dill_dumps_) {
-      dill_dumps_ = globals_is_main_ ? MakeSessionDillDumps() : ImportAttr("dill", "dumps");
+      if (globals_is_main_) {
+        dill_scope_ = MakeSessionDillScope();
+        dill_dumps_ = dill_scope_ ? ScopeItem(dill_scope_.get(), "dumps") : Ref();
+      } else {
+        dill_dumps_ = ImportAttr("dill", "dumps");
+      }
       if (!dill_dumps_) return Ref();
     }
     return Ref(PyObject_CallFunction(dill_dumps_.get(), "Oi", value, 5));
@@ -417,8 +466,28 @@ class Encoder {
 
   bool globals_is_main_;
   StreamPickler pickler_;
+  Ref dill_scope_;  // kSessionDillSource's module scope, once dill is needed
   Ref dill_dumps_;
 };
+
+// "<cell N>" with N a positive decimal number: the filenames of cells
+// (CellFilename).
+bool IsCellFilename(std::string_view name) {
+  constexpr std::string_view kPrefix = "<cell ";
+  if (name.size() <= kPrefix.size() + 1 || name.substr(0, kPrefix.size()) != kPrefix ||
+      name.back() != '>') {
+    return false;
+  }
+  std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1);
+  if (digits.size() > 20 || digits.front() == '0') return false;
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A one-chunk payload holding `bytes` (copied), or empty with the error set.
+Ref BytesChunk(std::string_view bytes) {
+  return SingleChunk(
+      Ref(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size()))));
+}
 
 // Writes the header and every entry into one string, sized once; each payload
 // is copied and checksummed in the same pass.
@@ -466,14 +535,14 @@ Status Corrupt(const std::string& what, size_t offset) {
 
 // Reads one entry at `offset`, advancing it. Every length is checked against
 // what is left of the blob before it is used.
-StatusOr<EntryView> ParseEntry(std::string_view blob, size_t& offset) {
+StatusOr<EntryView> ParseEntry(std::string_view blob, uint64_t version, size_t& offset) {
   const size_t start = offset;
   if (blob.size() - offset < kEntryFixedSize) return Corrupt("truncated entry header", start);
   const char* at = blob.data() + offset;
   const uint32_t stored_crc = static_cast<uint32_t>(GetLe(at, 4));
   const uint8_t codec = static_cast<uint8_t>(at[4]);
   const uint64_t name_size = GetLe(at + 5, 4);
-  if (!IsKnownCodec(codec)) return Corrupt("unknown codec " + std::to_string(codec), start);
+  if (!IsKnownCodec(codec, version)) return Corrupt("unknown codec " + std::to_string(codec), start);
   if (name_size == 0 || name_size > kMaxNameBytes) return Corrupt("bad name length", start);
   if (blob.size() - offset - kEntryFixedSize < name_size) return Corrupt("truncated name", start);
   const uint64_t payload_size = GetLe(at + 9 + name_size, 8);
@@ -494,7 +563,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
     return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
   }
   const uint64_t version = GetLe(blob.data() + 8, 4);
-  if (version != kFormatVersion) {
+  if (version != 1 && version != kFormatVersion) {
     return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
   }
   const uint64_t count = GetLe(blob.data() + 12, 4);
@@ -504,9 +573,20 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
   std::vector<EntryView> entries;
   entries.reserve(count);
   size_t offset = kHeaderSize;
+  bool counted = false;
   for (uint64_t i = 0; i < count; ++i) {
-    StatusOr<EntryView> entry = ParseEntry(blob, offset);
+    const size_t start = offset;
+    StatusOr<EntryView> entry = ParseEntry(blob, version, offset);
     if (!entry.ok()) return entry.status();
+    // What dolsot never writes is damage, not data.
+    if (entry->codec == Codec::kCellSource && !IsCellFilename(entry->name)) {
+      return Corrupt("a cell source under a name that is not a cell's", start);
+    }
+    if (entry->codec == Codec::kCellCounter &&
+        (counted || entry->name != kCounterName || entry->payload.size() != 8)) {
+      return Corrupt("a malformed cell counter", start);
+    }
+    counted = counted || entry->codec == Codec::kCellCounter;
     entries.push_back(*entry);
   }
   if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
@@ -546,6 +626,8 @@ int RestorePhase(Codec codec) {
     case Codec::kModuleRef: return 0;
     case Codec::kDill: return 1;
     case Codec::kPickle: return 2;
+    case Codec::kCellSource:
+    case Codec::kCellCounter: return -1;  // not names: handled before the phases
   }
   return 2;
 }
@@ -577,7 +659,10 @@ bool IsMainDict(PyObject* globals) {
 
 }  // namespace
 
-SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std::string>& skip) {
+std::string CellFilename(std::uint64_t n) { return "<cell " + std::to_string(n) + ">"; }
+
+SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std::string>& skip,
+                                       std::uint64_t cells_run) {
   SerializedNamespace result;
   std::vector<PendingEntry> entries;
   // A snapshot of the items: pickling may run code that changes `globals`.
@@ -602,6 +687,23 @@ SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std:
     result.saved.push_back(key);
     entries.push_back(PendingEntry{std::move(key), encoded->first, std::move(encoded->second)});
   }
+  // The sources of the cells whose functions were saved by value, so that a
+  // traceback through one shows its own lines after a restore.
+  for (const std::string& filename : encoder.CodeFilenames()) {
+    if (!IsCellFilename(filename)) continue;
+    std::optional<std::string> source = RegisteredCellSource(filename);
+    Ref chunk = source ? BytesChunk(*source) : Ref();
+    PyErr_Clear();
+    if (chunk) entries.push_back(PendingEntry{filename, Codec::kCellSource, std::move(chunk)});
+  }
+  char counter[8];
+  PutLe(counter, cells_run, 8);
+  Ref counter_chunk = BytesChunk(std::string_view(counter, sizeof(counter)));
+  PyErr_Clear();
+  if (counter_chunk) {
+    entries.push_back(
+        PendingEntry{std::string(kCounterName), Codec::kCellCounter, std::move(counter_chunk)});
+  }
   result.blob = BuildBlob(entries);
   return result;
 }
@@ -613,6 +715,10 @@ StatusOr<RestoredNamespace> RestoreNamespace(PyObject* globals, std::string_view
   StatusOr<std::vector<EntryView>> entries = ParseBlob(blob);
   if (!entries.ok()) return entries.status();
   RestoredNamespace result;
+  for (const EntryView& entry : *entries) {
+    if (entry.codec == Codec::kCellSource) RegisterCellSource(entry.name, entry.payload);
+    if (entry.codec == Codec::kCellCounter) result.cells_run = GetLe(entry.payload.data(), 8);
+  }
   Decoder decoder;
   for (int phase = 0; phase <= 2; ++phase) {
     std::vector<const EntryView*> pending;

@@ -4,6 +4,7 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,13 +38,23 @@ struct SerializedNamespace {
 // and no Python exception is pending.
 // Never fails as a whole: a `globals` that is not a dict yields a valid blob
 // with no entries.
+// The blob also keeps `cells_run` (the session's cell counter, so restored
+// cells are not renumbered) and the source of every cell ("<cell N>", as
+// registered by RunCell) that a function or class saved by value was defined
+// in, so tracebacks through it show its lines after a restore.
 SerializedNamespace SerializeNamespace(PyObject* globals,
-                                       const std::vector<std::string>& skip);
+                                       const std::vector<std::string>& skip,
+                                       std::uint64_t cells_run = 0);
+
+// The filename of a session's n-th cell, "<cell n>" (shown in tracebacks).
+// A checkpoint keeps sources under such names only.
+std::string CellFilename(std::uint64_t n);
 
 // The outcome of RestoreNamespace.
 struct RestoredNamespace {
   std::vector<std::string> restored;  // names set into globals
   std::vector<std::string> failed;    // names whose value could not be loaded
+  std::uint64_t cells_run = 0;        // the session's cell counter (0 in a version 1 blob)
 };
 
 // Restores the names stored in `blob` into `globals` (a dict, borrowed), one at a
@@ -51,6 +62,7 @@ struct RestoredNamespace {
 // is made, since one may refer to another), then pickled values. A name whose
 // payload fails to load (its class or module is gone, ...) is listed in `failed`,
 // and its previous value, if any, stays in `globals`. The others are set.
+// The cell sources the blob keeps are registered (RegisterCellSource) first.
 // The whole blob is validated BEFORE anything is set: magic, version, bounds of
 // every length, codecs and each entry's CRC-32C. A blob that is not a dolsot
 // checkpoint, has an unknown version, is truncated or is corrupted anywhere returns

@@ -189,7 +189,7 @@ Status LiveSession::Settle(Deadline deadline, const ChannelHandler& on_channel) 
 
 Status LiveSession::SendRun(const CellRun& run) {
   PayloadWriter w;
-  w.Str(run.filename).U64(run.max_output).Str(run.code);
+  w.U64(run.max_output).Str(run.code);
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
 }
 

@@ -29,8 +29,7 @@ struct CheckpointData {
 StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload);
 
 struct CellRun {
-  std::string_view code;
-  std::string filename;
+  std::string_view code;  // the session names it "<cell N>" (its own counter)
   std::size_t max_output = 0;
   double timeout_seconds = 0;  // time left for the cell
   double nominal_timeout = 0;  // the timeout as configured (for messages)

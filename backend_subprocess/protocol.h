@@ -17,7 +17,8 @@
 
 namespace dolsot::protocol {
 
-inline constexpr std::uint32_t kProtocolVersion = 2;
+// 3: the session names its cells (RUN carries no filename).
+inline constexpr std::uint32_t kProtocolVersion = 3;
 // Largest payload either end sends or accepts. Bigger checkpoints fail cleanly.
 inline constexpr std::uint32_t kMaxPayloadBytes = 0x7fffffffu;
 

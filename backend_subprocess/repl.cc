@@ -56,7 +56,6 @@ void AppendWarning(Result& r, const std::string& warning) {
 struct SessionSlot {
   FifoMutex turn;
   std::unique_ptr<LiveSession> live;  // guarded by turn
-  std::uint64_t cells = 0;            // guarded by turn
   std::atomic<std::uint64_t> last_used{0};
   std::mutex dropped_mutex;
   std::vector<std::string> last_dropped;  // from the latest async checkpoint
@@ -303,7 +302,6 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
 
   CellRun run;
   run.code = code;
-  run.filename = "<cell " + std::to_string(++slot->cells) + ">";
   run.max_output = config_.max_output;
   run.timeout_seconds = std::max(0.0, std::chrono::duration<double>(*deadline - Clock::now()).count());
   run.nominal_timeout = timeout;

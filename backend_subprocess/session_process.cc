@@ -180,6 +180,7 @@ class SessionProcess {
     if (!frame.payload.empty()) {
       auto outcome = RestoreNamespace(globals_, frame.payload);
       if (outcome.ok()) {
+        cells_run_ = outcome->cells_run;
         restored = std::move(outcome->restored);
         failed = std::move(outcome->failed);
       } else {
@@ -341,7 +342,7 @@ class SessionProcess {
   }
 
   void CheckpointNow() {
-    SerializedNamespace ns = SerializeNamespace(globals_, aliases_);
+    SerializedNamespace ns = SerializeNamespace(globals_, aliases_, cells_run_);
     PayloadWriter w;
     w.Strs(ns.saved).Strs(ns.dropped).Str(ns.blob);
     Send(Tag::kCheckpointData, w.data());
@@ -459,10 +460,14 @@ class SessionProcess {
   void RunCellFrame(const Frame& frame) {
     PayloadReader r(frame.payload);
     CellRequest request;
-    request.filename = r.Str();
     request.max_output = static_cast<std::size_t>(r.U64());
     request.code = r.StrView();
     if (!r.Finish("RUN").ok()) Exit(2);
+    // Numbered by the session, so the count is part of its state: it forks
+    // with it, is rolled back with it (a cell that died leaves its number to
+    // the next) and is kept in its checkpoints, so a restored function's
+    // "<cell N>" never names a later cell.
+    request.filename = CellFilename(++cells_run_);
     request.hidden_names = aliases_;
     SocketSink sink(socket_.get());
     request.sink = &sink;
@@ -471,7 +476,7 @@ class SessionProcess {
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
     if (settings_.checkpoint == CheckpointMode::kSync) {
-      checkpoint = SerializeNamespace(globals_, aliases_);
+      checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
       result.dropped = checkpoint->dropped;
     }
     protocol::WriteResult(w, result);
@@ -526,6 +531,7 @@ class SessionProcess {
   std::vector<pid_t> helpers_;
   HotPages hot_;
   Background background_;
+  std::uint64_t cells_run_ = 0;      // cells this session ran (the last one's number)
   bool after_cell_ = false;          // a Result just went out: post-cell work due
   bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
   pid_t standby_pid_ = -1;           // that standby

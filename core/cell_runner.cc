@@ -721,6 +721,32 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
   if (!entry || PyDict_SetItem(cache, filename, entry.get()) < 0) PyErr_Clear();
 }
 
+// The source registered for `filename` (RegisterSource's entry: mtime None),
+// as one string; nullopt when there is none. No error set on return.
+std::optional<std::string> SourceOf(CellRuntime* runtime, PyObject* filename) {
+  PyObject* cache = LoadedLinecache(runtime);
+  PyObject* entry = PyDict_GetItemWithError(cache != nullptr ? cache : runtime->pending_sources,
+                                            filename);  // borrowed
+  if (entry == nullptr || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4 ||
+      PyTuple_GET_ITEM(entry, 1) != Py_None || !PyList_Check(PyTuple_GET_ITEM(entry, 2))) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  std::string source;
+  PyObject* lines = PyTuple_GET_ITEM(entry, 2);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); ++i) {
+    PyObject* line = PyList_GET_ITEM(lines, i);
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_Check(line) ? PyUnicode_AsUTF8AndSize(line, &size) : nullptr;
+    if (utf8 == nullptr) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    source.append(utf8, static_cast<std::size_t>(size));
+  }
+  return source;
+}
+
 // The compiled cell: the statements, and the trailing expression if any.
 struct CompiledCell {
   Ref statements;
@@ -992,6 +1018,28 @@ void ExecuteCell(const CompiledCell& compiled, PyObject* globals, const CellRequ
 }
 
 }  // namespace
+
+void RegisterCellSource(std::string_view filename, std::string_view code) {
+  CellRuntime* runtime = GetRuntime();
+  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
+                                "strict"));
+  if (runtime == nullptr || !name) {
+    PyErr_Clear();
+    return;
+  }
+  RegisterSource(runtime, name.get(), code);
+}
+
+std::optional<std::string> RegisteredCellSource(std::string_view filename) {
+  CellRuntime* runtime = GetRuntime();
+  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
+                                "strict"));
+  if (runtime == nullptr || !name) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return SourceOf(runtime, name.get());
+}
 
 Result RunCell(PyObject* globals, const CellRequest& request) {
   bool is_nul = false;

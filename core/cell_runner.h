@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,16 @@ Status InstallCellIo();
 // error (syntax error, exception, SystemExit, invalid UTF-8) is a Result with
 // ok == false. Does not fill Result::dropped.
 Result RunCell(PyObject* globals, const CellRequest& request);
+
+// Cell sources, which tracebacks read (through linecache) to show a cell's
+// lines: RunCell registers each cell's source under its filename, and a
+// session restored from a checkpoint registers the sources its functions were
+// defined in. Both never fail loudly: a source that cannot be registered or
+// read is simply not there (the Python error indicator is clear on return).
+void RegisterCellSource(std::string_view filename, std::string_view code);
+// The source registered for `filename` by this interpreter (RunCell or
+// RegisterCellSource), or nullopt.
+std::optional<std::string> RegisteredCellSource(std::string_view filename);
 
 // The names listed in Result::held: every key of `globals` that is not a dunder
 // and not in `hidden`, in insertion order.

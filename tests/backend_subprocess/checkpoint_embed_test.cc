@@ -2,6 +2,8 @@
 // one embedded CPython; every test uses __main__.__dict__ as the session does.
 #include "backend_subprocess/checkpoint.h"
 
+#include "core/cell_runner.h"
+
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>
 
@@ -350,6 +352,65 @@ TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
   StatusOr<RestoredNamespace> intact = RestoreNamespace(target.ptr(), blob);
   ASSERT_TRUE(intact.ok());
   EXPECT_EQ(intact->restored.size(), 4u);
+}
+
+// A function keeps the source of the cell it was defined in through a
+// checkpoint, and the session keeps its cell counter: a restore registers the
+// source again, over what a new process registered under that name.
+TEST_F(CheckpointTest, CellSourcesAndTheCellCounterTravelWithTheBlob) {
+  const std::string source = "def f():\n    return 1 / 0  # f's own line\n";
+  RegisterCellSource("<cell 7>", source);
+  main_["_src"] = source;
+  Cell("exec(compile(_src, '<cell 7>', 'exec'))\ndel _src\n"
+       // Defined under "<string>": not a cell, so no source is kept for it (a
+       // source under any other name than a cell's fails the restore below).
+       "def g():\n    return 2\n"
+       "n = 5\n");
+  SerializedNamespace saved = SerializeNamespace(main_.ptr(), {}, 9);
+  EXPECT_EQ(saved.saved, (std::vector<std::string>{"f", "g", "n"}));
+  RegisterCellSource("<cell 7>", "y = 2  # another process's cell 7\n");
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), saved.blob);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->restored, (std::vector<std::string>{"f", "g", "n"}));
+  EXPECT_TRUE(restored->failed.empty());
+  EXPECT_EQ(restored->cells_run, 9u);
+  EXPECT_EQ(RegisteredCellSource("<cell 7>"), source);
+  Cell("import traceback\n"
+       "try:\n    f()\nexcept ZeroDivisionError as e:\n"
+       "    _tb = ''.join(traceback.format_exception(type(e), e, e.__traceback__))\n");
+  const std::string traceback = Eval("_tb").cast<std::string>();
+  EXPECT_NE(traceback.find("File \"<cell 7>\", line 2, in f"), std::string::npos) << traceback;
+  EXPECT_NE(traceback.find("f's own line"), std::string::npos) << traceback;
+}
+
+TEST_F(CheckpointTest, VersionOneBlobsAreStillRead) {
+  Cell("a = [1, 2]\n");
+  const std::string blob = SerializeNamespace(main_.ptr(), {}, 3).blob;
+  // Version 1 had no codecs 4 and 5: the same blob without its last entry
+  // (the counter: crc, codec, name length, "<cells>", size, u64) is one.
+  const size_t counter_entry = 4 + 1 + 4 + 7 + 8 + 8;
+  ASSERT_GT(blob.size(), counter_entry);
+  std::string v1 = blob.substr(0, blob.size() - counter_entry);
+  ASSERT_EQ(v1[8], 2);
+  ASSERT_EQ(v1[12], 2);  // two entries: a and the counter
+  v1[8] = 1;
+  v1[12] = 1;
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), v1);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->restored, std::vector<std::string>{"a"});
+  EXPECT_EQ(restored->cells_run, 0u);
+  // A version 1 blob holding a version 2 codec is damage.
+  std::string relabelled = blob;
+  relabelled[8] = 1;
+  py::dict target;
+  StatusOr<RestoredNamespace> refused = RestoreNamespace(target.ptr(), relabelled);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(refused.status().message().find("unknown codec 5"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(py::len(target), 0u);
 }
 
 TEST_F(CheckpointTest, EmptyNamespaceAndNonDictGlobals) {

@@ -43,7 +43,6 @@ StatusOr<CellOutcome> RunOnce(std::uint32_t pid, std::uint8_t carried) {
   std::thread fake([fd = pair->second.get(), pid, carried] { AnswerWith(fd, pid, carried); });
   CellRun run;
   run.code = "1+1";
-  run.filename = "<cell 1>";
   run.max_output = 1 << 20;
   run.timeout_seconds = 30;
   auto outcome = session->Run(run, nullptr);

@@ -307,6 +307,19 @@ def test_invalid_utf8_code(dolsot, held_session):
     assert_cli_error(proc, 2, "not valid UTF-8", "0xff")
 
 
+def test_a_function_from_an_earlier_call_shows_its_own_cell(dolsot):
+    # Each call restores the session; cell numbers go on from the checkpoint,
+    # and the checkpoint keeps the source of the cell that defined f.
+    dolsot("--session", "tb", "def f():\n    return 1 / 0  # f's own line\n")
+    dolsot("--session", "tb", "y = 1\nz = 2  # a later cell's second line\n")
+    proc = dolsot("--session", "tb", "f()")
+    assert proc.returncode == 1
+    text = err(proc) + out(proc)
+    assert 'File "<cell 3>", line 1, in <module>' in text, text
+    assert 'File "<cell 1>", line 2, in f' in text, text
+    assert "f's own line" in text and "later cell" not in text, text
+
+
 def test_nul_byte_in_code(dolsot, held_session):
     assert_cli_error(dolsot("--session", held_session, stdin=b"x = 1\x00"), 2, "NUL byte")
 

@@ -176,6 +176,45 @@ def test_branch_copies_state(repl):
         repl.branch("root", "twig")
 
 
+# Cells are named "<cell N>" by the session itself: the number is part of the
+# session's state, so a function from an earlier cell keeps its own name and
+# source in tracebacks after a restore, in a branch, and after a rollback.
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("checkpoint", ["sync", "async"])
+def test_a_restored_function_keeps_its_cell_and_source(tmp_path, checkpoint):
+    store = FileStore(str(tmp_path / "sessions"))
+    with Repl(store=store, typecheck=False, checkpoint=checkpoint) as r:
+        r.run("s", "x = 1")
+        r.run("s", "def f():\n    return 1 / 0  # f's own line\n")
+    with Repl(store=store, typecheck=False, checkpoint=checkpoint) as r:
+        r.run("s", "y = 2\nz = 3  # a later cell's second line\n")
+        error = r.run("s", "f()").error
+    assert 'File "<cell 4>", line 1, in <module>' in error, error
+    assert 'File "<cell 2>", line 2, in f' in error, error
+    assert "f's own line" in error and "later cell" not in error, error
+
+
+def test_a_branch_numbers_its_cells_after_its_source(repl):
+    repl.run("root", "def f():\n    raise ValueError('from f')\n")
+    repl.branch("root", "twig")
+    repl.run("twig", "q = 1\nw = 2  # the branch's second line\n")
+    error = repl.run("twig", "f()").error
+    assert 'File "<cell 3>", line 1, in <module>' in error, error
+    assert 'File "<cell 1>", line 2, in f' in error, error
+    assert "raise ValueError('from f')" in error and "branch's" not in error, error
+
+
+@pytest.mark.parametrize("snapshots", [True, False])
+def test_a_cell_that_died_leaves_its_number_to_the_next(snapshots):
+    with Repl(store=MemoryStore(), typecheck=False, checkpoint="sync", snapshots=snapshots) as r:
+        r.run("s", "def f():\n    raise ValueError('from f')\n")
+        died = r.run("s", "import os\nos._exit(3)")
+        assert not died.ok
+        error = r.run("s", "f()").error
+    assert 'File "<cell 2>", line 1, in <module>' in error, error
+    assert 'File "<cell 1>", line 2, in f' in error, error
+
+
 def test_gate_rejects_before_running():
     def gate(code):
         return ["line 1: no imports here"] if "import" in code else []
