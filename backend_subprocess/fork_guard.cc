@@ -14,9 +14,11 @@ namespace {
 // cell's thread while the main thread guards or releases.
 std::atomic<int> slots[kSlots] = {-1, -1, -1, -1, -1, -1, -1, -1};
 thread_local bool engine_fork = false;
+std::atomic<bool> cell_child{false};
 
 void CloseGuardedInChild() {
   if (engine_fork) return;
+  cell_child.store(true, std::memory_order_relaxed);
   for (auto& slot : slots) {
     int fd = slot.load(std::memory_order_relaxed);
     if (fd >= 0) {
@@ -57,6 +59,8 @@ bool Guarded(int fd) {
   }
   return false;
 }
+
+bool InCellChild() { return cell_child.load(std::memory_order_relaxed); }
 
 EngineFork::EngineFork() { engine_fork = true; }
 EngineFork::~EngineFork() { engine_fork = false; }

@@ -9,6 +9,13 @@
 // Guarded descriptors are closed in the child of every fork but the engine's
 // own (made inside an EngineFork scope, which passes descriptors on by
 // design), by a pthread_atfork child handler (async-signal-safe: close only).
+//
+// The same handler marks such a child (InCellChild): a process a cell forked
+// runs the rest of the cell, and must then exit instead of going on into the
+// engine's loop, where it would answer the host in the runner's place. Its
+// copy of the session's socket is closed at the fork, and the number may be
+// reused by a file the child opens, so the engine checks the mark before it
+// reads or writes that socket.
 #pragma once
 
 #include "backend_subprocess/unique_fd.h"
@@ -24,6 +31,8 @@ bool Guard(int fd);
 void Release(int fd);
 // Whether `fd` is guarded (for tests).
 bool Guarded(int fd);
+// Whether this process was forked by a cell (outside an EngineFork scope).
+bool InCellChild();
 
 // While alive, forks from this thread are the engine's: guarded descriptors
 // stay open in the child.

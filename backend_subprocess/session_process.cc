@@ -43,7 +43,7 @@ class SocketSink final : public OutputSink {
  public:
   explicit SocketSink(int socket) : socket_(socket) {}
   void Write(std::string_view text) override {
-    if (broken_) return;
+    if (broken_ || fork_guard::InCellChild()) return;  // not the runner: say nothing
     pending_.append(text);
     auto now = std::chrono::steady_clock::now();
     if (streamed_ + pending_.size() <= kEagerBytes || now - last_flush_ >= kBatchInterval) {
@@ -151,6 +151,7 @@ class SessionProcess {
   enum class Role { kRunner, kStandby };
 
   StatusOr<Frame> Read() {
+    if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
     StatusOr<Frame> frame = Status(ErrorCode::kInternal, "unread");
     Py_BEGIN_ALLOW_THREADS
     frame = protocol::ReadFrame(socket_.get());
@@ -158,6 +159,7 @@ class SessionProcess {
     return frame;
   }
   void Send(Tag tag, std::string_view payload, int pass_fd = -1, int pass_fd2 = -1) {
+    if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
     Status s;
     Py_BEGIN_ALLOW_THREADS
     s = protocol::WriteFrame(socket_.get(), tag, payload, pass_fd, pass_fd2);
@@ -220,7 +222,7 @@ class SessionProcess {
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
-      socket_ = std::move(pair.second);
+      socket_ = GuardedFd(std::move(pair.second));
       pair.first.Reset();
       DropPreparedChannels();  // no other child may keep a runner's socket open
       helpers_.clear();
@@ -364,7 +366,7 @@ class SessionProcess {
     }
     int pid = ForkProcess();
     if (pid == 0) {
-      socket_ = std::move(channel);
+      socket_ = GuardedFd(std::move(channel));
       pending_channel_.Reset();
       writer_pidfd_.Reset();
       // The next runner's socket: if the writer kept it open, the host would
@@ -472,6 +474,10 @@ class SessionProcess {
     SocketSink sink(socket_.get());
     request.sink = &sink;
     Result result = RunCell(globals_, request);
+    // A process the cell forked (os.fork without exec) ran the rest of the
+    // cell too. It is not the runner: it exits here, as a forked child of a
+    // script ends with it, and never answers the host.
+    if (fork_guard::InCellChild()) Exit(0);
 
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
@@ -522,7 +528,7 @@ class SessionProcess {
     }
   }
 
-  UniqueFd socket_;
+  GuardedFd socket_;  // guarded: a cell's forked children do not keep it
   const WorkerSettings& settings_;
   std::vector<std::string> aliases_;
   PyObject* globals_ = nullptr;

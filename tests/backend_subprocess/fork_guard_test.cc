@@ -1,6 +1,7 @@
 // ForkGuard: a guarded descriptor is closed in the child of a plain fork (as
 // a cell's os.fork makes), kept in the child of an engine fork, and no longer
-// closed once released or taken out of its GuardedFd.
+// closed once released or taken out of its GuardedFd; only a plain fork's
+// child counts as a cell's child.
 #include "backend_subprocess/fork_guard.h"
 
 #include <fcntl.h>
@@ -41,6 +42,29 @@ TEST(ForkGuard, AGuardedDescriptorIsClosedInAPlainForksChildOnly) {
   EXPECT_EQ(OpenInChild(fd.get(), /*engine=*/false), 1);
   EXPECT_EQ(OpenInChild(fd.get(), /*engine=*/true), 0);
   EXPECT_TRUE(Open(fd.get()));  // the parent keeps it
+}
+
+// Forks (inside an EngineFork scope when `engine`); the child exits 0 when
+// it counts as a cell's child, 1 when not.
+int CellChildInChild(bool engine) {
+  GuardedFd installs_the_handler(OpenNull());
+  pid_t pid;
+  if (engine) {
+    EngineFork scope;
+    pid = ::fork();
+  } else {
+    pid = ::fork();
+  }
+  if (pid == 0) ::_exit(InCellChild() ? 0 : 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(ForkGuard, OnlyAPlainForksChildCountsAsACellsChild) {
+  EXPECT_EQ(CellChildInChild(/*engine=*/false), 0);
+  EXPECT_EQ(CellChildInChild(/*engine=*/true), 1);
+  EXPECT_FALSE(InCellChild());  // nor does the parent
 }
 
 TEST(ForkGuard, TakenOrReleasedItIsInheritedAgain) {

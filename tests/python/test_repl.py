@@ -215,6 +215,24 @@ def test_a_cell_that_died_leaves_its_number_to_the_next(snapshots):
     assert 'File "<cell 1>", line 2, in f' in error, error
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("snapshots", [True, False])
+def test_a_process_a_cell_forks_never_answers_for_the_session(snapshots):
+    # os.fork() in a cell, the child neither execs nor exits: it runs the rest
+    # of the cell, then exits without a word to the host. Only the runner
+    # answers; its stdout holds its own output, and later cells get their own
+    # Results (before, the child could answer in the runner's place).
+    with Repl(store=MemoryStore(), typecheck=False, checkpoint="sync", snapshots=snapshots) as r:
+        children = []
+        for i in range(5):
+            res = r.run("s", "import os\npid = os.fork()\nprint('child' if pid == 0 else 'parent')\npid")
+            assert (res.ok, res.stdout) == (True, "parent\n"), res
+            children.append(int(res.value))
+            assert r.run("s", f"{i} + 1").value == str(i + 1)
+            assert r.run("s", "pid > 0").value == "True"
+        assert _wait_gone(children, 30)
+
+
 def test_gate_rejects_before_running():
     def gate(code):
         return ["line 1: no imports here"] if "import" in code else []
