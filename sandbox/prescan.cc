@@ -739,6 +739,9 @@ bool Analysis::Run() {
     // tree-sitter reads `print >> f` / `print "x"` as Python 2 statements.
     if (name == "print" && clause_start && !IsOp(next, "(")) return false;
     bool keyword_constant = name == "True" || name == "False" || name == "None";
+    // `class False:` / `def None():` (CPython: a syntax error; tree-sitter: a
+    // definition binding that name, which the full path refuses).
+    if (keyword_constant && (IsName(prev, "def") || IsName(prev, "class"))) return false;
     bool guarded = (IsBuiltinName(name) && !keyword_constant) ||
                    policy_.toolbox_aliases.contains(name);
     if (guarded) {

@@ -195,6 +195,11 @@ const std::vector<Case>& SlowCells() {
       {"equals_starts_line", "tb.x\n= 1\n"},
       {"plus_equals_ends_line", "list +=\n[1]\n"},
       {"private_attribute_spaced", "a . _x\n"},
+      // a definition named by a keyword constant (CPython: a syntax error;
+      // tree-sitter binds the name). Found by gate_fuzzer.
+      {"class_named_false", "class False:\n    pass\n"},
+      {"def_named_none", "def None():\n    pass\n"},
+      {"nested_class_named_true", "def f():\n    class True(x):\n        pass\n"},
       // names and attributes
       {"denied_name", "eval('1')\n"},
       {"denied_keyword_argument", "f(open=True)\n"},
