@@ -76,20 +76,27 @@ void BindInProcess(py::module_& m) {
            py::arg("gate") = py::none(), py::arg("typecheck") = py::none(),
            py::arg("ty_bin") = py::none())
       .def(
-          "namespace",
+          "namespace", Checked<InProcessSession>("namespace",
           [](InProcessSession& self, std::string_view session_id) {
             return py::reinterpret_steal<py::dict>(ValueOrThrow(self.Namespace(session_id)));
-          },
+          }),
           py::arg("session_id"), "The session's live namespace dict itself.")
-      .def("sessions", [](InProcessSession& self) { return ValueOrThrow(self.Sessions()); })
+      .def("sessions", Checked<InProcessSession>("sessions", [](InProcessSession& self) {
+             return ValueOrThrow(self.Sessions());
+           }))
       .def(
-          "reset",
+          "reset", Checked<InProcessSession>("reset",
           [](InProcessSession& self, std::string_view target) {
             return ValueOrThrow(self.Reset(target));
-          },
+          }),
           py::arg("session_id"))
-      .def("close", [](InProcessSession& self) { ThrowIfError(self.Close()); })
-      .def_property_readonly("leaked_threads", &InProcessSession::LeakedThreads,
+      .def("close", Checked<InProcessSession>("close", [](InProcessSession& self) {
+             ThrowIfError(self.Close());
+           }))
+      .def_property_readonly("leaked_threads",
+                             Checked<InProcessSession>("leaked_threads", [](InProcessSession& self) {
+                               return self.LeakedThreads();
+                             }),
                              "cell threads that outlived their deadline and still run");
 }
 

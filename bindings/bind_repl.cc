@@ -103,7 +103,7 @@ void BindRepl(py::module_& m) {
            py::arg("worker_command") = std::vector<std::string>{},
            py::arg("worker_environment") = std::vector<std::string>{},
            py::arg("python_executable") = "")
-      .def("sessions",
+      .def("sessions", Checked<Repl>("sessions",
            [](Repl& r) {
              StatusOr<std::vector<SessionInfo>> out = Status(ErrorCode::kInternal, "unset");
              {
@@ -111,8 +111,8 @@ void BindRepl(py::module_& m) {
                out = r.Sessions();
              }
              return ValueOrThrow(std::move(out));
-           })
-      .def("reset",
+           }))
+      .def("reset", Checked<Repl>("reset",
            [](Repl& r, const std::string& target) {
              StatusOr<int> out = Status(ErrorCode::kInternal, "unset");
              {
@@ -120,9 +120,9 @@ void BindRepl(py::module_& m) {
                out = r.Reset(target);
              }
              return ValueOrThrow(std::move(out));
-           },
+           }),
            py::arg("session_id"))
-      .def("branch",
+      .def("branch", Checked<Repl>("branch",
            [](Repl& r, const std::string& source, const std::string& target) {
              Status s;
              {
@@ -130,9 +130,9 @@ void BindRepl(py::module_& m) {
                s = r.Branch(source, target);
              }
              ThrowIfError(s);
-           },
+           }),
            py::arg("source_id"), py::arg("new_id"))
-      .def("close",
+      .def("close", Checked<Repl>("close",
            [](Repl& r) {
              Status s;
              {
@@ -140,8 +140,9 @@ void BindRepl(py::module_& m) {
                s = r.Close();
              }
              ThrowIfError(s);
-           })
-      .def_property_readonly("worker_pid", &Repl::WorkerPid,
+           }))
+      .def_property_readonly("worker_pid",
+                             Checked<Repl>("worker_pid", [](Repl& r) { return r.WorkerPid(); }),
                              "The worker (fork server) process id, or -1 before the first run.");
 
   m.def(

@@ -48,13 +48,14 @@ PyObject* CallAsMethod(Body&& body) noexcept {
 }
 
 // The C++ object behind `self`, an instance of the class bound for T (or of a
-// Python subclass). Raises TypeError when it holds none (made with __new__,
-// __init__ never ran): where pybind11 would hand out uninitialized memory.
+// Python subclass). Raises TypeError naming `method` when it holds none (made
+// with __new__, __init__ never ran): there pybind11 would hand the method
+// freshly allocated, uninitialized memory (and the method would crash).
 // An instance with one C++ base keeps it in its first slot (pybind11's
 // "simple layout"); that slot is read directly, skipping the type lookups
 // (~9 µs with caches cold) pybind11 makes for a subclass's instance.
 template <typename T>
-T& SelfAs(PyObject* self) {
+T& SelfAs(PyObject* self, const char* method = "run") {
   namespace detail = pybind11::detail;
   static const detail::type_info* const bound = detail::get_type_info(typeid(T));
   auto* instance = reinterpret_cast<detail::instance*>(self);
@@ -65,11 +66,29 @@ T& SelfAs(PyObject* self) {
     holder = instance->get_value_and_holder(bound, /*throw_if_missing=*/false);
   }
   if (!holder.inst || holder.value_ptr() == nullptr || !holder.holder_constructed()) {
-    PyErr_Format(PyExc_TypeError, "%s.run() called on an instance whose __init__ did not run",
-                 Py_TYPE(self)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s.%s() called on an instance whose __init__ did not run",
+                 Py_TYPE(self)->tp_name, method);
     throw pybind11::error_already_set();
   }
   return *holder.template value_ptr<T>();
+}
+
+namespace detail {
+template <typename T, typename F, typename R, typename... Args>
+auto Checked(const char* method, F body, R (F::*)(T&, Args...) const) {
+  return [method, body](pybind11::handle self, Args... args) -> R {
+    return body(SelfAs<T>(self.ptr(), method), std::forward<Args>(args)...);
+  };
+}
+}  // namespace detail
+
+// `body` (a lambda taking T& first) as a pybind11 method that takes self as a
+// handle and resolves it through SelfAs: `.def("close", Checked<Repl>("close",
+// [](Repl& r) {...}))`. For every method of a class whose methods would crash
+// on an instance never initialized.
+template <typename T, typename F>
+auto Checked(const char* method, F body) {
+  return detail::Checked<T>(method, std::move(body), &F::operator());
 }
 
 // Installs `def` (METH_FASTCALL | METH_KEYWORDS, static storage) as a method

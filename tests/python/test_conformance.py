@@ -166,9 +166,27 @@ def test_a_lone_surrogate_is_a_failed_result_naming_the_byte(backend):
         backend.run("c\ud800", "1")
 
 
-@pytest.mark.parametrize("cls", [dolsot.Repl, dolsot.InProcessSession])
-def test_run_on_an_instance_never_initialized_raises_instead_of_crashing(cls):
+@pytest.mark.parametrize("cls", [dolsot.Repl, dolsot.Repl.__mro__[1], dolsot.InProcessSession])
+@pytest.mark.parametrize("call", [
+    lambda b: b.run("c", "1"),
+    lambda b: b.sessions(),
+    lambda b: b.reset("c"),
+    lambda b: b.close(),
+])
+def test_a_method_on_an_instance_never_initialized_raises_instead_of_crashing(cls, call):
     # pybind11 would hand a method uninitialized memory for such an instance.
     unborn = cls.__new__(cls)
     with pytest.raises(TypeError, match="__init__ did not run"):
-        unborn.run("c", "1")
+        call(unborn)
+
+
+@pytest.mark.parametrize("cls, call", [
+    (dolsot.Repl, lambda b: b.branch("a", "b")),
+    (dolsot.Repl, lambda b: b.worker_pid),
+    (dolsot.InProcessSession, lambda b: b.namespace("c")),
+    (dolsot.InProcessSession, lambda b: b.leaked_threads),
+])
+def test_a_backend_specific_method_on_an_instance_never_initialized_raises(cls, call):
+    unborn = cls.__new__(cls)
+    with pytest.raises(TypeError, match="__init__ did not run"):
+        call(unborn)
