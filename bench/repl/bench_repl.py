@@ -149,6 +149,12 @@ def paced_rollback(args, report):
         "Repl snapshots=True checkpoint=async": lambda: rollback_async.run("s", "1+1"),
         "Repl snapshots=False checkpoint=off (no rollback)": lambda: plain.run("s", "1+1"),
     }
+    if args.paced_peer and args.pyconsole:
+        # Context, off by default (a fifth configuration makes every round
+        # longer and busier): the long-lived peer kernel at the same pace.
+        kernel = load_pyconsole(args.pyconsole)._PyKernel()
+        kernel.run("x = 1", 20)
+        calls["pyconsole kernel (no rollback, peer)"] = lambda: kernel.run("1+1", 20)
     samples = {name: [] for name in calls}
     for _ in range(args.paced):
         for name, call in calls.items():
@@ -258,6 +264,8 @@ def main():
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--paced", type=int, default=40)
+    parser.add_argument("--paced-peer", action="store_true",
+                        help="also time the pyconsole kernel (--pyconsole) in the paced section")
     parser.add_argument("--state-cells", type=int, default=12)
     parser.add_argument("--runaways", type=int, default=5)
     parser.add_argument("--gigabyte", action="store_true", help="also measure 1 GB of state")
