@@ -20,8 +20,9 @@ UniqueFd OpenNull() { return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC))
 bool Open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 
 // Forks (inside an EngineFork scope when `engine`); the child exits 0 when
-// `fd` is open there, 1 when closed.
-int OpenInChild(int fd, bool engine) {
+// `in_child()` holds there, 1 when not.
+template <typename Check>
+int HoldsInChild(bool engine, Check in_child) {
   pid_t pid;
   if (engine) {
     EngineFork scope;
@@ -29,10 +30,15 @@ int OpenInChild(int fd, bool engine) {
   } else {
     pid = ::fork();
   }
-  if (pid == 0) ::_exit(Open(fd) ? 0 : 1);
+  if (pid == 0) ::_exit(in_child() ? 0 : 1);
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+// 0 when `fd` is open in the child, 1 when closed.
+int OpenInChild(int fd, bool engine) {
+  return HoldsInChild(engine, [fd] { return Open(fd); });
 }
 
 TEST(ForkGuard, AGuardedDescriptorIsClosedInAPlainForksChildOnly) {
@@ -44,21 +50,10 @@ TEST(ForkGuard, AGuardedDescriptorIsClosedInAPlainForksChildOnly) {
   EXPECT_TRUE(Open(fd.get()));  // the parent keeps it
 }
 
-// Forks (inside an EngineFork scope when `engine`); the child exits 0 when
-// it counts as a cell's child, 1 when not.
+// 0 when the child counts as a cell's child, 1 when not.
 int CellChildInChild(bool engine) {
   GuardedFd installs_the_handler(OpenNull());
-  pid_t pid;
-  if (engine) {
-    EngineFork scope;
-    pid = ::fork();
-  } else {
-    pid = ::fork();
-  }
-  if (pid == 0) ::_exit(InCellChild() ? 0 : 1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  return HoldsInChild(engine, [] { return InCellChild(); });
 }
 
 TEST(ForkGuard, OnlyAPlainForksChildCountsAsACellsChild) {
