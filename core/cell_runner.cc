@@ -725,8 +725,10 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
 // as one string; nullopt when there is none. No error set on return.
 std::optional<std::string> SourceOf(CellRuntime* runtime, PyObject* filename) {
   PyObject* cache = LoadedLinecache(runtime);
-  PyObject* entry = PyDict_GetItemWithError(cache != nullptr ? cache : runtime->pending_sources,
-                                            filename);  // borrowed
+  // Held: linecache.cache is the cells' to change.
+  Ref held(Py_XNewRef(PyDict_GetItemWithError(
+      cache != nullptr ? cache : runtime->pending_sources, filename)));
+  PyObject* entry = held.get();
   if (entry == nullptr || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4 ||
       PyTuple_GET_ITEM(entry, 1) != Py_None || !PyList_Check(PyTuple_GET_ITEM(entry, 2))) {
     PyErr_Clear();
