@@ -100,6 +100,7 @@ class Lexer {
   void Emit(Tok type, std::size_t start, std::size_t end);
   bool LogicalLineStart();
   bool EndLogicalLine();
+  bool AsMayStand(std::string_view first) const;
   bool LexToken();
   bool LexNumber();
   bool LexOperator();
@@ -198,6 +199,23 @@ bool CanStartLine(std::string_view op) {
          op == "*" || op == "@" || op == "...";
 }
 
+// `as` binds a name only in a line that starts with `with`, `async with`,
+// `except`, `import` or `from` (a `case` line never gets here). Anywhere
+// else CPython refuses the line, but tree-sitter may read an `as` pattern
+// that binds a name (`x in s as y\` then `. z in set` binds `set`), so the
+// full path would judge other code than the fast path.
+bool Lexer::AsMayStand(std::string_view first) const {
+  if (first == "with" || first == "except" || first == "import" || first == "from") return true;
+  if (first == "async" && line_first_ + 1 < tokens.size() &&
+      tokens[line_first_ + 1].text == "with") {
+    return true;
+  }
+  for (std::size_t i = line_first_; i < tokens.size(); ++i) {
+    if (tokens[i].type == Tok::kName && tokens[i].text == "as") return false;
+  }
+  return true;
+}
+
 bool Lexer::EndLogicalLine() {
   if (line_tokens_ == 0) return true;
   std::string_view first = tokens[line_first_].text;
@@ -208,6 +226,7 @@ bool Lexer::EndLogicalLine() {
   if (tokens[line_first_].type == Tok::kName && IsCompoundKeyword(first) && !line_colon_) {
     return false;
   }
+  if (!AsMayStand(first)) return false;
   bool header = tokens[line_first_].type == Tok::kName &&
                 (first == "def" || first == "class" ||
                  (first == "async" && line_first_ + 1 < tokens.size() &&

@@ -126,6 +126,12 @@ const std::vector<Case>& FastCells() {
       // what a valid logical line may end or start with
       {"line_edges", "...\nx = ...\n-x\n+x\n~x\n*a, b = c\n(a,\n b)\n[1][0]\n{}\nx = 1;\ny = 1,\n"},
       {"expression_statements", "tb.config\nmath.pi; list\nx = 1\ntb.x.y\n"},
+      // where `as` may stand
+      {"as_in_with_except_import",
+       "import json as j\nwith tb.read(p) as f:\n    data = f.read()\n"
+       "with (tb.a() as f,\n      tb.b() as g):\n    pass\n"
+       "try:\n    x = 1\nexcept ValueError as e:\n    y = e\n"
+       "async def h():\n    async with tb.session() as s:\n        pass\n"},
   };
   return cells;
 }
@@ -200,6 +206,11 @@ const std::vector<Case>& SlowCells() {
       {"class_named_false", "class False:\n    pass\n"},
       {"def_named_none", "def None():\n    pass\n"},
       {"nested_class_named_true", "def f():\n    class True(x):\n        pass\n"},
+      // `as` outside with/except/import (CPython: a syntax error; tree-sitter
+      // may read an `as` pattern binding a name). Found by gate_fuzzer.
+      {"as_outside_with_binds_builtin", "mq in getatt as se\\\n. tbtimq in set\n"},
+      {"as_in_an_expression", "x = a as b\n"},
+      {"as_after_if", "if a as b:\n    pass\n"},
       // names and attributes
       {"denied_name", "eval('1')\n"},
       {"denied_keyword_argument", "f(open=True)\n"},

@@ -1,0 +1,2 @@
+mq in getatt as se\
+. tbtimq in set
