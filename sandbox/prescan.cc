@@ -200,10 +200,10 @@ bool CanStartLine(std::string_view op) {
 }
 
 // `as` binds a name only in a line that starts with `with`, `async with`,
-// `except`, `import` or `from` (a `case` line never gets here). Anywhere
-// else CPython refuses the line, but tree-sitter may read an `as` pattern
-// that binds a name (`x in s as y\` then `. z in set` binds `set`), so the
-// full path would judge other code than the fast path.
+// `except`, `import` or `from` (and `case`, which takes the full path
+// anyway). Anywhere else CPython refuses the line, but tree-sitter may read
+// an `as` pattern that binds a name (`x in s as y\` then `. z in set` binds
+// `set`), so the full path would judge other code than the fast path.
 bool Lexer::AsMayStand(std::string_view first) const {
   if (first == "with" || first == "except" || first == "import" || first == "from") return true;
   if (first == "async" && line_first_ + 1 < tokens.size() &&
