@@ -2,14 +2,14 @@
 // blob framing of docs/checkpoint-format.md, and its bounds-checked parser.
 #include "backend_subprocess/checkpoint.h"
 
-#include "core/cell_runner.h"
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <utility>
+
+#include "core/cell_runner.h"
 
 namespace dolsot {
 namespace {
