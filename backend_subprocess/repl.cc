@@ -131,8 +131,7 @@ class Repl::Impl {
   std::atomic<std::uint64_t> clock_{0};
   // Retired standbys' sockets and superseded checkpoint channels: closed by
   // the saver thread after each checkpoint, else eight at a time
-  // (deferred_closer.h).
-  // Declared before saver_, whose thread uses it.
+  // (deferred_closer.h). Declared before saver_, whose thread uses it.
   DeferredCloser closer_{8};
   CheckpointSaver saver_;
   TyServer ty_server_;  // one warm `ty server` for the type gate
