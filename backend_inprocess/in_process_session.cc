@@ -18,9 +18,10 @@
 
 #include "backend_inprocess/cell_worker_pool.h"
 #include "backend_inprocess/spin_wait.h"
+#include "core/cell_pipeline.h"
 #include "core/cell_runner.h"
 #include "core/session_id.h"
-#include "core/type_gate.h"
+#include "core/type_gate_stage.h"
 
 namespace dolsot {
 namespace {
@@ -34,6 +35,8 @@ constexpr auto kBusyGrace = std::chrono::milliseconds(500);
 // The stopper raises KeyboardInterrupt this often, this many times.
 constexpr auto kStopInterval = std::chrono::milliseconds(50);
 constexpr int kStopAttempts = 40;
+// How often a caller's wait polls RunOptions::should_stop.
+constexpr auto kStopPoll = std::chrono::milliseconds(50);
 
 double NowEpochSeconds() {
   using namespace std::chrono;
@@ -208,14 +211,40 @@ class CellJob final : public PoolTask {
   }
 
   // The caller's wait for its cell: spins for up to `spin`'s budget (which
-  // learns from this hand-off), then sleeps. True when done.
-  bool WaitForResult(Clock::time_point deadline, SpinBudget& spin) {
-    return SpinThenWait(spin, mutex_, finished_, deadline, done_nanos_,
-                        [&] { return done_flag_.load(std::memory_order_acquire); });
+  // learns from this hand-off), then sleeps until the cell is done, the
+  // deadline passes or an interrupt is asked for (RequestInterrupt, or
+  // `should_stop`, polled every kStopPoll). True when done.
+  bool WaitForResult(Clock::time_point deadline, SpinBudget& spin, const StopCheck& should_stop) {
+    auto ready = [&] {
+      return done_flag_.load(std::memory_order_acquire) ||
+             interrupt_requested_.load(std::memory_order_acquire);
+    };
+    Clock::time_point slice = should_stop ? std::min(deadline, Clock::now() + kStopPoll) : deadline;
+    SpinThenWait(spin, mutex_, finished_, slice, done_nanos_, ready);
+    while (!ready() && Clock::now() < deadline) {
+      if (should_stop && should_stop()) {
+        interrupt_requested_.store(true);
+        break;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      finished_.wait_until(lock, should_stop ? std::min(deadline, Clock::now() + kStopPoll)
+                                             : deadline, ready);
+    }
+    return Done();
   }
 
-  // At the deadline: marks the cell late (counted as a leaked thread until it
-  // ends). False when it finished after all.
+  // Interrupt(): wakes the caller's wait, which then stops the cell.
+  void RequestInterrupt() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      interrupt_requested_.store(true, std::memory_order_release);
+    }
+    finished_.notify_all();
+  }
+  bool InterruptRequested() const { return interrupt_requested_.load(); }
+
+  // At the deadline or an interrupt: marks the cell late (counted as a
+  // leaked thread until it ends). False when it finished after all.
   bool MarkTimedOut() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return false;
@@ -253,6 +282,7 @@ class CellJob final : public PoolTask {
   unsigned long thread_ident_ = 0;
   bool python_finished_ = false;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> done_flag_{false};     // done_, readable without the mutex
   std::atomic<std::int64_t> done_nanos_{0};  // when done_ was set
   std::mutex mutex_;
@@ -274,15 +304,6 @@ void StartStopper(std::shared_ptr<CellJob> job, std::shared_ptr<SharedCounters> 
   }).detach();
 }
 
-Result FailedResult(std::string error, std::vector<std::string> held) {
-  Result result;
-  result.ok = false;
-  result.exit_code = kExitFailure;
-  result.error = std::move(error);
-  result.held = std::move(held);
-  return result;
-}
-
 std::string FormatSeconds(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
@@ -294,24 +315,20 @@ std::string FormatSeconds(double seconds) {
 class InProcessSession::Impl {
  public:
   Config config;
-  CellGate gate;
+  CellPipeline pipeline;
   std::shared_ptr<const Injected> injected;
   std::vector<std::string> aliases;
-  std::map<std::string, std::string> toolbox_modules;  // for the type gate
-  std::vector<std::string> python_path;
-  std::string python_executable;
   bool owns_interpreter = false;
   PyThreadState* main_thread_state = nullptr;  // when it owns the interpreter
   CellWorkerPool pool;
-  TyServer ty_server;  // one warm `ty server` for the type gate
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
 
   StatusOr<std::shared_ptr<SessionState>> FindOrCreate(std::string_view session_id);
   Status WaitForPreviousCell(SessionState& session);
-  std::optional<Result> CheckBeforeRun(SessionState& session, std::string_view code,
-                                       Clock::time_point deadline);
+  // The run, once the pipeline admitted the cell.
   Result RunOnWorker(const std::shared_ptr<SessionState>& session, std::string_view code,
-                     double timeout);
+                     double timeout, Clock::time_point deadline, const StopCheck& should_stop);
+  void Interrupt(std::string_view session_id);
   std::vector<std::shared_ptr<SessionState>> TakeSessions(std::string_view target);
 
   std::mutex mutex;  // never held while taking the GIL
@@ -345,39 +362,10 @@ Status InProcessSession::Impl::WaitForPreviousCell(SessionState& session) {
                     "(stuck in C code?); reset it to start over with a fresh namespace");
 }
 
-// The gate and the type gate; a Result when the cell must not run.
-std::optional<Result> InProcessSession::Impl::CheckBeforeRun(SessionState& session,
-                                                             std::string_view code,
-                                                             Clock::time_point deadline) {
-  if (gate) {
-    GateVerdict verdict = gate(code);
-    if (!verdict.allowed) {
-      return FailedResult(verdict.message.empty() ? "the gate rejected this cell" : verdict.message,
-                          session.held);
-    }
-  }
-  if (config.typecheck && !toolbox_modules.empty()) {
-    TypeCheckRequest request;
-    request.code = code;
-    request.toolboxes = toolbox_modules;
-    request.session_names = session.held;
-    request.ty_bin = config.ty_bin;
-    request.python_path = python_path;
-    request.python_executable = python_executable;
-    request.deadline = deadline;
-    TypeCheckOutcome outcome = ty_server.Check(request);
-    if (!outcome.diagnostics.empty()) return FailedResult(outcome.FormatError(), session.held);
-  }
-  return std::nullopt;
-}
-
 Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& session,
-                                           std::string_view code, double timeout) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout));
-  if (std::optional<Result> rejected = CheckBeforeRun(*session, code, deadline)) {
-    return *std::move(rejected);
-  }
+                                           std::string_view code, double timeout,
+                                           Clock::time_point deadline,
+                                           const StopCheck& should_stop) {
   CellRequest request;
   // Unique per session: linecache keeps each cell's source under this name.
   request.filename = "<cell " + std::to_string(++session->cells) + " of " + session->id + ">";
@@ -390,24 +378,45 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
     std::lock_guard<std::mutex> lock(mutex);
     session->last_job = job;
   }
-  if (!pool.Submit(job)) return FailedResult("this InProcessSession is closed", session->held);
+  if (!pool.Submit(job)) {
+    return Result::Failure(Outcome::kWorkerLost, kExitFailure, "this InProcessSession is closed",
+                           session->held);
+  }
   Result result;
-  if (job->WaitForResult(deadline, session->host_spin) || !job->MarkTimedOut()) {
+  if (job->WaitForResult(deadline, session->host_spin, should_stop) || !job->MarkTimedOut()) {
     result = job->TakeResult();
     session->held = result.held;
+  } else if (job->InterruptRequested()) {
+    StartStopper(job, counters);
+    result = Result::Failure(
+        Outcome::kInterrupted, kExitInterrupted,
+        "KeyboardInterrupt: the cell was interrupted (a cell stuck in C code keeps running on "
+        "a leaked thread, and its session refuses new cells until reset)",
+        session->held);
+    result.stdout_text = job->PartialOutput();
   } else {
     StartStopper(job, counters);
-    result.ok = false;
-    result.exit_code = kExitTimeout;
+    result = Result::Failure(
+        Outcome::kTimeout, kExitTimeout,
+        "TimeoutError: the cell ran past its " + FormatSeconds(timeout) +
+            " s timeout; it was interrupted (a cell stuck in C code keeps running on "
+            "a leaked thread, and its session refuses new cells until reset)",
+        session->held);
     result.stdout_text = job->PartialOutput();
-    result.error = "TimeoutError: the cell ran past its " + FormatSeconds(timeout) +
-                   " s timeout; it was interrupted (a cell stuck in C code keeps running on "
-                   "a leaked thread, and its session refuses new cells until reset)";
-    result.held = session->held;
   }
   std::lock_guard<std::mutex> lock(mutex);
   session->last_used = NowEpochSeconds();
   return result;
+}
+
+void InProcessSession::Impl::Interrupt(std::string_view session_id) {
+  std::shared_ptr<CellJob> job;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = sessions.find(session_id);
+    if (found != sessions.end()) job = found->second->last_job;
+  }
+  if (job != nullptr && !job->Done()) job->RequestInterrupt();
 }
 
 std::vector<std::shared_ptr<SessionState>> InProcessSession::Impl::TakeSessions(
@@ -506,14 +515,14 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
   if (!config.ok()) return config.status();
   auto impl = std::make_unique<Impl>();
   impl->config = *config;
-  impl->gate = std::move(options.gate);
   impl->owns_interpreter = !Py_IsInitialized();
   if (impl->owns_interpreter) Py_InitializeEx(0);
   PyGILState_STATE gil = PyGILState_Ensure();
   auto injected = std::make_shared<Injected>();
-  Status status = CollectInjected(options, *injected, impl->toolbox_modules);
+  TypeGateSettings type_gate;
+  Status status = CollectInjected(options, *injected, type_gate.toolboxes);
   if (status.ok()) status = InstallCellIo();
-  ReadInterpreterPaths(impl->python_path, impl->python_executable);
+  ReadInterpreterPaths(type_gate.python_path, type_gate.python_executable);
   PyGILState_Release(gil);
   if (!status.ok()) {
     injected.reset();
@@ -522,6 +531,14 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
     return status;
   }
   for (const auto& entry : injected->objects) impl->aliases.push_back(entry.first);
+  GateSet gates;
+  gates.ast_gate = std::move(options.ast_gate);
+  gates.caller_gate = std::move(options.gate);
+  if (impl->config.typecheck) {
+    type_gate.ty_bin = impl->config.ty_bin;
+    AddTypeGate(gates, std::move(type_gate));
+  }
+  impl->pipeline = CellPipeline(std::move(gates));
   impl->injected = std::move(injected);
   if (impl->owns_interpreter) impl->main_thread_state = PyEval_SaveThread();
   return std::unique_ptr<InProcessSession>(new InProcessSession(std::move(impl)));
@@ -530,6 +547,15 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
 InProcessSession::InProcessSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 InProcessSession::~InProcessSession() { (void)Close(); }
+
+const Capabilities& InProcessSession::capabilities() const {
+  static const Capabilities kInProcess = [] {
+    Capabilities c;
+    c.live_objects = true;
+    return c;
+  }();
+  return kInProcess;
+}
 
 StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_view code,
                                        const RunOptions& options) {
@@ -540,11 +566,24 @@ StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_
     timeout = *options.timeout_seconds;
   }
   GilReleaseIfHeld unlocked;
+  // 1. The session, ready (its previous cell done).
   StatusOr<std::shared_ptr<SessionState>> session = impl_->FindOrCreate(session_id);
   if (!session.ok()) return session.status();
   std::unique_lock<std::mutex> serial((*session)->serial);
   DOLSOT_RETURN_IF_ERROR(impl_->WaitForPreviousCell(**session));
-  return impl_->RunOnWorker(*session, code, timeout);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout));
+  // 2. The gates; 3. the run.
+  const GateRequest gate_request{code, (*session)->held, deadline};
+  return impl_->pipeline.Run(gate_request, [&] {
+    return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop);
+  });
+}
+
+Status InProcessSession::Interrupt(std::string_view session_id) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(session_id));
+  impl_->Interrupt(session_id);
+  return Status::Ok();
 }
 
 StatusOr<std::vector<SessionInfo>> InProcessSession::Sessions() {

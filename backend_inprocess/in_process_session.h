@@ -14,8 +14,6 @@
 #include "core/cell_gate.h"
 #include "core/config.h"
 
-struct _object;
-typedef struct _object PyObject;  // NOLINT: CPython's own spelling
 
 namespace dolsot {
 
@@ -28,7 +26,10 @@ struct InProcessOptions {
   std::vector<std::pair<std::string, PyObject*>> objects;
   // timeout_seconds, max_output, typecheck, ty_bin (explicit > DOLSOT_* > default).
   ConfigOverrides config;
-  // Optional; a rejected cell returns ok == false, exit 1, and does not run.
+  // Optional gates, in the pipeline's order: the AST gate, the type gate
+  // (from `config`, over the module toolboxes), this one. A rejected cell
+  // returns ok == false, exit 1, Outcome::kRejected, and does not run.
+  CellGate ast_gate;
   CellGate gate;
 };
 
@@ -52,6 +53,12 @@ class InProcessSession final : public Backend {
   // until then or until Reset. Result::dropped is always empty.
   StatusOr<Result> Run(std::string_view session_id, std::string_view code,
                        const RunOptions& options) override;
+  // Live objects; no hard timeout, no crash survival, no branch.
+  const Capabilities& capabilities() const override;
+  // Wakes the caller's Run, which returns kInterrupted (exit 130) with the
+  // output so far, and raises KeyboardInterrupt in the cell's thread, as a
+  // timeout does.
+  Status Interrupt(std::string_view session_id) override;
   // Live sessions; size_bytes is 0 (nothing is serialized).
   StatusOr<std::vector<SessionInfo>> Sessions() override;
   // Forgets one session (or every one with "all"): its next cell starts from
@@ -62,7 +69,7 @@ class InProcessSession final : public Backend {
 
   // The session's namespace dict itself (a new reference), created if the
   // session does not exist yet. Needs the GIL.
-  StatusOr<PyObject*> Namespace(std::string_view session_id);
+  StatusOr<PyObject*> Namespace(std::string_view session_id) override;
   // Cell threads that outlived their deadline and are still running.
   int LeakedThreads() const;
 

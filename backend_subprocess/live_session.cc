@@ -25,7 +25,6 @@ using protocol::Tag;
 constexpr std::size_t kMaxKeptOutput = 64u << 20;
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr auto kReapGrace = std::chrono::seconds(10);
-inline constexpr int kExitInterrupted = 130;
 
 // A pid the session process reports for one of its children. The host
 // SIGKILLs its process group, so never 1 (kill(-1) would signal every
@@ -205,10 +204,11 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
     Kill();
     CellOutcome outcome;
     outcome.session_lost = true;
-    outcome.result.ok = false;
-    outcome.result.exit_code = timed_out ? kExitTimeout : kExitFailure;
-    outcome.result.error = "the session's process was lost before the cell ran (" +
-                           ready.message() + "); it will be restored from its last checkpoint";
+    outcome.result = Result::Failure(
+        timed_out ? Outcome::kTimeout : Outcome::kWorkerLost,
+        timed_out ? kExitTimeout : kExitFailure,
+        "the session's process was lost before the cell ran (" + ready.message() +
+            "); it will be restored from its last checkpoint");
     return outcome;
   }
   Status sent = SendRun(run);
@@ -343,14 +343,18 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   std::string after = as_before
                           ? "the session was rolled back to its state before this cell"
                           : "the session goes back to its last checkpoint";
+  // The reason was recorded before the kill, so it is set first and wins.
   if (timed_out) {
+    r.SetOutcome(Outcome::kTimeout);
     r.exit_code = kExitTimeout;
     r.error = "TimeoutError: the cell ran past its " + FormatSeconds(run.nominal_timeout) +
               " s timeout and was killed; " + after;
   } else if (interrupted) {
+    r.SetOutcome(Outcome::kInterrupted);
     r.exit_code = kExitInterrupted;
     r.error = "KeyboardInterrupt: the cell was interrupted and killed; " + after;
   } else {
+    r.SetOutcome(Outcome::kCrashed);
     r.exit_code = kExitFailure;
     r.error = "WorkerError: the cell's process died" + (how.empty() ? "" : " (" + how + ")") +
               "; " + after;

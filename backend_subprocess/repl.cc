@@ -15,9 +15,10 @@
 #include "backend_subprocess/fifo_mutex.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/worker_process.h"
+#include "core/cell_pipeline.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
-#include "core/type_gate.h"
+#include "core/type_gate_stage.h"
 
 namespace dolsot {
 namespace {
@@ -57,6 +58,8 @@ struct SessionSlot {
   FifoMutex turn;
   std::unique_ptr<LiveSession> live;  // guarded by turn
   std::atomic<std::uint64_t> last_used{0};
+  // Interrupt() asks the running cell to stop; cleared when a cell starts.
+  std::atomic<bool> interrupt{false};
   std::mutex dropped_mutex;
   std::vector<std::string> last_dropped;  // from the latest async checkpoint
   std::string last_save_error;            // an async save that failed, not yet reported
@@ -76,10 +79,11 @@ class Repl::Impl {
     settings_.snapshots = options_.snapshots;
     settings_.checkpoint = options_.checkpoint;
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
+    pipeline_ = CellPipeline(Gates());
   }
 
-  StatusOr<Result> Run(std::string_view sid, std::string_view code, const RunOptions& run_options,
-                       const StopCheck& should_stop);
+  StatusOr<Result> Run(std::string_view sid, std::string_view code, const RunOptions& run_options);
+  Status Interrupt(std::string_view sid);
   StatusOr<std::vector<SessionInfo>> Sessions();
   StatusOr<int> Reset(std::string_view target);
   Status Close();
@@ -92,27 +96,25 @@ class Repl::Impl {
  private:
   std::shared_ptr<SessionSlot> Slot(const std::string& sid);
   StatusOr<std::shared_ptr<WorkerProcess>> Worker(Deadline deadline);
-  // Makes `slot` live (restoring from the store); `slot->turn` is held.
+  // The session's stored checkpoint; a store that cannot be read is an
+  // error naming the session (never an empty session in its place).
+  StatusOr<std::optional<std::string>> LoadStored(const std::string& sid);
+  // Makes `slot` live from `blob` (may be empty); `slot->turn` is held.
+  Status MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
+                  Deadline deadline, LoadReport* report);
+  // LoadStored, then MakeLive, when `slot` is not live.
   Status EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
                     LoadReport* report);
+  GateSet Gates() const;
+  // The cell's run once the pipeline admitted it; `slot->turn` is held.
+  StatusOr<Result> Execute(const std::string& sid, SessionSlot& slot, std::string_view code,
+                           double timeout, Deadline deadline, const StopCheck& should_stop);
   void EvictIfFull(const std::string& keep);
   void Evict(const std::string& sid, SessionSlot& slot);
   LiveSession::ChannelHandler ChannelHandler(const std::string& sid) {
     return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd)); };
   }
   void SaveAsync(const std::string& sid, CheckpointData data);
-  // The type gate's request for `code` (session_names left to the caller).
-  TypeCheckRequest TypeCheck(std::string_view code, Clock::time_point deadline) const {
-    TypeCheckRequest check;
-    check.code = code;
-    check.toolboxes = options_.toolboxes;
-    check.ty_bin = config_.ty_bin;
-    check.python_path =
-        options_.python_path.empty() ? options_.typecheck_path : options_.python_path;
-    check.python_executable = options_.python_executable;
-    check.deadline = deadline;
-    return check;
-  }
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -134,8 +136,24 @@ class Repl::Impl {
   // (deferred_closer.h). Declared before saver_, whose thread uses it.
   DeferredCloser closer_{8};
   CheckpointSaver saver_;
-  TyServer ty_server_;  // one warm `ty server` for the type gate
+  CellPipeline pipeline_;
 };
+
+GateSet Repl::Impl::Gates() const {
+  GateSet gates;
+  gates.ast_gate = options_.ast_gate;
+  gates.caller_gate = options_.gate;
+  if (config_.typecheck) {
+    TypeGateSettings type_gate;
+    type_gate.toolboxes = options_.toolboxes;
+    type_gate.ty_bin = config_.ty_bin;
+    type_gate.python_path =
+        options_.python_path.empty() ? options_.typecheck_path : options_.python_path;
+    type_gate.python_executable = options_.python_executable;
+    AddTypeGate(gates, std::move(type_gate));
+  }
+  return gates;
+}
 
 std::shared_ptr<SessionSlot> Repl::Impl::Slot(const std::string& sid) {
   std::lock_guard<std::mutex> guard(mutex_);
@@ -155,14 +173,26 @@ StatusOr<std::shared_ptr<WorkerProcess>> Repl::Impl::Worker(Deadline deadline) {
   return worker_;
 }
 
+StatusOr<std::optional<std::string>> Repl::Impl::LoadStored(const std::string& sid) {
+  auto loaded = store_->Load(sid);
+  if (!loaded.ok()) {
+    return Status(loaded.status().code(), "session store: cannot load session '" + sid +
+                                              "': " + loaded.status().message());
+  }
+  return loaded;
+}
+
 Status Repl::Impl::EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
                               LoadReport* report) {
   if (slot.live) return Status::Ok();
+  auto blob = LoadStored(sid);
+  if (!blob.ok()) return blob.status();
+  return MakeLive(sid, slot, blob->value_or(std::string()), deadline, report);
+}
+
+Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
+                            Deadline deadline, LoadReport* report) {
   EvictIfFull(sid);
-  std::optional<std::string> blob;
-  auto loaded = store_->Load(sid);
-  if (!loaded.ok()) return loaded.status();
-  blob = std::move(loaded).value();
   for (int attempt = 0;; ++attempt) {
     auto worker = Worker(deadline);
     if (!worker.ok()) return worker.status();
@@ -176,8 +206,7 @@ Status Repl::Impl::EnsureLive(const std::string& sid, SessionSlot& slot, Deadlin
       }
       return channel.status();
     }
-    auto live = LiveSession::Start(std::move(channel).value(), blob ? *blob : std::string(),
-                                   settings_, deadline, report);
+    auto live = LiveSession::Start(std::move(channel).value(), blob, settings_, deadline, report);
     if (!live.ok()) return live.status();
     slot.live = std::move(live).value();
     return Status::Ok();
@@ -248,7 +277,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
 }
 
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
-                                  const RunOptions& run_options, const StopCheck& should_stop) {
+                                  const RunOptions& run_options) {
   DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(sid_view, code));
   double timeout = run_options.timeout_seconds.value_or(config_.timeout_seconds);
   DOLSOT_RETURN_IF_ERROR(CheckTimeout(timeout, "timeout"));
@@ -257,86 +286,88 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
   auto slot = Slot(sid);
   std::lock_guard<FifoMutex> turn(slot->turn);
   slot->last_used = ++clock_;
+  slot->interrupt.store(false);
   auto deadline = After(timeout);
 
+  // 1. The session, ready (restored from the store when not live).
   LoadReport report;
-  bool restored = !slot->live;
-  // ty's start-up overlaps the restore.
-  if (config_.typecheck && restored) ty_server_.Prefetch(TypeCheck(code, *deadline));
-  Status live = EnsureLive(sid, *slot, deadline, &report);
-  if (!live.ok()) {
+  const bool restored = !slot->live;
+  if (restored) {
+    static const std::vector<std::string> kNoNames;
+    pipeline_.WarmUp({code, kNoNames, *deadline});  // ty starts while we restore
+    auto blob = LoadStored(sid);
+    if (!blob.ok()) return blob.status();
+    Status live = MakeLive(sid, *slot, blob->value_or(std::string()), deadline, &report);
     if (live.code() == ErrorCode::kInvalidToolbox) return live;
-    Result failed;
-    failed.ok = false;
-    failed.exit_code = live.code() == ErrorCode::kTimeout ? kExitTimeout : kExitFailure;
-    failed.error = "WorkerError: " + live.message();
-    return failed;
-  }
-  // The gates run in the host once the session is live (so a rejection can
-  // say what the session holds); no user code has run.
-  if (options_.gate) {
-    GateVerdict verdict = options_.gate(code);
-    if (!verdict.allowed) {
-      Result rejected;
-      rejected.ok = false;
-      rejected.exit_code = kExitFailure;
-      rejected.error = verdict.message.empty() ? "the gate rejected this cell" : verdict.message;
-      rejected.held = slot->live->held();
-      return rejected;
+    if (!live.ok()) {
+      return Result::Failure(
+          live.code() == ErrorCode::kTimeout ? Outcome::kTimeout : Outcome::kWorkerLost,
+          live.code() == ErrorCode::kTimeout ? kExitTimeout : kExitFailure,
+          "WorkerError: " + live.message());
     }
   }
-  if (config_.typecheck) {
-    TypeCheckRequest check = TypeCheck(code, *deadline);
-    check.session_names = slot->live->held();
-    TypeCheckOutcome outcome = ty_server_.Check(check);
-    if (outcome.ran && !outcome.diagnostics.empty()) {
-      Result rejected;
-      rejected.ok = false;
-      rejected.exit_code = kExitFailure;
-      rejected.error = outcome.FormatError();
-      rejected.held = slot->live->held();
-      return rejected;
+  // 2. The gates (the session is live, so a rejection says what it holds);
+  // 3. the run.
+  const GateRequest gate_request{code, slot->live->held(), *deadline};
+  StatusOr<Result> result = pipeline_.Run(gate_request, [&]() -> StatusOr<Result> {
+    return Execute(sid, *slot, code, timeout, deadline, run_options.should_stop);
+  });
+  if (!result.ok()) return result;
+  if (restored) {
+    for (const auto& name : report.failed) result->dropped.push_back(name);
+    if (!report.error.empty()) {
+      AppendWarning(*result, "warning: the stored checkpoint could not be restored: " + report.error);
     }
   }
+  return result;
+}
 
+StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
+                                     std::string_view code, double timeout, Deadline deadline,
+                                     const StopCheck& should_stop) {
   CellRun run;
   run.code = code;
   run.max_output = config_.max_output;
   run.timeout_seconds = std::max(0.0, std::chrono::duration<double>(*deadline - Clock::now()).count());
   run.nominal_timeout = timeout;
-  run.should_stop = should_stop;
-  auto outcome = slot->live->Run(run, ChannelHandler(sid));
+  std::atomic<bool>& interrupt = slot.interrupt;
+  run.should_stop = [&interrupt, &should_stop] {
+    return interrupt.load() || (should_stop && should_stop());
+  };
+  auto outcome = slot.live->Run(run, ChannelHandler(sid));
   if (!outcome.ok()) {
-    slot->live.reset();  // out of step with the session: start over next time
+    slot.live.reset();  // out of step with the session: start over next time
     return outcome.status();
   }
   closer_.Add(std::move(outcome->retired_socket));
-  if (outcome->session_lost) slot->live.reset();
+  if (outcome->session_lost) slot.live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
     Status saved = store_->Save(sid, outcome->checkpoint->blob);
     if (!saved.ok()) AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
   } else if (options_.checkpoint == CheckpointMode::kAsync && result.dropped.empty()) {
-    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     std::set<std::string> held(result.held.begin(), result.held.end());
-    for (const auto& name : slot->last_dropped) {
+    for (const auto& name : slot.last_dropped) {
       if (held.count(name)) result.dropped.push_back(name);
     }
   }
   if (options_.checkpoint == CheckpointMode::kAsync) {
-    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-    if (!slot->last_save_error.empty()) {
-      AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot->last_save_error);
-      slot->last_save_error.clear();
-    }
-  }
-  if (restored) {
-    for (const auto& name : report.failed) result.dropped.push_back(name);
-    if (!report.error.empty()) {
-      AppendWarning(result, "warning: the stored checkpoint could not be restored: " + report.error);
+    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+    if (!slot.last_save_error.empty()) {
+      AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot.last_save_error);
+      slot.last_save_error.clear();
     }
   }
   return result;
+}
+
+Status Repl::Impl::Interrupt(std::string_view sid) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto found = slots_.find(std::string(sid));
+  if (found != slots_.end()) found->second->interrupt.store(true);
+  return Status::Ok();
 }
 
 StatusOr<std::vector<SessionInfo>> Repl::Impl::Sessions() {
@@ -509,14 +540,23 @@ StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
 Repl::Repl(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Repl::~Repl() { (void)Close(); }
 
+const Capabilities& Repl::capabilities() const {
+  static const Capabilities kRepl = [] {
+    Capabilities c;
+    c.hard_timeout = true;
+    c.crash_survival = true;
+    c.branch = true;
+    c.durable = true;
+    return c;
+  }();
+  return kRepl;
+}
+
 StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
                            const RunOptions& options) {
-  return impl_->Run(session_id, code, options, nullptr);
+  return impl_->Run(session_id, code, options);
 }
-StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
-                           const RunOptions& options, const StopCheck& should_stop) {
-  return impl_->Run(session_id, code, options, should_stop);
-}
+Status Repl::Interrupt(std::string_view session_id) { return impl_->Interrupt(session_id); }
 StatusOr<std::vector<SessionInfo>> Repl::Sessions() { return impl_->Sessions(); }
 StatusOr<int> Repl::Reset(std::string_view target) { return impl_->Reset(target); }
 Status Repl::Close() { return impl_->Close(); }

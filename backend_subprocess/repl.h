@@ -44,7 +44,9 @@ struct ReplOptions {
   // the inherited fd named by the DOLSOT_WORKER_FD environment variable.
   // Empty: the dolsot-worker executable installed beside the library.
   std::vector<std::string> worker_command;
-  // Optional gate run in the host before a cell is sent to the worker.
+  // Optional gates run in the host before a cell is sent to the worker, in
+  // the pipeline's order: the AST gate, the type gate (from `config`), this.
+  CellGate ast_gate;
   CellGate gate;
   // The worker's sys.path after the host's cwd (a Python host passes its own
   // sys.path); empty keeps the worker interpreter's default.
@@ -59,10 +61,6 @@ struct ReplOptions {
   std::vector<std::string> worker_environment;
 };
 
-// Polled about every 50 ms while a cell runs; true stops (kills) the cell,
-// which rolls back like a timeout and returns exit code 130.
-using StopCheck = std::function<bool()>;
-
 // Thread safety: as Backend. Calls on different sessions run in parallel;
 // calls on one session are served in arrival order.
 class Repl final : public Backend {
@@ -72,18 +70,20 @@ class Repl final : public Backend {
   static StatusOr<std::unique_ptr<Repl>> Create(ReplOptions options);
   ~Repl() override;  // Close()
 
+  // Hard timeout, crash survival, branch, durable; no live objects.
+  const Capabilities& capabilities() const override;
+  // A stop (options.should_stop or Interrupt) kills the cell's process group
+  // and rolls the session back, as a timeout does.
   StatusOr<Result> Run(std::string_view session_id, std::string_view code,
                        const RunOptions& options) override;
-  // Run with a stop check (a Python host polls for Ctrl-C with it).
-  StatusOr<Result> Run(std::string_view session_id, std::string_view code,
-                       const RunOptions& options, const StopCheck& should_stop);
+  Status Interrupt(std::string_view session_id) override;
   StatusOr<std::vector<SessionInfo>> Sessions() override;
   StatusOr<int> Reset(std::string_view session_id_or_all) override;
   Status Close() override;
 
   // A new live session `new_id` holding a copy of `source_id`'s state
   // (restored from the store first when not live). `new_id` must be unused.
-  Status Branch(std::string_view source_id, std::string_view new_id);
+  Status Branch(std::string_view source_id, std::string_view new_id) override;
 
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;

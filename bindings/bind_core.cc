@@ -13,11 +13,24 @@ namespace py = pybind11;
 namespace dolsot::bindings {
 
 void BindCore(py::module_& m) {
+  py::enum_<Outcome>(m, "Outcome", "What happened to a cell (Result.outcome).")
+      .value("OK", Outcome::kOk, "the cell ran and returned")
+      .value("ERROR", Outcome::kError, "the cell raised")
+      .value("TIMEOUT", Outcome::kTimeout, "the cell was stopped at its deadline (exit 124)")
+      .value("INTERRUPTED", Outcome::kInterrupted,
+             "the cell was stopped by interrupt() or Ctrl-C (exit 130)")
+      .value("CRASHED", Outcome::kCrashed, "the cell's process died")
+      .value("REJECTED", Outcome::kRejected, "a gate refused the cell; none of it ran")
+      .value("WORKER_LOST", Outcome::kWorkerLost,
+             "dolsot could not run the cell: its worker or session process is gone");
+
   py::class_<Result>(m, "Result", "What one cell returns, identical for every backend.")
       .def(py::init([](bool ok, std::optional<std::string> value, std::string stdout_text,
                        std::optional<std::string> error, int exit_code,
-                       std::vector<std::string> held, std::vector<std::string> dropped) {
+                       std::vector<std::string> held, std::vector<std::string> dropped,
+                       std::optional<Outcome> outcome) {
              Result r;
+             if (outcome) r.SetOutcome(*outcome);
              r.ok = ok;
              r.value = std::move(value);
              r.stdout_text = std::move(stdout_text);
@@ -30,12 +43,15 @@ void BindCore(py::module_& m) {
            py::kw_only(), py::arg("ok") = true, py::arg("value") = py::none(),
            py::arg("stdout") = "", py::arg("error") = py::none(), py::arg("exit_code") = 0,
            py::arg("held") = std::vector<std::string>{},
-           py::arg("dropped") = std::vector<std::string>{})
+           py::arg("dropped") = std::vector<std::string>{}, py::arg("outcome") = py::none())
       .def_readonly("ok", &Result::ok, "True if the cell ran without raising")
       .def_readonly("value", &Result::value, "the trailing expression's bounded repr, or None")
       .def_readonly("stdout", &Result::stdout_text, "what the cell printed")
       .def_readonly("error", &Result::error, "the error (a clean traceback), or None")
-      .def_readonly("exit_code", &Result::exit_code, "0, a toolbox's own code, 1, or 124")
+      .def_readonly("exit_code", &Result::exit_code,
+                    "0, a toolbox's own code, 1, 124 (timeout) or 130 (interrupted)")
+      .def_property_readonly("outcome", &Result::outcome,
+                             "what happened to the cell (an Outcome), set once")
       .def_property_readonly("held", [](const Result& r) { return r.held; },
                              "names now in the session")
       .def_property_readonly("dropped", [](const Result& r) { return r.dropped; },
@@ -46,6 +62,7 @@ void BindCore(py::module_& m) {
         py::object rep = py::module_::import("builtins").attr("repr");
         std::string out = "Result(ok=" + std::string(r.ok ? "True" : "False");
         out += ", value=" + py::str(rep(py::cast(r.value))).cast<std::string>();
+        out += ", outcome=" + std::string(OutcomeName(r.outcome()));
         out += ", exit_code=" + std::to_string(r.exit_code);
         if (r.error) out += ", error=" + py::str(rep(py::cast(r.error))).cast<std::string>();
         return out + ")";

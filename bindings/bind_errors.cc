@@ -16,6 +16,7 @@ const char* ExceptionClassName(ErrorCode code) {
     case ErrorCode::kConfig:
     case ErrorCode::kInvalidArgument: return "ConfigError";
     case ErrorCode::kBusy: return "SessionBusy";
+    case ErrorCode::kUnimplemented: return "Unsupported";
     case ErrorCode::kIo:
     case ErrorCode::kPermission:
     case ErrorCode::kCorrupt: return "StoreError";

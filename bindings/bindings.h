@@ -17,6 +17,7 @@ void BindErrors(pybind11::module_& m);     // bind_errors.cc: exception classes
 void BindCore(pybind11::module_& m);       // bind_core.cc: Result, SessionInfo, config, ids
 void BindStores(pybind11::module_& m);     // bind_stores.cc: FileStore, MemoryStore, PyStore
 void BindSandbox(pybind11::module_& m);    // bind_sandbox.cc: check_ast, Policy, Finding
+void BindBackend(pybind11::module_& m);    // bind_backend.cc: Backend, Capabilities (every method)
 void BindInProcess(pybind11::module_& m);  // bind_inprocess.cc: InProcessSession
 void BindRepl(pybind11::module_& m);       // bind_repl.cc: Repl, the worker entry point
 
@@ -25,10 +26,15 @@ void BindRepl(pybind11::module_& m);       // bind_repl.cc: Repl, the worker ent
 // Raises ConfigError when the object lacks a method.
 std::shared_ptr<SessionStore> StoreFromPython(pybind11::handle store);
 
-// A CellGate for a Python gate: any callable gate(code) returning findings
-// (empty or None: allowed) or raising (rejected, fail closed); None: no gate.
-// dolsot.sandbox.check_ast and AstGate run as the C++ gate directly.
-CellGate GateFromPython(pybind11::object gate);
+// The gates a Python `gate=` argument stands for, in their pipeline slots:
+// dolsot.sandbox.check_ast and AstGate run as the C++ AST gate directly; any
+// other callable gate(code), returning findings (empty or None: allowed) or
+// raising (rejected, fail closed), is the caller's gate; None: neither.
+struct HostGates {
+  CellGate ast_gate;
+  CellGate caller_gate;
+};
+HostGates GatesFromPython(pybind11::object gate);
 
 // Raises the Python exception class that matches `status` (never returns).
 [[noreturn]] void ThrowStatus(const Status& status);

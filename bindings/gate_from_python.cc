@@ -34,11 +34,12 @@ struct PythonCallable {
 // gate(code) returns findings (empty or None: allowed) or raises (rejected).
 CellGate CallPythonGate(py::object gate) {
   auto callable = std::make_shared<PythonCallable>(std::move(gate));
-  return [callable](std::string_view code) -> GateVerdict {
+  return [callable](const GateRequest& request) -> GateVerdict {
     py::gil_scoped_acquire gil;
     GateVerdict verdict;
     try {
-      py::object findings = callable->function(py::str(code.data(), code.size()));
+      py::object findings =
+          callable->function(py::str(request.code.data(), request.code.size()));
       if (findings.is_none()) return verdict;
       if (!py::isinstance<py::iterable>(findings) || py::isinstance<py::str>(findings)) {
         if (!py::bool_(findings)) return verdict;
@@ -76,13 +77,18 @@ std::optional<CellGate> NativeAstGate(const py::object& gate) {
 
 }  // namespace
 
-CellGate GateFromPython(py::object gate) {
-  if (gate.is_none()) return nullptr;
+HostGates GatesFromPython(py::object gate) {
+  HostGates gates;
+  if (gate.is_none()) return gates;
   if (!PyCallable_Check(gate.ptr())) {
     ThrowStatus(InvalidArgument("gate must be callable: gate(code) -> findings"));
   }
-  if (std::optional<CellGate> native = NativeAstGate(gate)) return *std::move(native);
-  return CallPythonGate(std::move(gate));
+  if (std::optional<CellGate> native = NativeAstGate(gate)) {
+    gates.ast_gate = *std::move(native);
+  } else {
+    gates.caller_gate = CallPythonGate(std::move(gate));
+  }
+  return gates;
 }
 
 }  // namespace dolsot::bindings

@@ -9,6 +9,7 @@ PYBIND11_MODULE(_dolsot, m) {
   dolsot::bindings::BindCore(m);
   dolsot::bindings::BindStores(m);
   dolsot::bindings::BindSandbox(m);
+  dolsot::bindings::BindBackend(m);
   dolsot::bindings::BindInProcess(m);
   dolsot::bindings::BindRepl(m);
 }

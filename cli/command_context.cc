@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 
 namespace dolsot::cli {
 
@@ -19,6 +19,8 @@ int ExitCodeFor(const Status& status) {
       return kExitUsage;
     case ErrorCode::kTimeout:
       return kExitTimeout;
+    case ErrorCode::kUnimplemented:
+      return kExitUsage;
     case ErrorCode::kIo:
     case ErrorCode::kCorrupt:
     case ErrorCode::kBusy:

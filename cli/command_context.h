@@ -35,6 +35,9 @@ struct CommandContext {
   bool json = false;  // --json: one JSON document on stdout
   BackendFactory open_backend;
   std::function<double()> now;  // Unix seconds
+  // Polled while a cell runs: true stops it (Backend's StopCheck). main.cc
+  // passes Ctrl-C / SIGTERM (cli/interrupt.h); tests may pass their own.
+  StopCheck interrupted;
 };
 
 // The exit code for a failure found before or around a run: caller mistakes,

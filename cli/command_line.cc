@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 
 #ifndef DOLSOT_VERSION
 #define DOLSOT_VERSION "unknown"

@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 #include "cli/json_writer.h"
 #include "cli/table.h"
 

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   InstallInterruptHandlers();
   CommandLine line = ParseCommandLine(argc, argv, std::cout, std::cerr);
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
-                         line.json, OpenReplBackend, UnixNow};
+                         line.json, OpenReplBackend, UnixNow, InterruptRequested};
   switch (line.action) {
     case Action::kRun:
       return RunCommand(line.run, context);

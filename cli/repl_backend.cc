@@ -3,7 +3,6 @@
 
 #include "backend_subprocess/repl.h"
 #include "backend_subprocess/worker_process.h"
-#include "cli/interrupt.h"
 #include "cli/worker_locator.h"
 
 #if __has_include("sandbox/ast_gate.h")
@@ -29,7 +28,7 @@ Status AttachGate(ReplOptions& options) {
   // Toolbox aliases are allowed imports and protected from rebinding.
   sandbox::Policy policy = sandbox::DefaultPolicy();
   for (const auto& [alias, module] : options.toolboxes) policy.AllowToolbox(alias, module);
-  options.gate = MakeAstGate(std::move(policy));
+  options.ast_gate = MakeAstGate(std::move(policy));
   return Status::Ok();
 #else
   (void)options;
@@ -49,24 +48,6 @@ std::vector<std::string> TypecheckPath() {
   }
   return path;
 }
-
-// The Repl, with Ctrl-C / SIGTERM stopping a running cell (cli/interrupt.h).
-class InterruptibleRepl final : public Backend {
- public:
-  explicit InterruptibleRepl(std::unique_ptr<Repl> repl) : repl_(std::move(repl)) {}
-
-  StatusOr<Result> Run(std::string_view session_id, std::string_view code,
-                       const RunOptions& options) override {
-    CellInProgress running;
-    return repl_->Run(session_id, code, options, [] { return InterruptRequested(); });
-  }
-  StatusOr<std::vector<SessionInfo>> Sessions() override { return repl_->Sessions(); }
-  StatusOr<int> Reset(std::string_view target) override { return repl_->Reset(target); }
-  Status Close() override { return repl_->Close(); }
-
- private:
-  std::unique_ptr<Repl> repl_;
-};
 
 }  // namespace
 
@@ -88,7 +69,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   }
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();
-  return std::unique_ptr<Backend>(new InterruptibleRepl(std::move(*repl)));
+  return std::unique_ptr<Backend>(std::move(repl).value());
 }
 
 }  // namespace dolsot::cli

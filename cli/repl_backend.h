@@ -1,6 +1,6 @@
-// Opens the Repl the dolsot command runs on: synchronous checkpoints to the
-// FileStore named by the configuration, the worker found beside the CLI,
-// Ctrl-C / SIGTERM stopping a running cell.
+// Opens the Repl the dolsot command runs on (as a Backend, the only thing the
+// commands see): synchronous checkpoints to the FileStore named by the
+// configuration, the worker found beside the CLI.
 #pragma once
 
 #include <memory>

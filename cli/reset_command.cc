@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 #include "cli/json_writer.h"
 #include "core/session_id.h"
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/code_input.h"
+#include "cli/interrupt.h"
 #include "cli/json_writer.h"
 #include "core/backend.h"
 #include "core/config.h"
@@ -136,7 +137,13 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   auto backend = context.open_backend(
       BackendSettings{std::move(*toolboxes), args.timeout_seconds, args.gate});
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
-  auto result = (*backend)->Run(*args.session, *code, RunOptions{});
+  RunOptions options;
+  options.should_stop = context.interrupted;
+  StatusOr<Result> result = Status(ErrorCode::kInternal, "unset");
+  {
+    CellInProgress running;  // Ctrl-C / SIGTERM now stop the cell, not the process
+    result = (*backend)->Run(*args.session, *code, options);
+  }
   Status closed = (*backend)->Close();
   if (!result.ok()) return ReportError(context.err, result.status());
   PrintResult(*result, context);

@@ -1,9 +1,20 @@
-// Shared validation of run requests.
+// Backend's optional operations, and the shared validation of run requests.
 #include "core/backend.h"
 
 #include "core/session_id.h"
 
 namespace dolsot {
+
+Status Backend::Branch(std::string_view source_id, std::string_view new_id) {
+  return Status(ErrorCode::kUnimplemented,
+                "branch is not supported by this backend (capabilities().branch is false)");
+}
+
+StatusOr<PyObject*> Backend::Namespace(std::string_view session_id) {
+  return Status(ErrorCode::kUnimplemented,
+                "namespace is not supported by this backend: its sessions live in other "
+                "processes (capabilities().live_objects is false)");
+}
 
 Status ValidateRunRequest(std::string_view session_id, std::string_view code) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(session_id));

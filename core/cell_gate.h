@@ -1,19 +1,34 @@
-// CellGate: an optional check a backend runs on a cell before running it
-// (the AST gate of sandbox/, a Python callable, or the host's own).
+// CellGate: a check a backend runs on a cell before running it (the AST gate
+// of sandbox/, the type gate, a caller's own), and what it is told and answers.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dolsot {
+
+// What a gate sees of a cell. Valid for the duration of the call.
+struct GateRequest {
+  std::string_view code;
+  // The names the session holds from earlier cells (a restored session's too).
+  const std::vector<std::string>& held;
+  // The cell's deadline: a gate's own time counts inside the cell's timeout.
+  std::chrono::steady_clock::time_point deadline;
+};
 
 struct GateVerdict {
   bool allowed = true;
   std::string message;  // why the cell was rejected (one finding per line)
 };
 
-// Must be callable from any thread. A gate that fails must reject (fail closed).
-using CellGate = std::function<GateVerdict(std::string_view code)>;
+// Must be callable from any thread. A gate that fails must reject (fail
+// closed), unless it documents that it fails open (the type gate).
+using CellGate = std::function<GateVerdict(const GateRequest& request)>;
+// Optional: lets a slow gate start its work early (ty's start-up) while the
+// backend does its own (a session restore). Never blocks.
+using GateWarmUp = std::function<void(const GateRequest& request)>;
 
 }  // namespace dolsot

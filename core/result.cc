@@ -1,4 +1,4 @@
-// Text composition for Result.
+// Result: the outcome, set once, and the text an agent reads.
 #include "core/result.h"
 
 namespace dolsot {
@@ -20,6 +20,36 @@ void AppendBlock(std::string& out, const std::string& block) {
 }
 
 }  // namespace
+
+const char* OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk: return "ok";
+    case Outcome::kError: return "error";
+    case Outcome::kTimeout: return "timeout";
+    case Outcome::kInterrupted: return "interrupted";
+    case Outcome::kCrashed: return "crashed";
+    case Outcome::kRejected: return "rejected";
+    case Outcome::kWorkerLost: return "worker_lost";
+  }
+  return "unknown";
+}
+
+Result Result::Failure(Outcome outcome, int exit_code, std::string error,
+                       std::vector<std::string> held) {
+  Result result;
+  result.ok = false;
+  result.SetOutcome(outcome);
+  result.exit_code = exit_code;
+  result.error = std::move(error);
+  result.held = std::move(held);
+  return result;
+}
+
+bool Result::SetOutcome(Outcome outcome) {
+  if (outcome_) return false;
+  outcome_ = outcome;
+  return true;
+}
 
 std::string Result::HeldBanner() const {
   return "session now holds: " + (held.empty() ? std::string("nothing") : JoinNames(held));

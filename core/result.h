@@ -1,16 +1,30 @@
-// Result: what one cell returns, identical for every backend.
+// Result: what one cell returns, identical for every backend, and Outcome, the
+// typed answer to "what happened to the cell", set once (first writer wins).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/exit_codes.h"
+
 namespace dolsot {
 
-// Exit codes a Result can carry (besides a toolbox exception's own int code).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitTimeout = 124;
+// What happened to a cell. Code that needs to know decides on this, never on
+// exit_code or on the wording of `error`.
+enum class Outcome : std::uint8_t {
+  kOk,           // the cell ran and returned
+  kError,        // the cell raised (a toolbox's own exit code included)
+  kTimeout,      // the cell was stopped at its deadline (exit 124)
+  kInterrupted,  // the cell was stopped by Interrupt() or a stop check (exit 130)
+  kCrashed,      // the cell's process died (a segfault, os._exit, an outside kill)
+  kRejected,     // a gate refused the cell; none of it ran
+  kWorkerLost,   // dolsot could not run the cell: the worker or session process is gone
+};
+
+// "ok", "error", "timeout", "interrupted", "crashed", "rejected", "worker_lost".
+const char* OutcomeName(Outcome outcome);
 
 struct Result {
   bool ok = true;
@@ -21,12 +35,28 @@ struct Result {
   std::vector<std::string> held;     // names now in the session (no dunders)
   std::vector<std::string> dropped;  // names that could not be persisted
 
+  // A failed Result: ok false, the outcome set, exit_code and error as given.
+  static Result Failure(Outcome outcome, int exit_code, std::string error,
+                        std::vector<std::string> held = {});
+
+  // The outcome: the first one set, else kOk or kError as `ok` says (what a
+  // cell that ran to its end reports).
+  Outcome outcome() const { return outcome_ ? *outcome_ : (ok ? Outcome::kOk : Outcome::kError); }
+  // Records the outcome unless one was recorded already (sandbox2's rule: the
+  // first observer to classify the cell wins; a later one cannot overwrite,
+  // e.g. the crash that a timeout's own SIGKILL causes). True if it took.
+  bool SetOutcome(Outcome outcome);
+  bool HasOutcome() const { return outcome_.has_value(); }
+
   // stdout + value + error + the held-names banner, joined for an agent.
   std::string Text() const;
   // "session now holds: a, b, c" (or "session now holds: nothing").
   std::string HeldBanner() const;
   // "not persisted (kept live in this process only): x, y", or "" when none.
   std::string DroppedBanner() const;
+
+ private:
+  std::optional<Outcome> outcome_;
 };
 
 }  // namespace dolsot

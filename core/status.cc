@@ -16,6 +16,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kBusy: return "busy";
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kTimeout: return "timeout";
+    case ErrorCode::kUnimplemented: return "unsupported";
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown error";

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kBusy,             // the session is still running an earlier cell
   kUnavailable,      // a worker or peer is gone
   kTimeout,          // a deadline passed
+  kUnimplemented,    // an optional operation this backend does not offer
   kInternal,         // a bug in dolsot
 };
 

@@ -10,8 +10,8 @@ CellGate MakeAstGate() { return MakeAstGate(sandbox::DefaultPolicy()); }
 
 CellGate MakeAstGate(sandbox::Policy policy) {
   auto shared = std::make_shared<const sandbox::Policy>(std::move(policy));
-  return [shared](std::string_view code) {
-    std::vector<sandbox::Finding> findings = sandbox::CheckCell(code, *shared);
+  return [shared](const GateRequest& request) {
+    std::vector<sandbox::Finding> findings = sandbox::CheckCell(request.code, *shared);
     GateVerdict verdict;
     verdict.allowed = findings.empty();
     // The same header the Python gate adapter uses (bindings/gate_from_python.cc).

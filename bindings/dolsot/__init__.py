@@ -15,9 +15,10 @@ from dolsot.errors import (
     InvalidToolbox,
     SessionBusy,
     StoreError,
+    Unsupported,
     WorkerError,
 )
-from dolsot._dolsot import Result, SessionInfo
+from dolsot._dolsot import Capabilities, Outcome, Result, SessionInfo
 from dolsot._backend import Backend
 from dolsot.inprocess import InProcessSession
 from dolsot.repl import Repl
@@ -30,6 +31,8 @@ __all__ = [
     "InProcessSession",
     "Backend",
     "Result",
+    "Outcome",
+    "Capabilities",
     "SessionInfo",
     "DolsotError",
     "InvalidSession",
@@ -38,6 +41,7 @@ __all__ = [
     "SessionBusy",
     "StoreError",
     "WorkerError",
+    "Unsupported",
     "sandbox",
     "store",
     "__version__",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Union, runtime_checkable
 from dolsot.errors import InvalidToolbox
 
 if TYPE_CHECKING:
-    from dolsot._dolsot import Result, SessionInfo
+    from dolsot._dolsot import Capabilities, Result, SessionInfo
 
 InjectValue = Union[ModuleType, str]
 """A toolbox: a module object or an importable module name."""
@@ -18,15 +18,30 @@ InjectValue = Union[ModuleType, str]
 
 @runtime_checkable
 class Backend(Protocol):
-    """What Repl and InProcessSession both offer, with one call shape."""
+    """What Repl and InProcessSession both offer, with one call shape.
+
+    Both subclass the one C++ ``Backend`` binding (``dolsot._dolsot.Backend``),
+    which holds every method below but ``arun``. ``branch`` and ``namespace``
+    are optional: a backend without them (see ``capabilities``) raises
+    ``dolsot.Unsupported``.
+    """
 
     def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
 
     async def arun(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
 
+    def interrupt(self, session_id: str) -> None: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
     def sessions(self) -> list[SessionInfo]: ...
 
     def reset(self, session_id: str) -> int: ...
+
+    def branch(self, source_id: str, new_id: str) -> None: ...
+
+    def namespace(self, session_id: str) -> dict: ...
 
     def close(self) -> None: ...
 

@@ -10,6 +10,7 @@ __all__ = [
     "SessionBusy",
     "StoreError",
     "WorkerError",
+    "Unsupported",
 ]
 
 
@@ -39,3 +40,7 @@ class StoreError(DolsotError, OSError):
 
 class WorkerError(DolsotError, RuntimeError):
     """The engine itself failed (a worker could not start, a protocol error)."""
+
+
+class Unsupported(DolsotError, NotImplementedError):
+    """An optional operation this backend does not offer (see ``capabilities``)."""

@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from dolsot._backend import AsyncRunMixin, InjectValue, toolbox_module_names
 from dolsot._dolsot import Repl as _CoreRepl
-from dolsot._dolsot import SessionInfo
 
 __all__ = ["Repl", "Gate"]
 
@@ -68,8 +67,10 @@ class Repl(_CoreRepl, AsyncRunMixin):
     ``InvalidToolbox``), before any code runs. Thread-safe: calls on
     different sessions run in parallel, calls on one session in order.
 
-    ``run`` is the C++ method itself (no Python frame on a cell's path), as
-    for InProcessSession.
+    Every method but ``close`` (which also forgets the Repl at exit) and
+    ``arun`` is the one C++ ``Backend`` binding's, ``run`` included (no
+    Python frame on a cell's path): ``interrupt``, ``capabilities``,
+    ``sessions``, ``reset``, ``branch``; ``namespace`` raises ``Unsupported``.
     """
 
     def __init__(
@@ -101,18 +102,6 @@ class Repl(_CoreRepl, AsyncRunMixin):
         )
         self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)
-
-    def sessions(self) -> list[SessionInfo]:
-        """Every session: stored ones and live ones not yet stored."""
-        return super().sessions()
-
-    def reset(self, session_id: str) -> int:
-        """Forgets one session (``"all"``: every one); returns how many."""
-        return super().reset(session_id)
-
-    def branch(self, source_id: str, new_id: str) -> None:
-        """Makes ``new_id`` a new session holding a copy of ``source_id``'s state."""
-        super().branch(source_id, new_id)
 
     def close(self) -> None:
         """Flushes pending checkpoints and stops every worker process. Idempotent."""

@@ -1,16 +1,19 @@
 // A C++ host of dolsot: it starts CPython, binds a stateful C++ class (an
 // in-memory inventory table) with pybind11, injects one live instance into an
 // InProcessSession, lets cells query and change it, and then checks in C++
-// that the very same object changed. Exits non-zero on any mismatch.
+// that the very same object changed. Past Create, it knows only dolsot's one
+// seam, the Backend interface (core/backend.h). Exits non-zero on any mismatch.
 #include <pybind11/embed.h>
 #include <pybind11/stl.h>
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend_inprocess/in_process_session.h"
+#include "core/backend.h"
 
 namespace py = pybind11;
 
@@ -55,8 +58,8 @@ void Expect(bool condition, const std::string& what) {
 }
 
 // Runs one cell and prints what an agent would read.
-dolsot::Result Run(dolsot::InProcessSession& session, const char* code) {
-  dolsot::StatusOr<dolsot::Result> result = session.Run("agent", code, {});
+dolsot::Result Run(dolsot::Backend& backend, const char* code) {
+  dolsot::StatusOr<dolsot::Result> result = backend.Run("agent", code, {});
   if (!result.ok()) {
     std::printf("error: %s\n", result.status().ToString().c_str());
     ++failures;
@@ -83,7 +86,9 @@ int main() {
     std::printf("cannot create the session: %s\n", created.status().ToString().c_str());
     return 2;
   }
-  dolsot::InProcessSession& session = **created;
+  std::unique_ptr<dolsot::Backend> backend = std::move(created).value();
+  dolsot::Backend& session = *backend;
+  Expect(session.capabilities().live_objects, "this backend shares live objects");
 
   {
     py::gil_scoped_release release;  // cells run on dolsot's worker threads
@@ -97,8 +102,21 @@ int main() {
     Expect(write.ok && write.value == "9", "a cell changes it and sees the total");
     Expect(write.stdout_text == "['apples', 'pears']\n", "the cell's print is captured");
     dolsot::Result bad = Run(session, "inv.get(42)");
-    Expect(!bad.ok && bad.exit_code == 1 && bad.error->find("TypeError") != std::string::npos,
+    Expect(!bad.ok && bad.outcome() == dolsot::Outcome::kError &&
+               bad.error->find("TypeError") != std::string::npos,
            "a bad call is a failed Result, not a crash");
+    Run(session, "report = {'lines': len(inv.items())}");
+  }
+  {
+    // What a cell made comes out by reference, through the same interface.
+    dolsot::StatusOr<PyObject*> ns = session.Namespace("agent");
+    Expect(ns.ok(), "the session's namespace is reachable");
+    if (ns.ok()) {
+      py::dict names = py::reinterpret_steal<py::dict>(*ns);
+      py::dict report = names["report"];
+      Expect(report["lines"].cast<int>() == 2, "C++ reads the dict a cell made");
+      Expect(py::object(names["inv"]).is(handle), "the injected object is the very same object");
+    }
   }
 
   Expect(inventory.Get("apples") == 4, "C++ sees apples == 4");

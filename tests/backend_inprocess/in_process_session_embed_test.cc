@@ -145,9 +145,9 @@ TEST(InProcessSession, CellStuckInCCodeIsLeakedAndItsSessionBusyUntilReset) {
 
 TEST(InProcessSession, GateRejectsBeforeAnythingRuns) {
   InProcessOptions options;
-  options.gate = [](std::string_view code) {
+  options.gate = [](const GateRequest& request) {
     GateVerdict verdict;
-    if (code.find("forbidden") != std::string_view::npos) {
+    if (request.code.find("forbidden") != std::string_view::npos) {
       verdict.allowed = false;
       verdict.message = "line 1: forbidden";
     }

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 
 namespace dolsot::cli {
 namespace {

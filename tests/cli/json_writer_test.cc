@@ -1,91 +1,88 @@
-// JsonWriter: escaping, invalid UTF-8, and the Result / session shapes.
+// The --json documents: every field, valid JSON whatever bytes a cell printed.
 #include "cli/json_writer.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <nlohmann/json.hpp>
+
 namespace dolsot::cli {
 namespace {
 
-std::string Quoted(std::string_view text) {
-  std::string out;
-  AppendJsonString(out, text);
-  return out;
-}
+using Json = nlohmann::json;
 
-TEST(JsonStringTest, PlainAsciiIsQuotedUnchanged) {
-  EXPECT_EQ(Quoted("hello world"), "\"hello world\"");
-}
-
-TEST(JsonStringTest, QuotesAndBackslashesAreEscaped) {
-  EXPECT_EQ(Quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
-}
-
-TEST(JsonStringTest, ControlCharactersAreEscaped) {
-  EXPECT_EQ(Quoted("\n\t\r\b\f"), "\"\\n\\t\\r\\b\\f\"");
-  EXPECT_EQ(Quoted(std::string("\x01\x1f\x7f", 3)), "\"\\u0001\\u001f\\u007f\"");
-  EXPECT_EQ(Quoted(std::string("a\0b", 3)), "\"a\\u0000b\"");
-}
-
-TEST(JsonStringTest, WellFormedUtf8PassesThrough) {
-  EXPECT_EQ(Quoted("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x8D\x9A"),
-            "\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x8D\x9A\"");
-}
-
-TEST(JsonStringTest, EachInvalidByteBecomesAReplacementCharacter) {
-  EXPECT_EQ(Quoted("a\xFF" "b"), "\"a\\ufffdb\"");
-  // A truncated 3-byte sequence: both bytes are replaced.
-  EXPECT_EQ(Quoted("\xE2\x82"), "\"\\ufffd\\ufffd\"");
-  // An overlong encoding of '/' and a UTF-16 surrogate are not UTF-8.
-  EXPECT_EQ(Quoted("\xC0\xAF"), "\"\\ufffd\\ufffd\"");
-  EXPECT_EQ(Quoted("\xED\xA0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");
-}
-
-TEST(JsonStringTest, LineAndParagraphSeparatorsAreEscaped) {
-  EXPECT_EQ(Quoted("\xE2\x80\xA8\xE2\x80\xA9"), "\"\\u2028\\u2029\"");
-}
-
-TEST(JsonWriterTest, NestsObjectsAndArraysWithCommas) {
-  JsonWriter json;
-  json.BeginObject()
-      .Key("a").Int(1)
-      .Key("b").BeginArray().Bool(true).Null().String("x").EndArray()
-      .Key("c").BeginObject().EndObject()
-      .EndObject();
-  EXPECT_EQ(json.str(), "{\"a\":1,\"b\":[true,null,\"x\"],\"c\":{}}");
-}
-
-TEST(JsonWriterTest, NonFiniteDoublesAreNull) {
-  JsonWriter json;
-  json.BeginArray().Double(1.5).Double(std::numeric_limits<double>::infinity()).EndArray();
-  EXPECT_EQ(json.str(), "[1.5,null]");
-}
-
-TEST(ResultToJsonTest, HasEveryFieldOfTheResult) {
+Result Printed(std::string stdout_text) {
   Result result;
-  result.ok = false;
+  result.stdout_text = std::move(stdout_text);
+  return result;
+}
+
+TEST(ResultToJsonTest, HasEveryFieldOfTheResultInOrder) {
+  Result result = Result::Failure(Outcome::kError, 1, "ZeroDivisionError: division by zero",
+                                  {"x", "y"});
   result.stdout_text = "hi\n";
-  result.error = "ZeroDivisionError: division by zero";
-  result.exit_code = 1;
-  result.held = {"x", "y"};
   result.dropped = {"conn"};
-  EXPECT_EQ(ResultToJson(result),
-            "{\"ok\":false,\"value\":null,\"stdout\":\"hi\\n\","
-            "\"error\":\"ZeroDivisionError: division by zero\",\"exit_code\":1,"
-            "\"held\":[\"x\",\"y\"],\"dropped\":[\"conn\"],\"text\":" +
-                [&] { std::string t; AppendJsonString(t, result.Text()); return t; }() + "}");
+  const std::string text = ResultToJson(result);
+  EXPECT_EQ(text.find('\n'), std::string::npos) << "one line";
+  EXPECT_EQ(text.rfind("{\"ok\":false,\"value\":null,\"stdout\":\"hi\\n\",\"error\":", 0), 0u)
+      << text;
+  Json json = Json::parse(text);
+  EXPECT_EQ(json["exit_code"], 1);
+  EXPECT_EQ(json["outcome"], "error");
+  EXPECT_EQ(json["held"], (Json{"x", "y"}));
+  EXPECT_EQ(json["dropped"], (Json{"conn"}));
+  EXPECT_EQ(json["text"], result.Text());
+  std::vector<std::string> keys;
+  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  for (auto& [key, value] : ordered.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"ok", "value", "stdout", "error", "exit_code",
+                                            "outcome", "held", "dropped", "text"}));
+}
+
+TEST(ResultToJsonTest, OutcomeNamesWhatHappened) {
+  Result timed_out = Result::Failure(Outcome::kTimeout, 124, "TimeoutError: ...");
+  EXPECT_EQ(Json::parse(ResultToJson(timed_out))["outcome"], "timeout");
+  EXPECT_EQ(Json::parse(ResultToJson(Result{}))["outcome"], "ok");
 }
 
 TEST(ResultToJsonTest, ValueIsAStringWhenPresent) {
   Result result;
   result.value = "2";
-  EXPECT_NE(ResultToJson(result).find("\"value\":\"2\""), std::string::npos);
+  EXPECT_EQ(Json::parse(ResultToJson(result))["value"], "2");
+}
+
+TEST(ResultToJsonTest, EscapesQuotesAndControlCharacters) {
+  const std::string printed("a\"b\\c\n\t\r\b\f\x01\x1f" "\0z", 13);
+  Json json = Json::parse(ResultToJson(Printed(printed)));
+  EXPECT_EQ(json["stdout"], printed) << "every byte round-trips";
+}
+
+TEST(ResultToJsonTest, WellFormedUtf8PassesThrough) {
+  const std::string printed = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x8D\x9A \xE2\x80\xA8";
+  EXPECT_EQ(Json::parse(ResultToJson(Printed(printed)))["stdout"], printed);
+}
+
+TEST(ResultToJsonTest, InvalidUtf8BecomesReplacementCharactersNotBrokenJson) {
+  for (const std::string bad : {std::string("a\xFF" "b"), std::string("\xE2\x82"),
+                                std::string("\xC0\xAF"), std::string("\xED\xA0\x80")}) {
+    std::string text = ResultToJson(Printed(bad));
+    Json json = Json::parse(text);  // throws if the document were not valid JSON
+    std::string out = json["stdout"];
+    EXPECT_NE(out.find("\xEF\xBF\xBD"), std::string::npos) << "U+FFFD for " << text;
+    EXPECT_EQ(out.find('\xFF'), std::string::npos);
+  }
 }
 
 TEST(SessionsToJsonTest, ListsIdSizeAndLastUsed) {
   EXPECT_EQ(SessionsToJson({{"a", 10, 1700000000.5}, {"b", 0, 0}}),
             "[{\"id\":\"a\",\"size_bytes\":10,\"last_used\":1700000000.5},"
-            "{\"id\":\"b\",\"size_bytes\":0,\"last_used\":0}]");
+            "{\"id\":\"b\",\"size_bytes\":0,\"last_used\":0.0}]");
   EXPECT_EQ(SessionsToJson({}), "[]");
+}
+
+TEST(SessionsToJsonTest, NonFiniteTimesAreNull) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(Json::parse(SessionsToJson({{"a", 1, inf}}))[0]["last_used"], nullptr);
 }
 
 TEST(ResetToJsonTest, NamesTheTargetAndTheCount) {

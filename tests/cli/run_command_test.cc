@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "cli/exit_codes.h"
+#include "core/exit_codes.h"
 #include "cli/list_sessions_command.h"
 #include "cli/reset_command.h"
 
@@ -36,6 +36,11 @@ class FakeBackend final : public Backend {
     state_.code = code;
     return state_.result;
   }
+  const Capabilities& capabilities() const override {
+    static const Capabilities kNone;
+    return kNone;
+  }
+  Status Interrupt(std::string_view) override { return Status::Ok(); }
   StatusOr<std::vector<SessionInfo>> Sessions() override { return state_.sessions; }
   StatusOr<int> Reset(std::string_view target) override {
     state_.reset_target = target;

@@ -23,7 +23,13 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
 
 #include "backend_inprocess/in_process_session.h"
 #include "backend_subprocess/repl.h"
@@ -41,7 +47,8 @@ namespace conformance {
 struct BackendSpec {
   std::optional<double> timeout_seconds;  // the backend's default timeout
   std::optional<std::size_t> max_output;  // nullopt: the default cap
-  CellGate gate;
+  CellGate gate;      // the caller's gate
+  CellGate ast_gate;  // the gate in the AST gate's slot (runs first)
 };
 
 constexpr double kDefaultTimeout = 30.0;  // generous: a cell here never waits on it
@@ -74,6 +81,7 @@ struct ReplFactory {
     options.config = ConfigFor(spec);
     options.store = std::make_shared<MemoryStore>();
     options.gate = spec.gate;
+    options.ast_gate = spec.ast_gate;
     options.python_path = HostSysPathWithToolbox();
     // worker_command left empty: the build tree's dolsot-worker.
     auto repl = Repl::Create(std::move(options));
@@ -89,6 +97,7 @@ struct InProcessFactory {
     options.toolboxes.emplace_back(kToolboxAlias, kToolboxModule);
     options.config = ConfigFor(spec);
     options.gate = spec.gate;
+    options.ast_gate = spec.ast_gate;
     auto session = InProcessSession::Create(std::move(options));
     if (!session.ok()) return session.status();
     return std::unique_ptr<Backend>(std::move(*session));
@@ -469,9 +478,9 @@ TYPED_TEST(BackendConformance, SessionsListUsedSessionsAndResetForgetsThem) {
 }
 
 TYPED_TEST(BackendConformance, RejectingGateStopsTheCellBeforeItRuns) {
-  ASSERT_TRUE(this->Open({.gate = [](std::string_view code) {
+  ASSERT_TRUE(this->Open({.gate = [](const GateRequest& request) {
     GateVerdict verdict;
-    if (code.find("forbidden") != std::string_view::npos) {
+    if (request.code.find("forbidden") != std::string_view::npos) {
       verdict.allowed = false;
       verdict.message = "line 2: forbidden is not allowed here";
     }
@@ -490,8 +499,8 @@ TYPED_TEST(BackendConformance, RejectingGateStopsTheCellBeforeItRuns) {
 }
 
 TYPED_TEST(BackendConformance, GateRejectionReportsWhatTheSessionHolds) {
-  ASSERT_TRUE(this->Open({.gate = [](std::string_view code) {
-    return GateVerdict{code.find("forbidden") == std::string_view::npos, "no"};
+  ASSERT_TRUE(this->Open({.gate = [](const GateRequest& request) {
+    return GateVerdict{request.code.find("forbidden") == std::string_view::npos, "no"};
   }}));
   EXPECT_TRUE(this->Run("g", "kept = 1").ok);
   Result rejected = this->Run("g", "forbidden = 2");
@@ -501,7 +510,7 @@ TYPED_TEST(BackendConformance, GateRejectionReportsWhatTheSessionHolds) {
 }
 
 TYPED_TEST(BackendConformance, GateRejectionWithoutAMessageStillSaysWhy) {
-  ASSERT_TRUE(this->Open({.gate = [](std::string_view) { return GateVerdict{false, ""}; }}));
+  ASSERT_TRUE(this->Open({.gate = [](const GateRequest&) { return GateVerdict{false, ""}; }}));
   Result rejected = this->Run("g", "1");
   EXPECT_FALSE(rejected.ok);
   EXPECT_EQ(rejected.exit_code, kExitFailure);
@@ -566,6 +575,194 @@ TYPED_TEST(BackendConformance, CloseIsIdempotentAndLaterCallsAreErrors) {
   EXPECT_TRUE(backend.Close().ok());
   StatusOr<Result> after = backend.Run("c", "x", {});
   EXPECT_EQ(after.status().code(), ErrorCode::kUnavailable);
+}
+
+// ---------------------------------------------------------------- outcomes
+
+TYPED_TEST(BackendConformance, OutcomeSaysWhatHappenedToTheCell) {
+  EXPECT_EQ(this->Run("o", "x = 1").outcome(), Outcome::kOk);
+  EXPECT_EQ(this->Run("o", "1 / 0").outcome(), Outcome::kError);
+  EXPECT_EQ(this->Run("o", "mytools.find('nothing')").outcome(), Outcome::kError)
+      << "a toolbox's own exit code is still an error";
+  EXPECT_EQ(this->Run("o", "def f(:\n  pass").outcome(), Outcome::kError);
+  EXPECT_EQ(this->Run("o", "raise SystemExit(3)").outcome(), Outcome::kError);
+  Result timed_out = this->Run("o", "while True:\n    pass", 0.5);
+  EXPECT_EQ(timed_out.outcome(), Outcome::kTimeout);
+  EXPECT_EQ(timed_out.exit_code, kExitTimeout);
+}
+
+TYPED_TEST(BackendConformance, OutcomeOfAResultIsSetOnce) {
+  Result r;
+  EXPECT_EQ(r.outcome(), Outcome::kOk);
+  EXPECT_TRUE(r.SetOutcome(Outcome::kTimeout));
+  EXPECT_FALSE(r.SetOutcome(Outcome::kCrashed)) << "the first observer wins";
+  EXPECT_EQ(r.outcome(), Outcome::kTimeout);
+}
+
+// ------------------------------------------------------------ the pipeline
+
+TYPED_TEST(BackendConformance, GatesRunInOneOrderAndTheFirstRejectionWins) {
+  auto order = std::make_shared<std::vector<std::string>>();
+  auto seen_held = std::make_shared<std::vector<std::string>>();
+  BackendSpec spec;
+  spec.ast_gate = [order](const GateRequest& request) {
+    order->push_back("ast");
+    return GateVerdict{request.code.find("ast_denied") == std::string_view::npos, "by ast"};
+  };
+  spec.gate = [order, seen_held](const GateRequest& request) {
+    order->push_back("caller");
+    *seen_held = request.held;
+    EXPECT_GT(request.deadline, std::chrono::steady_clock::now()) << "the cell's deadline";
+    return GateVerdict{request.code.find("denied") == std::string_view::npos, "by caller"};
+  };
+  ASSERT_TRUE(this->Open(spec));
+  EXPECT_TRUE(this->Run("p", "kept = 1").ok);
+  EXPECT_EQ(*order, (std::vector<std::string>{"ast", "caller"}));
+  EXPECT_EQ(*seen_held, std::vector<std::string>{}) << "a new session holds nothing yet";
+  order->clear();
+  Result by_ast = this->Run("p", "ast_denied = 1");
+  EXPECT_EQ(by_ast.outcome(), Outcome::kRejected);
+  EXPECT_EQ(by_ast.error, "by ast");
+  EXPECT_EQ(*order, std::vector<std::string>{"ast"}) << "no gate runs after a rejection";
+  order->clear();
+  Result by_caller = this->Run("p", "denied = 1");
+  EXPECT_EQ(by_caller.outcome(), Outcome::kRejected);
+  EXPECT_EQ(by_caller.exit_code, kExitFailure);
+  EXPECT_EQ(by_caller.error, "by caller");
+  EXPECT_EQ(by_caller.held, std::vector<std::string>{"kept"});
+  EXPECT_EQ(*seen_held, std::vector<std::string>{"kept"}) << "gates see the session's names";
+  EXPECT_EQ(*order, (std::vector<std::string>{"ast", "caller"}));
+}
+
+// ---------------------------------------------------------- interruption
+
+// A named pipe a cell writes one byte into once it is running, so the test
+// acts on a cell that has surely started (it blocks in Wait until then).
+class StartSignal {
+ public:
+  StartSignal() {
+    char dir[] = "/tmp/dolsot-conformance-XXXXXX";
+    EXPECT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/started";
+    EXPECT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  }
+  ~StartSignal() {
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+  // Python that signals the start.
+  std::string Code() const {
+    return "import os\n_fd = os.open('" + path_ + "', os.O_WRONLY)\nos.write(_fd, b'!')\n"
+           "os.close(_fd)\ndel _fd\n";
+  }
+  // Blocks until the cell has signalled.
+  void Wait() const {
+    int fd = ::open(path_.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    char byte = 0;
+    EXPECT_EQ(::read(fd, &byte, 1), 1);
+    ::close(fd);
+  }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+TYPED_TEST(BackendConformance, InterruptStopsTheRunningCellAndKeepsTheSession) {
+  EXPECT_TRUE(this->Run("i", "kept = 1").ok);
+  StartSignal started;
+  Result interrupted;
+  std::thread runner([&] {
+    interrupted = this->Run("i", "kept = 2\nprint('before', flush=True)\n" + started.Code() +
+                                     "while True:\n    pass");
+  });
+  started.Wait();
+  EXPECT_TRUE(this->backend().Interrupt("i").ok());
+  runner.join();
+  EXPECT_FALSE(interrupted.ok);
+  EXPECT_EQ(interrupted.outcome(), Outcome::kInterrupted);
+  EXPECT_EQ(interrupted.exit_code, kExitInterrupted);
+  EXPECT_TRUE(Contains(interrupted.stdout_text, "before")) << interrupted.stdout_text;
+  Result next = this->Run("i", "kept");
+  EXPECT_TRUE(next.ok) << next.error.value_or("");
+  // The Repl rolls back to before the cell; in-process the cell's own
+  // assignment stands (the interrupt is cooperative): both keep the session.
+  const std::string expected = this->backend().capabilities().crash_survival ? "1" : "2";
+  EXPECT_EQ(next.value, expected);
+}
+
+TYPED_TEST(BackendConformance, InterruptWithNoCellRunningDoesNothing) {
+  EXPECT_TRUE(this->backend().Interrupt("idle").ok());
+  EXPECT_TRUE(this->Run("idle", "x = 1").ok);
+  EXPECT_TRUE(this->backend().Interrupt("idle").ok());
+  EXPECT_EQ(this->Run("idle", "x").value, "1") << "a stale interrupt stops no later cell";
+  EXPECT_EQ(this->backend().Interrupt("bad id!").code(), ErrorCode::kInvalidSession);
+}
+
+TYPED_TEST(BackendConformance, StopCheckStopsTheCellLikeInterrupt) {
+  StartSignal started;
+  std::atomic<bool> stop{false};
+  std::thread signaller([&] {
+    started.Wait();
+    stop = true;
+  });
+  RunOptions options;
+  options.should_stop = [&stop] { return stop.load(); };
+  StatusOr<Result> r =
+      this->backend().Run("s", started.Code() + "while True:\n    pass", options);
+  signaller.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outcome(), Outcome::kInterrupted);
+  EXPECT_EQ(r->exit_code, kExitInterrupted);
+  EXPECT_TRUE(this->Run("s", "1").ok);
+}
+
+// ------------------------------------------------ capabilities and options
+
+TYPED_TEST(BackendConformance, OptionalOperationsFollowTheCapabilities) {
+  Backend& backend = this->backend();
+  const Capabilities& caps = backend.capabilities();
+  EXPECT_TRUE(this->Run("src", "x = 41").ok);
+  Status branched = backend.Branch("src", "copy");
+  if (caps.branch) {
+    EXPECT_TRUE(branched.ok()) << branched.ToString();
+    EXPECT_EQ(this->Run("copy", "x + 1").value, "42");
+  } else {
+    EXPECT_EQ(branched.code(), ErrorCode::kUnimplemented) << branched.ToString();
+  }
+  py::gil_scoped_acquire gil;
+  StatusOr<PyObject*> ns = backend.Namespace("src");
+  if (caps.live_objects) {
+    ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+    py::dict dict = py::reinterpret_steal<py::dict>(*ns);
+    EXPECT_EQ(dict["x"].cast<int>(), 41);
+  } else {
+    EXPECT_EQ(ns.status().code(), ErrorCode::kUnimplemented);
+  }
+}
+
+TYPED_TEST(BackendConformance, HardTimeoutStopsACellStuckInC) {
+  if (!this->backend().capabilities().hard_timeout) {
+    GTEST_SKIP() << "this backend promises only a cooperative timeout";
+  }
+  EXPECT_TRUE(this->Run("h", "import time\nkept = 1").ok);
+  Result r = this->Run("h", "time.sleep(60)", 0.5);
+  EXPECT_EQ(r.outcome(), Outcome::kTimeout);
+  EXPECT_EQ(this->Run("h", "kept").value, "1");
+}
+
+TYPED_TEST(BackendConformance, CrashingCellCostsNeitherHostNorSession) {
+  if (!this->backend().capabilities().crash_survival) {
+    GTEST_SKIP() << "a crash in this backend takes the host down, by design";
+  }
+  EXPECT_TRUE(this->Run("c", "kept = 1").ok);
+  Result r = this->Run("c", "import os\nos._exit(7)");
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.outcome(), Outcome::kCrashed);
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  EXPECT_EQ(this->Run("c", "kept").value, "1");
 }
 
 }  // namespace conformance

@@ -36,9 +36,16 @@ def _find_cli() -> pathlib.Path | None:
 
 CLI = _find_cli()
 pytestmark = [
-    pytest.mark.skipif(CLI is None, reason="dolsot CLI not built: set DOLSOT_CLI or DOLSOT_BUILD_DIR"),
     pytest.mark.timeout(120),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _cli_is_built():
+    # The CLI is ours: not finding it is a failure, never a skip.
+    if CLI is None:
+        pytest.fail("the dolsot CLI was not found: set DOLSOT_CLI or DOLSOT_BUILD_DIR, "
+                    "or pip install the package", pytrace=False)
 
 TOOLBOX = textwrap.dedent('''
     __all__ = ["add", "scale", "ToolError", "help"]

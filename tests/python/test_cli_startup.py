@@ -14,10 +14,9 @@ import shutil
 
 import pytest
 
-from test_cli import CLI, Dolsot, err, out
+from test_cli import CLI, Dolsot, _cli_is_built, err, out  # noqa: F401 (autouse)
 
 pytestmark = [
-    pytest.mark.skipif(CLI is None, reason="dolsot CLI not built: set DOLSOT_CLI or DOLSOT_BUILD_DIR"),
     pytest.mark.timeout(120),
 ]
 

@@ -5,6 +5,8 @@ InProcessSession and, when available, a Repl, each with the toolbox `tb`."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 
 import pytest
 
@@ -172,6 +174,10 @@ def test_a_lone_surrogate_is_a_failed_result_naming_the_byte(backend):
     lambda b: b.sessions(),
     lambda b: b.reset("c"),
     lambda b: b.close(),
+    lambda b: b.interrupt("c"),
+    lambda b: b.capabilities,
+    lambda b: b.branch("a", "b"),
+    lambda b: b.namespace("c"),
 ])
 def test_a_method_on_an_instance_never_initialized_raises_instead_of_crashing(cls, call):
     # pybind11 would hand a method uninitialized memory for such an instance.
@@ -190,3 +196,105 @@ def test_a_backend_specific_method_on_an_instance_never_initialized_raises(cls, 
     unborn = cls.__new__(cls)
     with pytest.raises(TypeError, match="__init__ did not run"):
         call(unborn)
+
+
+# --- the one seam: outcomes, interrupt, capabilities, optional operations ---
+
+def test_both_backends_are_the_one_bound_backend(backend):
+    assert isinstance(backend, dolsot._dolsot.Backend)
+    assert isinstance(backend, dolsot.Backend)
+    for method in ("run", "interrupt", "sessions", "reset", "branch", "namespace"):
+        assert getattr(type(backend), method) is getattr(dolsot._dolsot.Backend, method)
+
+
+def test_outcome_says_what_happened(backend):
+    assert backend.run("o", "x = 1").outcome == dolsot.Outcome.OK
+    assert backend.run("o", "1 / 0").outcome == dolsot.Outcome.ERROR
+    assert backend.run("o", "tb.find('x')").outcome == dolsot.Outcome.ERROR
+    timed_out = backend.run("o", "while True: pass", timeout=0.5)
+    assert (timed_out.outcome, timed_out.exit_code) == (dolsot.Outcome.TIMEOUT, 124)
+    assert timed_out.outcome.name == "TIMEOUT"
+    assert "outcome=timeout" in repr(timed_out)
+
+
+def test_a_gate_rejection_has_its_own_outcome(conformance_toolbox):
+    def gate(code):
+        return ["no"] if "forbidden" in code else []
+
+    for make in (
+        lambda: dolsot.InProcessSession(gate=gate, typecheck=False),
+        lambda: dolsot.Repl(store=dolsot.store.MemoryStore(), gate=gate, typecheck=False),
+    ):
+        with make() as backend:
+            r = backend.run("g", "forbidden = 1")
+            assert (r.ok, r.outcome, r.exit_code) == (False, dolsot.Outcome.REJECTED, 1)
+            assert backend.run("g", "'forbid' + 'den' in globals()").value == "False"
+
+
+def test_interrupt_stops_the_running_cell_and_keeps_the_session(backend, tmp_path):
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    backend.run("i", "kept = 1")
+    results = []
+    cell = (f"kept = 2\nprint('before', flush=True)\n"
+            f"import os\nos.close(os.open({str(fifo)!r}, os.O_WRONLY))\nwhile True: pass")
+    runner = threading.Thread(target=lambda: results.append(backend.run("i", cell)))
+    runner.start()
+    os.close(os.open(fifo, os.O_RDONLY))  # returns once the cell has opened it
+    backend.interrupt("i")
+    runner.join(timeout=30)
+    assert not runner.is_alive()
+    r = results[0]
+    assert (r.ok, r.outcome, r.exit_code) == (False, dolsot.Outcome.INTERRUPTED, 130)
+    assert "before" in r.stdout
+    expected = "1" if backend.capabilities.crash_survival else "2"
+    assert backend.run("i", "kept").value == expected
+
+
+def test_interrupt_of_an_idle_or_unknown_session_does_nothing(backend):
+    backend.interrupt("never-used")
+    backend.run("idle", "x = 1")
+    backend.interrupt("idle")
+    assert backend.run("idle", "x").value == "1"
+    with pytest.raises(dolsot.InvalidSession):
+        backend.interrupt("bad id!")
+
+
+def test_optional_operations_follow_the_capabilities(backend):
+    caps = backend.capabilities
+    assert isinstance(caps, dolsot.Capabilities)
+    assert caps.sandbox is False and caps.tools is False
+    backend.run("src", "x = 41")
+    if caps.branch:
+        backend.branch("src", "copy")
+        assert backend.run("copy", "x + 1").value == "42"
+    else:
+        with pytest.raises(dolsot.Unsupported, match="branch"):
+            backend.branch("src", "copy")
+    if caps.live_objects:
+        assert backend.namespace("src")["x"] == 41
+    else:
+        with pytest.raises(dolsot.Unsupported, match="namespace"):
+            backend.namespace("src")
+        with pytest.raises(NotImplementedError):
+            backend.namespace("src")
+
+
+def test_capabilities_of_each_backend(backend):
+    caps = backend.capabilities
+    if isinstance(backend, dolsot.Repl):
+        assert (caps.hard_timeout, caps.crash_survival, caps.live_objects, caps.branch,
+                caps.durable) == (True, True, False, True, True)
+    else:
+        assert (caps.hard_timeout, caps.crash_survival, caps.live_objects, caps.branch,
+                caps.durable) == (False, False, True, False, False)
+    assert "hard_timeout=" in repr(caps)
+
+
+def test_a_crashing_cell_where_the_backend_survives_it(backend):
+    if not backend.capabilities.crash_survival:
+        pytest.skip("a crash takes an in-process host down, by design")
+    backend.run("c", "kept = 1")
+    r = backend.run("c", "import os\nos._exit(7)")
+    assert (r.ok, r.outcome, r.exit_code) == (False, dolsot.Outcome.CRASHED, 1)
+    assert backend.run("c", "kept").value == "1"

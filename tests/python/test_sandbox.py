@@ -8,6 +8,7 @@ parser sees a denied construct, the gate rejects the cell.
 
 from __future__ import annotations
 
+import importlib
 import ast
 import random
 import threading
@@ -261,9 +262,9 @@ def test_identifier_folding_matches_cpython_nfkc() -> None:
 
 def _make_backend(kind: str, gate):
     if kind == "inprocess":
-        inprocess = pytest.importorskip("dolsot.inprocess")
+        inprocess = importlib.import_module("dolsot.inprocess")
         return inprocess.InProcessSession(inject={"m": "math"}, gate=gate)
-    repl = pytest.importorskip("dolsot.repl")
+    repl = importlib.import_module("dolsot.repl")
     return repl.Repl(inject={"m": "math"}, gate=gate)
 
 

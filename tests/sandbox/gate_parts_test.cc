@@ -2,6 +2,7 @@
 // rule and name tables, the policy, and the CellGate wrapper.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 
@@ -139,10 +140,16 @@ TEST(CheckCellLimits, FindingsCarryLineColumnAndSpan) {
   EXPECT_EQ(FormatFinding(findings[0]), "line 2, col 11: [name-denied] name `eval` is denied");
 }
 
+// The AST gate as the pipeline calls it: only the code matters to it.
+GateVerdict Check(const CellGate& gate, std::string_view code) {
+  static const std::vector<std::string> kNoNames;
+  return gate(GateRequest{code, kNoNames, std::chrono::steady_clock::now()});
+}
+
 TEST(AstGate, AllowsAndRejectsWithOneFindingPerLine) {
   CellGate gate = MakeAstGate();
-  EXPECT_TRUE(gate("x = [i * i for i in range(3)]\n").allowed);
-  GateVerdict verdict = gate("import os\neval('1')\n");
+  EXPECT_TRUE(Check(gate, "x = [i * i for i in range(3)]\n").allowed);
+  GateVerdict verdict = Check(gate, "import os\neval('1')\n");
   EXPECT_FALSE(verdict.allowed);
   EXPECT_EQ(verdict.message,
             "rejected by the gate:\n"
@@ -155,9 +162,9 @@ TEST(AstGate, UsesTheGivenPolicy) {
   policy.AllowToolbox("tb", "tools");
   policy.denied_names.insert("secret");
   CellGate gate = MakeAstGate(policy);
-  EXPECT_TRUE(gate("import tools\ntb.run()\n").allowed);
-  EXPECT_FALSE(gate("secret()\n").allowed);
-  EXPECT_FALSE(gate("tb.run = None\n").allowed);
+  EXPECT_TRUE(Check(gate, "import tools\ntb.run()\n").allowed);
+  EXPECT_FALSE(Check(gate, "secret()\n").allowed);
+  EXPECT_FALSE(Check(gate, "tb.run = None\n").allowed);
 }
 
 }  // namespace
