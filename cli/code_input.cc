@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "cli/table.h"
-#include "cli/utf8.h"
+#include "core/utf8.h"
 
 namespace dolsot::cli {
 namespace {

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
+
 namespace dolsot {
 
-// True for the bytes 10xxxxxx that continue a UTF-8 sequence.
-inline bool IsUtf8ContinuationByte(unsigned char c) { return (c & 0xC0) == 0x80; }
 // Code points in `s` (known to be valid UTF-8).
 std::size_t CountCodePoints(std::string_view s);
 

@@ -7,7 +7,6 @@
 namespace dolsot::sandbox {
 namespace {
 
-bool IsContinuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
 
 // PEP 263: `# ... coding[:=] <name>` in line 1 or 2. CPython ignores it when it
 // compiles a str, honours it for bytes: any encoding but UTF-8 is rejected.
@@ -48,35 +47,6 @@ std::optional<Finding> CheckCodingCookie(std::string_view code) {
 
 }  // namespace
 
-std::size_t DecodeUtf8(std::string_view code, std::size_t i, char32_t& out) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(code[k]); };
-  unsigned char lead = byte(i);
-  if (lead < 0x80) {
-    out = lead;
-    return 1;
-  }
-  std::size_t length;
-  char32_t value;
-  char32_t minimum;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2, value = lead & 0x1F, minimum = 0x80;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3, value = lead & 0x0F, minimum = 0x800;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4, value = lead & 0x07, minimum = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + length > code.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if (!IsContinuation(byte(i + k))) return 0;
-    value = (value << 6) | (byte(i + k) & 0x3F);
-  }
-  if (value < minimum || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) return 0;
-  out = value;
-  return length;
-}
-
 std::optional<Finding> CheckSourceText(std::string_view code, const Policy& policy) {
   if (code.size() > policy.max_source_bytes) {
     return Finding{Rule::kSourceLimit,
@@ -115,7 +85,7 @@ std::uint32_t CodePointColumn(std::string_view code, std::uint32_t byte,
   std::uint32_t end = std::min<std::uint32_t>(byte, static_cast<std::uint32_t>(code.size()));
   std::uint32_t column = 1;
   for (std::uint32_t i = start; i < end; ++i) {
-    if (!IsContinuation(static_cast<unsigned char>(code[i]))) ++column;
+    if (!IsUtf8ContinuationByte(static_cast<unsigned char>(code[i]))) ++column;
   }
   return column;
 }

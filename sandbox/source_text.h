@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
 #include "sandbox/finding.h"
 #include "sandbox/policy.h"
 
@@ -24,9 +25,5 @@ std::uint32_t CodePointColumn(std::string_view code, std::uint32_t byte,
 // A finding at `start_byte` located by scanning `code` (for pre-parse checks).
 Finding FindingAt(std::string_view code, Rule rule, std::string message,
                   std::uint32_t start_byte, std::uint32_t end_byte);
-
-// Decodes one UTF-8 sequence at code[i]; returns its length, or 0 when the bytes
-// are not well-formed UTF-8 (overlong, surrogate, > U+10FFFF, truncated).
-std::size_t DecodeUtf8(std::string_view code, std::size_t i, char32_t& out);
 
 }  // namespace dolsot::sandbox

@@ -5,18 +5,8 @@
 
 #include <sstream>
 
-#include "cli/utf8.h"
-
 namespace dolsot::cli {
 namespace {
-
-TEST(Utf8Test, FindsTheFirstInvalidByte) {
-  EXPECT_EQ(FindInvalidUtf8("plain"), std::nullopt);
-  EXPECT_EQ(FindInvalidUtf8("\xF0\x9F\x8D\x9A ok"), std::nullopt);
-  EXPECT_EQ(FindInvalidUtf8("ab\x80"), 2u);
-  EXPECT_EQ(FindInvalidUtf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
-  EXPECT_EQ(FindInvalidUtf8("\xE0\x80\x80"), 0u);      // overlong
-}
 
 TEST(CheckCodeTest, AcceptsOrdinaryPython) {
   EXPECT_TRUE(CheckCode("x = 'caf\xC3\xA9'\nprint(x)\n").ok());
