@@ -21,6 +21,7 @@
 #include "core/cell_pipeline.h"
 #include "core/cell_runner.h"
 #include "core/session_id.h"
+#include "core/toolbox_name.h"
 #include "core/type_gate_stage.h"
 
 namespace dolsot {
@@ -439,15 +440,7 @@ namespace {
 Status CollectInjected(const InProcessOptions& options, Injected& injected,
                        std::map<std::string, std::string>& modules) {
   auto add = [&](const std::string& alias, PyObject* object) -> Status {
-    PyObject* alias_str = PyUnicode_FromString(alias.c_str());
-    const bool valid = alias_str != nullptr && PyUnicode_IsIdentifier(alias_str) == 1 &&
-                       !(alias.size() >= 2 && alias.compare(0, 2, "__") == 0);
-    Py_XDECREF(alias_str);
-    PyErr_Clear();
-    if (!valid) {
-      return Status(ErrorCode::kInvalidToolbox,
-                    "inject alias '" + alias + "' is not a valid Python identifier");
-    }
+    DOLSOT_RETURN_IF_ERROR(ValidateToolboxAlias(alias));
     for (const auto& existing : injected.objects) {
       if (existing.first == alias) {
         return Status(ErrorCode::kInvalidToolbox, "inject alias '" + alias + "' is given twice");
@@ -473,6 +466,7 @@ Status CollectInjected(const InProcessOptions& options, Injected& injected,
     return Status::Ok();
   };
   for (const auto& [alias, module_name] : options.toolboxes) {
+    DOLSOT_RETURN_IF_ERROR(ValidateToolboxModule(alias, module_name));
     PyObject* name = PyUnicode_FromString(module_name.c_str());
     if (name == nullptr) {
       return Status(ErrorCode::kInvalidToolbox, "toolbox '" + alias + "': " + TakePythonError());

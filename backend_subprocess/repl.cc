@@ -18,6 +18,7 @@
 #include "core/cell_pipeline.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
+#include "core/toolbox_name.h"
 #include "core/type_gate_stage.h"
 
 namespace dolsot {
@@ -501,25 +502,8 @@ Status Repl::Impl::Close() {
 
 StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
   for (const auto& [alias, module] : options.toolboxes) {
-    bool alias_ok = !alias.empty() && !(alias.size() > 1 && alias[0] == '_' && alias[1] == '_');
-    for (std::size_t i = 0; i < alias.size() && alias_ok; ++i) {
-      char c = alias[i];
-      alias_ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                 (i > 0 && c >= '0' && c <= '9');
-    }
-    if (!alias_ok) {
-      return Status(ErrorCode::kInvalidToolbox,
-                    "toolbox alias '" + alias + "' is not a valid Python identifier");
-    }
-    bool module_ok = !module.empty() && module.front() != '.' && module.back() != '.';
-    for (char c : module) {
-      module_ok = module_ok && (c == '_' || c == '.' || (c >= 'a' && c <= 'z') ||
-                                (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
-    }
-    if (!module_ok) {
-      return Status(ErrorCode::kInvalidToolbox,
-                    "toolbox '" + alias + "': '" + module + "' is not an importable module name");
-    }
+    DOLSOT_RETURN_IF_ERROR(ValidateToolboxAlias(alias));
+    DOLSOT_RETURN_IF_ERROR(ValidateToolboxModule(alias, module));
   }
   if (options.max_live_sessions < 1) {
     return InvalidArgument("max_live_sessions must be at least 1, got " +

@@ -7,6 +7,7 @@
 #include "core/result.h"
 #include "core/session_id.h"
 #include "core/session_info.h"
+#include "core/toolbox_name.h"
 
 namespace py = pybind11;
 
@@ -84,6 +85,14 @@ void BindCore(py::module_& m) {
         return a.id == b.id && a.size_bytes == b.size_bytes && a.last_used == b.last_used;
       });
 
+  m.def("validate_toolbox",
+        [](const std::string& alias, std::optional<std::string> module) {
+          ThrowIfError(ValidateToolboxAlias(alias));
+          if (module) ThrowIfError(ValidateToolboxModule(alias, *module));
+        },
+        py::arg("alias"), py::arg("module") = py::none(),
+        "Raises InvalidToolbox unless `alias` (and `module`, if given) are what every "
+        "backend and the CLI accept.");
   m.def("validate_session_id", [](const std::string& id) { ThrowIfError(ValidateSessionId(id)); },
         py::arg("session_id"), "Raises InvalidSession unless `session_id` is a valid id.");
 

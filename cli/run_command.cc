@@ -8,30 +8,10 @@
 #include "cli/json_writer.h"
 #include "core/backend.h"
 #include "core/config.h"
+#include "core/toolbox_name.h"
 
 namespace dolsot::cli {
 namespace {
-
-bool IsAsciiIdentifier(std::string_view name) {
-  if (name.empty()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
-    if (!letter && !(digit && i > 0)) return false;
-  }
-  return true;
-}
-
-bool IsDottedModuleName(std::string_view module) {
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = module.find('.', start);
-    if (!IsAsciiIdentifier(module.substr(start, dot - start))) return false;
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
 
 Status ToolboxError(std::string_view spec, const std::string& why) {
   return InvalidArgument("--toolbox '" + std::string(spec) + "': " + why +
@@ -93,11 +73,13 @@ StatusOr<std::pair<std::string, std::string>> ParseToolboxSpec(std::string_view 
   const std::string_view alias = spec.substr(colon + 1);
   if (module.empty()) return ToolboxError(spec, "the module is empty");
   if (alias.empty()) return ToolboxError(spec, "the alias is empty");
-  if (!IsDottedModuleName(module)) {
+  if (!ValidateToolboxModule(alias, module).ok()) {
     return ToolboxError(spec, "'" + std::string(module) + "' is not a module name");
   }
-  if (!IsAsciiIdentifier(alias)) {
-    return ToolboxError(spec, "'" + std::string(alias) + "' is not a Python identifier");
+  if (Status valid = ValidateToolboxAlias(alias); !valid.ok()) {
+    return ToolboxError(spec, "'" + std::string(alias) +
+                                  "' is not a valid alias (an ASCII Python identifier, not a "
+                                  "keyword, not starting with '__')");
   }
   return std::pair<std::string, std::string>(alias, module);
 }

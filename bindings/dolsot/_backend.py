@@ -7,6 +7,7 @@ import functools
 from types import ModuleType
 from typing import TYPE_CHECKING, Mapping, Protocol, Union, runtime_checkable
 
+from dolsot._dolsot import validate_toolbox
 from dolsot.errors import InvalidToolbox
 
 if TYPE_CHECKING:
@@ -63,11 +64,13 @@ def toolbox_module_names(inject: Mapping[str, InjectValue] | None) -> dict[str, 
         raise InvalidToolbox(f"inject must map aliases to modules, got {type(inject).__name__}")
     out: dict[str, str] = {}
     for alias, value in inject.items():
-        if not isinstance(alias, str) or not alias.isidentifier() or alias.startswith("__"):
-            raise InvalidToolbox(f"toolbox alias {alias!r} is not a valid Python identifier")
+        if not isinstance(alias, str):
+            raise InvalidToolbox(f"toolbox alias {alias!r} is not a str")
         if isinstance(value, ModuleType):
+            validate_toolbox(alias)  # one rule for every door (core/toolbox_name.h)
             out[alias] = value.__name__
-        elif isinstance(value, str) and value and all(p.isidentifier() for p in value.split(".")):
+        elif isinstance(value, str):
+            validate_toolbox(alias, value)
             out[alias] = value
         else:
             raise InvalidToolbox(

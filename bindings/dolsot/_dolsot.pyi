@@ -194,6 +194,7 @@ class _SandboxModule:
 _sandbox: _SandboxModule
 
 def validate_session_id(session_id: str) -> None: ...
+def validate_toolbox(alias: str, module: str | None = None) -> None: ...
 def resolve_config(
     *,
     cache_dir: str | None = None,

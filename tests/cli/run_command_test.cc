@@ -201,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"EmptyAlias", [](RunArgs& a) { a.toolbox_specs = {"mytools:"}; },
                    "alias is empty"},
         BadRequest{"BadAlias", [](RunArgs& a) { a.toolbox_specs = {"mytools:m-t"}; },
-                   "not a Python identifier"},
+                   "is not a valid alias"},
         BadRequest{"BadModule", [](RunArgs& a) { a.toolbox_specs = {"my..tools:mt"}; },
                    "not a module name"},
         BadRequest{"DuplicateAlias",

@@ -1,0 +1,58 @@
+// Toolbox alias and module-name rules.
+#include "core/toolbox_name.h"
+
+#include <array>
+#include <string>
+
+namespace dolsot {
+namespace {
+
+// Python's hard keywords (keyword.kwlist, 3.10 to 3.13).
+constexpr std::array<std::string_view, 35> kKeywords = {
+    "False", "None",   "True",    "and",      "as",       "assert", "async",
+    "await", "break",  "class",   "continue", "def",      "del",    "elif",
+    "else",  "except", "finally", "for",      "from",     "global", "if",
+    "import", "in",    "is",      "lambda",   "nonlocal", "not",    "or",
+    "pass",  "raise",  "return",  "try",      "while",    "with",   "yield"};
+
+bool IsAsciiIdentifier(std::string_view name) {
+  if (name.empty()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && i > 0)) return false;
+  }
+  for (std::string_view keyword : kKeywords) {
+    if (name == keyword) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ValidateToolboxAlias(std::string_view alias) {
+  if (!IsAsciiIdentifier(alias) || alias.substr(0, 2) == "__") {
+    return Status(ErrorCode::kInvalidToolbox,
+                  "toolbox alias '" + std::string(alias) +
+                      "' is not a valid alias (an ASCII Python identifier, not a keyword, "
+                      "not starting with '__')");
+  }
+  return Status::Ok();
+}
+
+Status ValidateToolboxModule(std::string_view alias, std::string_view module) {
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t dot = module.find('.', start);
+    if (!IsAsciiIdentifier(module.substr(start, dot - start))) {
+      return Status(ErrorCode::kInvalidToolbox,
+                    "toolbox '" + std::string(alias) + "': '" + std::string(module) +
+                        "' is not an importable module name");
+    }
+    if (dot == std::string_view::npos) return Status::Ok();
+    start = dot + 1;
+  }
+}
+
+}  // namespace dolsot
