@@ -103,9 +103,6 @@ class Repl::Impl {
   // Makes `slot` live from `blob` (may be empty); `slot->turn` is held.
   Status MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
                   Deadline deadline, LoadReport* report);
-  // LoadStored, then MakeLive, when `slot` is not live.
-  Status EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
-                    LoadReport* report);
   GateSet Gates() const;
   // The cell's run once the pipeline admitted it; `slot->turn` is held.
   StatusOr<Result> Execute(const std::string& sid, SessionSlot& slot, std::string_view code,
@@ -181,14 +178,6 @@ StatusOr<std::optional<std::string>> Repl::Impl::LoadStored(const std::string& s
                                               "': " + loaded.status().message());
   }
   return loaded;
-}
-
-Status Repl::Impl::EnsureLive(const std::string& sid, SessionSlot& slot, Deadline deadline,
-                              LoadReport* report) {
-  if (slot.live) return Status::Ok();
-  auto blob = LoadStored(sid);
-  if (!blob.ok()) return blob.status();
-  return MakeLive(sid, slot, blob->value_or(std::string()), deadline, report);
 }
 
 Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
@@ -457,7 +446,15 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   }
   auto deadline = After(config_.timeout_seconds);
   LoadReport report;
-  DOLSOT_RETURN_IF_ERROR(EnsureLive(source, *source_slot, deadline, &report));
+  if (!source_slot->live) {
+    auto blob = LoadStored(source);
+    if (!blob.ok()) return blob.status();
+    if (!blob->has_value()) {
+      return Status(ErrorCode::kInvalidSession,
+                    "branch: there is no session '" + source + "' to branch from");
+    }
+    DOLSOT_RETURN_IF_ERROR(MakeLive(source, *source_slot, **blob, deadline, &report));
+  }
   auto channel = source_slot->live->Branch(deadline, ChannelHandler(source));
   if (!channel.ok()) {
     source_slot->live.reset();

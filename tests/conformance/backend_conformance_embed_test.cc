@@ -729,6 +729,9 @@ TYPED_TEST(BackendConformance, OptionalOperationsFollowTheCapabilities) {
   if (caps.branch) {
     EXPECT_TRUE(branched.ok()) << branched.ToString();
     EXPECT_EQ(this->Run("copy", "x + 1").value, "42");
+    Status from_nothing = backend.Branch("never-used", "copy2");
+    EXPECT_EQ(from_nothing.code(), ErrorCode::kInvalidSession) << from_nothing.ToString();
+    EXPECT_EQ(SessionIds(backend).count("copy2"), 0u) << "no empty session is made";
   } else {
     EXPECT_EQ(branched.code(), ErrorCode::kUnimplemented) << branched.ToString();
   }
