@@ -41,7 +41,8 @@ StatusOr<std::string> ReadCode(std::istream& in, std::size_t limit) {
     code.append(buffer, static_cast<std::size_t>(in.gcount()));
     if (code.size() > limit) return InvalidArgument(TooLarge(limit));
   }
-  if (in.bad()) return IoError("could not read the code from stdin");
+  // Bad input, like a cell that is too large: a usage error (exit 2).
+  if (in.bad()) return InvalidArgument("could not read the code from stdin");
   return code;
 }
 

@@ -83,6 +83,20 @@ int UsageError(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
+// "--session=" with nothing after the '=': CLI11 would take the next word as
+// the value (the code would then be read from stdin, and the call could hang
+// on an open pipe). An option's value is never empty. "--" ends the options.
+std::optional<std::string> EmptyOptionValue(int argc, const char* const* argv) {
+  for (int i = 1; i < argc && argv[i] != nullptr; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.substr(0, 2) == "--" && arg.back() == '=') {
+      return "option " + std::string(arg.substr(0, arg.size() - 1)) + " has an empty value";
+    }
+  }
+  return std::nullopt;
+}
+
 Action ChooseAction(const CommandLine& line) {
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
@@ -93,6 +107,10 @@ CommandLine Parse(int argc, const char* const* argv, std::ostream& out, std::ost
   CommandLine line;
   Parser parser;
   Configure(parser, line);
+  if (auto empty = EmptyOptionValue(argc, argv)) {
+    line.exit_code = UsageError(err, *empty);
+    return line;
+  }
   try {
     parser.app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -41,6 +41,21 @@ TEST(ReadCodeTest, ReadsTheWholeStream) {
   EXPECT_EQ(*code, "print(1)\nprint(2)\n");
 }
 
+// A stream that fails on its first read, as an unreadable stdin does.
+class FailingBuffer : public std::streambuf {
+ protected:
+  int_type underflow() override { throw std::ios_base::failure("read error"); }
+};
+
+TEST(ReadCodeTest, AnUnreadableStreamIsBadInputNotAFailure) {
+  FailingBuffer buffer;
+  std::istream in(&buffer);
+  auto code = ReadCode(in);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().code(), ErrorCode::kInvalidArgument) << "exit 2, as the contract says";
+  EXPECT_NE(code.status().message().find("stdin"), std::string::npos);
+}
+
 TEST(ReadCodeTest, StopsOnceTheLimitIsPassed) {
   std::istringstream in(std::string(200000, 'x'));
   auto code = ReadCode(in, 100000);

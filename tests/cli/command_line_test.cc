@@ -59,6 +59,19 @@ TEST(CommandLineTest, NonNumericTimeoutIsAUsageError) {
   EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
 }
 
+TEST(CommandLineTest, AnEmptyOptionValueIsAUsageErrorNotTheNextWord) {
+  // CLI11 would take "1 + 1" as the session; the code would then come from
+  // stdin, and a call with an open pipe would hang.
+  for (const char* option : {"--session=", "--timeout=", "--toolbox=", "--reset="}) {
+    Parsed p = Parse({option, "1 + 1"});
+    EXPECT_EQ(p.line.action, Action::kExit) << option;
+    EXPECT_EQ(p.line.exit_code, kExitUsage) << option;
+    EXPECT_NE(p.err.find("has an empty value"), std::string::npos) << p.err;
+  }
+  Parsed after_dashes = Parse({"--session", "s", "--", "--x="});
+  EXPECT_EQ(after_dashes.line.action, Action::kRun) << "code after -- is not an option";
+}
+
 TEST(CommandLineTest, CodeAfterDoubleDashMayStartWithADash) {
   Parsed p = Parse({"--session", "s", "--", "-1"});
   EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"-1"});
