@@ -288,6 +288,12 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     auto blob = LoadStored(sid);
     if (!blob.ok()) return blob.status();
     Status live = MakeLive(sid, *slot, blob->value_or(std::string()), deadline, &report);
+    if (live.ok() && blob->has_value() && (*blob)->empty()) {
+      // A zero-byte checkpoint is never written (it holds at least a header):
+      // a file truncated or left empty by a full disk. Damage, not a session.
+      report.error = "the stored checkpoint is empty (0 bytes), a damaged session file; "
+                     "the session starts empty";
+    }
     if (live.code() == ErrorCode::kInvalidToolbox) return live;
     if (!live.ok()) {
       return Result::Failure(

@@ -96,6 +96,20 @@ TEST(Repl, NewReplRestoresSessionFromStore) {
   }
 }
 
+TEST(Repl, AnEmptyStoredCheckpointIsReportedAsDamageNotRestoredSilently) {
+  // A zero-byte session file (a disk that filled, a file truncated to zero)
+  // is damage: the session starts empty and the Result says why.
+  auto store = std::make_shared<MemoryStore>();
+  ASSERT_TRUE(store->Save("empty", "").ok());
+  auto repl = MakeRepl(store, CheckpointMode::kSync);
+  Result r = MustRun(*repl, "empty", "x = 1");
+  EXPECT_TRUE(r.ok);
+  ASSERT_TRUE(r.error.has_value()) << "nothing said the stored session was damaged";
+  EXPECT_NE(r.error->find("could not be restored"), std::string::npos) << *r.error;
+  EXPECT_NE(r.error->find("0 bytes"), std::string::npos) << *r.error;
+  EXPECT_EQ(MustRun(*repl, "empty", "x").value, "1");
+}
+
 TEST(Repl, UnserializableNamesAreDroppedButStayUsable) {
   auto repl = MakeRepl(std::make_shared<MemoryStore>(), CheckpointMode::kSync);
   Result r = MustRun(*repl, "d",
