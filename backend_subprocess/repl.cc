@@ -348,7 +348,9 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
       if (held.count(name)) result.dropped.push_back(name);
     }
   }
-  if (options_.checkpoint == CheckpointMode::kAsync) {
+  {
+    // An earlier save that failed (async, or an eviction on this session's
+    // behalf), reported once.
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     if (!slot.last_save_error.empty()) {
       AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot.last_save_error);
@@ -492,12 +494,23 @@ Status Repl::Impl::Close() {
   }
   saver_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(std::max(config_.timeout_seconds, 10.0))));
+  // A save that failed and no Result has reported yet is reported here: a
+  // close that returns normally means every session is durable.
+  std::string unsaved;
   for (auto& [sid, slot] : copy) {
     std::lock_guard<FifoMutex> turn(slot->turn);
     slot->live.reset();
+    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+    if (slot->last_save_error.empty()) continue;
+    unsaved += (unsaved.empty() ? "" : "; ") + sid + ": " + slot->last_save_error;
+    slot->last_save_error.clear();
   }
   closer_.CloseAll();
   if (worker) worker->Stop();
+  if (!unsaved.empty()) {
+    return Status(ErrorCode::kIo, "closed, but the last state of these sessions was not saved "
+                                  "(the store keeps an older one): " + unsaved);
+  }
   return Status::Ok();
 }
 

@@ -38,8 +38,8 @@ def _close_open_repls() -> None:
     for repl in list(_open_repls):
         try:
             repl.close()
-        except Exception:  # noqa: BLE001 - exit must go on
-            pass
+        except Exception as error:  # noqa: BLE001 - exit must go on, but not silently
+            sys.stderr.write(f"dolsot: warning: {error}\n")
 
 
 def _worker_command() -> list[str]:
@@ -104,9 +104,13 @@ class Repl(_CoreRepl, AsyncRunMixin):
         _open_repls.add(self)
 
     def close(self) -> None:
-        """Flushes pending checkpoints and stops every worker process. Idempotent."""
-        super().close()
+        """Flushes pending checkpoints and stops every worker process. Idempotent.
+
+        Raises ``StoreError`` naming the sessions whose last state could not
+        be saved (the store keeps an older one), once; the Repl is closed
+        either way."""
         _open_repls.discard(self)
+        super().close()
 
     def __enter__(self) -> Repl:
         return self

@@ -110,6 +110,36 @@ TEST(Repl, AnEmptyStoredCheckpointIsReportedAsDamageNotRestoredSilently) {
   EXPECT_EQ(MustRun(*repl, "empty", "x").value, "1");
 }
 
+// A store whose saves fail (a full disk, a store that went away).
+class SaveFailsStore final : public SessionStore {
+ public:
+  StatusOr<std::optional<std::string>> Load(std::string_view) override {
+    return std::optional<std::string>();
+  }
+  Status Save(std::string_view, std::string_view) override { return IoError("disk full"); }
+  StatusOr<int> Delete(std::string_view) override { return 0; }
+  StatusOr<std::vector<SessionInfo>> List() override { return std::vector<SessionInfo>{}; }
+};
+
+TEST(Repl, CloseReportsAsyncCheckpointsItCouldNotSave) {
+  // The cell's own Result cannot know (its checkpoint is written after it);
+  // a Close that returned normally used to hide the loss for good.
+  auto repl = MakeRepl(std::make_shared<SaveFailsStore>(), CheckpointMode::kAsync);
+  EXPECT_TRUE(MustRun(*repl, "lost", "y = 1").ok);
+  Status closed = repl->Close();
+  EXPECT_EQ(closed.code(), ErrorCode::kIo) << closed.ToString();
+  EXPECT_NE(closed.message().find("lost: disk full"), std::string::npos) << closed.message();
+  EXPECT_TRUE(repl->Close().ok()) << "reported once; close stays idempotent";
+}
+
+TEST(Repl, ASyncCheckpointThatFailsIsInTheResult) {
+  auto repl = MakeRepl(std::make_shared<SaveFailsStore>(), CheckpointMode::kSync);
+  Result r = MustRun(*repl, "s", "y = 1");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_NE(r.error->find("checkpoint not saved: disk full"), std::string::npos) << *r.error;
+  EXPECT_TRUE(repl->Close().ok()) << "already reported by the Result";
+}
+
 TEST(Repl, UnserializableNamesAreDroppedButStayUsable) {
   auto repl = MakeRepl(std::make_shared<MemoryStore>(), CheckpointMode::kSync);
   Result r = MustRun(*repl, "d",

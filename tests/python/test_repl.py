@@ -451,3 +451,45 @@ def test_a_failed_async_save_is_reported_with_the_next_result():
             res = r.run("s", "x + 1")
         assert res.value == "2"
         assert res.error is not None and "not saved" in res.error and "disk full" in res.error
+
+
+class _FullDiskStore:
+    """A Python store whose saves fail, as on a full disk."""
+
+    def load(self, sid):
+        return None
+
+    def save(self, sid, blob):
+        raise OSError(28, "No space left on device")
+
+    def delete(self, sid):
+        return 0
+
+    def list(self):
+        return []
+
+
+def test_close_raises_naming_the_sessions_whose_state_was_not_saved():
+    repl = Repl(store=_FullDiskStore(), typecheck=False, checkpoint="async")
+    assert repl.run("unsaved", "y = 1").ok
+    with pytest.raises(dolsot.StoreError, match="unsaved: .*No space left on device"):
+        repl.close()
+    repl.close()  # reported once; still idempotent
+
+
+def test_a_host_exiting_with_unsaved_state_says_so_on_stderr(tmp_path):
+    script = tmp_path / "host.py"
+    script.write_text(textwrap.dedent('''
+        import dolsot
+        class FullDisk:
+            def load(self, sid): return None
+            def save(self, sid, blob): raise OSError(28, "No space left on device")
+            def delete(self, sid): return 0
+            def list(self): return []
+        repl = dolsot.Repl(store=FullDisk(), typecheck=False, checkpoint="async")
+        assert repl.run("unsaved", "y = 1").ok
+    '''))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert "dolsot: warning:" in done.stderr and "unsaved" in done.stderr, done.stderr
