@@ -296,10 +296,14 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     }
     if (live.code() == ErrorCode::kInvalidToolbox) return live;
     if (!live.ok()) {
-      return Result::Failure(
-          live.code() == ErrorCode::kTimeout ? Outcome::kTimeout : Outcome::kWorkerLost,
-          live.code() == ErrorCode::kTimeout ? kExitTimeout : kExitFailure,
-          "WorkerError: " + live.message());
+      // Whatever failed, past the deadline it is the cell's timeout.
+      const bool timed_out = live.code() == ErrorCode::kTimeout || Clock::now() >= *deadline;
+      return Result::Failure(timed_out ? Outcome::kTimeout : Outcome::kWorkerLost,
+                             timed_out ? kExitTimeout : kExitFailure,
+                             (timed_out ? "TimeoutError: the cell's time ran out before it "
+                                          "could start: "
+                                        : "WorkerError: ") +
+                                 live.message());
     }
   }
   // 2. The gates (the session is live, so a rejection says what it holds);

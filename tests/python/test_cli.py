@@ -182,6 +182,14 @@ def test_timeout_exits_124_and_keeps_the_session(dolsot):
     assert_session_holds(dolsot, "s", "x", "5")
 
 
+def test_a_timeout_too_short_to_start_the_worker_is_still_a_timeout(dolsot):
+    # The deadline passed while the worker started: that is the cell's
+    # timeout (124), not a worker failure (1).
+    proc = dolsot("--session", "s", "--timeout", "1e-9", "--json", "1 + 1")
+    assert proc.returncode == 124, err(proc)
+    assert json.loads(out(proc))["outcome"] == "timeout"
+
+
 def test_timeout_flag_overrides_the_environment(dolsot):
     proc = dolsot("--session", "s", "--timeout", "30", "import time; time.sleep(1.5); 'done'",
                   env={"DOLSOT_TIMEOUT": "0.5"})
@@ -233,9 +241,10 @@ def test_json_is_the_whole_result(dolsot):
     assert proc.returncode == 0
     assert proc.stderr == b""
     result = json.loads(proc.stdout)
-    assert set(result) == {"ok", "value", "stdout", "error", "exit_code", "held", "dropped", "text"}
+    assert list(result) == ["ok", "value", "stdout", "error", "exit_code", "outcome", "held",
+                            "dropped", "text"]
     assert result["ok"] is True and result["value"] == "3" and result["stdout"] == "hi\n"
-    assert result["error"] is None and result["exit_code"] == 0
+    assert result["error"] is None and result["exit_code"] == 0 and result["outcome"] == "ok"
     assert result["held"] == ["z"] and result["dropped"] == []
     assert result["text"].endswith("session now holds: z")
 
