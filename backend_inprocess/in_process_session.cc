@@ -20,7 +20,7 @@
 #include "backend_inprocess/spin_wait.h"
 #include "core/cell_runner.h"
 #include "core/session_id.h"
-#include "core/type_gate.h"
+#include "typecheck/ty_server.h"
 
 namespace dolsot {
 namespace {

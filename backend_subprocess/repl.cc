@@ -17,7 +17,7 @@
 #include "backend_subprocess/worker_process.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
-#include "core/type_gate.h"
+#include "typecheck/ty_server.h"
 
 namespace dolsot {
 namespace {
