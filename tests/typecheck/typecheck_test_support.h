@@ -20,11 +20,7 @@ namespace dolsot::typecheck_testing {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-inline std::string RepoRoot() {
-  return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
-
-inline std::string ToolboxDir() { return RepoRoot() + "/examples/toolbox"; }
+inline std::string ToolboxDir() { return std::string(DOLSOT_SOURCE_DIR) + "/examples/toolbox"; }
 
 // A scratch directory, removed with its contents by the destructor.
 class ScratchDir {
