@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <optional>
 #include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -42,7 +41,7 @@ std::optional<std::size_t> ContentLength(std::string_view headers) {
     if (line.size() < kLengthHeader.size()) continue;
     bool match = std::equal(kLengthHeader.begin(), kLengthHeader.end(), line.begin(),
                             [](char want, char got) {
-                              return want == std::tolower(static_cast<unsigned char>(got));
+                              return want == (got >= 'A' && got <= 'Z' ? got - 'A' + 'a' : got);
                             });
     if (!match) continue;
     std::string_view value = line.substr(kLengthHeader.size());
