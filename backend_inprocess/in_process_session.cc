@@ -22,7 +22,7 @@
 #include "core/cell_runner.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
-#include "core/type_gate_stage.h"
+#include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
 namespace {

@@ -19,7 +19,7 @@
 #include "core/file_store.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
-#include "core/type_gate_stage.h"
+#include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
 namespace {

@@ -1,9 +1,9 @@
 // AddTypeGate: TypeGateSettings -> a CellGate over one shared TyServer.
-#include "core/type_gate_stage.h"
+#include "typecheck/type_gate_stage.h"
 
 #include <memory>
 
-#include "core/type_gate.h"
+#include "typecheck/ty_server.h"
 
 namespace dolsot {
 namespace {

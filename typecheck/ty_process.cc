@@ -1,0 +1,164 @@
+// TyProcess: spawning `ty server` in its own process group with a private
+// workspace, and killing, reaping and removing them (see ty_process.h).
+#include "typecheck/ty_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+extern char** environ;
+
+namespace dolsot::typecheck {
+namespace {
+
+constexpr std::string_view kConfigHomeVariable = "XDG_CONFIG_HOME=";
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+StatusOr<std::string> MakeWorkspace() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dolsot-ty-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return IoError("cannot create a workspace for ty in " + pattern + ": " + ErrnoText());
+  }
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(pattern, ec);
+  return ec ? pattern : absolute.lexically_normal().string();
+}
+
+// The host's environment, XDG_CONFIG_HOME replaced by `config_home`.
+std::vector<std::string> ChildEnvironment(const std::string& config_home) {
+  std::vector<std::string> out;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    if (text.substr(0, kConfigHomeVariable.size()) != kConfigHomeVariable) out.emplace_back(text);
+  }
+  out.push_back(std::string(kConfigHomeVariable) + config_home);
+  return out;
+}
+
+std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Starts `argv` in a new process group with `io` as its stdin and stdout,
+// stderr /dev/null, every signal default and unblocked (a host may ignore
+// SIGPIPE or block signals; ty must not inherit that).
+StatusOr<pid_t> SpawnWithStdio(std::vector<std::string> argv, std::vector<std::string> env,
+                               int io) {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&actions, io, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, io, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  sigset_t all;
+  sigset_t none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> args = NullTerminated(argv);
+  std::vector<char*> envp = NullTerminated(env);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return IoError("cannot run " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TyProcess>> TyProcess::Spawn(const std::string& ty) {
+  StatusOr<std::string> workspace = MakeWorkspace();
+  if (!workspace.ok()) return workspace.status();
+  // From here on the destructor undoes whatever was done.
+  std::unique_ptr<TyProcess> process(new TyProcess(*workspace, -1, -1));
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return IoError("socketpair: " + ErrnoText());
+  }
+  process->channel_ = pair[0];
+  int child_end = pair[1];
+  // dup2 onto itself would keep FD_CLOEXEC: keep the child's end off 0-2.
+  if (child_end <= STDERR_FILENO) {
+    child_end = fcntl(pair[1], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(pair[1]);
+    if (child_end < 0) return IoError("fcntl: " + ErrnoText());
+  }
+  StatusOr<pid_t> pid = SpawnWithStdio({ty, "server"}, ChildEnvironment(*workspace), child_end);
+  close(child_end);
+  if (!pid.ok()) return pid.status();
+  process->pid_ = *pid;
+  return process;
+}
+
+TyProcess::~TyProcess() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (channel_ >= 0) close(channel_);
+  if (!workspace_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(workspace_, ignored);
+  }
+}
+
+int TyProcess::TakeChannel() {
+  int channel = channel_;
+  channel_ = -1;
+  return channel;
+}
+
+void TyProcess::Disown() {
+  pid_ = -1;
+  workspace_.clear();
+  if (channel_ >= 0) close(channel_);
+  channel_ = -1;
+}
+
+StatusOr<std::string> ResolveTyBinary(const std::string& bin) {
+  if (bin.empty()) return InvalidArgument("ty_bin is empty");
+  if (bin.find('/') != std::string::npos) {
+    if (access(bin.c_str(), X_OK) == 0) return bin;
+    return IoError("ty not found at " + bin);
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    std::size_t colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + bin;
+    struct stat info;
+    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return IoError("ty not found on PATH (" + bin + "); install dolsot[typecheck]");
+}
+
+}  // namespace dolsot::typecheck
