@@ -18,9 +18,9 @@
 
 #include "backend_inprocess/cell_worker_pool.h"
 #include "backend_inprocess/spin_wait.h"
-#include "core/cell_runner.h"
 #include "core/session_id.h"
 #include "core/type_gate.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {
