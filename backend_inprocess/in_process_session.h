@@ -65,7 +65,8 @@ class InProcessSession final : public Backend {
   // lease. It waits for late cells' stoppers (each gives up 2 s after its
   // deadline), never for a cell stuck in C code: that cell's thread keeps a
   // lease until it ends, so the interpreter is not finalized under it (and is
-  // not finalized at all if the process exits first). Idempotent.
+  // not finalized at all if the process exits first). Called holding the GIL,
+  // it finalizes nothing (embedded/interpreter.h). Idempotent.
   Status Close() override;
 
   // The session's namespace dict itself (a new reference), created if the

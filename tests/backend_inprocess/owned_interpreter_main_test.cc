@@ -133,5 +133,26 @@ TEST(OwnedInterpreter, CloseLeavesAStuckCellItsInterpreterUntilItEnds) {
   EXPECT_FALSE(Py_IsInitialized());
 }
 
+void ExitThree() { ::_exit(3); }  // a Py_AtExit callback: a finalization ran
+
+// The process may exit while a stuck cell still holds the interpreter: it
+// exits normally, without finalizing (the Py_AtExit callback never runs).
+TEST(OwnedInterpreter, AProcessExitsWithAStuckCellWithoutFinalizing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int pipe_fds[2];
+        if (::pipe(pipe_fds) != 0) ::_exit(2);
+        std::unique_ptr<InProcessSession> session = MustCreate();
+        PyGILState_STATE gil = PyGILState_Ensure();
+        Py_AtExit(&ExitThree);
+        PyGILState_Release(gil);
+        MustRun(*session, "s", "import os\nos.read(" + std::to_string(pipe_fds[0]) + ", 1)", 0.3);
+        (void)session->Close();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace dolsot
