@@ -99,6 +99,10 @@ TEST(OwnedInterpreter, CloseLeavesAStuckCellItsInterpreterUntilItEnds) {
   std::unique_ptr<InProcessSession> session = MustCreate();
   ASSERT_TRUE(session);
   {
+    std::lock_guard<std::mutex> lock(finalized_mutex);
+    finalized = false;
+  }
+  {
     PyGILState_STATE gil = PyGILState_Ensure();
     ASSERT_EQ(Py_AtExit(&NoteFinalized), 0);
     PyGILState_Release(gil);
