@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend_inprocess/spin_wait.h"
+#include "embedded/interpreter.h"
 
 namespace dolsot {
 namespace {
@@ -40,11 +41,14 @@ void Publish(Worker& worker) {
 
 class CellWorkerPool::State {
  public:
+  explicit State(std::shared_ptr<InterpreterLease> interpreter)
+      : interpreter_(std::move(interpreter)) {}
   bool Submit(std::shared_ptr<PoolTask> task, const std::shared_ptr<State>& self);
   void Shutdown();
 
  private:
-  static void WorkerMain(std::shared_ptr<State> state, std::shared_ptr<Worker> worker);
+  static void WorkerMain(std::shared_ptr<State> state, std::shared_ptr<Worker> worker,
+                         std::shared_ptr<InterpreterLease> interpreter);
   static std::shared_ptr<PoolTask> TakeTask(Worker& worker);
   // Puts `worker` back on the idle list; false when the pool is shut down.
   bool ReturnIdle(const std::shared_ptr<Worker>& worker);
@@ -54,6 +58,7 @@ class CellWorkerPool::State {
 
   std::mutex mutex_;
   std::condition_variable changed_;
+  std::shared_ptr<InterpreterLease> interpreter_;  // handed to new workers; null once shut down
   std::vector<std::shared_ptr<Worker>> idle_;  // most recently used last
   int live_ = 0;     // workers started that have not exited
   int in_task_ = 0;  // workers inside RunHoldingGil (a late cell may never leave)
@@ -63,7 +68,7 @@ class CellWorkerPool::State {
 bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
                                    const std::shared_ptr<State>& self) {
   std::shared_ptr<Worker> worker;
-  bool start = false;
+  std::shared_ptr<InterpreterLease> interpreter;  // set when a worker is started
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shut_down_) return false;
@@ -72,7 +77,7 @@ bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
       idle_.pop_back();
     } else {
       worker = std::make_shared<Worker>();
-      start = true;
+      interpreter = interpreter_;
       ++live_;
     }
   }
@@ -82,7 +87,9 @@ bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
     Publish(*worker);
   }
   worker->wake.notify_one();  // after unlocking: the woken worker finds the mutex free
-  if (start) std::thread(&State::WorkerMain, self, worker).detach();
+  if (interpreter != nullptr) {
+    std::thread(&State::WorkerMain, self, worker, std::move(interpreter)).detach();
+  }
   return true;
 }
 
@@ -103,7 +110,8 @@ bool CellWorkerPool::State::ReturnIdle(const std::shared_ptr<Worker>& worker) {
 }
 
 void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
-                                       std::shared_ptr<Worker> worker) {
+                                       std::shared_ptr<Worker> worker,
+                                       std::shared_ptr<InterpreterLease> interpreter) {
   PyGILState_STATE gil = PyGILState_Ensure();  // this thread's own thread state
   PyThreadState* thread_state = PyEval_SaveThread();
   while (std::shared_ptr<PoolTask> task = TakeTask(*worker)) {
@@ -118,6 +126,9 @@ void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
   }
   PyEval_RestoreThread(thread_state);
   PyGILState_Release(gil);
+  // Without the GIL: when this is the last lease (a late cell after Close),
+  // releasing it finalizes the interpreter.
+  interpreter.reset();
   state->WorkerExited();
 }
 
@@ -135,10 +146,12 @@ void CellWorkerPool::State::WorkerExited() {
 
 void CellWorkerPool::State::Shutdown() {
   std::vector<std::shared_ptr<Worker>> idle;
+  std::shared_ptr<InterpreterLease> interpreter;  // dropped outside the lock
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shut_down_) return;
     shut_down_ = true;
+    interpreter.swap(interpreter_);
     idle.swap(idle_);
   }
   for (const auto& worker : idle) {
@@ -150,12 +163,14 @@ void CellWorkerPool::State::Shutdown() {
     worker->wake.notify_one();
   }
   // Every worker not inside a task is on its way out: wait for it to release
-  // its thread state. One inside a task (a late cell) is left to run.
+  // its thread state and its lease. One inside a task (a late cell) is left
+  // to run, holding both.
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return live_ == in_task_; });
 }
 
-CellWorkerPool::CellWorkerPool() : state_(std::make_shared<State>()) {}
+CellWorkerPool::CellWorkerPool(std::shared_ptr<InterpreterLease> interpreter)
+    : state_(std::make_shared<State>(std::move(interpreter))) {}
 CellWorkerPool::~CellWorkerPool() { Shutdown(); }
 
 bool CellWorkerPool::Submit(std::shared_ptr<PoolTask> task) {

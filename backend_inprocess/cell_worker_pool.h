@@ -8,6 +8,8 @@
 
 namespace dolsot {
 
+class InterpreterLease;
+
 // One unit of work for a worker thread.
 class PoolTask {
  public:
@@ -18,10 +20,12 @@ class PoolTask {
   virtual void AfterGilReleased() = 0;
 };
 
-// Thread-safe. Needs a running interpreter while any worker lives.
+// Thread-safe. Each worker thread holds a copy of `interpreter` (a lease,
+// embedded/interpreter.h) until it has released its thread state, so the
+// interpreter outlives every worker, a late cell's included.
 class CellWorkerPool {
  public:
-  CellWorkerPool();
+  explicit CellWorkerPool(std::shared_ptr<InterpreterLease> interpreter);
   ~CellWorkerPool();  // Shutdown()
   CellWorkerPool(const CellWorkerPool&) = delete;
   CellWorkerPool& operator=(const CellWorkerPool&) = delete;
@@ -30,8 +34,10 @@ class CellWorkerPool {
   // is idle). Never blocks on the GIL. False (task dropped) after Shutdown.
   bool Submit(std::shared_ptr<PoolTask> task);
   // Stops the workers and waits until every one not inside a task has
-  // released its thread state; a worker still inside a task (a late cell)
-  // exits when it ends. Call without holding the GIL. Idempotent.
+  // released its thread state and its lease; a worker still inside a task (a
+  // late cell) exits when it ends, and its lease goes with it. The pool
+  // itself holds no lease after this. Call without holding the GIL.
+  // Idempotent.
   void Shutdown();
 
   class State;

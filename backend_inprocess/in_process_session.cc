@@ -19,9 +19,10 @@
 #include "backend_inprocess/cell_worker_pool.h"
 #include "backend_inprocess/spin_wait.h"
 #include "core/cell_pipeline.h"
-#include "core/cell_runner.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
+#include "embedded/cell_runner.h"
+#include "embedded/interpreter.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
@@ -97,6 +98,9 @@ struct Injected {
 
 // Counters that outlive the InProcessSession (late cells and stoppers use them).
 struct SharedCounters {
+  // The session's lease, which stoppers share. Weak: a late cell's job must
+  // not keep the interpreter (a job can be kept for ever by its session).
+  std::weak_ptr<InterpreterLease> interpreter;
   std::atomic<int> leaked{0};
   std::mutex mutex;
   std::condition_variable stopper_exited;
@@ -256,6 +260,8 @@ class CellJob final : public PoolTask {
   }
 
   // Raises KeyboardInterrupt in the cell's thread until it ends (bounded).
+  // When the cell ended, returns only once its worker is out of the task, so
+  // a Close that waited for the stoppers finds that worker leaving the pool.
   // Runs on its own thread; takes the GIL.
   void Stop() {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -265,7 +271,12 @@ class CellJob final : public PoolTask {
       WaitUntil(Clock::now() + kStopInterval);
       Py_END_ALLOW_THREADS
     }
+    const bool finished = python_finished_;
     PyGILState_Release(gil);
+    if (finished) {  // done_ follows at once: the worker only releases the GIL
+      std::unique_lock<std::mutex> lock(mutex_);
+      finished_.wait(lock, [&] { return done_; });
+    }
   }
 
   Result TakeResult() { return std::move(result_); }  // after Done()
@@ -292,13 +303,20 @@ class CellJob final : public PoolTask {
   bool timed_out_ = false;  // guarded by mutex_
 };
 
+// The stopper holds a lease while it touches Python. None is left when the
+// session is closed and its workers are gone: then the cell has ended.
 void StartStopper(std::shared_ptr<CellJob> job, std::shared_ptr<SharedCounters> counters) {
+  std::shared_ptr<InterpreterLease> interpreter = counters->interpreter.lock();
+  if (interpreter == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(counters->mutex);
     ++counters->stoppers;
   }
-  std::thread([job = std::move(job), counters = std::move(counters)] {
-    if (Py_IsInitialized()) job->Stop();
+  std::thread([job = std::move(job), counters = std::move(counters),
+               interpreter = std::move(interpreter)]() mutable {
+    job->Stop();
+    job.reset();          // Python references go while the interpreter runs
+    interpreter.reset();  // without the GIL: releasing the last lease finalizes
     std::lock_guard<std::mutex> lock(counters->mutex);
     --counters->stoppers;
     counters->stopper_exited.notify_all();
@@ -315,12 +333,18 @@ std::string FormatSeconds(double seconds) {
 
 class InProcessSession::Impl {
  public:
+  explicit Impl(std::shared_ptr<InterpreterLease> lease)
+      : interpreter(std::move(lease)), pool(interpreter) {
+    counters->interpreter = interpreter;
+  }
+
+  // First, so it is released last; Close releases it. The pool's workers and
+  // the stoppers hold copies until they end.
+  std::shared_ptr<InterpreterLease> interpreter;
   Config config;
   CellPipeline pipeline;
   std::shared_ptr<const Injected> injected;
   std::vector<std::string> aliases;
-  bool owns_interpreter = false;
-  PyThreadState* main_thread_state = nullptr;  // when it owns the interpreter
   CellWorkerPool pool;
   std::shared_ptr<SharedCounters> counters = std::make_shared<SharedCounters>();
 
@@ -507,10 +531,10 @@ void ReadInterpreterPaths(std::vector<std::string>& path, std::string& executabl
 StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOptions options) {
   StatusOr<Config> config = ResolveConfig(options.config);
   if (!config.ok()) return config.status();
-  auto impl = std::make_unique<Impl>();
+  StatusOr<std::shared_ptr<InterpreterLease>> lease = AcquireInterpreter();
+  if (!lease.ok()) return lease.status();
+  auto impl = std::make_unique<Impl>(std::move(lease).value());
   impl->config = *config;
-  impl->owns_interpreter = !Py_IsInitialized();
-  if (impl->owns_interpreter) Py_InitializeEx(0);
   PyGILState_STATE gil = PyGILState_Ensure();
   auto injected = std::make_shared<Injected>();
   TypeGateSettings type_gate;
@@ -520,9 +544,7 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
   PyGILState_Release(gil);
   if (!status.ok()) {
     injected.reset();
-    if (impl->owns_interpreter) Py_FinalizeEx();
-    impl->owns_interpreter = false;
-    return status;
+    return status;  // the lease goes with impl (the last one finalizes)
   }
   for (const auto& entry : injected->objects) impl->aliases.push_back(entry.first);
   GateSet gates;
@@ -534,7 +556,6 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
   }
   impl->pipeline = CellPipeline(std::move(gates));
   impl->injected = std::move(injected);
-  if (impl->owns_interpreter) impl->main_thread_state = PyEval_SaveThread();
   return std::unique_ptr<InProcessSession>(new InProcessSession(std::move(impl)));
 }
 
@@ -608,23 +629,25 @@ Status InProcessSession::Close() {
     if (impl_->closed) return Status::Ok();
     impl_->closed = true;
   }
-  GilReleaseIfHeld unlocked;
   {
-    // Late cells get their stopper's whole budget to stop first. Stoppers end
-    // within kStopAttempts * kStopInterval, unless a cell holds the GIL for
-    // ever in C code; do not wait for ever on that.
-    std::unique_lock<std::mutex> lock(impl_->counters->mutex);
-    impl_->counters->stopper_exited.wait_for(lock, kStopInterval * (kStopAttempts + 10),
-                                             [&] { return impl_->counters->stoppers == 0; });
+    GilReleaseIfHeld unlocked;
+    {
+      // Late cells get their stopper's whole budget to stop first. Stoppers
+      // end within kStopAttempts * kStopInterval, unless a cell holds the GIL
+      // for ever in C code; do not wait for ever on that.
+      std::unique_lock<std::mutex> lock(impl_->counters->mutex);
+      impl_->counters->stopper_exited.wait_for(lock, kStopInterval * (kStopAttempts + 10),
+                                               [&] { return impl_->counters->stoppers == 0; });
+    }
+    impl_->pool.Shutdown();
+    impl_->TakeSessions(kAllSessions).clear();
+    impl_->injected.reset();
   }
-  impl_->pool.Shutdown();
-  impl_->TakeSessions(kAllSessions).clear();
-  impl_->injected.reset();
-  if (impl_->owns_interpreter) {
-    PyEval_RestoreThread(impl_->main_thread_state);
-    Py_FinalizeEx();
-    impl_->owns_interpreter = false;
-  }
+  // After the GIL is back with a caller that held it (then nothing is
+  // finalized now; see embedded/interpreter.h). Releasing the last lease
+  // finalizes the interpreter dolsot started; a cell stuck in C code holds
+  // one for its thread, and then its thread's release does, once it ends.
+  impl_->interpreter.reset();
   return Status::Ok();
 }
 

@@ -39,9 +39,13 @@ struct InProcessOptions {
 // a session waits for that session's running call to return.
 class InProcessSession final : public Backend {
  public:
-  // Starts CPython if no interpreter runs yet (and then finalizes it in
-  // Close), imports the toolboxes (kInvalidToolbox when one does not import
-  // or an alias is not an identifier) and resolves the configuration.
+  // Takes a lease on the interpreter (embedded/interpreter.h), which starts
+  // CPython if none runs yet, imports the toolboxes (kInvalidToolbox when one
+  // does not import or an alias is not an identifier) and resolves the
+  // configuration. Sessions share the interpreter: one that dolsot started is
+  // finalized when the last lease goes, after the last InProcessSession is
+  // closed and the last of their late cells has ended; the next Create then
+  // starts a fresh one.
   static StatusOr<std::unique_ptr<InProcessSession>> Create(InProcessOptions options);
   ~InProcessSession() override;  // Close()
 
@@ -64,7 +68,12 @@ class InProcessSession final : public Backend {
   // Forgets one session (or every one with "all"): its next cell starts from
   // a fresh namespace holding only the injected objects.
   StatusOr<int> Reset(std::string_view session_id_or_all) override;
-  // Stops the idle worker threads and forgets every session. Idempotent.
+  // Stops the idle worker threads, forgets every session and releases the
+  // lease. It waits for late cells' stoppers (each gives up 2 s after its
+  // deadline), never for a cell stuck in C code: that cell's thread keeps a
+  // lease until it ends, so the interpreter is not finalized under it (and is
+  // not finalized at all if the process exits first). Called holding the GIL,
+  // it finalizes nothing (embedded/interpreter.h). Idempotent.
   Status Close() override;
 
   // The session's namespace dict itself (a new reference), created if the

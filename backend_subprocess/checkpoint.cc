@@ -9,7 +9,7 @@
 #include <optional>
 #include <utility>
 
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {

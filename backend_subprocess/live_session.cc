@@ -10,7 +10,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {

@@ -25,7 +25,7 @@
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {

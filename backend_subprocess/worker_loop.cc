@@ -24,7 +24,7 @@
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_process.h"
 #include "backend_subprocess/worker_settings.h"
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {

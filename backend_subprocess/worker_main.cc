@@ -10,6 +10,7 @@
 
 #include "backend_subprocess/worker_loop.h"
 #include "backend_subprocess/worker_process.h"
+#include "embedded/interpreter.h"
 
 #ifndef DOLSOT_BUILD_PYTHON_EXECUTABLE
 #define DOLSOT_BUILD_PYTHON_EXECUTABLE ""
@@ -35,22 +36,17 @@ int main(int argc, char** argv) {
                  dolsot::kWorkerFdVariable);
     return 2;
   }
-  PyConfig config;
-  PyConfig_InitPythonConfig(&config);
-  config.parse_argv = 0;
-  config.install_signal_handlers = 1;
-  std::string python = dolsot::WorkerInterpreter(SelfPath(), DOLSOT_BUILD_PYTHON_EXECUTABLE);
-  PyStatus status = PyStatus_Ok();
-  if (!python.empty()) {
-    status = PyConfig_SetBytesString(&config, &config.program_name, python.c_str());
-  }
-  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
-  PyConfig_Clear(&config);
-  if (PyStatus_Exception(status)) {
-    std::fprintf(stderr, "dolsot-worker: error: cannot start Python: %s\n",
-                 status.err_msg ? status.err_msg : "unknown");
+  dolsot::InterpreterOptions options;
+  options.program_name = dolsot::WorkerInterpreter(SelfPath(), DOLSOT_BUILD_PYTHON_EXECUTABLE);
+  options.main_thread = dolsot::PythonMainThread::kCallingThread;  // signals, forks
+  // Held for the process's life: neither the worker nor a session it forks
+  // releases it (they end with _exit), so nothing here ever finalizes.
+  auto interpreter = dolsot::AcquireInterpreter(options);
+  if (!interpreter.ok()) {
+    std::fprintf(stderr, "dolsot-worker: error: %s\n", interpreter.status().message().c_str());
     return 1;
   }
+  PyGILState_Ensure();  // the fork-server loop runs Python on this thread
   int rc = dolsot::RunWorker(fd);
   // Sessions never get here; the worker itself exits without finalizing
   // (toolbox threads may still run).

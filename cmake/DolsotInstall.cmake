@@ -3,11 +3,11 @@
 include(CMakePackageConfigHelpers)
 
 set(DOLSOT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/dolsot")
-set(DOLSOT_EXPORTED_TARGETS dolsot dolsot_core dolsot_cell dolsot_sandbox
+set(DOLSOT_EXPORTED_TARGETS dolsot dolsot_core dolsot_embedded dolsot_sandbox
     dolsot_typecheck dolsot_inprocess dolsot_subprocess dolsot_tree_sitter)
 
 if(NOT SKBUILD)
-  foreach(dir core sandbox typecheck backend_inprocess backend_subprocess)
+  foreach(dir core embedded sandbox typecheck backend_inprocess backend_subprocess)
     install(DIRECTORY "${PROJECT_SOURCE_DIR}/${dir}/"
             DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/dolsot/${dir}"
             FILES_MATCHING PATTERN "*.h")

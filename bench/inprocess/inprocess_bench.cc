@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend_inprocess/in_process_session.h"
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace py = pybind11;
 using Clock = std::chrono::steady_clock;

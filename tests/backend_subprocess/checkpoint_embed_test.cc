@@ -2,7 +2,7 @@
 // one embedded CPython; every test uses __main__.__dict__ as the session does.
 #include "backend_subprocess/checkpoint.h"
 
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>

@@ -4,7 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>  // first, as CPython asks
 
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/toolbox_hints.h"
+#include "embedded/toolbox_hints.h"
 
 namespace dolsot {
 namespace {

@@ -1,12 +1,11 @@
-// Tests for toolbox hints and exit codes (core/toolbox_hints.h), inside one
+// Tests for toolbox hints and exit codes (embedded/toolbox_hints.h), inside one
 // embedded interpreter: cell code is exec'd in a dict holding the toolbox
 // alias, and the exception it raises is handed to ToolboxCallHint.
-#include "core/toolbox_hints.h"
+#include "embedded/toolbox_hints.h"
 
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>
 
-#include <filesystem>
 #include <string>
 
 namespace py = pybind11;
@@ -14,11 +13,8 @@ namespace py = pybind11;
 namespace dolsot {
 namespace {
 
-std::string ToolboxDir() {
-  namespace fs = std::filesystem;
-  return (fs::path(__FILE__).parent_path().parent_path().parent_path() / "examples" / "toolbox")
-      .string();
-}
+// examples/toolbox, from CMake: __FILE__ is relative under ccache's base_dir.
+std::string ToolboxDir() { return DOLSOT_EXAMPLE_TOOLBOX_DIR; }
 
 class ToolboxHints : public ::testing::Test {
  protected:

@@ -1,7 +1,7 @@
 // Toolbox hints and toolbox exit codes: reads a cell's exception for a
 // toolbox's own exit code, or for a wrong-arguments call into a toolbox
 // function (then names its signature and the toolbox's help()).
-#include "core/toolbox_hints.h"
+#include "embedded/toolbox_hints.h"
 
 #include <Python.h>
 #include <pybind11/pybind11.h>

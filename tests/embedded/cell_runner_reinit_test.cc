@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 namespace dolsot {
 namespace {

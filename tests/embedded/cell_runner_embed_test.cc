@@ -1,6 +1,6 @@
-// Specification of the shared cell-execution routine (core/cell_runner.h),
+// Specification of the shared cell-execution routine (embedded/cell_runner.h),
 // run inside one embedded CPython.
-#include "core/cell_runner.h"
+#include "embedded/cell_runner.h"
 
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>
