@@ -141,7 +141,10 @@ struct SessionState {
   std::vector<std::string> held;
   SpinBudget host_spin;  // the caller's wait for its cell
   // Guarded by the Impl's mutex:
-  std::shared_ptr<CellJob> last_job;
+  // Weak: a job holds its session while it runs, so a strong pointer here
+  // made a cycle and no session (nor its namespace) was ever freed. A job
+  // that still runs (late, on a leaked thread) is held by its pool thread.
+  std::weak_ptr<CellJob> last_job;
   double last_used = 0.0;
 };
 
@@ -377,7 +380,7 @@ Status InProcessSession::Impl::WaitForPreviousCell(SessionState& session) {
   std::shared_ptr<CellJob> previous;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    previous = session.last_job;
+    previous = session.last_job.lock();
   }
   if (previous == nullptr || previous->Done()) return Status::Ok();
   if (previous->WaitUntil(Clock::now() + kBusyGrace)) return Status::Ok();
@@ -439,7 +442,7 @@ void InProcessSession::Impl::Interrupt(std::string_view session_id) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = sessions.find(session_id);
-    if (found != sessions.end()) job = found->second->last_job;
+    if (found != sessions.end()) job = found->second->last_job.lock();
   }
   if (job != nullptr && !job->Done()) job->RequestInterrupt();
 }

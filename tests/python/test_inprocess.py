@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import math
 import threading
+import gc
+import weakref
 
 import pytest
 
@@ -213,3 +215,19 @@ def test_arun_and_concurrent_tasks_on_different_sessions():
     with InProcessSession() as s:
         results = asyncio.run(main(s))
     assert [r.value for r in results] == ["0", "2", "4", "6"]
+
+
+@pytest.mark.parametrize("forget", ["reset", "reset_all", "close"])
+def test_a_forgotten_session_frees_its_namespace(forget):
+    # A session's last cell once held the session (and its namespace) in a
+    # reference cycle in C++: reset and close freed nothing.
+    s = dolsot.InProcessSession(typecheck=False)
+    s.run("a", "class Big:\n    pass\nbig = Big()\nrows = [bytes(1000) for _ in range(100)]")
+    ref = weakref.ref(s.namespace("a")["big"])
+    if forget == "reset":
+        assert s.reset("a") == 1
+    elif forget == "reset_all":
+        assert s.reset("all") == 1
+    s.close()
+    gc.collect()
+    assert ref() is None, "the session's namespace is still alive"
