@@ -18,7 +18,7 @@
 // reads or writes that socket.
 #pragma once
 
-#include "backend_subprocess/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace dolsot::fork_guard {
 

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backend_subprocess/unique_fd.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace dolsot::protocol {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backend_subprocess/protocol.h"
-#include "backend_subprocess/unique_fd.h"
 #include "backend_subprocess/worker_settings.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 
