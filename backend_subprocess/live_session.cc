@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/cell_runner.h"
+#include "core/child_process.h"
 
 namespace dolsot {
 namespace {
@@ -41,21 +42,6 @@ StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what) {
   }
   channel.socket = std::move(frame.fd);
   return channel;
-}
-
-std::string DescribeWaitStatus(int status) {
-  std::ostringstream out;
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    out << "killed by signal " << sig;
-    if (name != nullptr) out << " (SIG" << name << ")";
-  } else if (WIFEXITED(status)) {
-    out << "exited with status " << WEXITSTATUS(status);
-  } else {
-    out << "ended with wait status " << status;
-  }
-  return out.str();
 }
 
 std::string FormatSeconds(double s) {
