@@ -149,5 +149,48 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
 }
 
+// A store whose every save fails (a full disk, a store that went away).
+class FailingStore final : public SessionStore {
+ public:
+  StatusOr<std::optional<std::string>> Load(std::string_view) override {
+    return std::optional<std::string>();
+  }
+  Status Save(std::string_view, std::string_view) override { return IoError("disk full"); }
+  StatusOr<int> Delete(std::string_view) override { return 0; }
+  StatusOr<std::vector<SessionInfo>> List() override { return std::vector<SessionInfo>{}; }
+};
+
+class EvictionModes : public ::testing::TestWithParam<CheckpointMode> {};
+
+// Eviction once killed a session whatever became of its checkpoint: with a
+// store that cannot save, its state was lost without a word.
+TEST_P(EvictionModes, ASessionWhoseCheckpointIsNotSavedStaysLive) {
+  ReplOptions options;
+  options.store = std::make_shared<FailingStore>();
+  options.max_live_sessions = 1;
+  options.checkpoint = GetParam();
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  MustRun(*repl, "one", "a = 1");
+  Result two = MustRun(*repl, "two", "b = 2");  // would evict "one"
+  EXPECT_TRUE(two.ok) << two.error.value_or("");
+  if (GetParam() == CheckpointMode::kAsync) {
+    // Reported with the Result of the session it was evicted for.
+    ASSERT_TRUE(two.error.has_value());
+    EXPECT_NE(two.error->find("session 'one' stays live over max_live_sessions=1: its "
+                              "checkpoint could not be saved (disk full)"),
+              std::string::npos)
+        << *two.error;
+  }
+  Result again = MustRun(*repl, "one", "a");
+  EXPECT_EQ(again.value, "1") << again.error.value_or("");
+  EXPECT_EQ(MustRun(*repl, "two", "b").value, "2");
+  EXPECT_EQ(repl->Sessions().value().size(), 2u);  // both live, over the limit
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EvictionModes,
+                         ::testing::Values(CheckpointMode::kSync, CheckpointMode::kAsync,
+                                           CheckpointMode::kOff));
+
 }  // namespace
 }  // namespace dolsot
