@@ -58,7 +58,14 @@ class SocketSink final : public OutputSink {
     if (pending_.empty()) return;
     Status s;
     Py_BEGIN_ALLOW_THREADS
-    s = protocol::WriteFrame(socket_, Tag::kOutput, pending_);
+    // In frames of at most the protocol's cap, each whole on its own: the
+    // host keeps what it can use of them and drops the rest as they come.
+    std::string_view left = pending_;
+    while (!left.empty() && s.ok()) {
+      std::string_view piece = left.substr(0, protocol::kMaxFrameBytes);
+      s = protocol::WriteFrame(socket_, Tag::kOutput, piece);
+      left.remove_prefix(piece.size());
+    }
     Py_END_ALLOW_THREADS
     if (!s.ok()) broken_ = true;
     streamed_ += pending_.size();

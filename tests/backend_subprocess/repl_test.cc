@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backend_subprocess/protocol.h"
 #include "core/memory_store.h"
 #include "tests/backend_subprocess/repl_test_support.h"
 
@@ -147,6 +148,42 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   Result again = MustRun(*repl, "one", "a");
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
   EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
+}
+
+// A checkpoint bigger than one frame may hold goes in parts both ways: to
+// the store (with the Result in sync mode, on its own channel in async mode)
+// and back into a new session process (LOAD).
+TEST(Repl, ACheckpointOverTheFrameCapIsSavedAndRestored) {
+  const std::size_t size = protocol::kMaxFrameBytes + (5u << 20);
+  for (CheckpointMode mode : {CheckpointMode::kSync, CheckpointMode::kAsync}) {
+    auto store = std::make_shared<MemoryStore>();
+    {
+      auto repl = MakeRepl(store, mode);
+      Result r = MustRun(*repl, "big", "blob = b'x' * " + std::to_string(size) + " + b'end'");
+      EXPECT_TRUE(r.ok) << r.error.value_or("");
+      ASSERT_TRUE(repl->Close().ok());  // flushes an async checkpoint
+    }
+    auto saved = store->Load("big");
+    ASSERT_TRUE(saved.ok() && saved->has_value());
+    EXPECT_GT((*saved)->size(), size);
+    auto repl = MakeRepl(store, mode);
+    Result back = MustRun(*repl, "big", "len(blob), blob[-3:]");
+    EXPECT_EQ(back.value, "(" + std::to_string(size + 3) + ", b'end')") << back.error.value_or("");
+  }
+}
+
+// max_output=0 means no cap: a Result (and the output streamed before it)
+// over one frame arrives whole.
+TEST(Repl, AnUncappedResultOverTheFrameCapArrivesWhole) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.config.max_output = 0;
+  auto repl = std::move(Repl::Create(options)).value();
+  const std::size_t size = protocol::kMaxFrameBytes + 1000;
+  Result r = MustRun(*repl, "s", "print('x' * " + std::to_string(size) + ")");
+  EXPECT_TRUE(r.ok) << r.error.value_or("");
+  EXPECT_EQ(r.stdout_text.size(), size + 1);
 }
 
 // A store whose every save fails (a full disk, a store that went away).
