@@ -29,11 +29,30 @@ std::string ErrnoText(const char* what, int err) {
 
 bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
 
+// Who wrote a message, over the reads that make it up.
+class SenderTally {
+ public:
+  // One read, whose credentials named `pid` (0: none came with it).
+  void Saw(pid_t pid) {
+    if (!seen_) {
+      pid_ = pid;
+      seen_ = true;
+    } else if (pid != pid_) {
+      pid_ = 0;  // more than one writer: nobody is attested
+    }
+  }
+  pid_t sender() const { return pid_ > 0 ? pid_ : 0; }
+
+ private:
+  bool seen_ = false;
+  pid_t pid_ = 0;
+};
+
 // Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
-// (fd, then fd2).
+// (fd, then fd2) and the attested writer of each read in `senders`.
 // Returns the number of bytes read before EOF (== n on success).
 StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
-                                Frame* frame) {
+                                Frame* frame, SenderTally* senders) {
   std::size_t got = 0;
   // With a deadline, try a non-blocking read first and poll only when nothing
   // is there: when the data already arrived, that saves a poll.
@@ -48,7 +67,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
     }
     iovec iov{buf + got, n - got};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * 4)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -64,7 +83,15 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       if (errno == ECONNRESET) return got;
       return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
     }
+    pid_t writer = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+        ucred credentials;
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof credentials);
+        writer = credentials.pid;
+        continue;
+      }
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (std::size_t i = 0; i < count; ++i) {
@@ -80,6 +107,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
     }
     if (r == 0) return got;
+    senders->Saw(writer);
     got += static_cast<std::size_t>(r);
     try_first = true;
   }
@@ -202,11 +230,12 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pa
 
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   Frame frame;
+  SenderTally senders;
   std::vector<std::string> parts;  // the message's kContinued frames so far
   std::uint64_t total = 0;
   for (;;) {
     char header[kHeaderBytes];
-    auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame);
+    auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame, &senders);
     if (!got.ok()) return got.status();
     if (*got == 0 && parts.empty()) return Status(ErrorCode::kUnavailable, "the peer process is gone");
     if (*got < kHeaderBytes) {
@@ -227,7 +256,7 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
     }
     std::string payload(length, '\0');  // at most kMaxFrameBytes ahead of its bytes
     if (length > 0) {
-      got = ReadFully(fd, payload.data(), length, deadline, &frame);
+      got = ReadFully(fd, payload.data(), length, deadline, &frame, &senders);
       if (!got.ok()) return got.status();
       if (*got < length) {
         return CorruptError(std::string("truncated frame ") + TagName(tag) + ": got " +
@@ -238,10 +267,19 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
     if (tag != Tag::kContinued) {
       frame.tag = tag;
       frame.payload = Join(parts, std::move(payload));
+      frame.sender = senders.sender();
       return frame;
     }
     parts.push_back(std::move(payload));
   }
+}
+
+Status AttestSenders(int socket) {
+  int on = 1;
+  if (::setsockopt(socket, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+    return Status(ErrorCode::kIo, ErrnoText("setsockopt(SO_PASSCRED)", errno));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair() {

@@ -5,6 +5,8 @@
 // frame may hold travels as kContinued frames followed by its own.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -84,6 +86,10 @@ struct Frame {
   std::string payload;
   UniqueFd fd;   // the first descriptor passed with the frame, if any
   UniqueFd fd2;  // the second
+  // The process that wrote every byte of the message, as the kernel attests
+  // it (SCM_CREDENTIALS), on a socket that asks (AttestSenders); 0 when it
+  // does not ask, or when more than one process wrote the message.
+  pid_t sender = 0;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -110,6 +116,11 @@ Status WaitReadable(int fd, Deadline deadline);
 
 // Whether `fd` is readable (or hung up) right now, without waiting.
 bool Readable(int fd);
+
+// Makes the kernel attest the writer of everything read from `socket` from
+// now on (SO_PASSCRED): Frame::sender. Bytes queued before the call carry
+// no attestation.
+Status AttestSenders(int socket);
 
 // A connected AF_UNIX stream socket pair, both ends close-on-exec.
 StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair();

@@ -287,12 +287,14 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
                                                reply.status().message());
   }
   PayloadReader r(reply->payload);
-  ProcessChannel channel;
-  channel.pid = static_cast<pid_t>(r.U32());
-  if (reply->tag != Tag::kOpened || !r.Finish("OPENED").ok() || !reply->fd) {
+  auto pid = static_cast<pid_t>(r.U32());
+  if (reply->tag != Tag::kOpened || !r.Finish("OPENED").ok() || !reply->fd || pid <= 1) {
     return CorruptError("malformed OPENED frame from the worker");
   }
+  ProcessChannel channel;
   channel.socket = std::move(reply->fd);
+  // The worker ran no cell: its word is taken (see process_identity.h).
+  channel.process = ProcessIdentity::Trusted(pid);
   return channel;
 }
 

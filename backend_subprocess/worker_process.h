@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/process_identity.h"
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/worker_settings.h"
 #include "core/child_process.h"
@@ -16,10 +17,11 @@
 
 namespace dolsot {
 
-// A channel to one process: the host's end of its socket and its pid.
+// A channel to one process: the host's end of its socket and who is at the
+// other end, as far as the host can vouch (process_identity.h).
 struct ProcessChannel {
   UniqueFd socket;
-  pid_t pid = -1;
+  ProcessIdentity process;
 };
 
 // The default worker command for C++ hosts: the dolsot-worker executable

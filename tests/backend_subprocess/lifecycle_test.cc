@@ -241,6 +241,50 @@ TEST(Lifecycle, TheWorkersStderrReachesTheHostsBeforeAndAfterItsHandshake) {
   EXPECT_NE(text.find("late line"), std::string::npos) << text;
 }
 
+// A cell writes a RESULT on its own socket naming another process (here a
+// process of this test, in its own group) as the runner. Before, the host
+// took it, and the next timeout SIGKILLed that process group. Now the
+// kernel-attested sender does not match: the call fails as corrupt, the
+// session is dropped (its real processes killed), and the named process is
+// never signalled.
+TEST(Lifecycle, ACellThatForgesARunnerPidGetsNothingKilled) {
+  pid_t victim = ::fork();
+  if (victim == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  ::setpgid(victim, victim);
+  auto repl = repl_testing::MakeTestRepl(/*snapshots=*/false, CheckpointMode::kOff);
+  const std::string forge =
+      "import os, struct\n"
+      "def s(b): return struct.pack('<I', len(b)) + b\n"
+      "payload = (bytes([1, 0]) + s(b'') + bytes([0]) + struct.pack('<iII', 0, 0, 0)\n"
+      "           + bytes([0]) + struct.pack('<I', " + std::to_string(victim) + ") + bytes([0]))\n"
+      "frame = struct.pack('<II', 22, len(payload)) + payload\n"
+      "for name in os.listdir('/proc/self/fd'):\n"
+      "    try:\n"
+      "        if os.readlink('/proc/self/fd/' + name).startswith('socket:'):\n"
+      "            os.write(int(name), frame)\n"
+      "    except OSError:\n"
+      "        pass\n"
+      "while True: pass\n";
+  auto forged = repl->Run("s", forge, {});
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(forged.status().message().find("the kernel says pid"), std::string::npos)
+      << forged.status().message();
+  RunOptions quick;
+  quick.timeout_seconds = 0.5;
+  auto after = repl->Run("s", "while True: pass", quick);  // a timeout kills the runner
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->exit_code, kExitTimeout);
+  ASSERT_TRUE(repl->Close().ok());
+  ::kill(victim, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;  // not SIGKILL
+}
+
 // A dolsot-worker of protocol 1 (a stale install, say) answered a refused
 // HELLO with bare text. The host names the worker and the likely cause.
 TEST(Lifecycle, AWorkerOfTheOldProtocolIsNamedAsSuch) {
