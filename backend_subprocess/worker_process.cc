@@ -253,7 +253,9 @@ Status WorkerProcess::StartFailure(const std::string& name, const Status& why,
                                    const UniqueFd& startup_stderr) {
   std::string what;
   if (why.code() == ErrorCode::kTimeout) {
-    what = "did not answer before the deadline";  // killed and reaped with this object
+    what = "did not answer before the deadline";
+    process_.Kill();  // now, rather than after Stop's grace
+    (void)process_.Wait();
   } else {
     // It closed its end: it is exiting, or has exited.
     auto status = process_.Wait(ChildProcess::Clock::now() + kExitGrace);

@@ -199,6 +199,25 @@ TEST(Lifecycle, AWorkerThatDiesAtStartSaysHowAndWhatItWrote) {
   }
 }
 
+// A worker that never answers is killed at the deadline, with its group,
+// and what it wrote is still shown.
+TEST(Lifecycle, AWorkerThatNeverAnswersIsKilledAtTheDeadline) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.worker_command = {"/bin/sh", "-c", "echo stuck >&2; sleep 1000; exit 0"};
+  auto repl = std::move(Repl::Create(std::move(options))).value();
+  RunOptions quick;
+  quick.timeout_seconds = 0.5;
+  auto r = repl->Run("s", "1", quick);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->error.has_value());
+  EXPECT_NE(r->error->find("did not answer before the deadline; its stderr ended with:\nstuck"),
+            std::string::npos)
+      << *r->error;
+  EXPECT_TRUE(Children().empty());
+}
+
 // Only the end of a long stderr is kept, from a whole line.
 TEST(Lifecycle, AStartUpStderrIsBoundedToItsEnd) {
   WorkerSettings settings;
