@@ -2,10 +2,6 @@
 // kill-and-rollback, checkpoints and branches.
 #include "backend_subprocess/live_session.h"
 
-#include <signal.h>
-#include <string.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cmath>
 #include <sstream>
