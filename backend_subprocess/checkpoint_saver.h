@@ -26,7 +26,7 @@
 
 #include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/live_session.h"
-#include "backend_subprocess/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 

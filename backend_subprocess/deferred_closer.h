@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backend_subprocess/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 

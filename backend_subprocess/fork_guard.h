@@ -18,15 +18,18 @@
 // reads or writes that socket.
 #pragma once
 
-#include "backend_subprocess/unique_fd.h"
+#include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace dolsot::fork_guard {
 
-// Closes `fd` in the children of forks a cell makes from now on. Up to
-// kSlots descriptors at once; beyond that, false (the descriptor is not
-// guarded).
-inline constexpr int kSlots = 8;
-bool Guard(int fd);
+// Closes `fd` in the children of forks a cell makes from now on. The table
+// grows as needed, up to kMaxGuarded descriptors at once (a session process
+// guards about five). Beyond that, or when memory runs out, an error: `fd`
+// is then NOT guarded, and the caller must not keep it open where a cell
+// may fork (GuardedFd::Create closes it).
+inline constexpr int kMaxGuarded = 4096;
+Status Guard(int fd);
 // Stops guarding `fd` (before it is closed or handed to a child on purpose).
 void Release(int fd);
 // Whether `fd` is guarded (for tests).
@@ -48,7 +51,9 @@ class EngineFork {
 class GuardedFd {
  public:
   GuardedFd() = default;
-  explicit GuardedFd(UniqueFd fd) : fd_(std::move(fd)) { Guard(fd_.get()); }
+  // Guards `fd` and takes it. When it cannot be guarded, `fd` is closed at
+  // once (so no cell's fork can inherit it) and the error says why.
+  static StatusOr<GuardedFd> Create(UniqueFd fd);
   GuardedFd(GuardedFd&& other) noexcept : fd_(std::move(other.fd_)) {}
   GuardedFd& operator=(GuardedFd&& other) noexcept {
     if (this != &other) {
@@ -69,6 +74,7 @@ class GuardedFd {
   void Reset() { (void)Take(); }
 
  private:
+  explicit GuardedFd(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;
 };
 

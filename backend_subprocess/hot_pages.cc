@@ -13,7 +13,7 @@
 #include <cstring>
 #include <optional>
 
-#include "backend_subprocess/unique_fd.h"
+#include "core/unique_fd.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14; older headers lack them

@@ -2,14 +2,11 @@
 // kill-and-rollback, checkpoints and branches.
 #include "backend_subprocess/live_session.h"
 
-#include <signal.h>
-#include <string.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "core/child_process.h"
 #include "embedded/cell_runner.h"
 
 namespace dolsot {
@@ -26,35 +23,34 @@ constexpr std::size_t kMaxKeptOutput = 64u << 20;
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr auto kReapGrace = std::chrono::seconds(10);
 
-// A pid the session process reports for one of its children. The host
-// SIGKILLs its process group, so never 1 (kill(-1) would signal every
-// process of this user) nor <= 0: a cell's code can write these frames.
-bool PlausibleChildPid(pid_t pid) { return pid > 1; }
+// A pid a session process reports. Never 1 (kill(-1) would signal every
+// process of this user) nor <= 0: a cell's code can write these frames, and
+// the host checks each pid further before it records or signals it
+// (process_identity.h).
+bool PlausiblePid(pid_t pid) { return pid > 1; }
 
-StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what) {
-  PayloadReader r(frame.payload);
-  ProcessChannel channel;
-  channel.pid = static_cast<pid_t>(r.U32());
-  if (!r.Finish(what).ok() || !frame.fd || !PlausibleChildPid(channel.pid)) {
-    return CorruptError(std::string("malformed ") + what + " frame (no channel)");
-  }
-  channel.socket = std::move(frame.fd);
-  return channel;
+// The host's end of a session process's socket, asking the kernel to attest
+// who writes on it (RESULT's sender is checked against it). Set before the
+// host sends anything the process answers; if it fails (it does not on
+// Linux), RESULT frames are refused for want of an attested sender.
+UniqueFd Attested(UniqueFd socket) {
+  if (socket) (void)protocol::AttestSenders(socket.get());
+  return socket;
 }
 
-std::string DescribeWaitStatus(int status) {
-  std::ostringstream out;
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    out << "killed by signal " << sig;
-    if (name != nullptr) out << " (SIG" << name << ")";
-  } else if (WIFEXITED(status)) {
-    out << "exited with status " << WEXITSTATUS(status);
-  } else {
-    out << "ended with wait status " << status;
+// A RUNNER or BRANCHED frame from `parent`: {pid} of its new child, and the
+// host's end of that child's socket.
+StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what,
+                                     const ProcessIdentity& parent) {
+  PayloadReader r(frame.payload);
+  auto pid = static_cast<pid_t>(r.U32());
+  if (!r.Finish(what).ok() || !frame.fd || !PlausiblePid(pid)) {
+    return CorruptError(std::string("malformed ") + what + " frame (no channel)");
   }
-  return out.str();
+  ProcessChannel channel;
+  channel.socket = Attested(std::move(frame.fd));
+  channel.process = ProcessIdentity::ChildOf(parent, pid);
+  return channel;
 }
 
 std::string FormatSeconds(double s) {
@@ -85,6 +81,7 @@ StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel
                                                           const WorkerSettings& settings,
                                                           Deadline deadline, LoadReport* report) {
   std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  channel.socket = Attested(std::move(channel.socket));
   (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
   ProcessChannel& first = session->snapshots_ ? session->standby_ : session->runner_;
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(first.socket.get(), Tag::kLoad, blob));
@@ -112,6 +109,7 @@ StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel
 std::unique_ptr<LiveSession> LiveSession::Adopt(ProcessChannel channel,
                                                 const WorkerSettings& settings) {
   std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  channel.socket = Attested(std::move(channel.socket));
   (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
   session->runner_pending_ = session->snapshots_;
   return session;
@@ -125,27 +123,24 @@ void LiveSession::Kill() {
   // with the standby (PR_SET_PDEATHSIG).
   ReadPendingRunnerPid(Clock::now());
   for (ProcessChannel* c : {&runner_, &standby_}) {
-    if (c->pid > 0) {
-      ::kill(-c->pid, SIGKILL);
-      ::kill(c->pid, SIGKILL);
-    }
+    c->process.Kill();  // the process and its group, if the host can vouch for it
     c->socket.Reset();
-    c->pid = -1;
+    c->process = ProcessIdentity();
   }
   runner_pending_ = false;
 }
 
 Status LiveSession::AcceptRunner(Frame frame) {
-  if (!frame.fd && runner_.socket && runner_.pid <= 0) {
+  if (!frame.fd && runner_.socket && !runner_.process.known()) {
     // Its socket came with the last Result: only the pid is new.
     PayloadReader r(frame.payload);
     auto pid = static_cast<pid_t>(r.U32());
-    if (!r.Finish("RUNNER").ok() || !PlausibleChildPid(pid)) {
+    if (!r.Finish("RUNNER").ok() || !PlausiblePid(pid)) {
       return CorruptError("malformed RUNNER frame");
     }
-    runner_.pid = pid;
+    runner_.process = ProcessIdentity::ChildOf(standby_.process, pid);
   } else {
-    auto channel = ChannelFrom(frame, "RUNNER");
+    auto channel = ChannelFrom(frame, "RUNNER", standby_.process);
     if (!channel.ok()) return channel.status();
     runner_ = std::move(channel).value();
   }
@@ -177,7 +172,7 @@ Status LiveSession::EnsureRunner(Deadline deadline, const ChannelHandler& on_cha
 }
 
 void LiveSession::ReadPendingRunnerPid(Clock::time_point deadline) {
-  if (runner_pending_ && runner_.socket && runner_.pid <= 0 && standby_.socket) {
+  if (runner_pending_ && runner_.socket && !runner_.process.known() && standby_.socket) {
     (void)EnsureRunner(deadline, nullptr);
   }
 }
@@ -256,8 +251,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     auto runner_pid = static_cast<pid_t>(r.U32());
     std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
-    if (!PlausibleChildPid(runner_pid)) return CorruptError("RESULT without the runner's pid");
-    runner_.pid = runner_pid;
+    if (!PlausiblePid(runner_pid)) return CorruptError("RESULT without the runner's pid");
+    auto runner = ProcessIdentity::FromSender(*frame, runner_pid, "RESULT");
+    if (!runner.ok()) return runner.status();
+    runner_.process = *runner;
     // The descriptors that came with it, in order.
     UniqueFd* next_fd = &frame->fd;
     UniqueFd checkpoint_channel, runner_socket;
@@ -266,7 +263,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       next_fd = &frame->fd2;
     }
     if (carried & protocol::kCarriesRunnerSocket) {
-      runner_socket = std::move(*next_fd);
+      runner_socket = Attested(std::move(*next_fd));
       // The session forks that runner on this socket and will not send another.
       if (!runner_socket) return CorruptError("the next runner's socket did not come with RESULT");
     }
@@ -298,9 +295,9 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                                     const std::string& output) {
   ReadPendingRunnerPid(Clock::now() + kReapGrace);
-  if (runner_.pid > 0) ::kill(-runner_.pid, SIGKILL);
+  runner_.process.Kill();
   runner_.socket.Reset();
-  runner_.pid = -1;
+  runner_.process = ProcessIdentity();
   CellOutcome outcome;
   outcome.interrupted = interrupted;
   Result& r = outcome.result;
@@ -378,7 +375,7 @@ StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHan
   auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
   if (!frame.ok()) return frame.status();
   if (frame->tag != Tag::kBranched) return CorruptError("expected BRANCHED");
-  return ChannelFrom(*frame, "BRANCHED");
+  return ChannelFrom(*frame, "BRANCHED", runner_.process);
 }
 
 }  // namespace dolsot

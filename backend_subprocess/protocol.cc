@@ -29,11 +29,30 @@ std::string ErrnoText(const char* what, int err) {
 
 bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ENOTCONN; }
 
+// Who wrote a message, over the reads that make it up.
+class SenderTally {
+ public:
+  // One read, whose credentials named `pid` (0: none came with it).
+  void Saw(pid_t pid) {
+    if (!seen_) {
+      pid_ = pid;
+      seen_ = true;
+    } else if (pid != pid_) {
+      pid_ = 0;  // more than one writer: nobody is attested
+    }
+  }
+  pid_t sender() const { return pid_ > 0 ? pid_ : 0; }
+
+ private:
+  bool seen_ = false;
+  pid_t pid_ = 0;
+};
+
 // Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
-// (fd, then fd2).
+// (fd, then fd2) and the attested writer of each read in `senders`.
 // Returns the number of bytes read before EOF (== n on success).
 StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
-                                Frame* frame) {
+                                Frame* frame, SenderTally* senders) {
   std::size_t got = 0;
   // With a deadline, try a non-blocking read first and poll only when nothing
   // is there: when the data already arrived, that saves a poll.
@@ -48,7 +67,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
     }
     iovec iov{buf + got, n - got};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * 4)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -64,7 +83,15 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       if (errno == ECONNRESET) return got;
       return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
     }
+    pid_t writer = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+        ucred credentials;
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof credentials);
+        writer = credentials.pid;
+        continue;
+      }
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (std::size_t i = 0; i < count; ++i) {
@@ -80,6 +107,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
     }
     if (r == 0) return got;
+    senders->Saw(writer);
     got += static_cast<std::size_t>(r);
     try_first = true;
   }
@@ -118,12 +146,10 @@ Status WaitReadable(int fd, Deadline deadline) {
   }
 }
 
-Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2) {
-  if (payload.size() > kMaxPayloadBytes) {
-    return Status(ErrorCode::kInvalidArgument,
-                  std::string("frame ") + TagName(tag) + " payload of " +
-                      std::to_string(payload.size()) + " bytes is over the protocol cap");
-  }
+namespace {
+
+// Sends one frame (header + payload <= kMaxFrameBytes), with the descriptors.
+Status WriteOneFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2) {
   char header[kHeaderBytes];
   PutLe32(header, static_cast<std::uint32_t>(tag));
   PutLe32(header + 4, static_cast<std::uint32_t>(payload.size()));
@@ -168,28 +194,92 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pa
   return Status::Ok();
 }
 
+// The parts of a message, joined: allocated for bytes that arrived.
+std::string Join(std::vector<std::string>& parts, std::string last) {
+  if (parts.empty()) return last;
+  std::size_t total = last.size();
+  for (const auto& part : parts) total += part.size();
+  std::string out;
+  out.reserve(total);
+  for (auto& part : parts) {
+    out += part;
+    std::string().swap(part);
+  }
+  out += last;
+  return out;
+}
+
+}  // namespace
+
+Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2) {
+  if (payload.size() > kMaxMessageBytes) {
+    return Status(ErrorCode::kInvalidArgument,
+                  std::string("message ") + TagName(tag) + " of " +
+                      std::to_string(payload.size()) + " bytes is over the protocol cap of " +
+                      std::to_string(kMaxMessageBytes) + " bytes");
+  }
+  // Descriptors ride with the first frame of the message.
+  while (payload.size() > kMaxFrameBytes) {
+    DOLSOT_RETURN_IF_ERROR(
+        WriteOneFrame(fd, Tag::kContinued, payload.substr(0, kMaxFrameBytes), pass_fd, pass_fd2));
+    pass_fd = pass_fd2 = -1;
+    payload.remove_prefix(kMaxFrameBytes);
+  }
+  return WriteOneFrame(fd, tag, payload, pass_fd, pass_fd2);
+}
+
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   Frame frame;
-  char header[kHeaderBytes];
-  auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame);
-  if (!got.ok()) return got.status();
-  if (*got == 0) return Status(ErrorCode::kUnavailable, "the peer process is gone");
-  if (*got < kHeaderBytes) return CorruptError("truncated frame header: the peer died mid-frame");
-  frame.tag = static_cast<Tag>(GetLe32(header));
-  std::uint32_t length = GetLe32(header + 4);
-  if (length > kMaxPayloadBytes) {
-    return CorruptError("frame length " + std::to_string(length) + " is over the protocol cap");
-  }
-  frame.payload.resize(length);
-  if (length > 0) {
-    got = ReadFully(fd, frame.payload.data(), length, deadline, &frame);
+  SenderTally senders;
+  std::vector<std::string> parts;  // the message's kContinued frames so far
+  std::uint64_t total = 0;
+  for (;;) {
+    char header[kHeaderBytes];
+    auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame, &senders);
     if (!got.ok()) return got.status();
-    if (*got < length) {
-      return CorruptError(std::string("truncated frame ") + TagName(frame.tag) + ": got " +
-                          std::to_string(*got) + " of " + std::to_string(length) + " bytes");
+    if (*got == 0 && parts.empty()) return Status(ErrorCode::kUnavailable, "the peer process is gone");
+    if (*got < kHeaderBytes) {
+      return CorruptError(parts.empty() ? std::string("truncated frame header: the peer died mid-frame")
+                                        : "truncated message: the peer died after " +
+                                              std::to_string(total) + " bytes of it");
     }
+    auto tag = static_cast<Tag>(GetLe32(header));
+    std::uint32_t length = GetLe32(header + 4);
+    if (length > kMaxFrameBytes) {
+      return CorruptError(std::string("frame ") + TagName(tag) + " claims " +
+                          std::to_string(length) + " bytes, over the per-frame cap of " +
+                          std::to_string(kMaxFrameBytes));
+    }
+    if (total + length > kMaxMessageBytes) {
+      return CorruptError("a message of over " + std::to_string(kMaxMessageBytes) +
+                          " bytes: over the protocol cap");
+    }
+    std::string payload(length, '\0');  // at most kMaxFrameBytes ahead of its bytes
+    if (length > 0) {
+      got = ReadFully(fd, payload.data(), length, deadline, &frame, &senders);
+      if (!got.ok()) return got.status();
+      if (*got < length) {
+        return CorruptError(std::string("truncated frame ") + TagName(tag) + ": got " +
+                            std::to_string(*got) + " of " + std::to_string(length) + " bytes");
+      }
+    }
+    total += length;
+    if (tag != Tag::kContinued) {
+      frame.tag = tag;
+      frame.payload = Join(parts, std::move(payload));
+      frame.sender = senders.sender();
+      return frame;
+    }
+    parts.push_back(std::move(payload));
   }
-  return frame;
+}
+
+Status AttestSenders(int socket) {
+  int on = 1;
+  if (::setsockopt(socket, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+    return Status(ErrorCode::kIo, ErrnoText("setsockopt(SO_PASSCRED)", errno));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair() {
@@ -337,6 +427,7 @@ const char* TagName(Tag tag) {
     case Tag::kDied: return "DIED";
     case Tag::kBranched: return "BRANCHED";
     case Tag::kCheckpointData: return "CHECKPOINT_DATA";
+    case Tag::kContinued: return "CONTINUED";
   }
   return "UNKNOWN";
 }

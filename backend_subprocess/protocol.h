@@ -1,8 +1,11 @@
 // The host <-> worker <-> session wire protocol: framed binary messages
 // {u32 tag, u32 length} + payload, little endian, over AF_UNIX stream sockets,
 // optionally carrying one or two file descriptors (SCM_RIGHTS). The first frame on a
-// worker channel is kHello with kProtocolVersion.
+// worker channel is kHello with kProtocolVersion. A message longer than one
+// frame may hold travels as kContinued frames followed by its own.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -11,16 +14,36 @@
 #include <string_view>
 #include <vector>
 
-#include "backend_subprocess/unique_fd.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace dolsot::protocol {
 
 // 3: the session names its cells (RUN carries no filename).
-inline constexpr std::uint32_t kProtocolVersion = 3;
-// Largest payload either end sends or accepts. Bigger checkpoints fail cleanly.
-inline constexpr std::uint32_t kMaxPayloadBytes = 0x7fffffffu;
+// 4: frames are capped at kMaxFrameBytes; longer messages go in parts.
+inline constexpr std::uint32_t kProtocolVersion = 4;
+
+// The largest frame either end sends or accepts: 16 MiB. The peer of a host
+// is a process running the user's code, so a frame's claimed length is
+// never trusted beyond this: a reader allocates at most this much before the
+// bytes arrive, and a header claiming more is kCorrupt at once.
+//
+// Why 16 MiB: every message whose size is bounded at its source fits with
+// room to spare (a Result with the default max_output of 100000 characters
+// is under half a MiB with its traceback and names; HELLO, READY, OPENED,
+// RUNNER, DIED and the rest are bytes to kilobytes; the CLI caps a cell at
+// 1 MiB). What is unbounded (a checkpoint blob, hundreds of MB in LOAD,
+// CHECKPOINT_DATA or a sync Result; a Result with max_output=0, "no cap";
+// the library's cell code) is sent by WriteFrame as kContinued frames of
+// this size followed by the message's own frame with the rest, and
+// ReadFrame joins them as they arrive: the host holds what was actually
+// sent, never what was claimed. At this size a part's header and syscall are
+// noise next to copying its bytes, and a stalled claim costs little memory.
+inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
+// The largest message (all its frames together); payload strings carry u32
+// lengths. A bigger checkpoint fails cleanly.
+inline constexpr std::uint64_t kMaxMessageBytes = 0x7fffffffu;
 
 enum class Tag : std::uint32_t {
   // host -> worker (the fork server)
@@ -48,6 +71,9 @@ enum class Tag : std::uint32_t {
   kDied = 24,             // the runner's wait status
   kBranched = 26,         // pid of the branch; carries its fd
   kCheckpointData = 27,   // saved, dropped, blob
+  // any direction
+  kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
+                    // frame (with the rest) follows
 };
 
 // A kResult payload ends with a byte saying which descriptors the frame
@@ -60,21 +86,29 @@ struct Frame {
   std::string payload;
   UniqueFd fd;   // the first descriptor passed with the frame, if any
   UniqueFd fd2;  // the second
+  // The process that wrote every byte of the message, as the kernel attests
+  // it (SCM_CREDENTIALS), on a socket that asks (AttestSenders); 0 when it
+  // does not ask, or when more than one process wrote the message.
+  pid_t sender = 0;
 };
 
 using Clock = std::chrono::steady_clock;
 // A point in time after which a read gives up with kTimeout; nullopt = never.
 using Deadline = std::optional<Clock::time_point>;
 
-// Sends one frame (and `pass_fd` when >= 0) in full, retrying on EINTR and
-// short writes. kUnavailable when the peer is gone. Descriptors < 0 are not
+// Sends one message (and `pass_fd` when >= 0) in full, retrying on EINTR and
+// short writes: one frame, or kContinued frames and then one under `tag`
+// when the payload is over kMaxFrameBytes. kUnavailable when the peer is
+// gone, kInvalidArgument over kMaxMessageBytes. Descriptors < 0 are not
 // passed; pass_fd2 only with pass_fd.
 Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
                   int pass_fd2 = -1);
 
-// Reads one whole frame. kUnavailable on EOF before the first byte (peer
-// gone), kCorrupt on EOF mid-frame or a length over the cap, kTimeout when
-// `deadline` passes first. Received descriptors are close-on-exec.
+// Reads one whole message (its kContinued frames joined; `tag` is its own).
+// kUnavailable on EOF before the first byte (peer gone); kCorrupt on EOF
+// mid-message or a frame claiming more than kMaxFrameBytes (refused before
+// anything is allocated for it); kTimeout when `deadline` passes first.
+// Received descriptors are close-on-exec.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 
 // Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.
@@ -82,6 +116,11 @@ Status WaitReadable(int fd, Deadline deadline);
 
 // Whether `fd` is readable (or hung up) right now, without waiting.
 bool Readable(int fd);
+
+// Makes the kernel attest the writer of everything read from `socket` from
+// now on (SO_PASSCRED): Frame::sender. Bytes queued before the call carry
+// no attestation.
+Status AttestSenders(int socket);
 
 // A connected AF_UNIX stream socket pair, both ends close-on-exec.
 StatusOr<std::pair<UniqueFd, UniqueFd>> SocketPair();

@@ -63,7 +63,9 @@ struct SessionSlot {
   std::atomic<bool> interrupt{false};
   std::mutex dropped_mutex;
   std::vector<std::string> last_dropped;  // from the latest async checkpoint
-  std::string last_save_error;            // an async save that failed, not yet reported
+  // A save that failed (async, or an eviction on this session's behalf),
+  // not yet reported.
+  std::string last_save_error;
 };
 
 class Repl::Impl {
@@ -108,7 +110,10 @@ class Repl::Impl {
   StatusOr<Result> Execute(const std::string& sid, SessionSlot& slot, std::string_view code,
                            double timeout, Deadline deadline, const StopCheck& should_stop);
   void EvictIfFull(const std::string& keep);
-  void Evict(const std::string& sid, SessionSlot& slot);
+  Status Evict(const std::string& sid, SessionSlot& slot);
+  // Keeps `warning` for the next Result of session `sid` (an eviction on
+  // its behalf failed, say).
+  void NoteWarning(const std::string& sid, const std::string& warning);
   LiveSession::ChannelHandler ChannelHandler(const std::string& sid) {
     return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd)); };
   }
@@ -205,6 +210,7 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
 
 void Repl::Impl::EvictIfFull(const std::string& keep) {
   if (options_.max_live_sessions <= 0) return;
+  std::set<std::string> kept;  // sessions that could not be evicted
   for (;;) {
     std::vector<std::pair<std::uint64_t, std::string>> live;
     std::map<std::string, std::shared_ptr<SessionSlot>> copy;
@@ -225,24 +231,63 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
       }
       slot->turn.unlock();
     }
+    // A session whose eviction failed stays live, over the limit: the next
+    // least recently used one is tried instead, each at most once here.
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const auto& entry) { return kept.count(entry.second) > 0; }),
+               live.end());
     if (count < options_.max_live_sessions || live.empty()) return;
     std::sort(live.begin(), live.end());
-    auto& victim = copy[live.front().second];
+    const std::string& victim_id = live.front().second;
+    auto& victim = copy[victim_id];
     if (!victim->turn.try_lock()) continue;
-    Evict(live.front().second, *victim);
+    Status evicted = Evict(victim_id, *victim);
     victim->turn.unlock();
+    if (!evicted.ok()) {
+      kept.insert(victim_id);
+      NoteWarning(keep, "session '" + victim_id + "' " + evicted.message());
+    }
   }
 }
 
 // Checkpoints and kills one live session; `slot.turn` is held. Eviction
 // checkpoints even with checkpoints off: otherwise it would lose the state.
-void Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
-  if (!slot.live) return;
+// When the checkpoint is not saved the session stays live (an error says
+// so); when it cannot even be taken, the session's process is out of step
+// or gone, and it is dropped: it goes back to its last checkpoint.
+Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
+  if (!slot.live) return Status::Ok();
   auto deadline = After(config_.timeout_seconds);
   auto data = slot.live->Checkpoint(deadline, ChannelHandler(sid));
   saver_.Flush();  // an older async checkpoint must not land after this one
-  if (data.ok()) (void)store_->Save(sid, data->blob);
+  if (!data.ok()) {
+    slot.live.reset();
+    return Status(data.status().code(),
+                  "was evicted (over max_live_sessions) without a checkpoint, which could not "
+                  "be taken (" + data.status().message() + "); it goes back to its last one");
+  }
+  Status saved = store_->Save(sid, data->blob);
+  if (!saved.ok()) {
+    return Status(saved.code(), "stays live over max_live_sessions=" +
+                                    std::to_string(options_.max_live_sessions) +
+                                    ": its checkpoint could not be saved (" + saved.message() +
+                                    ")");
+  }
   slot.live.reset();
+  return Status::Ok();
+}
+
+void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning) {
+  std::shared_ptr<SessionSlot> slot;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = slots_.find(sid);
+    if (it == slots_.end()) return;
+    slot = it->second;
+  }
+  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+  if (!slot->last_save_error.empty()) slot->last_save_error += "; ";
+  slot->last_save_error += warning;
 }
 
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
@@ -262,7 +307,10 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
   Status saved = store_->Save(sid, data.blob);
   if (!saved.ok()) {  // reported with the session's next Result
     std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-    slot->last_save_error = saved.message();
+    std::string& pending = slot->last_save_error;
+    if (pending.find(saved.message()) == std::string::npos) {
+      pending += (pending.empty() ? "" : "; ") + saved.message();
+    }
   }
 }
 

@@ -58,7 +58,14 @@ class SocketSink final : public OutputSink {
     if (pending_.empty()) return;
     Status s;
     Py_BEGIN_ALLOW_THREADS
-    s = protocol::WriteFrame(socket_, Tag::kOutput, pending_);
+    // In frames of at most the protocol's cap, each whole on its own: the
+    // host keeps what it can use of them and drops the rest as they come.
+    std::string_view left = pending_;
+    while (!left.empty() && s.ok()) {
+      std::string_view piece = left.substr(0, protocol::kMaxFrameBytes);
+      s = protocol::WriteFrame(socket_, Tag::kOutput, piece);
+      left.remove_prefix(piece.size());
+    }
     Py_END_ALLOW_THREADS
     if (!s.ok()) broken_ = true;
     streamed_ += pending_.size();
@@ -73,6 +80,15 @@ class SocketSink final : public OutputSink {
 };
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
+
+// `fd` guarded (see fork_guard.h), for a process that cannot serve without
+// it: when it cannot be guarded, the process exits (the host sees it die)
+// rather than hand the descriptor to the children a cell forks.
+GuardedFd GuardedOrExit(UniqueFd fd) {
+  auto guarded = GuardedFd::Create(std::move(fd));
+  if (!guarded.ok()) Exit(3);
+  return std::move(guarded).value();
+}
 
 void Nap(long nanoseconds) {
   timespec ts{0, nanoseconds};
@@ -131,7 +147,7 @@ void RetireParent(pid_t standby) {
 class SessionProcess {
  public:
   SessionProcess(UniqueFd socket, const WorkerSettings& settings)
-      : socket_(std::move(socket)), settings_(settings), aliases_(settings.Aliases()) {
+      : socket_(GuardedOrExit(std::move(socket))), settings_(settings), aliases_(settings.Aliases()) {
     globals_ = PyModule_GetDict(PyImport_AddModule("__main__"));  // borrowed
   }
 
@@ -222,7 +238,7 @@ class SessionProcess {
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
-      socket_ = GuardedFd(std::move(pair.second));
+      socket_ = GuardedOrExit(std::move(pair.second));
       pair.first.Reset();
       DropPreparedChannels();  // no other child may keep a runner's socket open
       helpers_.clear();
@@ -366,7 +382,7 @@ class SessionProcess {
     }
     int pid = ForkProcess();
     if (pid == 0) {
-      socket_ = GuardedFd(std::move(channel));
+      socket_ = GuardedOrExit(std::move(channel));
       pending_channel_.Reset();
       writer_pidfd_.Reset();
       // The next runner's socket: if the writer kept it open, the host would
@@ -422,8 +438,11 @@ class SessionProcess {
       if (a && b) return;
       auto pair = protocol::SocketPair();
       if (!pair.ok()) return;  // made at reply time, or not at all
-      a = GuardedFd(std::move(pair->first));
-      b = GuardedFd(std::move(pair->second));
+      auto first = GuardedFd::Create(std::move(pair->first));
+      auto second = GuardedFd::Create(std::move(pair->second));
+      if (!first.ok() || !second.ok()) return;  // closed: made at reply time instead
+      a = std::move(first).value();
+      b = std::move(second).value();
     };
     if (settings_.checkpoint == CheckpointMode::kAsync) {
       make(checkpoint_host_end_, checkpoint_writer_end_);

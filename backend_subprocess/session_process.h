@@ -6,8 +6,8 @@
 // Runs inside the worker's interpreter with the GIL held; never returns.
 #pragma once
 
-#include "backend_subprocess/unique_fd.h"
 #include "backend_subprocess/worker_settings.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 

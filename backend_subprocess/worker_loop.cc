@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -227,6 +228,41 @@ Status OpenSession(int host, const WorkerSettings& settings) {
   return protocol::WriteFrame(host, Tag::kOpened, w.data(), pair->first.get());
 }
 
+// The inherited fd that the environment variable `name` names, or -1 when
+// unset or malformed.
+int FdFromEnvironment(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return -1;
+  char* end;
+  long fd = std::strtol(text, &end, 10);
+  if (*end != '\0' || fd < 0 || fd > 1 << 20) return -1;
+  return static_cast<int>(fd);
+}
+
+// Until its handshake the worker's stderr is a capture the host reads if the
+// worker dies first. Once it is about to answer, it writes to the host's own
+// stderr instead (an fd the host passed; see worker_process.h), so nothing
+// it writes later can pile up anywhere. Session processes are forked after
+// this and inherit it.
+void UseHostStderr() {
+  int fd = FdFromEnvironment(kWorkerStderrFdVariable);
+  ::unsetenv(kWorkerStderrFdVariable);
+  if (fd <= 2) return;
+  // What is buffered belongs to the start-up, and so to the capture.
+  for (const char* name : {"stdout", "stderr"}) {
+    PyObject* stream = PySys_GetObject(name);  // borrowed
+    if (stream == nullptr || stream == Py_None) continue;
+    PyObject* flushed = PyObject_CallMethod(stream, "flush", nullptr);
+    if (flushed == nullptr) PyErr_Clear();
+    Py_XDECREF(flushed);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(fd, 2);
+  ::dup2(2, 1);  // as at the start: stray writes to fd 1 go to stderr
+  ::close(fd);
+}
+
 StatusOr<Frame> ReadReleasingGil(int fd, protocol::Deadline deadline) {
   StatusOr<Frame> frame = Status(ErrorCode::kInternal, "unread");
   Py_BEGIN_ALLOW_THREADS
@@ -237,14 +273,7 @@ StatusOr<Frame> ReadReleasingGil(int fd, protocol::Deadline deadline) {
 
 }  // namespace
 
-int WorkerFdFromEnvironment() {
-  const char* text = std::getenv(kWorkerFdVariable);
-  if (text == nullptr || *text == '\0') return -1;
-  char* end;
-  long fd = std::strtol(text, &end, 10);
-  if (*end != '\0' || fd < 0 || fd > 1 << 20) return -1;
-  return static_cast<int>(fd);
-}
+int WorkerFdFromEnvironment() { return FdFromEnvironment(kWorkerFdVariable); }
 
 int RunWorker(int socket_fd) {
   UniqueFd host(socket_fd);
@@ -273,6 +302,7 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  UseHostStderr();
   PayloadWriter w;
   w.U32(static_cast<std::uint32_t>(::getpid()));
   if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;

@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +38,11 @@ std::string PrintableExcerpt(std::string_view text) {
 }
 
 constexpr int kChildChannelFd = 3;
+constexpr int kChildHostStderrFd = 4;
+// How much of a dying worker's stderr its error message shows (the end).
+constexpr std::size_t kStderrTailBytes = 4096;
+// How long a worker that closed its channel gets to exit before it is killed.
+constexpr auto kExitGrace = std::chrono::seconds(5);
 
 bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
 
@@ -50,43 +55,43 @@ std::string SelfDirectory() {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-// Waits up to `timeout_ms` for `pid` (our child) to exit; true when reaped.
-bool ReapWithin(pid_t pid, int timeout_ms) {
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
-    int r;
-    do {
-      r = ::poll(&p, 1, timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    ::close(pidfd);
-    if (r <= 0) return false;
-  }
-  pid_t r;
-  do {
-    r = ::waitpid(pid, nullptr, pidfd >= 0 ? 0 : WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  return r == pid || (r < 0 && errno == ECHILD);
-}
+// A close-on-exec copy of `fd` numbered 10 or more: a source the spawn's
+// file actions cannot clobber while they dup2 onto 2, 3 and 4.
+UniqueFd Lift(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 10)); }
 
-StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
-                      const std::vector<std::string>& extra_env, int channel) {
-  if (command.empty()) return InvalidArgument("the worker command is empty");
-  // dup2 onto the same number would keep close-on-exec set: move it first.
-  UniqueFd moved;
-  if (channel == kChildChannelFd) {
-    moved.Reset(::fcntl(channel, F_DUPFD_CLOEXEC, 10));
-    if (!moved) return IoError(std::string("fcntl: ") + std::strerror(errno));
-    channel = moved.get();
-  }
-  std::vector<std::string> env_strings;
+// The environment of the worker: ours without the worker's own variables,
+// `extra_env`, then those variables.
+std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra_env,
+                                           bool captures_stderr) {
+  std::vector<std::string> out;
   std::string fd_var = std::string(kWorkerFdVariable) + "=";
+  std::string stderr_var = std::string(kWorkerStderrFdVariable) + "=";
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, fd_var.c_str(), fd_var.size()) == 0) continue;
-    env_strings.emplace_back(*e);
+    if (std::strncmp(*e, stderr_var.c_str(), stderr_var.size()) == 0) continue;
+    out.emplace_back(*e);
   }
-  for (const auto& e : extra_env) env_strings.push_back(e);
-  env_strings.push_back(fd_var + std::to_string(kChildChannelFd));
+  for (const auto& e : extra_env) out.push_back(e);
+  out.push_back(fd_var + std::to_string(kChildChannelFd));
+  if (captures_stderr) out.push_back(stderr_var + std::to_string(kChildHostStderrFd));
+  return out;
+}
+
+// Spawns the worker with `channel` as its fd 3 and, when `startup_stderr` is
+// a file, that file as its fd 2 and the host's own stderr as its fd 4.
+StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
+                      const std::vector<std::string>& extra_env, int channel_fd,
+                      int startup_stderr) {
+  if (command.empty()) return InvalidArgument("the worker command is empty");
+  UniqueFd channel = Lift(channel_fd);
+  if (!channel) return IoError(std::string("fcntl: ") + std::strerror(errno));
+  UniqueFd capture, host_stderr;
+  if (startup_stderr >= 0) {
+    capture = Lift(startup_stderr);
+    host_stderr = Lift(2);  // none (fd 2 closed): no capture either
+    if (!capture || !host_stderr) capture.Reset();
+  }
+  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid());
   std::vector<char*> envp, argv;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -96,8 +101,12 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, channel, kChildChannelFd);
+  posix_spawn_file_actions_adddup2(&actions, channel.get(), kChildChannelFd);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (capture) {
+    posix_spawn_file_actions_adddup2(&actions, capture.get(), 2);
+    posix_spawn_file_actions_adddup2(&actions, host_stderr.get(), kChildHostStderrFd);
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, defaults;
@@ -119,6 +128,48 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
                   "cannot start the worker '" + command[0] + "': " + std::strerror(rc));
   }
   return pid;
+}
+
+// The last kStderrTailBytes of `file` from its first whole line, every byte
+// outside printable ASCII (but newlines and tabs) shown as '?', trailing
+// blank lines dropped.
+std::string StderrTail(int file) {
+  struct stat st {};
+  if (::fstat(file, &st) != 0 || st.st_size <= 0) return "";
+  auto size = static_cast<std::size_t>(st.st_size);
+  std::size_t from = size > kStderrTailBytes ? size - kStderrTailBytes : 0;
+  std::string text(size - from, '\0');
+  ssize_t got = ::pread(file, text.data(), text.size(), static_cast<off_t>(from));
+  text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  if (from > 0) {
+    auto newline = text.find('\n');
+    text = "[...]\n" + (newline == std::string::npos ? text : text.substr(newline + 1));
+  }
+  for (char& c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c != '\n' && c != '\t' && (u < 0x20 || u >= 0x7f)) c = '?';
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Copies what the worker wrote to `file` during its start-up to our stderr,
+// where it would have gone without the capture.
+void ForwardToStderr(int file) {
+  char buf[64 * 1024];
+  off_t at = 0;
+  for (;;) {
+    ssize_t n = ::pread(file, buf, sizeof buf, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    at += n;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(2, buf + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return;
+      done += w;
+    }
+  }
 }
 
 }  // namespace
@@ -166,19 +217,17 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     const WorkerSettings& settings, protocol::Deadline deadline) {
   auto pair = protocol::SocketPair();
   if (!pair.ok()) return pair.status();
-  auto pid = Spawn(command, extra_env, pair->second.get());
+  // Without a memory file the worker writes to our stderr from the start.
+  UniqueFd startup_stderr(::memfd_create("dolsot-worker-stderr", MFD_CLOEXEC));
+  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get());
   if (!pid.ok()) return pid.status();
   pair->second.Reset();
-  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(std::move(pair->first), *pid));
+  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
+      std::move(pair->first), ChildProcess::Adopt(*pid, ChildProcess::Group::kOwn)));
   Status sent = protocol::WriteFrame(worker->socket_.get(), Tag::kHello, EncodeHello(settings));
   auto reply = sent.ok() ? protocol::ReadFrame(worker->socket_.get(), deadline)
                          : StatusOr<protocol::Frame>(sent);
-  if (!reply.ok()) {
-    std::string why = reply.status().code() == ErrorCode::kTimeout
-                          ? "did not answer before the deadline"
-                          : "exited during startup (" + reply.status().message() + ")";
-    return Status(ErrorCode::kUnavailable, "the worker '" + command[0] + "' " + why);
-  }
+  if (!reply.ok()) return worker->StartFailure(command[0], reply.status(), startup_stderr);
   if (reply->tag == Tag::kHelloError) {
     PayloadReader r(reply->payload);
     auto code = static_cast<ErrorCode>(r.U32());
@@ -196,7 +245,33 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   if (reply->tag != Tag::kHelloOk) {
     return CorruptError(std::string("the worker answered HELLO with ") + protocol::TagName(reply->tag));
   }
+  if (startup_stderr) ForwardToStderr(startup_stderr.get());
   return worker;
+}
+
+Status WorkerProcess::StartFailure(const std::string& name, const Status& why,
+                                   const UniqueFd& startup_stderr) {
+  std::string what;
+  if (why.code() == ErrorCode::kTimeout) {
+    what = "did not answer before the deadline";
+    process_.Kill();  // now, rather than after Stop's grace
+    (void)process_.Wait();
+  } else {
+    // It closed its end: it is exiting, or has exited.
+    auto status = process_.Wait(ChildProcess::Clock::now() + kExitGrace);
+    if (status.ok()) {
+      what = (WIFSIGNALED(*status) ? "was " : "") + DescribeWaitStatus(*status) +
+             " before it answered";
+    } else {
+      what = "closed its channel before it answered (" + why.message() + ")";
+    }
+  }
+  std::string message = "the worker '" + name + "' " + what;
+  if (startup_stderr) {
+    std::string tail = StderrTail(startup_stderr.get());
+    message += tail.empty() ? "; it wrote nothing to stderr" : "; its stderr ended with:\n" + tail;
+  }
+  return Status(ErrorCode::kUnavailable, message);
 }
 
 WorkerProcess::~WorkerProcess() { Stop(); }
@@ -214,27 +289,28 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
                                                reply.status().message());
   }
   PayloadReader r(reply->payload);
-  ProcessChannel channel;
-  channel.pid = static_cast<pid_t>(r.U32());
-  if (reply->tag != Tag::kOpened || !r.Finish("OPENED").ok() || !reply->fd) {
+  auto pid = static_cast<pid_t>(r.U32());
+  if (reply->tag != Tag::kOpened || !r.Finish("OPENED").ok() || !reply->fd || pid <= 1) {
     return CorruptError("malformed OPENED frame from the worker");
   }
+  ProcessChannel channel;
   channel.socket = std::move(reply->fd);
+  // The worker ran no cell: its word is taken (see process_identity.h).
+  channel.process = ProcessIdentity::Trusted(pid);
   return channel;
 }
 
 void WorkerProcess::Stop() {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (pid_ <= 0) return;
   stopped_ = true;
-  (void)protocol::WriteFrame(socket_.get(), Tag::kShutdown, {});
-  socket_.Reset();
-  if (!ReapWithin(pid_, 5000)) {
-    ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
+  if (socket_) {
+    (void)protocol::WriteFrame(socket_.get(), Tag::kShutdown, {});
+    socket_.Reset();
   }
-  pid_ = -1;
+  if (process_ && !process_.Wait(ChildProcess::Clock::now() + kExitGrace).ok()) {
+    process_.Kill();
+    (void)process_.Wait();
+  }
 }
 
 }  // namespace dolsot

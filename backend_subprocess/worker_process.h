@@ -9,16 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/process_identity.h"
 #include "backend_subprocess/protocol.h"
-#include "backend_subprocess/unique_fd.h"
 #include "backend_subprocess/worker_settings.h"
+#include "core/child_process.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 
-// A channel to one process: the host's end of its socket and its pid.
+// A channel to one process: the host's end of its socket and who is at the
+// other end, as far as the host can vouch (process_identity.h).
 struct ProcessChannel {
   UniqueFd socket;
-  pid_t pid = -1;
+  ProcessIdentity process;
 };
 
 // The default worker command for C++ hosts: the dolsot-worker executable
@@ -35,7 +38,13 @@ class WorkerProcess {
  public:
   // Spawns `command` (its own process group, stdin /dev/null, the channel as
   // fd 3 named by DOLSOT_WORKER_FD, `extra_env` added) and completes the
-  // handshake. A toolbox that fails to import is kInvalidToolbox.
+  // handshake. A toolbox that fails to import is kInvalidToolbox. Until the
+  // handshake the worker's stderr goes to a memory file the host reads
+  // (never a pipe, so it cannot fill up and stall the worker): a worker
+  // that dies before it answers is reported with its exit status and the
+  // last lines it wrote. Once it answers, what it wrote is copied to the
+  // host's stderr and the worker writes there directly (fd 4, named by
+  // DOLSOT_WORKER_STDERR_FD, until the worker takes it over).
   static StatusOr<std::unique_ptr<WorkerProcess>> Start(
       const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
       const WorkerSettings& settings, protocol::Deadline deadline);
@@ -48,13 +57,19 @@ class WorkerProcess {
   StatusOr<ProcessChannel> OpenSession(protocol::Deadline deadline);
   // Asks the worker to kill its sessions and exit; reaps it. Idempotent.
   void Stop();
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
  private:
-  WorkerProcess(UniqueFd socket, pid_t pid) : socket_(std::move(socket)), pid_(pid) {}
+  WorkerProcess(UniqueFd socket, ChildProcess process)
+      : socket_(std::move(socket)), process_(std::move(process)) {}
+  // The handshake failed with `why`: why the worker did not answer, with
+  // its exit status and the tail of its start-up stderr.
+  Status StartFailure(const std::string& name, const Status& why,
+                      const UniqueFd& startup_stderr);
+
   std::mutex mutex_;
   UniqueFd socket_;
-  pid_t pid_;
+  ChildProcess process_;
   bool stopped_ = false;
 };
 

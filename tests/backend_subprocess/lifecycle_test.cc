@@ -3,6 +3,7 @@
 // cells and Close (no child process, no descriptor); a worker of another
 // protocol version says so.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -168,6 +169,139 @@ TEST(Lifecycle, AWorkerOfAnotherProtocolVersionSaysSo) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status)) << status;
+}
+
+// A worker that dies before its handshake is reported with its exit status
+// (or signal) and the end of what it wrote to stderr, through Run's Result.
+TEST(Lifecycle, AWorkerThatDiesAtStartSaysHowAndWhatItWrote) {
+  struct Case {
+    std::string script;
+    std::string how;
+  };
+  for (const Case& c : {Case{"echo starting >&2; echo boom >&2; exit 3", "exited with status 3"},
+                        Case{"echo boom >&2; kill -SEGV $$", "was killed by signal 11 (SIGSEGV)"}}) {
+    ReplOptions options;
+    options.store = std::make_shared<MemoryStore>();
+    options.config.typecheck = false;
+    options.worker_command = {"/bin/sh", "-c", c.script};
+    auto repl = Repl::Create(std::move(options));
+    ASSERT_TRUE(repl.ok()) << repl.status().ToString();
+    auto r = (*repl)->Run("s", "1", {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->ok);
+    ASSERT_TRUE(r->error.has_value());
+    const std::string& error = *r->error;
+    EXPECT_NE(error.find("the worker '/bin/sh' " + c.how + " before it answered"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("boom"), std::string::npos) << error;
+    EXPECT_TRUE(Children().empty());  // reaped
+  }
+}
+
+// A worker that never answers is killed at the deadline, with its group,
+// and what it wrote is still shown.
+TEST(Lifecycle, AWorkerThatNeverAnswersIsKilledAtTheDeadline) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.worker_command = {"/bin/sh", "-c", "echo stuck >&2; sleep 1000; exit 0"};
+  auto repl = std::move(Repl::Create(std::move(options))).value();
+  RunOptions quick;
+  quick.timeout_seconds = 0.5;
+  auto r = repl->Run("s", "1", quick);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->error.has_value());
+  EXPECT_NE(r->error->find("did not answer before the deadline; its stderr ended with:\nstuck"),
+            std::string::npos)
+      << *r->error;
+  EXPECT_TRUE(Children().empty());
+}
+
+// Only the end of a long stderr is kept, from a whole line.
+TEST(Lifecycle, AStartUpStderrIsBoundedToItsEnd) {
+  WorkerSettings settings;
+  auto started = WorkerProcess::Start(
+      {"/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line $i >&2; i=$((i+1)); done; exit 1"},
+      {}, settings, protocol::Clock::now() + std::chrono::seconds(60));
+  ASSERT_FALSE(started.ok());
+  const std::string message = started.status().message();
+  EXPECT_NE(message.find("[...]\nline "), std::string::npos) << message.substr(0, 300);
+  EXPECT_NE(message.find("line 1999"), std::string::npos);
+  EXPECT_EQ(message.find("line 0\n"), std::string::npos);
+  EXPECT_LT(message.size(), 4096u + 300u);
+}
+
+// What the worker writes before its handshake (here a toolbox printing at
+// import) is forwarded to the host's stderr once it answers; what a session
+// writes later goes there directly.
+TEST(Lifecycle, TheWorkersStderrReachesTheHostsBeforeAndAfterItsHandshake) {
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("dolsot-stderr-" + std::to_string(::getpid()));
+  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSERT_TRUE(file);
+  ::unlink(path.c_str());
+  UniqueFd saved(::fcntl(2, F_DUPFD_CLOEXEC, 10));
+  ASSERT_EQ(::dup2(file.get(), 2), 2);
+  {
+    ReplOptions options;
+    options.store = std::make_shared<MemoryStore>();
+    options.config.typecheck = false;
+    options.toolboxes["zen"] = "this";  // prints the Zen of Python when imported
+    auto repl = std::move(Repl::Create(std::move(options))).value();
+    auto r = repl->Run("s", "import os\nos.write(2, b'late line\\n')", {});
+    EXPECT_TRUE(r.ok() && r->ok);
+    ASSERT_TRUE(repl->Close().ok());
+  }
+  ::dup2(saved.get(), 2);
+  std::string text(1 << 16, '\0');
+  text.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::pread(file.get(), text.data(), text.size(), 0))));
+  EXPECT_NE(text.find("The Zen of Python"), std::string::npos) << text;
+  EXPECT_NE(text.find("late line"), std::string::npos) << text;
+}
+
+// A cell writes a RESULT on its own socket naming another process (here a
+// process of this test, in its own group) as the runner. Before, the host
+// took it, and the next timeout SIGKILLed that process group. Now the
+// kernel-attested sender does not match: the call fails as corrupt, the
+// session is dropped (its real processes killed), and the named process is
+// never signalled.
+TEST(Lifecycle, ACellThatForgesARunnerPidGetsNothingKilled) {
+  pid_t victim = ::fork();
+  if (victim == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  ::setpgid(victim, victim);
+  auto repl = repl_testing::MakeTestRepl(/*snapshots=*/false, CheckpointMode::kOff);
+  const std::string forge =
+      "import os, struct\n"
+      "def s(b): return struct.pack('<I', len(b)) + b\n"
+      "payload = (bytes([1, 0]) + s(b'') + bytes([0]) + struct.pack('<iII', 0, 0, 0)\n"
+      "           + bytes([0]) + struct.pack('<I', " + std::to_string(victim) + ") + bytes([0]))\n"
+      "frame = struct.pack('<II', 22, len(payload)) + payload\n"
+      "for name in os.listdir('/proc/self/fd'):\n"
+      "    try:\n"
+      "        if os.readlink('/proc/self/fd/' + name).startswith('socket:'):\n"
+      "            os.write(int(name), frame)\n"
+      "    except OSError:\n"
+      "        pass\n"
+      "while True: pass\n";
+  auto forged = repl->Run("s", forge, {});
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(forged.status().message().find("the kernel says pid"), std::string::npos)
+      << forged.status().message();
+  RunOptions quick;
+  quick.timeout_seconds = 0.5;
+  auto after = repl->Run("s", "while True: pass", quick);  // a timeout kills the runner
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->exit_code, kExitTimeout);
+  ASSERT_TRUE(repl->Close().ok());
+  ::kill(victim, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;  // not SIGKILL
 }
 
 // A dolsot-worker of protocol 1 (a stale install, say) answered a refused

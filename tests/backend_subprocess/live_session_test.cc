@@ -1,12 +1,16 @@
-// LiveSession against a scripted session process (the other end of a socket
-// pair, played by this test): a cell's code can write frames to the host, so
-// a RESULT naming pid 1 (kill(-1) would signal every process of this user)
-// or a runner socket it does not carry is a clear error, never a kill.
+// LiveSession against a scripted session process (a child of this test on
+// the other end of a socket pair): a cell's code can write frames to the
+// host, so a RESULT naming a pid other than its sender's (pid 1, whose
+// group kill would signal every process of this user; the host; an
+// unrelated process), or a runner socket it does not carry, is a clear
+// error, never a kill.
 #include "backend_subprocess/live_session.h"
 
-#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include <thread>
+#include <gtest/gtest.h>
 
 #include "backend_subprocess/protocol.h"
 
@@ -16,42 +20,74 @@ namespace {
 using protocol::PayloadWriter;
 using protocol::Tag;
 
-// Serves one RUN on `session` with a RESULT ending in `pid` and `carried`.
-void AnswerWith(int session, std::uint32_t pid, std::uint8_t carried) {
+constexpr std::uint32_t kClaimOwnPid = 0xffffffffu;
+
+// In a forked child: serves one RUN on `session` with a RESULT ending in
+// `pid` (its own when kClaimOwnPid) and `carried`, then exits.
+[[noreturn]] void AnswerAndExit(int session, std::uint32_t pid, std::uint8_t carried) {
   auto run = protocol::ReadFrame(session);
-  ASSERT_TRUE(run.ok());
-  ASSERT_EQ(run->tag, Tag::kRun);
+  if (!run.ok() || run->tag != Tag::kRun) ::_exit(1);
   Result result;
   result.ok = true;
   result.value = "2";
   PayloadWriter w;
   protocol::WriteResult(w, result);
   w.U8(0);  // no sync checkpoint
-  w.U32(pid).U8(carried);
-  ASSERT_TRUE(protocol::WriteFrame(session, Tag::kResult, w.data()).ok());
+  w.U32(pid == kClaimOwnPid ? static_cast<std::uint32_t>(::getpid()) : pid).U8(carried);
+  ::_exit(protocol::WriteFrame(session, Tag::kResult, w.data()).ok() ? 0 : 1);
 }
 
 StatusOr<CellOutcome> RunOnce(std::uint32_t pid, std::uint8_t carried) {
   auto pair = protocol::SocketPair();
   EXPECT_TRUE(pair.ok());
+  pid_t fake = ::fork();
+  if (fake == 0) {
+    pair->first.Reset();
+    AnswerAndExit(pair->second.get(), pid, carried);
+  }
+  pair->second.Reset();
   WorkerSettings settings;
   settings.snapshots = false;
   settings.checkpoint = CheckpointMode::kOff;
   ProcessChannel channel;
-  channel.socket = std::move(pair->first);  // pid -1: nothing to signal
+  channel.socket = std::move(pair->first);  // no identity: nothing to signal
   auto session = LiveSession::Adopt(std::move(channel), settings);
-  std::thread fake([fd = pair->second.get(), pid, carried] { AnswerWith(fd, pid, carried); });
   CellRun run;
   run.code = "1+1";
   run.max_output = 1 << 20;
   run.timeout_seconds = 30;
   auto outcome = session->Run(run, nullptr);
-  fake.join();
+  session.reset();  // kills the fake if the host vouched for it (and it still runs)
+  int status = 0;
+  EXPECT_EQ(::waitpid(fake, &status, 0), fake);
+  EXPECT_TRUE((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+              (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+      << status;
   return outcome;
 }
 
-TEST(LiveSession, AResultFromAPlausibleRunnerIsTaken) {
-  auto outcome = RunOnce(4242, 0);
+// A process of this test, sleeping in its own process group until killed.
+pid_t Victim() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+// The signal that ends `victim` when this test sends SIGTERM: SIGTERM if
+// nothing killed it before.
+int EndVictim(pid_t victim) {
+  ::kill(victim, SIGTERM);
+  int status = 0;
+  EXPECT_EQ(::waitpid(victim, &status, 0), victim);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : -1;
+}
+
+TEST(LiveSession, AResultFromItsAttestedSenderIsTaken) {
+  auto outcome = RunOnce(kClaimOwnPid, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(outcome->result.value, "2");
 }
@@ -65,8 +101,22 @@ TEST(LiveSession, AResultNamingPidOneOrNoneIsCorrupt) {
   }
 }
 
+// Before: the host took the pid on the RESULT's word, and its next kill
+// (a timeout, a teardown) SIGKILLed that pid's process group.
+TEST(LiveSession, AResultNamingAnotherProcessIsCorruptAndThatProcessIsNotSignalled) {
+  pid_t victim = Victim();
+  for (pid_t named : {victim, ::getpid()}) {
+    auto outcome = RunOnce(static_cast<std::uint32_t>(named), 0);
+    ASSERT_FALSE(outcome.ok());
+    EXPECT_EQ(outcome.status().code(), ErrorCode::kCorrupt);
+    EXPECT_NE(outcome.status().message().find("the kernel says pid"), std::string::npos)
+        << outcome.status().message();
+  }
+  EXPECT_EQ(EndVictim(victim), SIGTERM);
+}
+
 TEST(LiveSession, AResultClaimingARunnerSocketItDoesNotCarryIsCorrupt) {
-  auto outcome = RunOnce(4242, protocol::kCarriesRunnerSocket);
+  auto outcome = RunOnce(kClaimOwnPid, protocol::kCarriesRunnerSocket);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().code(), ErrorCode::kCorrupt);
   EXPECT_NE(outcome.status().message().find("socket"), std::string::npos);

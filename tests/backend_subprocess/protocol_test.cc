@@ -1,14 +1,18 @@
 // The worker protocol over a socketpair: frames round trip with and without
 // a passed descriptor, payloads are bounds-checked, and a truncated or
-// oversized frame is a clear kCorrupt error, never a hang.
+// oversized frame is a clear kCorrupt error, never a hang (nor an allocation
+// of what it claims). A message over the frame cap goes in parts.
 #include "backend_subprocess/protocol.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 namespace dolsot::protocol {
@@ -119,10 +123,93 @@ TEST(Protocol, TruncatedPayloadIsCorruptAndNamesTheFrame) {
 }
 
 TEST(Protocol, OversizedLengthIsRejectedBeforeAllocating) {
+  for (std::uint32_t claimed : {kMaxFrameBytes + 1, 0x7fffffffu, 0xffffffffu}) {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kResult), claimed));
+    a.Reset();  // had the claim been taken, the read would end truncated
+    auto frame = ReadFrame(b.get());
+    EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt) << claimed;
+    EXPECT_NE(frame.status().message().find("over the per-frame cap"), std::string::npos)
+        << frame.status().message();
+  }
+}
+
+// The cap once allowed a 2 GiB claim, which the host allocated before a
+// byte of it arrived. Here the reader runs in a child whose address space
+// is limited to what it uses plus 512 MiB: allocating the claim would abort
+// it.
+TEST(Protocol, AClaimedLengthIsNotAllocatedBeforeItsBytesArrive) {
   auto [a, b] = Pair();
-  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kRun), 0xffffffffu));
+  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kCheckpointData), 0x7fffffffu) +
+                        std::string(1000, 'x'));
+  a.Reset();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;  // the address space in use
+    rlimit limit{};
+    limit.rlim_cur = limit.rlim_max =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (512u << 20);
+    if (pages <= 0 || ::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(2);
+    auto frame = ReadFrame(b.get());
+    ::_exit(frame.status().code() == ErrorCode::kCorrupt ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST(Protocol, AMessageOverTheFrameCapTravelsInPartsAndArrivesWhole) {
+  auto [a, b] = Pair();
+  auto [x, y] = Pair();
+  std::string big(2 * kMaxFrameBytes + 12345, 'x');
+  big[kMaxFrameBytes] = 'y';
+  big.back() = 'z';
+  std::thread writer([&, fd = a.get()] {
+    ASSERT_TRUE(WriteFrame(fd, Tag::kCheckpointData, big, x.get()).ok());
+    ASSERT_TRUE(WriteFrame(fd, Tag::kRetire, "").ok());
+  });
   auto frame = ReadFrame(b.get());
-  EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);
+  auto next = ReadFrame(b.get());
+  writer.join();
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->tag, Tag::kCheckpointData);
+  EXPECT_TRUE(frame->payload == big);
+  EXPECT_TRUE(frame->fd.valid());  // the descriptor rode with the first part
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->tag, Tag::kRetire);
+}
+
+TEST(Protocol, ALongMessageIsSentAsContinuedFramesOfTheCap) {
+  auto [a, b] = Pair();
+  std::string big(kMaxFrameBytes + 10, 'x');
+  std::thread writer([&, fd = a.get()] { ASSERT_TRUE(WriteFrame(fd, Tag::kLoad, big).ok()); });
+  // Read raw: CONTINUED with kMaxFrameBytes, then LOAD with the last 10.
+  auto read_exactly = [&](std::size_t n) {
+    std::string out(n, '\0');
+    for (std::size_t got = 0; got < n;) {
+      ssize_t r = ::read(b.get(), out.data() + got, n - got);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return out;
+  };
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kContinued), kMaxFrameBytes));
+  read_exactly(kMaxFrameBytes);
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kLoad), 10));
+  EXPECT_EQ(read_exactly(10), std::string(10, 'x'));
+  writer.join();
+}
+
+TEST(Protocol, AMessageCutBetweenItsPartsIsCorrupt) {
+  auto [a, b] = Pair();
+  RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kContinued), 5) + "abcde");
+  a.Reset();
+  auto frame = ReadFrame(b.get());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);  // not "the peer is gone"
+  EXPECT_NE(frame.status().message().find("after 5 bytes"), std::string::npos)
+      << frame.status().message();
 }
 
 TEST(Protocol, DeadlineBoundsASilentPeer) {

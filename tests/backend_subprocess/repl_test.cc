@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backend_subprocess/protocol.h"
 #include "core/memory_store.h"
 #include "tests/backend_subprocess/repl_test_support.h"
 
@@ -110,8 +111,8 @@ TEST(Repl, AnEmptyStoredCheckpointIsReportedAsDamageNotRestoredSilently) {
   EXPECT_EQ(MustRun(*repl, "empty", "x").value, "1");
 }
 
-// A store whose saves fail (a full disk, a store that went away).
-class SaveFailsStore final : public SessionStore {
+// A store whose every save fails (a full disk, a store that went away).
+class FailingStore final : public SessionStore {
  public:
   StatusOr<std::optional<std::string>> Load(std::string_view) override {
     return std::optional<std::string>();
@@ -124,7 +125,7 @@ class SaveFailsStore final : public SessionStore {
 TEST(Repl, CloseReportsAsyncCheckpointsItCouldNotSave) {
   // The cell's own Result cannot know (its checkpoint is written after it);
   // a Close that returned normally used to hide the loss for good.
-  auto repl = MakeRepl(std::make_shared<SaveFailsStore>(), CheckpointMode::kAsync);
+  auto repl = MakeRepl(std::make_shared<FailingStore>(), CheckpointMode::kAsync);
   EXPECT_TRUE(MustRun(*repl, "lost", "y = 1").ok);
   Status closed = repl->Close();
   EXPECT_EQ(closed.code(), ErrorCode::kIo) << closed.ToString();
@@ -133,7 +134,7 @@ TEST(Repl, CloseReportsAsyncCheckpointsItCouldNotSave) {
 }
 
 TEST(Repl, ASyncCheckpointThatFailsIsInTheResult) {
-  auto repl = MakeRepl(std::make_shared<SaveFailsStore>(), CheckpointMode::kSync);
+  auto repl = MakeRepl(std::make_shared<FailingStore>(), CheckpointMode::kSync);
   Result r = MustRun(*repl, "s", "y = 1");
   ASSERT_TRUE(r.error.has_value());
   EXPECT_NE(r.error->find("checkpoint not saved: disk full"), std::string::npos) << *r.error;
@@ -192,6 +193,75 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
   EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
 }
+
+// A checkpoint bigger than one frame may hold goes in parts both ways: to
+// the store (with the Result in sync mode, on its own channel in async mode)
+// and back into a new session process (LOAD).
+TEST(Repl, ACheckpointOverTheFrameCapIsSavedAndRestored) {
+  const std::size_t size = protocol::kMaxFrameBytes + (5u << 20);
+  for (CheckpointMode mode : {CheckpointMode::kSync, CheckpointMode::kAsync}) {
+    auto store = std::make_shared<MemoryStore>();
+    {
+      auto repl = MakeRepl(store, mode);
+      Result r = MustRun(*repl, "big", "blob = b'x' * " + std::to_string(size) + " + b'end'");
+      EXPECT_TRUE(r.ok) << r.error.value_or("");
+      ASSERT_TRUE(repl->Close().ok());  // flushes an async checkpoint
+    }
+    auto saved = store->Load("big");
+    ASSERT_TRUE(saved.ok() && saved->has_value());
+    EXPECT_GT((*saved)->size(), size);
+    auto repl = MakeRepl(store, mode);
+    Result back = MustRun(*repl, "big", "len(blob), blob[-3:]");
+    EXPECT_EQ(back.value, "(" + std::to_string(size + 3) + ", b'end')") << back.error.value_or("");
+  }
+}
+
+// max_output=0 means no cap: a Result (and the output streamed before it)
+// over one frame arrives whole.
+TEST(Repl, AnUncappedResultOverTheFrameCapArrivesWhole) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.config.max_output = 0;
+  auto repl = std::move(Repl::Create(options)).value();
+  const std::size_t size = protocol::kMaxFrameBytes + 1000;
+  Result r = MustRun(*repl, "s", "print('x' * " + std::to_string(size) + ")");
+  EXPECT_TRUE(r.ok) << r.error.value_or("");
+  EXPECT_EQ(r.stdout_text.size(), size + 1);
+}
+
+
+class EvictionModes : public ::testing::TestWithParam<CheckpointMode> {};
+
+// Eviction once killed a session whatever became of its checkpoint: with a
+// store that cannot save, its state was lost without a word.
+TEST_P(EvictionModes, ASessionWhoseCheckpointIsNotSavedStaysLive) {
+  ReplOptions options;
+  options.store = std::make_shared<FailingStore>();
+  options.max_live_sessions = 1;
+  options.checkpoint = GetParam();
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  MustRun(*repl, "one", "a = 1");
+  Result two = MustRun(*repl, "two", "b = 2");  // would evict "one"
+  EXPECT_TRUE(two.ok) << two.error.value_or("");
+  if (GetParam() == CheckpointMode::kAsync) {
+    // Reported with the Result of the session it was evicted for.
+    ASSERT_TRUE(two.error.has_value());
+    EXPECT_NE(two.error->find("session 'one' stays live over max_live_sessions=1: its "
+                              "checkpoint could not be saved (disk full)"),
+              std::string::npos)
+        << *two.error;
+  }
+  Result again = MustRun(*repl, "one", "a");
+  EXPECT_EQ(again.value, "1") << again.error.value_or("");
+  EXPECT_EQ(MustRun(*repl, "two", "b").value, "2");
+  EXPECT_EQ(repl->Sessions().value().size(), 2u);  // both live, over the limit
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EvictionModes,
+                         ::testing::Values(CheckpointMode::kSync, CheckpointMode::kAsync,
+                                           CheckpointMode::kOff));
 
 }  // namespace
 }  // namespace dolsot

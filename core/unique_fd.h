@@ -1,4 +1,5 @@
-// UniqueFd: owns one file descriptor and closes it exactly once (RAII).
+// UniqueFd: owns one file descriptor and closes it exactly once (RAII). The
+// one owner type for descriptors in dolsot (child processes: child_process.h).
 #pragma once
 
 #include <unistd.h>

@@ -1,0 +1,91 @@
+// ProcessIdentity: a session process (runner or standby) as far as the host
+// can vouch for it, and the only way the host signals one.
+//
+// Which side is trusted. The worker (the fork server) ran no cell: it
+// imported the toolboxes the host chose, so the pid it reports for a fresh
+// session process (OPENED) is taken as given. Every session process has run
+// the user's cells (a standby ran them as a runner first), and a cell can
+// write any frame on its socket, so the pids sessions report are checked:
+//   - RESULT names its sender, the runner. The host's end of a session
+//     socket asks the kernel for each writer's credentials (SO_PASSCRED):
+//     the pid the kernel attests for every byte of the frame must be the
+//     pid it names (FromSender), else the frame is kCorrupt.
+//   - RUNNER and BRANCHED name a child of their sender, a process the host
+//     already vouched for: /proc must show the named process as that
+//     process's child, leading its own process group (ChildOf), else the
+//     pid is not recorded and never signalled (the process still dies with
+//     its standby or at its socket's end).
+// Each identity keeps the moment the host vouched for it (CLOCK_BOOTTIME).
+//
+// Kill() checks again just before it signals, because a pid names another
+// process once the first is reaped: the pid is not 0, 1, the host or the
+// host's process group; /proc shows a process that started no later than
+// the moment it was vouched for (a process that took the pid since started
+// after); a pidfd opened before that look pins the process it read (a
+// kernel before 5.3 has no pidfd: the look and the kill are then a few
+// microseconds apart). The process is SIGKILLed through that pidfd, and its
+// process group only while the process still leads it.
+//
+// Why not "a descendant of this Repl's worker": when the worker dies, live
+// sessions go on (reparented to init), and a runaway cell must still be
+// killable; the start time pins a pid without walking the process tree.
+// What is left to a cell is naming its own processes (a process it forked
+// and gave the socket to may write a RESULT, attested as its own), which it
+// could signal itself. A cell with CAP_SYS_ADMIN can forge credentials, and
+// can also signal any process by itself.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "backend_subprocess/protocol.h"
+#include "core/status.h"
+
+namespace dolsot {
+
+class ProcessIdentity {
+ public:
+  ProcessIdentity() = default;  // unknown: signals nothing
+
+  // `pid` as the trusted worker reported it, vouched for now.
+  static ProcessIdentity Trusted(pid_t pid);
+  // The sender of `frame`, which names `claimed` as itself: kCorrupt (naming
+  // `what`) unless the kernel attests that `claimed` wrote all of it.
+  static StatusOr<ProcessIdentity> FromSender(const protocol::Frame& frame, pid_t claimed,
+                                              const char* what);
+  // `child`, as named by `parent`: known only when /proc shows it as
+  // `parent`'s child leading its own process group.
+  static ProcessIdentity ChildOf(const ProcessIdentity& parent, pid_t child);
+
+  bool known() const { return pid_ > 1; }
+  pid_t pid() const { return pid_; }
+  std::int64_t vouched_at_ns() const { return vouched_at_ns_; }
+
+  // SIGKILLs the process and, while it leads it, its process group, once the
+  // checks above pass. False when nothing was signalled.
+  bool Kill() const;
+
+  // For tests: an identity vouched for at `vouched_at_ns` (CLOCK_BOOTTIME).
+  static ProcessIdentity ForTesting(pid_t pid, std::int64_t vouched_at_ns) {
+    return ProcessIdentity(pid, vouched_at_ns);
+  }
+
+ private:
+  ProcessIdentity(pid_t pid, std::int64_t vouched_at_ns)
+      : pid_(pid > 1 ? pid : -1), vouched_at_ns_(vouched_at_ns) {}
+
+  pid_t pid_ = -1;
+  std::int64_t vouched_at_ns_ = 0;
+};
+
+// The kill-time check alone: OK when `pid` may be signalled as a session
+// process vouched for at `vouched_at_ns`; otherwise why not (kUnavailable
+// when no such process exists, kInvalidArgument when it must not be
+// signalled).
+Status CheckKillable(pid_t pid, std::int64_t vouched_at_ns);
+
+// Now, on the clock /proc's start times count in (CLOCK_BOOTTIME), in ns.
+std::int64_t BootTimeNs();
+
+}  // namespace dolsot
