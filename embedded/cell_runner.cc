@@ -13,44 +13,26 @@
 #include <memory>
 #include <optional>
 
+#include "core/utf8.h"
 #include "embedded/toolbox_hints.h"
 
 namespace dolsot {
 namespace {
 
 // ---------------------------------------------------------------------------
-// UTF-8 helpers (byte strings known to be valid UTF-8).
+// UTF-8 (core/utf8.h decodes; this adds the NUL a C string cannot hold).
 
 // The offset of the first byte that breaks UTF-8 (or is a NUL), or nullopt.
 std::optional<std::size_t> FirstBadByte(std::string_view s, bool* is_nul) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t i = 0;
-  const std::size_t n = s.size();
-  while (i < n) {
-    unsigned char c = p[i];
-    if (c == 0) {
+  while (i < s.size()) {
+    if (s[i] == '\0') {
       *is_nul = true;
       return i;
     }
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return i;
-    if (i + len > n) return i;
-    for (std::size_t k = 1; k < len; ++k) {
-      if (!IsUtf8ContinuationByte(p[i + k])) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
+    const std::size_t length = Utf8SequenceLength(s, i);
+    if (length == 0) return i;
+    i += length;
   }
   return std::nullopt;
 }

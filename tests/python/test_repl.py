@@ -493,3 +493,22 @@ def test_a_host_exiting_with_unsaved_state_says_so_on_stderr(tmp_path):
                           timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr
     assert "dolsot: warning:" in done.stderr and "unsaved" in done.stderr, done.stderr
+
+
+def test_a_session_file_that_is_a_symlink_is_a_store_error_naming_it(tmp_path):
+    # Refused by FileStore (a checkpoint runs code when loaded); once reported
+    # as "WorkerError: ... is a symlink" in a failed Result, exit 1.
+    sessions = tmp_path / "sessions"
+    store = FileStore(str(sessions))
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"DOLSOTNS")
+    store.save("linked", b"x")  # the file a session gets, replaced below by a link
+    session_file = next(p for p in sessions.iterdir() if "linked" in p.name)
+    session_file.unlink()
+    session_file.symlink_to(target)
+    with Repl(store=store, typecheck=False) as repl:
+        with pytest.raises(dolsot.StoreError, match=r"'linked'.*symlink") as raised:
+            repl.run("linked", "1")
+        assert str(session_file) in str(raised.value)
+        assert repl.run("other", "1").value == "1", "other sessions are untouched"
+    assert session_file.is_symlink() and target.read_bytes() == b"DOLSOTNS"
