@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "core/child_process.h"
 #include "core/unique_fd.h"
 
 namespace dolsot {
@@ -59,21 +60,6 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
 std::int64_t TicksToNs(std::uint64_t ticks) {
   static const long hz = ::sysconf(_SC_CLK_TCK);
   return static_cast<std::int64_t>(ticks) * (1'000'000'000 / (hz > 0 ? hz : 100));
-}
-
-UniqueFd OpenPidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-#else
-  return UniqueFd();
-#endif
-}
-
-int SendSignal(const UniqueFd& pidfd, pid_t pid, int signal) {
-#ifdef SYS_pidfd_send_signal
-  if (pidfd) return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd.get(), signal, nullptr, 0));
-#endif
-  return ::kill(pid, signal);
 }
 
 // The check, returning what /proc said of the process when it passes.
@@ -131,9 +117,9 @@ bool ProcessIdentity::Kill() const {
   if (!stat.ok()) return false;
   // Still not reaped, so the pidfd and /proc described the same process, and
   // the group id it leads cannot name another group.
-  if (pidfd && SendSignal(pidfd, pid_, 0) != 0) return false;
+  if (pidfd && SendSignal(pidfd.get(), pid_, 0) != 0) return false;
   if (stat->pgrp == pid_) ::kill(-pid_, SIGKILL);
-  return SendSignal(pidfd, pid_, SIGKILL) == 0;
+  return SendSignal(pidfd.get(), pid_, SIGKILL) == 0;
 }
 
 }  // namespace dolsot

@@ -17,23 +17,6 @@
 namespace dolsot {
 namespace {
 
-// A pidfd for `pid` (close-on-exec), or none when the kernel lacks
-// pidfd_open (before Linux 5.3) or refuses it.
-UniqueFd OpenPidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-#else
-  return UniqueFd();
-#endif
-}
-
-int SendSignal(int pidfd, pid_t pid, int signal) {
-#ifdef SYS_pidfd_send_signal
-  if (pidfd >= 0) return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
-#endif
-  return ::kill(pid, signal);
-}
-
 // waitpid with EINTR retried.
 pid_t WaitPid(pid_t pid, int* status, int flags) {
   pid_t r;
@@ -58,6 +41,21 @@ Status ReapedElsewhere(pid_t pid) {
 }
 
 }  // namespace
+
+UniqueFd OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#else
+  return UniqueFd();
+#endif
+}
+
+int SendSignal(int pidfd, pid_t pid, int signal) {
+#ifdef SYS_pidfd_send_signal
+  if (pidfd >= 0) return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
+#endif
+  return ::kill(pid, signal);
+}
 
 ChildProcess ChildProcess::Adopt(pid_t pid, Group group, Tracking tracking) {
   if (pid <= 0) return ChildProcess();

@@ -75,6 +75,13 @@ class ChildProcess {
   std::optional<int> wait_status_;
 };
 
+// A pidfd for `pid` (close-on-exec), or an empty UniqueFd when the kernel
+// lacks pidfd_open (before Linux 5.3) or refuses it.
+UniqueFd OpenPidfd(pid_t pid);
+// Sends `signal` through `pidfd` when it is one (it pins the process: no pid
+// reuse race), else to `pid`. 0, or -1 with errno set, as kill(2).
+int SendSignal(int pidfd, pid_t pid, int signal);
+
 // "exited with status 3", "killed by signal 9 (SIGKILL)": a wait status in
 // words, for error messages.
 std::string DescribeWaitStatus(int status);
