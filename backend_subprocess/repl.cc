@@ -392,7 +392,10 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
     Status saved = store_->Save(sid, outcome->checkpoint->blob);
-    if (!saved.ok()) AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
+    if (!saved.ok()) {
+      AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
+      result.save_error = saved.message();
+    }
   } else if (options_.checkpoint == CheckpointMode::kAsync && result.dropped.empty()) {
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     std::set<std::string> held(result.held.begin(), result.held.end());
@@ -406,6 +409,8 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     if (!slot.last_save_error.empty()) {
       AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot.last_save_error);
+      result.save_error = result.save_error ? *result.save_error + "; " + slot.last_save_error
+                                            : slot.last_save_error;
       slot.last_save_error.clear();
     }
   }

@@ -57,6 +57,9 @@ void BindCore(py::module_& m) {
                              "names now in the session")
       .def_property_readonly("dropped", [](const Result& r) { return r.dropped; },
                              "names that could not be persisted")
+      .def_readonly("save_error", &Result::save_error,
+                    "why the session's state could not be saved (the store keeps an older "
+                    "one), or None")
       .def_property_readonly("text", &Result::Text,
                              "stdout + value + error + the held-names banner")
       .def("__repr__", [](const Result& r) {

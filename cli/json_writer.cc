@@ -30,6 +30,7 @@ std::string ResultToJson(const Result& result) {
   json["outcome"] = OutcomeName(result.outcome());
   json["held"] = result.held;
   json["dropped"] = result.dropped;
+  json["save_error"] = OptionalString(result.save_error);
   json["text"] = result.Text();
   return Dump(json);
 }

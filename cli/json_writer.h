@@ -14,7 +14,7 @@
 namespace dolsot::cli {
 
 // {"ok", "value", "stdout", "error", "exit_code", "outcome", "held",
-//  "dropped", "text"}, in that order, on one line.
+//  "dropped", "save_error", "text"}, in that order, on one line.
 std::string ResultToJson(const Result& result);
 // [{"id", "size_bytes", "last_used"}, ...]; last_used in Unix seconds.
 std::string SessionsToJson(const std::vector<SessionInfo>& sessions);

@@ -130,6 +130,8 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (!result.ok()) return ReportError(context.err, result.status());
   PrintResult(*result, context);
   if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';
+  // The cell ran but the next call would not see what it did: a failure.
+  if (result->ok && result->save_error) return kExitNotSaved;
   return result->exit_code;
 }
 

@@ -34,6 +34,10 @@ struct Result {
   int exit_code = kExitOk;
   std::vector<std::string> held;     // names now in the session (no dunders)
   std::vector<std::string> dropped;  // names that could not be persisted
+  // Why the session's state could not be saved (the store keeps an older
+  // one): this cell's checkpoint (sync) or an earlier one (async, eviction).
+  // The warning is in `error` too. nullopt: nothing failed to save.
+  std::optional<std::string> save_error;
 
   // A failed Result: ok false, the outcome set, exit_code and error as given.
   static Result Failure(Outcome outcome, int exit_code, std::string error,

@@ -138,6 +138,7 @@ TEST(Repl, ASyncCheckpointThatFailsIsInTheResult) {
   Result r = MustRun(*repl, "s", "y = 1");
   ASSERT_TRUE(r.error.has_value());
   EXPECT_NE(r.error->find("checkpoint not saved: disk full"), std::string::npos) << *r.error;
+  EXPECT_EQ(r.save_error, "disk full");
   EXPECT_TRUE(repl->Close().ok()) << "already reported by the Result";
 }
 

@@ -36,7 +36,8 @@ TEST(ResultToJsonTest, HasEveryFieldOfTheResultInOrder) {
   nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   for (auto& [key, value] : ordered.items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"ok", "value", "stdout", "error", "exit_code",
-                                            "outcome", "held", "dropped", "text"}));
+                                            "outcome", "held", "dropped", "save_error", "text"}));
+  EXPECT_EQ(json["save_error"], nullptr);
 }
 
 TEST(ResultToJsonTest, OutcomeNamesWhatHappened) {

@@ -114,6 +114,22 @@ TEST_F(CommandTest, ErrorAndDroppedGoToStderrAndTheExitCodeIsTheResults) {
                             "\nsession now holds: nothing\n");
 }
 
+TEST_F(CommandTest, ACellWhoseStateWasNotSavedIsAFailure) {
+  // It ran, but the next call would not see what it did (a full disk).
+  Result result;
+  result.held = {"y"};
+  result.error = "warning: checkpoint not saved: disk full";
+  result.save_error = "disk full";
+  state_.result = result;
+  EXPECT_EQ(RunCommand(Args("y = 1"), Context()), kExitNotSaved);
+  EXPECT_NE(err_.str().find("checkpoint not saved: disk full"), std::string::npos);
+  Result failed = result;
+  failed.ok = false;
+  failed.exit_code = 3;
+  state_.result = failed;
+  EXPECT_EQ(RunCommand(Args("y = 1"), Context()), 3) << "the cell's own failure comes first";
+}
+
 TEST_F(CommandTest, JsonPutsTheWholeResultOnStdout) {
   Result result;
   result.value = "2";

@@ -190,6 +190,24 @@ def test_a_timeout_too_short_to_start_the_worker_is_still_a_timeout(dolsot):
     assert json.loads(out(proc))["outcome"] == "timeout"
 
 
+def test_a_cell_whose_state_cannot_be_saved_exits_75_and_says_why(dolsot):
+    # A full disk, as the kernel reports it to a writer over its file-size
+    # limit (EFBIG); SIGXFSZ ignored so the write fails instead of killing.
+    assert dolsot("--session", "s", "x = 1").returncode == 0
+    def full_disk():
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    proc = subprocess.run([str(CLI), "--session", "s", "--json", "y = 2"], capture_output=True,
+                          env=dolsot.env, cwd=dolsot.toolbox_dir, timeout=60,
+                          preexec_fn=full_disk)
+    assert proc.returncode == 75, err(proc)
+    result = json.loads(out(proc))
+    assert result["ok"] is True and result["save_error"], result
+    assert "checkpoint not saved" in result["error"]
+    assert_session_holds(dolsot, "s", "'y' in globals(), x", "(False, 1)")
+
+
 def test_timeout_flag_overrides_the_environment(dolsot):
     proc = dolsot("--session", "s", "--timeout", "30", "import time; time.sleep(1.5); 'done'",
                   env={"DOLSOT_TIMEOUT": "0.5"})
@@ -242,7 +260,7 @@ def test_json_is_the_whole_result(dolsot):
     assert proc.stderr == b""
     result = json.loads(proc.stdout)
     assert list(result) == ["ok", "value", "stdout", "error", "exit_code", "outcome", "held",
-                            "dropped", "text"]
+                            "dropped", "save_error", "text"]
     assert result["ok"] is True and result["value"] == "3" and result["stdout"] == "hi\n"
     assert result["error"] is None and result["exit_code"] == 0 and result["outcome"] == "ok"
     assert result["held"] == ["z"] and result["dropped"] == []
