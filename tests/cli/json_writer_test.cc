@@ -64,7 +64,7 @@ TEST(ResultToJsonTest, WellFormedUtf8PassesThrough) {
 }
 
 TEST(ResultToJsonTest, InvalidUtf8BecomesReplacementCharactersNotBrokenJson) {
-  for (const std::string bad : {std::string("a\xFF" "b"), std::string("\xE2\x82"),
+  for (const std::string& bad : {std::string("a\xFF" "b"), std::string("\xE2\x82"),
                                 std::string("\xC0\xAF"), std::string("\xED\xA0\x80")}) {
     std::string text = ResultToJson(Printed(bad));
     Json json = Json::parse(text);  // throws if the document were not valid JSON
