@@ -84,11 +84,14 @@ TEST(HandOff, RetiredStandbysDoNotPileUp) {
     MustRun(*repl, "a", "x += 1");
     MustRun(*repl, "b", "y += 1");
   }
-  // Per session: the standby, the runner, and at most the standby retired by
-  // the last hand-off still on its way out. Without the hand-off retiring its
-  // parent there would be one process per cell.
+  // Per session: the standby, the runner, and the standbys retired by the
+  // last hand-offs still on their way out: one, or two when the machine is
+  // loaded (post-cell work runs under SCHED_BATCH, so a retiring standby can
+  // wait for a CPU while the next hand-off retires another; seen in CI with
+  // 7). Without the hand-off retiring its parent there would be one process
+  // per cell, over 60 per session here.
   std::set<pid_t> live = LiveDescendants(repl->WorkerPid());
-  EXPECT_LE(live.size(), 6u);
+  EXPECT_LE(live.size(), 8u);
   ASSERT_TRUE(repl->Close().ok());
 }
 
