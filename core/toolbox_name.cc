@@ -1,19 +1,12 @@
 // Toolbox alias and module-name rules.
 #include "core/toolbox_name.h"
 
-#include <array>
 #include <string>
+
+#include "core/python_names.h"
 
 namespace dolsot {
 namespace {
-
-// Python's hard keywords (keyword.kwlist, 3.10 to 3.13).
-constexpr std::array<std::string_view, 35> kKeywords = {
-    "False", "None",   "True",    "and",      "as",       "assert", "async",
-    "await", "break",  "class",   "continue", "def",      "del",    "elif",
-    "else",  "except", "finally", "for",      "from",     "global", "if",
-    "import", "in",    "is",      "lambda",   "nonlocal", "not",    "or",
-    "pass",  "raise",  "return",  "try",      "while",    "with",   "yield"};
 
 bool IsAsciiIdentifier(std::string_view name) {
   if (name.empty()) return false;
@@ -23,10 +16,7 @@ bool IsAsciiIdentifier(std::string_view name) {
     const bool digit = c >= '0' && c <= '9';
     if (!letter && !(digit && i > 0)) return false;
   }
-  for (std::string_view keyword : kKeywords) {
-    if (name == keyword) return false;
-  }
-  return true;
+  return !IsPythonKeyword(name);
 }
 
 }  // namespace
@@ -37,6 +27,12 @@ Status ValidateToolboxAlias(std::string_view alias) {
                   "toolbox alias '" + std::string(alias) +
                       "' is not a valid alias (an ASCII Python identifier, not a keyword, "
                       "not starting with '__')");
+  }
+  if (IsPythonBuiltinName(alias)) {
+    return Status(ErrorCode::kInvalidToolbox,
+                  "toolbox alias '" + std::string(alias) +
+                      "' is a builtin name: the alias would hide the builtin in every cell; "
+                      "choose another");
   }
   return Status::Ok();
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "core/python_names.h"
+
 namespace dolsot::sandbox {
 namespace {
 
@@ -44,33 +46,6 @@ constexpr std::string_view kAlwaysDenied[] = {
     "setattr", "vars",
 };
 
-constexpr std::string_view kBuiltins[] = {
-    "ArithmeticError", "AssertionError", "AttributeError", "BaseException",
-    "BaseExceptionGroup", "BlockingIOError", "BrokenPipeError", "BufferError",
-    "BytesWarning", "ChildProcessError", "ConnectionAbortedError", "ConnectionError",
-    "ConnectionRefusedError", "ConnectionResetError", "DeprecationWarning", "EOFError",
-    "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception", "ExceptionGroup",
-    "False", "FileExistsError", "FileNotFoundError", "FloatingPointError", "FutureWarning",
-    "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError",
-    "IndexError", "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt",
-    "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "None",
-    "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError",
-    "OverflowError", "PendingDeprecationWarning", "PermissionError", "ProcessLookupError",
-    "PythonFinalizationError", "RecursionError", "ReferenceError", "ResourceWarning",
-    "RuntimeError", "RuntimeWarning", "StopAsyncIteration", "StopIteration", "SyntaxError",
-    "SyntaxWarning", "SystemError", "SystemExit", "TabError", "TimeoutError", "True",
-    "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError",
-    "UnicodeError", "UnicodeTranslateError", "UnicodeWarning", "UserWarning", "ValueError",
-    "Warning", "ZeroDivisionError", "abs", "aiter", "all", "anext", "any", "ascii", "bin",
-    "bool", "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod", "compile",
-    "complex", "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate",
-    "eval", "exec", "exit", "filter", "float", "format", "frozenset", "getattr", "globals",
-    "hasattr", "hash", "help", "hex", "id", "input", "int", "isinstance", "issubclass",
-    "iter", "len", "license", "list", "locals", "map", "max", "memoryview", "min", "next",
-    "object", "oct", "open", "ord", "pow", "print", "property", "quit", "range", "repr",
-    "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
-    "super", "tuple", "type", "vars", "zip",
-};
 
 // Frame, generator, coroutine, async generator, traceback, code and Python 2
 // function internals: each leads to globals, builtins or bytecode.
@@ -133,7 +108,6 @@ constexpr std::string_view kDefaultAllowedDunders[] = {
 };
 
 static_assert(std::ranges::is_sorted(kAlwaysDenied));
-static_assert(std::ranges::is_sorted(kBuiltins));
 static_assert(std::ranges::is_sorted(kInternalAttributes));
 static_assert(std::ranges::is_sorted(kDeniedAttributes));
 static_assert(std::ranges::is_sorted(kDefaultAllowedModules));
@@ -156,7 +130,7 @@ std::string_view RuleId(Rule rule) {
 }
 
 bool IsAlwaysDeniedName(std::string_view name) { return Contains(kAlwaysDenied, name); }
-bool IsBuiltinName(std::string_view name) { return Contains(kBuiltins, name); }
+bool IsBuiltinName(std::string_view name) { return IsPythonBuiltinName(name); }
 bool IsInternalAttribute(std::string_view name) { return Contains(kInternalAttributes, name); }
 bool IsDeniedAttribute(std::string_view name) { return Contains(kDeniedAttributes, name); }
 

@@ -18,6 +18,15 @@ TEST(ToolboxName, AliasesAreAsciiIdentifiersNotKeywordsNotDunders) {
   EXPECT_NE(ValidateToolboxAlias("if").message().find("'if'"), std::string::npos);
 }
 
+TEST(ToolboxName, AnAliasNeverHidesABuiltin) {
+  for (const char* builtin : {"print", "len", "open", "input", "ValueError", "sorted"}) {
+    Status status = ValidateToolboxAlias(builtin);
+    EXPECT_EQ(status.code(), ErrorCode::kInvalidToolbox) << builtin;
+    EXPECT_NE(status.message().find("builtin"), std::string::npos) << status.message();
+  }
+  EXPECT_TRUE(ValidateToolboxAlias("printer").ok());
+}
+
 TEST(ToolboxName, ModulesAreDottedIdentifiers) {
   for (const char* good : {"mytools", "pkg.sub", "a._b.c2"}) {
     EXPECT_TRUE(ValidateToolboxModule("mt", good).ok()) << good;
