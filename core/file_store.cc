@@ -1,17 +1,23 @@
-// FileStore: one file per session, written atomically, in a private directory.
+// FileStore: one file per session, written atomically, in a private directory
+// reached by a checked walk from "/"; killed writers' temporary files swept.
 #include "core/file_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
-#include <random>
+#include <deque>
 
 #include "core/session_id.h"
 
@@ -19,23 +25,11 @@ namespace dolsot {
 namespace {
 
 constexpr std::string_view kSuffix = ".session";
-constexpr double kStaleTempSeconds = 3600;  // a killed writer's leftover
-
-// Closes a file descriptor on every exit path.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
+constexpr std::string_view kTempSuffix = ".tmp";
+constexpr std::string_view kLockedTempTag = ".flock-";  // .{sid}.flock-{boot}-{random}.tmp
+constexpr size_t kTempRandomDigits = 16;
+constexpr int kTempAttempts = 8;
+constexpr int kMaxSymlinks = 40;
 
 Status Errno(const std::string& what) {
   int e = errno;
@@ -54,66 +48,155 @@ double MtimeSeconds(const struct stat& st) {
 
 std::string FileName(std::string_view sid) { return std::string(sid) + std::string(kSuffix); }
 
-// Creates `path` and missing parents with mode 0700.
-Status MakeDirectories(const std::string& path) {
-  if (path.empty()) return InvalidArgument("session directory path is empty");
-  std::string partial;
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string Octal(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// ---- The checked walk from "/" to the session directory ----
+
+// Walks to the session directory one component at a time with openat and
+// O_NOFOLLOW, checking each directory on the descriptor the next step uses.
+class DirectoryWalk {
+ public:
+  DirectoryWalk(const std::string& dir, bool create) : dir_(dir), create_(create) {}
+  StatusOr<UniqueFd> Run();
+
+ private:
+  Status Restart();  // back at "/", for the start and absolute symlinks
+  Status Step(const std::string& name, bool last);
+  Status Enter(UniqueFd fd, const std::string& path, bool last);
+  Status FollowSymlink(const std::string& name, bool last);
+  Status CheckPassedThrough(const struct stat& st, const std::string& path) const;
+  Status CheckSessionDirectory(const struct stat& st) const;
+  Status Refuse(const std::string& what) const {
+    return Status(ErrorCode::kPermission, "session directory " + dir_ + ": " + what);
+  }
+  std::string Child(const std::string& name) const { return where_ == "/" ? "/" + name : where_ + "/" + name; }
+
+  const std::string& dir_;
+  bool create_;
+  std::deque<std::string> pending_;  // components still to walk
+  UniqueFd here_;                    // the directory reached so far, checked
+  std::string where_;                // its path, symlinks resolved
+  int symlinks_ = 0;
+};
+
+std::deque<std::string> Components(std::string_view path) {
+  std::deque<std::string> out;
   size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
-    if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Errno("cannot create session directory " + partial);
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string_view::npos) slash = path.size();
+    std::string_view part = path.substr(pos, slash - pos);
+    if (!part.empty() && part != ".") out.emplace_back(part);
+    pos = slash + 1;
+  }
+  return out;
+}
+
+bool TrustedOwner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+
+StatusOr<UniqueFd> DirectoryWalk::Run() {
+  pending_ = Components(dir_);
+  DOLSOT_RETURN_IF_ERROR(Restart());
+  if (pending_.empty()) return Refuse("/ cannot be a session directory");
+  while (!pending_.empty()) {
+    std::string name = std::move(pending_.front());
+    pending_.pop_front();
+    DOLSOT_RETURN_IF_ERROR(Step(name, pending_.empty()));
+  }
+  return std::move(here_);
+}
+
+Status DirectoryWalk::Restart() {
+  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Errno("cannot open / on the way to session directory " + dir_);
+  where_ = "/";
+  return Enter(std::move(root), "/", false);
+}
+
+Status DirectoryWalk::Step(const std::string& name, bool last) {
+  if (name == "..") {  // the physical parent, checked like any other directory
+    UniqueFd up(::openat(here_.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!up.valid()) return Errno("cannot open the parent of " + where_);
+    size_t slash = where_.rfind('/');
+    return Enter(std::move(up), slash == 0 ? "/" : where_.substr(0, slash), last);
+  }
+  std::string path = Child(name);
+  for (bool made = false;; made = true) {
+    int fd = ::openat(here_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) return Enter(UniqueFd(fd), path, last);
+    if (errno == ELOOP || errno == ENOTDIR) return FollowSymlink(name, last);
+    if (errno != ENOENT || !create_ || made) {
+      return Errno("cannot open session directory " + dir_ + (path == dir_ ? "" : " (at " + path + ")"));
     }
+    // `here_` has passed the check: no one else can have a say in what we make.
+    if (::mkdirat(here_.get(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Errno("cannot create session directory " + path);
+    }
+  }
+}
+
+Status DirectoryWalk::Enter(UniqueFd fd, const std::string& path, bool last) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Errno("cannot inspect " + path);
+  DOLSOT_RETURN_IF_ERROR(last ? CheckSessionDirectory(st) : CheckPassedThrough(st, path));
+  here_ = std::move(fd);
+  where_ = path;
+  return Status::Ok();
+}
+
+Status DirectoryWalk::FollowSymlink(const std::string& name, bool last) {
+  std::string path = Child(name);
+  struct stat st;
+  if (::fstatat(here_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("cannot inspect " + path);
+  if (!S_ISLNK(st.st_mode)) {
+    return last ? Status(ErrorCode::kPermission, "session directory " + dir_ + " is not a directory")
+                : Refuse(path + " is not a directory");
+  }
+  if (last) {
+    return Status(ErrorCode::kPermission, "session directory " + dir_ + " is a symlink; refusing to use it");
+  }
+  // `here_` is checked, so only the link's owner (or root) can replace it.
+  if (!TrustedOwner(st.st_uid)) {
+    return Refuse(path + " is a symlink owned by uid " + std::to_string(st.st_uid) +
+                  ", neither root nor the current user (uid " + std::to_string(::geteuid()) +
+                  "), who could point it elsewhere; refusing to follow it");
+  }
+  if (++symlinks_ > kMaxSymlinks) return Refuse("more than 40 symlinks on the way (a loop?)");
+  std::string target(4096, '\0');
+  ssize_t n = ::readlinkat(here_.get(), name.c_str(), target.data(), target.size());
+  if (n < 0) return Errno("cannot read symlink " + path);
+  if (n == 0 || static_cast<size_t>(n) == target.size()) return Refuse("cannot follow symlink " + path);
+  target.resize(static_cast<size_t>(n));
+  std::deque<std::string> parts = Components(target);
+  pending_.insert(pending_.begin(), parts.begin(), parts.end());
+  if (target[0] == '/') return Restart();
+  return Status::Ok();
+}
+
+Status DirectoryWalk::CheckPassedThrough(const struct stat& st, const std::string& path) const {
+  if (!S_ISDIR(st.st_mode)) return Refuse(path + " is not a directory");
+  if (!TrustedOwner(st.st_uid)) {
+    return Refuse(path + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor the current user (uid " +
+                  std::to_string(::geteuid()) + "), who could swap the session directory for their own; " +
+                  "refusing to use it (set DOLSOT_CACHE_DIR to a directory of your own)");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return Refuse(path + " is writable by other users (mode " + Octal(st.st_mode) +
+                  ", no sticky bit), who could swap the session directory for their own; refusing to use it " +
+                  "(chmod go-w " + path + ", or set DOLSOT_CACHE_DIR to a directory of your own)");
   }
   return Status::Ok();
 }
 
-Status WriteAll(int fd, std::string_view data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot write session file");
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-std::string TempName(std::string_view sid) {
-  static std::atomic<unsigned> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return "." + std::string(sid) + "." + std::to_string(::getpid()) + "." +
-         std::to_string(counter++) + "." + std::to_string(rng() % 1000000007) + ".tmp";
-}
-
-}  // namespace
-
-StatusOr<std::unique_ptr<FileStore>> FileStore::Open(std::string dir, int ttl_days) {
-  if (dir.empty()) return InvalidArgument("session directory path is empty");
-  if (dir.find('\0') != std::string::npos) return InvalidArgument("session directory path holds a NUL byte");
-  if (ttl_days < 0) return Status(ErrorCode::kConfig, "ttl_days must be >= 0");
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return Errno("cannot inspect session directory " + dir);
-    DOLSOT_RETURN_IF_ERROR(MakeDirectories(dir));
-  }
-  std::unique_ptr<FileStore> store(new FileStore(dir, ttl_days));
-  DOLSOT_RETURN_IF_ERROR(store->CheckDirectory());
-  return store;
-}
-
-Status FileStore::CheckDirectory() const {
-  struct stat st;
-  if (::lstat(dir_.c_str(), &st) != 0) return Errno("cannot inspect session directory " + dir_);
-  if (S_ISLNK(st.st_mode)) {
-    return Status(ErrorCode::kPermission,
-                  "session directory " + dir_ + " is a symlink; refusing to use it");
-  }
+Status DirectoryWalk::CheckSessionDirectory(const struct stat& st) const {
   if (!S_ISDIR(st.st_mode)) {
     return Status(ErrorCode::kPermission, "session directory " + dir_ + " is not a directory");
   }
@@ -129,14 +212,165 @@ Status FileStore::CheckDirectory() const {
   return Status::Ok();
 }
 
-void FileStore::MaybeReapExpired() {
+// ---- Temporary files: locked by their writer, swept once it is gone ----
+
+// This kernel's boot id as 32 hex digits, or "" where /proc does not say.
+const std::string& BootId() {
+  static const std::string id = [] {
+    std::string out;
+    UniqueFd fd(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+    char buf[64];
+    ssize_t n = fd.valid() ? ::read(fd.get(), buf, sizeof buf) : -1;
+    for (ssize_t i = 0; i < n; ++i) {
+      unsigned char c = static_cast<unsigned char>(buf[i]);
+      if (std::isxdigit(c)) out += static_cast<char>(std::tolower(c));
+    }
+    return out.size() == 32 ? out : std::string();
+  }();
+  return id;
+}
+
+bool IsHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+// .{sid}.flock-{boot}-{random}.tmp, random from the kernel so that a forked
+// child never repeats its parent's names (O_EXCL catches any collision).
+std::string TempName(std::string_view sid) {
+  std::uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits)) {
+    static std::atomic<std::uint64_t> counter{0};
+    bits = (static_cast<std::uint64_t>(::getpid()) << 32) ^ counter++ ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  char random[kTempRandomDigits + 1];
+  std::snprintf(random, sizeof random, "%016llx", static_cast<unsigned long long>(bits));
+  const std::string& boot = BootId();
+  return "." + std::string(sid) + std::string(kLockedTempTag) + (boot.empty() ? "unknown" : boot) + "-" +
+         random + std::string(kTempSuffix);
+}
+
+// Whether `name` is a temporary file whose writer locked it on this kernel,
+// so that its lock, or its lack of one, is visible here.
+bool LockedOnThisKernel(std::string_view name) {
+  const std::string& boot = BootId();
+  size_t tag = name.rfind(kLockedTempTag);
+  if (boot.empty() || tag == std::string_view::npos || !EndsWith(name, kTempSuffix)) return false;
+  std::string_view rest = name.substr(tag + kLockedTempTag.size());
+  rest.remove_suffix(kTempSuffix.size());  // {boot}-{random}
+  return rest.size() == boot.size() + 1 + kTempRandomDigits && rest.substr(0, boot.size()) == boot &&
+         rest[boot.size()] == '-' && IsHex(rest.substr(boot.size() + 1));
+}
+
+bool IsTempName(std::string_view name) {
+  return name.size() > kTempSuffix.size() && name.front() == '.' && EndsWith(name, kTempSuffix);
+}
+
+// Removes the temporary file `name` if no live writer can hold it (see the
+// header): unlocked and written, or not written for kStaleTempSeconds.
+void SweepTempFile(int dirfd, const char* name, double now) {
+  struct stat st;
+  if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  bool stale = now - MtimeSeconds(st) > FileStore::kStaleTempSeconds;
+  if (!S_ISREG(st.st_mode) || !LockedOnThisKernel(name)) {
+    if (stale) ::unlinkat(dirfd, name, 0);
+    return;
+  }
+  UniqueFd fd(::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) return;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && stale) ::unlinkat(dirfd, name, 0);  // no flock here: age decides
+    return;                                                         // held: its writer lives
+  }
+  struct stat locked;
+  if (::fstat(fd.get(), &locked) != 0) return;
+  // A writer locks before its first byte: an empty file may be between the two.
+  if (locked.st_size == 0 && now - MtimeSeconds(locked) <= FileStore::kStaleTempSeconds) return;
+  // Still under that name? A writer that finished renamed it away, then unlocked.
+  struct stat named;
+  if (::fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) != 0 || named.st_dev != locked.st_dev ||
+      named.st_ino != locked.st_ino) {
+    return;
+  }
+  ::unlinkat(dirfd, name, 0);  // under our shared lock: no writer can take it now
+}
+
+// A temporary file this writer created and holds an exclusive flock on.
+struct LockedTemp {
+  UniqueFd fd;
+  std::string name;
+};
+
+StatusOr<LockedTemp> CreateLockedTemp(int dirfd, std::string_view sid, const std::string& dir) {
+  for (int attempt = 0; attempt < kTempAttempts; ++attempt) {
+    std::string name = TempName(sid);
+    UniqueFd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) {
+      if (errno == EEXIST) continue;
+      return Errno("cannot create a session file in " + dir);
+    }
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      int e = errno;
+      ::unlinkat(dirfd, name.c_str(), 0);
+      if (e == EWOULDBLOCK || e == EINTR) continue;  // a sweep is looking at it this instant
+      errno = e;
+      return Errno("cannot lock temporary session file " + dir + "/" + name +
+                   " (the session directory's filesystem must support flock)");
+    }
+    // A sweep removes an empty unlocked file only after kStaleTempSeconds; if
+    // this writer stalled that long before locking, start again.
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return Errno("cannot inspect temporary session file in " + dir);
+    if (st.st_nlink > 0) return LockedTemp{std::move(fd), std::move(name)};
+  }
+  return IoError("cannot create a temporary session file in " + dir + " after " + std::to_string(kTempAttempts) +
+                 " attempts (other processes keep taking the names)");
+}
+
+Status WriteAll(int fd, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write session file");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- FileStore ----
+
+StatusOr<std::unique_ptr<FileStore>> FileStore::Open(std::string dir, int ttl_days) {
+  if (dir.empty()) return InvalidArgument("session directory path is empty");
+  if (dir.find('\0') != std::string::npos) return InvalidArgument("session directory path holds a NUL byte");
+  if (ttl_days < 0) return Status(ErrorCode::kConfig, "ttl_days must be >= 0");
+  if (dir[0] != '/') {
+    std::string cwd(4096, '\0');
+    if (::getcwd(cwd.data(), cwd.size()) == nullptr) {
+      return Errno("cannot resolve relative session directory " + dir + " (no working directory)");
+    }
+    cwd.resize(std::strlen(cwd.c_str()));
+    dir = (cwd == "/" ? "" : cwd) + "/" + dir;
+  }
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::unique_ptr<FileStore> store(new FileStore(dir, ttl_days));
+  auto opened = store->OpenDirectory(/*create=*/true);
+  if (!opened.ok()) return opened.status();
+  return store;
+}
+
+StatusOr<UniqueFd> FileStore::OpenDirectory(bool create) const { return DirectoryWalk(dir_, create).Run(); }
+
+void FileStore::MaybeReapExpired(int dirfd) {
   double now = NowSeconds();
   if (now < next_reap_.load(std::memory_order_relaxed)) return;
-  Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dirfd.valid()) return;
   // Another process sharing the directory may have swept it recently.
   struct stat st;
-  if (::fstatat(dirfd.get(), kReapMarker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+  if (::fstatat(dirfd, kReapMarker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
       st.st_uid == ::geteuid()) {
     double last = MtimeSeconds(st);
     if (last <= now && now - last < kReapIntervalSeconds) {
@@ -147,10 +381,10 @@ void FileStore::MaybeReapExpired() {
   // Claim this sweep before scanning, so that concurrent savers don't all scan.
   // A marker that is not ours to touch (a symlink, a directory) only costs a
   // sweep per interval in this process.
-  Fd marker(::openat(dirfd.get(), kReapMarker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
+  UniqueFd marker(::openat(dirfd, kReapMarker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600));
   if (marker.valid()) ::futimens(marker.get(), nullptr);
   next_reap_.store(now + kReapIntervalSeconds, std::memory_order_relaxed);
-  ReapExpired(dirfd.get());
+  ReapExpired(dirfd);
 }
 
 void FileStore::ReapExpired(int dirfd) {
@@ -165,25 +399,26 @@ void FileStore::ReapExpired(int dirfd) {
   double now = NowSeconds();
   while (dirent* e = ::readdir(d)) {
     std::string_view name(e->d_name);
-    bool temp = name.size() > 4 && name.front() == '.' && name.substr(name.size() - 4) == ".tmp";
-    bool session = name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix;
-    if (!temp && !(session && ttl_days_ > 0)) continue;
+    if (IsTempName(name)) {
+      SweepTempFile(dirfd, e->d_name, now);
+      continue;
+    }
+    if (ttl_days_ <= 0 || name.size() <= kSuffix.size() || !EndsWith(name, kSuffix)) continue;
     struct stat st;
     if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    double age = now - MtimeSeconds(st);
-    if ((temp && age > kStaleTempSeconds) || (session && Expired(MtimeSeconds(st), now))) {
-      ::unlinkat(dirfd, e->d_name, 0);
-    }
+    if (Expired(MtimeSeconds(st), now)) ::unlinkat(dirfd, e->d_name, 0);
   }
   ::closedir(d);
 }
 
 StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
-  DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  MaybeReapExpired();
-  std::string path = dir_ + "/" + FileName(sid);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  auto dirfd = OpenDirectory();
+  if (!dirfd.ok()) return dirfd.status();
+  MaybeReapExpired(dirfd->get());
+  std::string name = FileName(sid);
+  std::string path = dir_ + "/" + name;
+  UniqueFd fd(::openat(dirfd->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd.valid()) {
     if (errno == ENOENT) return std::optional<std::string>();
     if (errno == ELOOP) {
@@ -200,7 +435,7 @@ StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
     return Status(ErrorCode::kPermission, "session file " + path + " is owned by another user; refusing to read it");
   }
   if (Expired(MtimeSeconds(st), NowSeconds())) {  // not written for ttl_days: gone
-    ::unlink(path.c_str());
+    ::unlinkat(dirfd->get(), name.c_str(), 0);
     return std::optional<std::string>();
   }
   std::string blob;
@@ -222,56 +457,56 @@ StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
 
 Status FileStore::Save(std::string_view sid, std::string_view blob) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
-  DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  MaybeReapExpired();
-  Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dirfd.valid()) return Errno("cannot open session directory " + dir_);
-  std::string temp = TempName(sid);
-  {
-    Fd fd(::openat(dirfd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd.valid()) return Errno("cannot create a session file in " + dir_);
-    Status written = WriteAll(fd.get(), blob);
-    if (written.ok() && ::fsync(fd.get()) != 0) written = Errno("cannot flush session file");
-    if (!written.ok()) {
-      ::unlinkat(dirfd.get(), temp.c_str(), 0);
-      return written;
-    }
-  }
+  auto dirfd = OpenDirectory();
+  if (!dirfd.ok()) return dirfd.status();
+  MaybeReapExpired(dirfd->get());
+  auto temp = CreateLockedTemp(dirfd->get(), sid, dir_);
+  if (!temp.ok()) return temp.status();
+  Status written = WriteAll(temp->fd.get(), blob);
+  if (written.ok() && ::fsync(temp->fd.get()) != 0) written = Errno("cannot flush session file");
+  // Renamed while still locked (the lock goes with temp->fd, after the rename):
+  // a sweep never finds this name unlocked while it holds our data.
   std::string final_name = FileName(sid);
-  if (::renameat(dirfd.get(), temp.c_str(), dirfd.get(), final_name.c_str()) != 0) {
-    Status s = Errno("cannot move session file into place in " + dir_);
-    ::unlinkat(dirfd.get(), temp.c_str(), 0);
-    return s;
+  if (written.ok() &&
+      ::renameat(dirfd->get(), temp->name.c_str(), dirfd->get(), final_name.c_str()) != 0) {
+    written = Errno("cannot move session file into place in " + dir_);
   }
-  ::fsync(dirfd.get());  // make the rename durable
+  if (!written.ok()) {
+    ::unlinkat(dirfd->get(), temp->name.c_str(), 0);
+    return written;
+  }
+  ::fsync(dirfd->get());  // make the rename durable
   return Status::Ok();
 }
 
 StatusOr<int> FileStore::Delete(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(sid));
-  DOLSOT_RETURN_IF_ERROR(CheckDirectory());
+  auto dirfd = OpenDirectory();
+  if (!dirfd.ok()) return dirfd.status();
   if (sid != kAllSessions) {
-    std::string path = dir_ + "/" + FileName(sid);
-    if (::unlink(path.c_str()) == 0) return 1;
+    std::string name = FileName(sid);
+    if (::unlinkat(dirfd->get(), name.c_str(), 0) == 0) return 1;
     if (errno == ENOENT) return 0;
-    return Errno("cannot delete session file " + path);
+    return Errno("cannot delete session file " + dir_ + "/" + name);
   }
-  auto listed = List();
+  auto listed = ListIn(dirfd->get());
   if (!listed.ok()) return listed.status();
   int deleted = 0;
   for (const auto& info : *listed) {
-    std::string path = dir_ + "/" + FileName(info.id);
-    if (::unlink(path.c_str()) == 0) ++deleted;
+    if (::unlinkat(dirfd->get(), FileName(info.id).c_str(), 0) == 0) ++deleted;
   }
   return deleted;
 }
 
 StatusOr<std::vector<SessionInfo>> FileStore::List() {
-  DOLSOT_RETURN_IF_ERROR(CheckDirectory());
-  Fd dirfd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dirfd.valid()) return Errno("cannot open session directory " + dir_);
-  ReapExpired(dirfd.get());  // a listing scans anyway: it never shows an expired session
-  int listfd = ::dup(dirfd.get());
+  auto dirfd = OpenDirectory();
+  if (!dirfd.ok()) return dirfd.status();
+  return ListIn(dirfd->get());
+}
+
+StatusOr<std::vector<SessionInfo>> FileStore::ListIn(int dirfd) {
+  ReapExpired(dirfd);  // a listing scans anyway: it never shows an expired session
+  int listfd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (listfd < 0) return Errno("cannot list session directory " + dir_);
   DIR* d = ::fdopendir(listfd);
   if (d == nullptr) {
@@ -281,11 +516,11 @@ StatusOr<std::vector<SessionInfo>> FileStore::List() {
   std::vector<SessionInfo> out;
   while (dirent* e = ::readdir(d)) {
     std::string_view name(e->d_name);
-    if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) continue;
+    if (name.size() <= kSuffix.size() || !EndsWith(name, kSuffix)) continue;
     std::string_view sid = name.substr(0, name.size() - kSuffix.size());
     if (!ValidateSessionId(sid).ok()) continue;
     struct stat st;
-    if (::fstatat(dirfd.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     out.push_back({std::string(sid), static_cast<std::uint64_t>(st.st_size), MtimeSeconds(st)});
   }
   ::closedir(d);

@@ -1,9 +1,12 @@
-// FileStore: the security properties (symlink, foreign owner, mode), atomic
-// writes under a writer killed mid-save, TTL reaping, and concurrent writers.
+// FileStore: the security properties (symlink, foreign owner, mode, the
+// directories above), atomic writes under a writer killed mid-save, the sweep
+// of killed writers' temporary files, TTL reaping, and concurrent writers.
 #include "core/file_store.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +15,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
 
 namespace dolsot {
 namespace {
@@ -315,6 +323,335 @@ TEST_F(FileStoreTest, RefusesBadSessionIds) {
   EXPECT_EQ(store->Load(std::string("a\0b", 3)).status().code(), ErrorCode::kInvalidSession);
   EXPECT_EQ(store->Delete("a/b").status().code(), ErrorCode::kInvalidSession);
   EXPECT_FALSE(fs::exists(root_ + "/escape.session"));
+}
+
+// ---- Temporary files of writers that died mid-save ----
+
+std::vector<std::string> TempFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".tmp") out.push_back(e.path().string());
+  }
+  return out;
+}
+
+// A child process stopped inside FileStore::Save, mid-write. RLIMIT_FSIZE
+// makes its write past kStopAt bytes raise SIGXFSZ, whose handler tells the
+// parent and then blocks on a pipe nobody writes: the child holds its
+// temporary file exactly as a live writer does until it is killed.
+int g_told_fd = -1;
+int g_wait_fd = -1;
+void StopInsideWrite(int) {
+  char c = 'w';
+  if (::write(g_told_fd, &c, 1) != 1) ::_exit(6);
+  (void)!::read(g_wait_fd, &c, 1);  // blocks: the parent never writes
+  ::_exit(7);
+}
+
+class StoppedWriter {
+ public:
+  static constexpr off_t kStopAt = 1 << 20;
+  StoppedWriter() = default;
+  StoppedWriter(const StoppedWriter&) = delete;
+  StoppedWriter& operator=(const StoppedWriter&) = delete;
+  ~StoppedWriter() { Kill(); }
+
+  // Forks the writer; true once it is stopped mid-write.
+  bool Start(const std::string& dir) {
+    int told[2], hold[2];
+    if (::pipe(told) != 0) return false;
+    if (::pipe(hold) != 0) return false;
+    pid_ = ::fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) RunChild(dir, told, hold);
+    ::close(told[1]);
+    ::close(hold[0]);
+    told_ = told[0];
+    hold_ = hold[1];
+    char c;
+    return ::read(told_, &c, 1) == 1;
+  }
+
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+    if (told_ >= 0) ::close(std::exchange(told_, -1));
+    if (hold_ >= 0) ::close(std::exchange(hold_, -1));
+  }
+
+ private:
+  [[noreturn]] static void RunChild(const std::string& dir, int told[2], int hold[2]) {
+    ::close(told[0]);
+    ::close(hold[1]);
+    g_told_fd = told[1];
+    g_wait_fd = hold[0];
+    struct sigaction sa = {};
+    sa.sa_handler = StopInsideWrite;
+    ::sigemptyset(&sa.sa_mask);
+    if (::sigaction(SIGXFSZ, &sa, nullptr) != 0) ::_exit(2);
+    auto store = FileStore::Open(dir, 7);
+    if (!store.ok()) ::_exit(3);
+    struct rlimit lim;
+    if (::getrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(4);
+    lim.rlim_cur = kStopAt;
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(4);
+    (void)(*store)->Save("big", std::string(4 * kStopAt, 'x'));
+    ::_exit(5);  // not reached: the write stops in StopInsideWrite
+  }
+
+  pid_t pid_ = -1;
+  int told_ = -1;
+  int hold_ = -1;
+};
+
+// The path of the temporary file a writer killed mid-save left in `dir`.
+std::string TempOfKilledWriter(const std::string& dir) {
+  StoppedWriter writer;
+  EXPECT_TRUE(writer.Start(dir));
+  writer.Kill();
+  auto temps = TempFiles(dir);
+  EXPECT_EQ(temps.size(), 1u);
+  return temps.empty() ? std::string() : temps[0];
+}
+
+TEST_F(FileStoreTest, SweepsTheTempFileOfAWriterKilledMidSave) {
+  auto store = OpenStore();
+  StoppedWriter writer;
+  ASSERT_TRUE(writer.Start(root_ + "/sessions"));
+  auto temps = TempFiles(root_ + "/sessions");
+  ASSERT_EQ(temps.size(), 1u);
+  EXPECT_EQ(fs::file_size(temps[0]), static_cast<std::uintmax_t>(StoppedWriter::kStopAt));
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_TRUE(fs::exists(temps[0])) << "the sweep removed a live writer's temporary file";
+  writer.Kill();
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_FALSE(fs::exists(temps[0])) << "a killed writer's temporary file outlived the sweep";
+  EXPECT_FALSE(store->Load("big")->has_value());
+}
+
+TEST_F(FileStoreTest, SavesSweepKilledWritersTempFilesOncePerInterval) {
+  auto store = OpenStore();
+  std::string temp = TempOfKilledWriter(root_ + "/sessions");
+  ASSERT_FALSE(temp.empty());
+  // The killed writer's own save recorded a sweep: within the interval, none.
+  auto second = OpenStore();
+  ASSERT_TRUE(second->Save("s", "x").ok());
+  EXPECT_TRUE(fs::exists(temp));
+  SetAgeDays(root_ + "/sessions/" + FileStore::kReapMarker, 1);
+  auto third = OpenStore();
+  ASSERT_TRUE(third->Save("s", "y").ok());
+  EXPECT_FALSE(fs::exists(temp));
+}
+
+TEST_F(FileStoreTest, SweepsNeverRemoveALiveWritersTempFile) {
+  // Writers save while another process lists (and so sweeps) without pause:
+  // every save must land, whichever instant of it a sweep sees.
+  auto store = OpenStore();
+  std::vector<pid_t> pids;
+  for (int w = 0; w < 3; ++w) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto child = FileStore::Open(root_ + "/sessions", 7);
+      if (!child.ok()) ::_exit(2);
+      for (int i = 0; i < 300; ++i) {
+        size_t size = (i % 3 == 0) ? 0 : 4096u << (i % 5);  // empty blobs too
+        if (!(*child)->Save("w" + std::to_string(w), Blob('a', size)).ok()) ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    pids.push_back(pid);
+  }
+  pid_t lister = ::fork();
+  ASSERT_GE(lister, 0);
+  if (lister == 0) {
+    auto child = FileStore::Open(root_ + "/sessions", 7);
+    if (!child.ok()) ::_exit(2);
+    for (;;) (void)(*child)->List();
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a save failed: writer status " << status;
+  }
+  ::kill(lister, SIGKILL);
+  ::waitpid(lister, nullptr, 0);
+  EXPECT_EQ(store->List()->size(), 3u);
+}
+
+TEST_F(FileStoreTest, KeepsATempFileWhoseLockIsHeld) {
+  auto store = OpenStore();
+  std::string temp = TempOfKilledWriter(root_ + "/sessions");
+  ASSERT_FALSE(temp.empty());
+  // Another writer's lock (another open file description, as a process has).
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_TRUE(fs::exists(temp)) << "removed a temporary file whose writer holds its lock";
+  ::close(fd);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_FALSE(fs::exists(temp));
+}
+
+TEST_F(FileStoreTest, KeepsAnEmptyUnlockedTempFileUntilItIsOld) {
+  // Between creating its temporary file and locking it, a writer's file is
+  // empty and unlocked: the sweep leaves such a file for kStaleTempSeconds.
+  auto store = OpenStore();
+  std::string temp = TempOfKilledWriter(root_ + "/sessions");
+  ASSERT_FALSE(temp.empty());
+  ASSERT_EQ(::truncate(temp.c_str(), 0), 0);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_TRUE(fs::exists(temp));
+  SetAgeDays(temp, 1);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_FALSE(fs::exists(temp));
+}
+
+TEST_F(FileStoreTest, TempFilesOfAnotherKernelKeepTheAgeRule) {
+  // A writer on another host sharing the directory (or before a reboot):
+  // its lock is not necessarily visible here, so only age counts.
+  auto store = OpenStore();
+  std::string temp = TempOfKilledWriter(root_ + "/sessions");
+  ASSERT_FALSE(temp.empty());
+  size_t tag = temp.rfind(".flock-");
+  ASSERT_NE(tag, std::string::npos) << temp;
+  size_t boot = tag + std::string(".flock-").size();
+  size_t end = temp.find('-', boot);
+  ASSERT_NE(end, std::string::npos) << temp;
+  std::string foreign = temp.substr(0, boot) + std::string(end - boot, '0') + temp.substr(end);
+  ASSERT_EQ(::rename(temp.c_str(), foreign.c_str()), 0);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_TRUE(fs::exists(foreign));
+  SetAgeDays(foreign, 1);
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_FALSE(fs::exists(foreign));
+}
+
+TEST_F(FileStoreTest, KeepsAYoungTempFileOfTheOldNamingScheme) {
+  auto store = OpenStore();
+  std::string temp = root_ + "/sessions/.s.123.0.42.tmp";
+  { FILE* f = std::fopen(temp.c_str(), "w"); std::fputs("partial", f); std::fclose(f); }
+  ASSERT_TRUE(store->List().ok());
+  EXPECT_TRUE(fs::exists(temp)) << "its writer (an older dolsot) may still be writing";
+}
+
+// ---- The directories above the session directory ----
+
+std::string OpenError(const std::string& dir) {
+  auto s = FileStore::Open(dir, 7);
+  if (s.ok()) return "opened";
+  EXPECT_EQ(s.status().code(), ErrorCode::kPermission) << s.status().ToString();
+  return s.status().message();
+}
+
+TEST_F(FileStoreTest, RefusesAParentWritableByOthers) {
+  std::string parent = root_ + "/shared";
+  fs::create_directory(parent);
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  std::string message = OpenError(parent + "/sessions");
+  EXPECT_NE(message.find(parent + " is writable by other users"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(parent + "/sessions")) << "created a directory inside an unsafe parent";
+}
+
+TEST_F(FileStoreTest, RefusesAnyAncestorWritableByOthers) {
+  fs::create_directories(root_ + "/a/b");
+  ASSERT_EQ(::chmod((root_ + "/a").c_str(), 0775), 0);
+  std::string message = OpenError(root_ + "/a/b/sessions");
+  EXPECT_NE(message.find(root_ + "/a is writable by other users"), std::string::npos) << message;
+}
+
+TEST_F(FileStoreTest, RefusesAParentMadeWritableAfterOpening) {
+  auto store = OpenStore("p/sessions");
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->Save("s", "x").ok());
+  ASSERT_EQ(::chmod((root_ + "/p").c_str(), 0777), 0);
+  EXPECT_EQ(store->Save("s", "y").code(), ErrorCode::kPermission);
+  EXPECT_EQ(store->Load("s").status().code(), ErrorCode::kPermission);
+  EXPECT_EQ(store->List().status().code(), ErrorCode::kPermission);
+  EXPECT_EQ(store->Delete("s").status().code(), ErrorCode::kPermission);
+}
+
+TEST_F(FileStoreTest, RefusesAParentOwnedByAnotherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a directory to another user";
+  std::string parent = root_ + "/theirs";
+  fs::create_directory(parent);
+  ASSERT_EQ(::chmod(parent.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(parent.c_str(), 65534, 65534), 0);
+  std::string message = OpenError(parent + "/sessions");
+  EXPECT_NE(message.find(parent + " is owned by uid 65534"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(parent + "/sessions"));
+}
+
+// TMPDIR=root_, made like /tmp (root's or ours, sticky, world-writable).
+EnvLookup TmpdirEnv(const std::string& tmpdir) {
+  return [tmpdir](const char* name) -> std::optional<std::string> {
+    if (std::string(name) == "TMPDIR") return tmpdir;
+    return std::nullopt;
+  };
+}
+
+TEST_F(FileStoreTest, DefaultLayoutRefusesAParentPreCreatedOpenToOthers) {
+  ASSERT_EQ(::chmod(root_.c_str(), 01777), 0);
+  std::string dir = DefaultCacheDir(TmpdirEnv(root_));
+  std::string parent = root_ + "/dolsot-" + std::to_string(::getuid());
+  ASSERT_EQ(dir, parent + "/sessions");
+  // Another user got there first: dolsot-{uid} world-writable (or theirs).
+  ASSERT_EQ(::mkdir(parent.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(parent.c_str(), 65534, 65534), 0);
+  }
+  std::string message = OpenError(dir);
+  EXPECT_NE(message.find(parent), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(dir));
+  // Once it is the user's own and private, the default layout is accepted.
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(parent.c_str(), 0, 0), 0);
+  }
+  ASSERT_EQ(::chmod(parent.c_str(), 0700), 0);
+  EXPECT_EQ(OpenError(dir), "opened");
+}
+
+TEST_F(FileStoreTest, DefaultLayoutRefusesAParentThatIsAnotherUsersSymlink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a symlink owned by another user";
+  ASSERT_EQ(::chmod(root_.c_str(), 01777), 0);
+  std::string bait = root_ + "/bait";
+  ASSERT_EQ(::mkdir(bait.c_str(), 0700), 0);  // private and ours: only the link is theirs
+  std::string parent = root_ + "/dolsot-" + std::to_string(::getuid());
+  ASSERT_EQ(::symlink(bait.c_str(), parent.c_str()), 0);
+  ASSERT_EQ(::lchown(parent.c_str(), 65534, 65534), 0);
+  std::string message = OpenError(DefaultCacheDir(TmpdirEnv(root_)));
+  EXPECT_NE(message.find(parent + " is a symlink owned by uid 65534"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(bait + "/sessions"));
+}
+
+TEST_F(FileStoreTest, AcceptsAStickyAncestorAndTheUsersOwnSymlinkAbove) {
+  // /tmp-like (sticky) and a symlinked home (/home -> var/home) are fine.
+  fs::create_directories(root_ + "/tmp");
+  ASSERT_EQ(::chmod((root_ + "/tmp").c_str(), 01777), 0);
+  fs::create_directories(root_ + "/var/home");
+  fs::create_directory_symlink("var/home", root_ + "/home");
+  auto a = FileStore::Open(root_ + "/tmp/dolsot/sessions", 7);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = FileStore::Open(root_ + "/home/me/../me/sessions", 7);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE((*b)->Save("s", "x").ok());
+  EXPECT_TRUE(fs::exists(root_ + "/var/home/me/sessions/s.session"));
+}
+
+TEST_F(FileStoreTest, RefusesAStickyAncestorOwnedByAnotherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a directory to another user";
+  std::string tmp = root_ + "/tmp";
+  fs::create_directory(tmp);
+  ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
+  ASSERT_EQ(::chown(tmp.c_str(), 65534, 65534), 0);  // its owner may rename anything in it
+  std::string message = OpenError(tmp + "/dolsot/sessions");
+  EXPECT_NE(message.find(tmp + " is owned by uid 65534"), std::string::npos) << message;
 }
 
 }  // namespace

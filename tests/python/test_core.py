@@ -4,6 +4,7 @@ precedence and bad values, and the session stores' protocol and security."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -124,6 +125,61 @@ def test_file_store_refuses_foreign_owner(tmp_path):
     os.chown(d, 65534, 65534)
     with pytest.raises(dolsot.StoreError, match="owned by uid 65534"):
         FileStore(str(d))
+
+
+def test_file_store_refuses_a_parent_writable_by_others(tmp_path):
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    parent.chmod(0o777)
+    with pytest.raises(dolsot.StoreError, match=f"{parent} is writable by other users"):
+        FileStore(str(parent / "sessions"))
+    assert not (parent / "sessions").exists()
+
+
+def test_file_store_default_layout_refuses_a_parent_made_by_someone_else(tmp_path, monkeypatch):
+    """{tempdir}/dolsot-{uid} made first by another user (theirs, or open to
+    all) could let them swap the sessions directory: refused, never used."""
+    monkeypatch.delenv("DOLSOT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tmp_path.chmod(0o1777)
+    parent = tmp_path / f"dolsot-{os.getuid()}"
+    parent.mkdir()
+    parent.chmod(0o777)
+    if os.geteuid() == 0:
+        os.chown(parent, 65534, 65534)
+    with pytest.raises(dolsot.StoreError, match=str(parent)):
+        FileStore()
+    assert not (parent / "sessions").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown to another user")
+def test_file_store_refuses_a_parent_owned_by_another_user(tmp_path):
+    parent = tmp_path / "theirs"
+    parent.mkdir(mode=0o755)
+    os.chown(parent, 65534, 65534)
+    with pytest.raises(dolsot.StoreError, match=f"{parent} is owned by uid 65534"):
+        FileStore(str(parent / "sessions"))
+
+
+def test_file_store_sweeps_the_temp_file_of_a_writer_killed_mid_save(tmp_path):
+    """A writer killed mid-save (by SIGXFSZ past its file size limit: no race)
+    leaves its temporary file; the next listing removes it, its writer gone."""
+    d = str(tmp_path / "s")
+    store = FileStore(d)
+    script = textwrap.dedent(f"""
+        import resource, signal
+        from dolsot.store import FileStore
+        s = FileStore({d!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it by default
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+        s.save("big", b"x" * (4 << 20))
+    """)
+    assert subprocess.run([sys.executable, "-c", script]).returncode == -signal.SIGXFSZ
+    temps = [n for n in os.listdir(d) if n.endswith(".tmp")]
+    assert len(temps) == 1 and os.path.getsize(os.path.join(d, temps[0])) == 1 << 20
+    assert store.list() == []
+    assert [n for n in os.listdir(d) if n.endswith(".tmp")] == []
 
 
 def test_file_store_shared_by_processes(tmp_path):
