@@ -189,6 +189,26 @@ void ReapExited() {
   }
 }
 
+// SIGCHLD: reaps at once. The worker is a child subreaper, so every standby a
+// hand-off retires is reparented here; reaped only between frames (the host
+// sends one per new session, the loop wakes once a second), they piled up as
+// zombies, hundreds with cells back to back. Nothing in the worker needs a
+// child's status after it is up. waitpid is async-signal-safe; errno is kept.
+void ReapOnSigchld(int) {
+  const int saved = errno;
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  errno = saved;
+}
+
+void ReapChildrenAsTheyExit() {
+  struct sigaction action {};
+  action.sa_handler = ReapOnSigchld;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  ::sigaction(SIGCHLD, &action, nullptr);
+}
+
 // Kills every process this worker forked (and theirs: orphans are reparented
 // here because the worker is a child subreaper) and reaps them.
 void KillEverySession() {
@@ -302,6 +322,8 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ReapChildrenAsTheyExit();  // a session process forked later resets SIGCHLD
+  ReapExited();              // what exited before the handler was there
   UseHostStderr();
   PayloadWriter w;
   w.U32(static_cast<std::uint32_t>(::getpid()));

@@ -95,6 +95,25 @@ TEST(HandOff, RetiredStandbysDoNotPileUp) {
   ASSERT_TRUE(repl->Close().ok());
 }
 
+TEST(HandOff, RetiredStandbysAreReapedAsTheyExit) {
+  // Retired standbys are reparented to the worker (a child subreaper); once
+  // reaped only between host frames or once a second, back-to-back cells
+  // left hundreds of zombies (#21).
+  auto repl = MakeRepl(CheckpointMode::kOff);
+  for (const char* sid : {"a", "b", "c"}) MustRun(*repl, sid, "x = 1");
+  for (int i = 0; i < 100; ++i) {
+    for (const char* sid : {"a", "b", "c"}) MustRun(*repl, sid, "x += 1");
+  }
+  const pid_t worker = repl->WorkerPid();
+  int zombies = 0;
+  for (const repl_testing::ProcEntry& p : repl_testing::ReadProcTable()) {
+    if (p.ppid == worker && p.state == 'Z') ++zombies;
+  }
+  // At most the few that exited in the last instants, being reaped now.
+  EXPECT_LE(zombies, 3) << "zombie children of the worker";
+  ASSERT_TRUE(repl->Close().ok());
+}
+
 TEST(HandOff, KillingTheStandbyFromOutsideStillLeavesAUsableSession) {
   auto repl = MakeRepl(CheckpointMode::kSync);
   MustRun(*repl, "s", "x = 41");
