@@ -414,6 +414,7 @@ const char* TagName(Tag tag) {
     case Tag::kHelloOk: return "HELLO_OK";
     case Tag::kHelloError: return "HELLO_ERROR";
     case Tag::kOpened: return "OPENED";
+    case Tag::kImporting: return "IMPORTING";
     case Tag::kLoad: return "LOAD";
     case Tag::kRun: return "RUN";
     case Tag::kRetire: return "RETIRE";

@@ -22,7 +22,8 @@ namespace dolsot::protocol {
 
 // 3: the session names its cells (RUN carries no filename).
 // 4: frames are capped at kMaxFrameBytes; longer messages go in parts.
-inline constexpr std::uint32_t kProtocolVersion = 4;
+// 5: IMPORTING frames before HELLO_OK name the toolbox being imported.
+inline constexpr std::uint32_t kProtocolVersion = 5;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -54,6 +55,8 @@ enum class Tag : std::uint32_t {
   kHelloOk = 4,     // worker pid
   kHelloError = 5,  // a toolbox failed to import: message
   kOpened = 6,      // pid of the new session process; carries the host's fd
+  kImporting = 7,   // before HELLO_OK: the toolbox it imports now (alias, module),
+                    // so a toolbox that kills the worker is named
   // host -> session process
   kLoad = 10,        // checkpoint blob (maybe empty) to restore, then get ready
   kRun = 11,         // one cell

@@ -93,10 +93,15 @@ Status SetSysPath(const WorkerSettings& s) {
   return Status::Ok();
 }
 
-// Imports every toolbox and binds it in __main__ under its alias.
-Status ImportToolboxes(const WorkerSettings& s) {
+// Imports every toolbox and binds it in __main__ under its alias. The host
+// hears of each import first, so a toolbox that kills the process (os._exit,
+// a crash in an extension) or hangs is named in the host's error.
+Status ImportToolboxes(int host, const WorkerSettings& s) {
   PyObject* globals = PyModule_GetDict(PyImport_AddModule("__main__"));
   for (const auto& [alias, module_name] : s.toolboxes) {
+    PayloadWriter importing;
+    importing.Str(alias).Str(module_name);
+    DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(host, Tag::kImporting, importing.data()));
     PyObject* module = PyImport_ImportModule(module_name.c_str());
     if (module == nullptr) {
       return Status(ErrorCode::kInvalidToolbox, "toolbox '" + alias + "': cannot import '" +
@@ -314,7 +319,7 @@ int RunWorker(int socket_fd) {
   }
   Status ready = SetSysPath(*settings);
   if (ready.ok()) ready = InstallCellIo();
-  if (ready.ok()) ready = ImportToolboxes(*settings);
+  if (ready.ok()) ready = ImportToolboxes(host.get(), *settings);
   if (!ready.ok()) {
     PayloadWriter w;
     w.U32(static_cast<std::uint32_t>(ready.code())).Str(ready.message());

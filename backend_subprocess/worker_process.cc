@@ -227,7 +227,27 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   Status sent = protocol::WriteFrame(worker->socket_.get(), Tag::kHello, EncodeHello(settings));
   auto reply = sent.ok() ? protocol::ReadFrame(worker->socket_.get(), deadline)
                          : StatusOr<protocol::Frame>(sent);
-  if (!reply.ok()) return worker->StartFailure(command[0], reply.status(), startup_stderr);
+  std::string importing;  // "toolbox 'mt' (module 'mytools')" while one imports
+  while (reply.ok() && reply->tag == Tag::kImporting) {
+    PayloadReader r(reply->payload);
+    std::string alias = r.Str();
+    std::string module = r.Str();
+    if (!r.Finish("IMPORTING").ok()) return CorruptError("the worker sent a malformed IMPORTING");
+    importing = "toolbox '" + alias + "' (module '" + module + "')";
+    reply = protocol::ReadFrame(worker->socket_.get(), deadline);
+  }
+  if (!reply.ok()) {
+    Status failed = worker->StartFailure(command[0], reply.status(), startup_stderr);
+    if (importing.empty()) return failed;
+    // Out of time while a toolbox imported: still the cell's deadline.
+    if (reply.status().code() == ErrorCode::kTimeout) {
+      return Status(failed.code(), failed.message() + " (it was importing " + importing + ")");
+    }
+    // The worker died in a toolbox's import: the toolbox is at fault, as when
+    // it raises (kInvalidToolbox), and named.
+    return Status(ErrorCode::kInvalidToolbox,
+                  importing + " did not import: " + failed.message());
+  }
   if (reply->tag == Tag::kHelloError) {
     PayloadReader r(reply->payload);
     auto code = static_cast<ErrorCode>(r.U32());

@@ -74,6 +74,9 @@ class Dolsot:
         (self.toolbox_dir / "mytools.py").write_text(TOOLBOX)
         (self.toolbox_dir / "otherlib.py").write_text("def scale(x):\n    return 10 * x\n")
         (self.toolbox_dir / "broken_tools.py").write_text("raise RuntimeError('broken on import')\n")
+        (self.toolbox_dir / "exiting_tools.py").write_text("import os\nos._exit(7)\n")
+        (self.toolbox_dir / "crashing_tools.py").write_text(
+            "import ctypes\nctypes.string_at(0)\n")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
         self.env.update(DOLSOT_CACHE_DIR=str(self.cache_dir), DOLSOT_TYPECHECK="0")
         self.env.pop("PYTHONPATH", None)
@@ -418,6 +421,15 @@ def test_toolbox_module_that_does_not_exist(dolsot, held_session):
 def test_toolbox_that_raises_on_import(dolsot, held_session):
     proc = dolsot("--toolbox", "broken_tools:bt", "--session", held_session, "x = 0")
     assert_cli_error(proc, 2, "toolbox 'bt'", "RuntimeError: broken on import")
+
+
+@pytest.mark.parametrize("module, how", [("exiting_tools", "exited with status 7"),
+                                         ("crashing_tools", "killed by signal 11")])
+def test_toolbox_that_kills_the_worker_on_import_is_named(dolsot, held_session, module, how):
+    # os._exit or a crash at import once gave exit 1 and a vague WorkerError.
+    proc = dolsot("--toolbox", "mytools:mt", "--toolbox", f"{module}:bad", "--session",
+                  held_session, "x = 0")
+    assert_cli_error(proc, 2, f"toolbox 'bad' (module '{module}') did not import", how)
 
 
 def test_symlinked_cache_dir_is_refused(dolsot, tmp_path):

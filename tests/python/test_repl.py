@@ -514,3 +514,14 @@ def test_a_session_file_that_is_a_symlink_is_a_store_error_naming_it(tmp_path):
         assert str(session_file) in str(raised.value)
         assert repl.run("other", "1").value == "1", "other sessions are untouched"
     assert session_file.is_symlink() and target.read_bytes() == b"DOLSOTNS"
+
+
+def test_a_toolbox_that_kills_the_worker_at_import_is_an_invalid_toolbox_naming_it(tmp_path,
+                                                                                   monkeypatch):
+    (tmp_path / "exits_at_import.py").write_text("import os\nos._exit(9)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Repl({"bad": "exits_at_import"}, store=MemoryStore(), typecheck=False) as repl:
+        with pytest.raises(dolsot.InvalidToolbox,
+                           match=r"toolbox 'bad' \(module 'exits_at_import'\) did not import: "
+                                 r".*exited with status 9"):
+            repl.run("s", "1")
