@@ -78,3 +78,16 @@ def toolbox_module_names(inject: Mapping[str, InjectValue] | None) -> dict[str, 
                 f"got {type(value).__name__} {value!r:.60}"
             )
     return out
+
+
+def check_argument(name: str, value: object, types: tuple[type, ...], what: str) -> None:
+    """Raises a TypeError naming ``name`` and what it accepts, unless ``value``
+    is None or one of ``types`` (a bool is never taken for a number)."""
+    if value is None:
+        return
+    if isinstance(value, bool) and bool not in types:
+        ok = False
+    else:
+        ok = isinstance(value, types)
+    if not ok:
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")

@@ -15,7 +15,7 @@ import atexit
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from dolsot._backend import AsyncRunMixin
+from dolsot._backend import AsyncRunMixin, check_argument
 from dolsot._dolsot import InProcessSession as _CoreInProcessSession
 
 __all__ = ["InProcessSession", "Gate"]
@@ -59,6 +59,10 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin):
         typecheck: bool | None = None,
         ty_bin: str | None = None,
     ) -> None:
+        check_argument("timeout", timeout, (int, float), "a number of seconds or None")
+        check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("typecheck", typecheck, (bool,), "True, False or None")
+        check_argument("ty_bin", ty_bin, (str,), "a path or None")
         super().__init__(
             inject,
             timeout=timeout,

@@ -17,7 +17,7 @@ import sys
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from dolsot._backend import AsyncRunMixin, InjectValue, toolbox_module_names
+from dolsot._backend import AsyncRunMixin, InjectValue, check_argument, toolbox_module_names
 from dolsot._dolsot import Repl as _CoreRepl
 
 __all__ = ["Repl", "Gate"]
@@ -86,6 +86,12 @@ class Repl(_CoreRepl, AsyncRunMixin):
         gate: Gate | None = None,
         typecheck: bool | None = None,
     ) -> None:
+        check_argument("timeout", timeout, (int, float), "a number of seconds or None")
+        check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("snapshots", snapshots, (bool,), "True or False")
+        check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
+        check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
+        check_argument("typecheck", typecheck, (bool,), "True, False or None")
         super().__init__(
             toolbox_module_names(inject),
             store=store,

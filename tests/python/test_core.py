@@ -203,3 +203,22 @@ def test_malformed_ttl_environment_refuses_file_store(monkeypatch, tmp_path):
     monkeypatch.setenv("DOLSOT_SESSION_TTL_DAYS", "-1")
     with pytest.raises(dolsot.ConfigError, match="DOLSOT_SESSION_TTL_DAYS"):
         FileStore()
+
+
+@pytest.mark.parametrize("make, argument", [
+    (lambda: dolsot.Repl(timeout="5"), "timeout"),
+    (lambda: dolsot.Repl(timeout=True), "timeout"),
+    (lambda: dolsot.Repl(max_output=1.5), "max_output"),
+    (lambda: dolsot.Repl(snapshots="yes"), "snapshots"),
+    (lambda: dolsot.Repl(checkpoint=1), "checkpoint"),
+    (lambda: dolsot.Repl(max_live_sessions="8"), "max_live_sessions"),
+    (lambda: dolsot.InProcessSession(timeout=[1]), "timeout"),
+    (lambda: dolsot.InProcessSession(typecheck="no"), "typecheck"),
+    (lambda: dolsot.InProcessSession(ty_bin=3), "ty_bin"),
+])
+def test_a_wrong_argument_type_names_the_argument_not_pybind11_internals(make, argument):
+    with pytest.raises(TypeError) as raised:
+        make()
+    message = str(raised.value)
+    assert message.startswith(f"{argument} must be "), message
+    assert "worker_command" not in message and "incompatible" not in message
