@@ -246,14 +246,14 @@ TEST_P(EvictionModes, ASessionWhoseCheckpointIsNotSavedStaysLive) {
   MustRun(*repl, "one", "a = 1");
   Result two = MustRun(*repl, "two", "b = 2");  // would evict "one"
   EXPECT_TRUE(two.ok) << two.error.value_or("");
-  if (GetParam() == CheckpointMode::kAsync) {
-    // Reported with the Result of the session it was evicted for.
-    ASSERT_TRUE(two.error.has_value());
-    EXPECT_NE(two.error->find("session 'one' stays live over max_live_sessions=1: its "
-                              "checkpoint could not be saved (disk full)"),
-              std::string::npos)
-        << *two.error;
-  }
+  // Reported with the Result of the session it was evicted for, whatever
+  // the checkpoint mode.
+  ASSERT_TRUE(two.error.has_value());
+  EXPECT_NE(two.error->find("session 'one' stays live over max_live_sessions=1: its "
+                            "checkpoint could not be saved (disk full)"),
+            std::string::npos)
+      << *two.error;
+  EXPECT_TRUE(two.save_error.has_value());
   Result again = MustRun(*repl, "one", "a");
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
   EXPECT_EQ(MustRun(*repl, "two", "b").value, "2");
