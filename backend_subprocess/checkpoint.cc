@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "embedded/cell_runner.h"
+#include "embedded/python_text.h"
 
 namespace dolsot {
 namespace {
@@ -167,15 +168,12 @@ Ref PicklerAttr(const char* attr) {
 }
 
 // UTF-8 view of a str (borrowed from the object), or nullopt with no error set.
+// A name's UTF-8, valid while `text` lives; nullopt for a non-str or a str
+// with a lone surrogate (no name a checkpoint can hold).
 std::optional<std::string_view> Utf8(PyObject* text) {
   if (!PyUnicode_Check(text)) return std::nullopt;
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (data == nullptr) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return std::string_view(data, static_cast<size_t>(size));
+  std::string unused;  // kRefuse never encodes into it
+  return Utf8View(text, LoneSurrogates::kRefuse, unused);
 }
 
 bool IsDunder(std::string_view name) {

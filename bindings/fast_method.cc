@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include "embedded/python_text.h"
+
 namespace py = pybind11;
 
 namespace dolsot::bindings {
@@ -20,15 +22,9 @@ std::string TypeName(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
 // The UTF-8 bytes of `text` (a str), passing a lone surrogate through with
 // surrogatepass into `storage`.
 std::string_view Utf8Of(PyObject* text, std::string& storage) {
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (data != nullptr) return std::string_view(data, static_cast<std::size_t>(size));
-  PyErr_Clear();
-  auto encoded = py::reinterpret_steal<py::bytes>(
-      PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass"));
-  if (!encoded) throw py::error_already_set();
-  storage = std::string(encoded);
-  return storage;
+  std::optional<std::string_view> utf8 = Utf8View(text, LoneSurrogates::kPass, storage);
+  if (!utf8) throw py::error_already_set();
+  return *utf8;
 }
 
 }  // namespace

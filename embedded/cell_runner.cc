@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "core/utf8.h"
+#include "embedded/python_text.h"
 #include "embedded/toolbox_hints.h"
 
 namespace dolsot {
@@ -70,17 +71,13 @@ class Ref {
 
 // The UTF-8 of a str (lone surrogates backslash-escaped); "" on failure.
 std::string Utf8Of(PyObject* str) {
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
-  if (data != nullptr) return std::string(data, static_cast<std::size_t>(size));
-  PyErr_Clear();
-  Ref bytes(PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace"));
-  if (!bytes) {
+  std::string storage;
+  std::optional<std::string_view> text = Utf8View(str, LoneSurrogates::kBackslashEscape, storage);
+  if (!text) {
     PyErr_Clear();
     return "";
   }
-  return std::string(PyBytes_AS_STRING(bytes.get()),
-                     static_cast<std::size_t>(PyBytes_GET_SIZE(bytes.get())));
+  return std::string(*text);
 }
 
 // The exception being raised (normalized, __traceback__ set), taken off the
