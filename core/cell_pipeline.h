@@ -42,8 +42,6 @@ class CellPipeline {
     return std::forward<Execute>(execute)();
   }
 
-  bool has_gates() const { return !stages_.empty(); }
-
  private:
   struct Stage {
     const char* name;

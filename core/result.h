@@ -50,7 +50,6 @@ struct Result {
   // first observer to classify the cell wins; a later one cannot overwrite,
   // e.g. the crash that a timeout's own SIGKILL causes). True if it took.
   bool SetOutcome(Outcome outcome);
-  bool HasOutcome() const { return outcome_.has_value(); }
 
   // stdout + value + error + the held-names banner, joined for an agent.
   std::string Text() const;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/python_names.h"
 #include "sandbox/rules.h"
 
 namespace dolsot::sandbox {
@@ -55,14 +56,10 @@ bool IsHexOrUnderscore(char c) {
   return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '_';
 }
 
-// Hard keywords: a bracket after one of them opens a display, not a trailer.
+// Hard keywords but the three constants: a bracket after one of them opens a
+// display, not a trailer (`True[0]` is a subscript, however odd).
 bool IsKeyword(std::string_view name) {
-  static constexpr std::string_view kKeywords[] = {
-      "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in",
-      "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
-      "with", "yield"};
-  return std::find(std::begin(kKeywords), std::end(kKeywords), name) != std::end(kKeywords);
+  return IsPythonKeyword(name) && name != "True" && name != "False" && name != "None";
 }
 
 // Operators, longest first.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include "tests/support/test_pipe.h"
 
 namespace dolsot {
 namespace {
@@ -20,16 +21,7 @@ using protocol::Tag;
 
 constexpr std::int64_t kSecond = 1'000'000'000;
 
-struct Pipe {
-  Pipe() {
-    int fds[2];
-    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    read_end.Reset(fds[0]);
-    write_end.Reset(fds[1]);
-  }
-  UniqueFd read_end;
-  UniqueFd write_end;
-};
+using testing_support::Pipe;
 
 // A child that sleeps until killed; in its own process group when `own_group`.
 pid_t SleepingChild(bool own_group) {

@@ -591,14 +591,6 @@ TYPED_TEST(BackendConformance, OutcomeSaysWhatHappenedToTheCell) {
   EXPECT_EQ(timed_out.exit_code, kExitTimeout);
 }
 
-TYPED_TEST(BackendConformance, OutcomeOfAResultIsSetOnce) {
-  Result r;
-  EXPECT_EQ(r.outcome(), Outcome::kOk);
-  EXPECT_TRUE(r.SetOutcome(Outcome::kTimeout));
-  EXPECT_FALSE(r.SetOutcome(Outcome::kCrashed)) << "the first observer wins";
-  EXPECT_EQ(r.outcome(), Outcome::kTimeout);
-}
-
 // ------------------------------------------------------------ the pipeline
 
 TYPED_TEST(BackendConformance, GatesRunInOneOrderAndTheFirstRejectionWins) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <utility>
+#include "tests/support/test_pipe.h"
 
 namespace dolsot {
 namespace {
@@ -19,17 +20,7 @@ namespace {
 using Tracking = ChildProcess::Tracking;
 using Group = ChildProcess::Group;
 
-// A pipe; [0] reads, [1] writes.
-struct Pipe {
-  Pipe() {
-    int fds[2];
-    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    read_end.Reset(fds[0]);
-    write_end.Reset(fds[1]);
-  }
-  UniqueFd read_end;
-  UniqueFd write_end;
-};
+using testing_support::Pipe;
 
 // Whether `pid` is still a child of ours that nobody reaped (a zombie or
 // running).

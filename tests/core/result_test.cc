@@ -33,5 +33,25 @@ TEST(ResultTest, EmptySessionSaysNothing) {
   EXPECT_EQ(r.DroppedBanner(), "");
 }
 
+TEST(ResultTest, OutcomeIsSetOnceAndTheFirstObserverWins) {
+  Result r;
+  EXPECT_EQ(r.outcome(), Outcome::kOk) << "a cell that ran and returned";
+  r.ok = false;
+  EXPECT_EQ(r.outcome(), Outcome::kError) << "a cell that ran and raised";
+  EXPECT_TRUE(r.SetOutcome(Outcome::kTimeout));
+  EXPECT_FALSE(r.SetOutcome(Outcome::kCrashed)) << "the kill's own death cannot reclassify it";
+  EXPECT_EQ(r.outcome(), Outcome::kTimeout);
+}
+
+TEST(ResultTest, FailureCarriesItsOutcomeAndNames) {
+  Result r = Result::Failure(Outcome::kRejected, kExitFailure, "no", {"x"});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.outcome(), Outcome::kRejected);
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  EXPECT_EQ(r.error, "no");
+  EXPECT_EQ(r.held, std::vector<std::string>{"x"});
+  EXPECT_STREQ(OutcomeName(Outcome::kWorkerLost), "worker_lost");
+}
+
 }  // namespace
 }  // namespace dolsot
