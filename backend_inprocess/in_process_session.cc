@@ -22,6 +22,7 @@
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
 #include "embedded/cell_runner.h"
+#include "embedded/cell_tools.h"
 #include "embedded/interpreter.h"
 #include "typecheck/type_gate_stage.h"
 
@@ -96,6 +97,33 @@ struct Injected {
   }
 };
 
+// A cell's tools and variables, with strong references taken while the
+// caller's objects were surely alive (Run), released under the GIL.
+struct CellExtras {
+  CellTools tools;  // callables: owned
+  std::vector<std::pair<std::string, PyObject*>> variables;  // owned
+  ~CellExtras() {
+    DecrefWithGil(tools.callables);
+    for (auto& entry : variables) DecrefWithGil(entry.second);
+  }
+};
+
+// Takes the references (with the GIL, held by the caller or not); nullptr
+// when the cell has neither tools nor variables.
+std::shared_ptr<const CellExtras> TakeExtras(const RunOptions& options) {
+  if (options.tools.empty() && options.variables.empty()) return nullptr;
+  auto extras = std::make_shared<CellExtras>();
+  extras->tools.names = options.tools.names;
+  extras->tools.final_name = options.tools.final_name;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  extras->tools.callables = Py_XNewRef(options.tools.callables);
+  for (const CellVariable& variable : options.variables) {
+    extras->variables.emplace_back(variable.name, Py_XNewRef(variable.object));
+  }
+  PyGILState_Release(gil);
+  return extras;
+}
+
 // Counters that outlive the InProcessSession (late cells and stoppers use them).
 struct SharedCounters {
   // The session's lease, which stoppers share. Weak: a late cell's job must
@@ -129,12 +157,18 @@ class CellJob;
 
 struct SessionState {
   explicit SessionState(std::string session_id) : id(std::move(session_id)) {}
-  ~SessionState() { DecrefWithGil(globals); }
+  ~SessionState() {
+    DecrefWithGil(globals);
+    DecrefWithGil(builtins);
+  }
   SessionState(const SessionState&) = delete;
   SessionState& operator=(const SessionState&) = delete;
 
   const std::string id;
   PyObject* globals = nullptr;  // the namespace; set once, under the GIL
+  // Its own builtins (a copy of the builtins module's dict), where host tools
+  // are bound for this session only; set with globals.
+  PyObject* builtins = nullptr;
   std::mutex serial;            // one Run at a time
   // Guarded by `serial`:
   int cells = 0;
@@ -153,16 +187,25 @@ bool EnsureGlobals(SessionState& session, const Injected& injected) {
   if (session.globals != nullptr) return true;
   PyObject* globals = PyDict_New();
   if (globals == nullptr) return false;
+  PyObject* module = PyImport_ImportModule("builtins");
+  PyObject* builtins = module != nullptr ? PyDict_Copy(PyModule_GetDict(module)) : nullptr;
+  Py_XDECREF(module);
+  bool ok = builtins != nullptr && PyDict_SetItemString(globals, "__builtins__", builtins) == 0;
   for (const auto& [alias, object] : injected.objects) {
-    if (PyDict_SetItemString(globals, alias.c_str(), object) < 0) {
-      Py_DECREF(globals);
-      return false;
-    }
+    if (!ok) break;
+    ok = PyDict_SetItemString(globals, alias.c_str(), object) == 0;
+  }
+  if (!ok) {
+    Py_DECREF(globals);
+    Py_XDECREF(builtins);
+    return false;
   }
   if (session.globals == nullptr) {
     session.globals = globals;
+    session.builtins = builtins;
   } else {
     Py_DECREF(globals);  // someone else won the race while we allocated
+    Py_DECREF(builtins);
   }
   return true;
 }
@@ -170,10 +213,12 @@ bool EnsureGlobals(SessionState& session, const Injected& injected) {
 class CellJob final : public PoolTask {
  public:
   CellJob(std::shared_ptr<SessionState> session, std::shared_ptr<const Injected> injected,
-          std::shared_ptr<SharedCounters> counters, CellRequest request, std::string code)
+          std::shared_ptr<SharedCounters> counters, CellRequest request, std::string code,
+          std::shared_ptr<const CellExtras> extras)
       : session_(std::move(session)),
         injected_(std::move(injected)),
         counters_(std::move(counters)),
+        extras_(std::move(extras)),
         code_(std::move(code)),
         request_(std::move(request)),
         output_(request_.max_output) {
@@ -189,8 +234,18 @@ class CellJob final : public PoolTask {
       result_.ok = false;
       result_.exit_code = kExitFailure;
       result_.error = "internal: cannot create the session namespace: " + TakePythonError();
+    } else if (Status bound = BindExtras(); !bound.ok()) {
+      result_ = Result::Failure(Outcome::kError, kExitFailure, bound.message());
+      result_.error_type = "TypeError";
     } else {
+      PyObject* returned = nullptr;
+      request_.returned = &returned;
       result_ = RunCell(session_->globals, request_);
+      if (returned != nullptr) {
+        result_.returned.emplace();
+        result_.returned->object = HoldPyObject(returned);
+        Py_DECREF(returned);
+      }
     }
     python_finished_ = true;
     // A KeyboardInterrupt the stopper raised too late must not hit the next cell.
@@ -283,12 +338,29 @@ class CellJob final : public PoolTask {
   }
 
   Result TakeResult() { return std::move(result_); }  // after Done()
+
+  // Binds the session's tools (removing ones no longer given) and this cell's
+  // variables. Needs the GIL.
+  Status BindExtras() {
+    static const CellTools kNoTools;
+    DOLSOT_RETURN_IF_ERROR(
+        BindCellTools(session_->builtins, extras_ ? extras_->tools : kNoTools, nullptr));
+    if (!extras_) return Status::Ok();
+    for (const auto& [name, object] : extras_->variables) {
+      if (object != nullptr && PyDict_SetItemString(session_->globals, name.c_str(), object) < 0) {
+        return Status(ErrorCode::kInternal, "cannot bind variable '" + name + "': " +
+                                                TakePythonError());
+      }
+    }
+    return Status::Ok();
+  }
   std::string PartialOutput() { return output_.Text(); }
 
  private:
   std::shared_ptr<SessionState> session_;
   std::shared_ptr<const Injected> injected_;
   std::shared_ptr<SharedCounters> counters_;
+  std::shared_ptr<const CellExtras> extras_;
   std::string code_;
   CellRequest request_;
   LiveOutput output_;
@@ -355,7 +427,8 @@ class InProcessSession::Impl {
   Status WaitForPreviousCell(SessionState& session);
   // The run, once the pipeline admitted the cell.
   Result RunOnWorker(const std::shared_ptr<SessionState>& session, std::string_view code,
-                     double timeout, Clock::time_point deadline, const StopCheck& should_stop);
+                     double timeout, Clock::time_point deadline, const StopCheck& should_stop,
+                     std::shared_ptr<const CellExtras> extras);
   void Interrupt(std::string_view session_id);
   std::vector<std::shared_ptr<SessionState>> TakeSessions(std::string_view target);
 
@@ -393,7 +466,8 @@ Status InProcessSession::Impl::WaitForPreviousCell(SessionState& session) {
 Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& session,
                                            std::string_view code, double timeout,
                                            Clock::time_point deadline,
-                                           const StopCheck& should_stop) {
+                                           const StopCheck& should_stop,
+                                           std::shared_ptr<const CellExtras> extras) {
   CellRequest request;
   // Unique per session: linecache keeps each cell's source under this name.
   request.filename = "<cell " + std::to_string(++session->cells) + " of " + session->id + ">";
@@ -401,7 +475,7 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
   request.hidden_names = aliases;
   request.toolbox_aliases = aliases;
   auto job = std::make_shared<CellJob>(session, injected, counters, std::move(request),
-                                       std::string(code));
+                                       std::string(code), std::move(extras));
   {
     std::lock_guard<std::mutex> lock(mutex);
     session->last_job = job;
@@ -570,6 +644,7 @@ const Capabilities& InProcessSession::capabilities() const {
   static const Capabilities kInProcess = [] {
     Capabilities c;
     c.live_objects = true;
+    c.tools = true;
     return c;
   }();
   return kInProcess;
@@ -577,12 +652,13 @@ const Capabilities& InProcessSession::capabilities() const {
 
 StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_view code,
                                        const RunOptions& options) {
-  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(session_id, code));
+  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(session_id, code, options));
   double timeout = impl_->config.timeout_seconds;
   if (options.timeout_seconds) {
     DOLSOT_RETURN_IF_ERROR(CheckTimeout(*options.timeout_seconds, "timeout"));
     timeout = *options.timeout_seconds;
   }
+  std::shared_ptr<const CellExtras> extras = TakeExtras(options);
   GilReleaseIfHeld unlocked;
   // 1. The session, ready (its previous cell done).
   StatusOr<std::shared_ptr<SessionState>> session = impl_->FindOrCreate(session_id);
@@ -592,9 +668,15 @@ StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout));
   // 2. The gates; 3. the run.
-  const GateRequest gate_request{code, (*session)->held, deadline};
+  // The gates see the names this cell starts with: the session's, and its
+  // variables and tools (bound just before it runs).
+  std::vector<std::string> names_in_scope;
+  if (extras != nullptr) names_in_scope = NamesInScope((*session)->held, options.tools, options.variables);
+  const GateRequest gate_request{code, extras != nullptr ? names_in_scope : (*session)->held,
+                                 deadline};
   return impl_->pipeline.Run(gate_request, [&] {
-    return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop);
+    return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop,
+                              std::move(extras));
   });
 }
 

@@ -2,10 +2,14 @@
 // kill-and-rollback, checkpoints and branches.
 #include "backend_subprocess/live_session.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <sstream>
 
+#include "backend_subprocess/tool_inbox.h"
 #include "core/child_process.h"
 #include "embedded/cell_runner.h"
 
@@ -51,6 +55,26 @@ StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what,
   channel.socket = Attested(std::move(frame.fd));
   channel.process = ProcessIdentity::ChildOf(parent, pid);
   return channel;
+}
+
+// Waits until `socket` is readable or a tool's reply waits in `inbox`.
+// kTimeout when `deadline` passes first.
+Status WaitReadableOrReply(int socket, ToolInbox& inbox, Deadline deadline) {
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (left.count() <= 0) return Status(ErrorCode::kTimeout, "deadline passed");
+      timeout_ms = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
+    }
+    // Without an eventfd, replies are looked for every 10 ms.
+    if (inbox.wake_fd() < 0 && (timeout_ms < 0 || timeout_ms > 10)) timeout_ms = 10;
+    pollfd fds[2] = {{socket, POLLIN, 0}, {inbox.wake_fd(), POLLIN, 0}};
+    int ready = ::poll(fds, inbox.wake_fd() >= 0 ? 2 : 1, timeout_ms);
+    if (ready > 0) return Status::Ok();
+    if (ready < 0 && errno != EINTR) return Status(ErrorCode::kIo, "poll failed");
+    if (ready == 0 && inbox.wake_fd() < 0) return Status::Ok();  // look at the inbox
+  }
 }
 
 std::string FormatSeconds(double s) {
@@ -181,10 +205,51 @@ Status LiveSession::Settle(Deadline deadline, const ChannelHandler& on_channel) 
   return EnsureRunner(deadline, on_channel);
 }
 
-Status LiveSession::SendRun(const CellRun& run) {
+Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::string>* sent) {
   PayloadWriter w;
   w.U64(run.max_output).Str(run.code);
+  static const CellTools kNoTools;
+  const CellTools& tools = run.tools != nullptr ? *run.tools : kNoTools;
+  w.Strs(tools.names).Str(tools.final_name);
+  std::size_t count = run.variables != nullptr ? run.variables->size() : 0;
+  w.U32(static_cast<std::uint32_t>(count));
+  *sent = variable_digests_;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CellVariable& v = (*run.variables)[i];
+    w.Str(v.name);
+    auto held = variable_digests_.find(v.name);
+    // Sent again only when the session does not hold these very bytes.
+    if (held != variable_digests_.end() && !v.digest.empty() && held->second == v.digest) {
+      w.U8(1);
+      continue;
+    }
+    w.U8(0).Str(v.pickle != nullptr ? *v.pickle : std::string());
+    (*sent)[v.name] = v.digest;
+  }
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
+}
+
+void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
+                                   const std::shared_ptr<ToolInbox>& inbox) {
+  PayloadReader r(frame.payload);
+  std::uint64_t id = r.U64();
+  ToolCall call;
+  call.name = r.Str();
+  call.arguments = r.Str();
+  if (!r.Finish("TOOL_CALL").ok()) return;  // malformed: its caller waits until the deadline
+  const CellTools* tools = run.tools;
+  bool known = tools != nullptr && tools->dispatch &&
+               std::find(tools->names.begin(), tools->names.end(), call.name) != tools->names.end();
+  if (!known) {
+    // No reply pickle can be made here (no Python): an empty payload tells
+    // the session the tool is gone.
+    inbox->Post(id, ToolReply{false, std::string()});
+    return;
+  }
+  std::weak_ptr<ToolInbox> weak = inbox;
+  tools->dispatch(std::move(call), [weak, id](ToolReply reply) {
+    if (auto target = weak.lock()) target->Post(id, std::move(reply));
+  });
 }
 
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
@@ -206,19 +271,46 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
             "); it will be restored from its last checkpoint");
     return outcome;
   }
-  Status sent = SendRun(run);
+  std::map<std::string, std::string> variables_after;
+  Status sent = SendRun(run, &variables_after);
   if (!sent.ok()) return RunnerDied(run, false, false, {});
-  return AwaitResult(run, deadline, on_channel);
+  auto outcome = AwaitResult(run, deadline, on_channel);
+  // The session holds what was sent only if the cell completed (a rollback
+  // restores the state from before it, cache included).
+  if (outcome.ok() && !outcome->session_lost &&
+      (outcome->result.outcome() == Outcome::kOk || outcome->result.outcome() == Outcome::kError)) {
+    variable_digests_ = std::move(variables_after);
+  }
+  return outcome;
 }
 
 StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_point deadline,
                                                const ChannelHandler& on_channel) {
   std::string output;
   int socket = runner_.socket.get();
+  // Made on the first tool call; closed when this returns, so a reply that
+  // comes later (an abandoned tool) is dropped.
+  std::shared_ptr<ToolInbox> inbox;
+  struct CloseInbox {
+    std::shared_ptr<ToolInbox>& inbox;
+    ~CloseInbox() {
+      if (inbox) inbox->Close();
+    }
+  } close_inbox{inbox};
   for (;;) {
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
-    Status readable = protocol::WaitReadable(socket, wait_until);
+    Status readable = inbox ? WaitReadableOrReply(socket, *inbox, wait_until)
+                            : protocol::WaitReadable(socket, wait_until);
+    if (inbox) {
+      for (auto& [id, reply] : inbox->Take()) {
+        PayloadWriter w;
+        w.U64(id).U8(reply.ok ? 1 : 0).Str(reply.payload);
+        // A runner that is gone shows on its socket next.
+        (void)protocol::WriteFrame(socket, Tag::kToolReply, w.data());
+      }
+      if (readable.ok() && !protocol::Readable(socket)) continue;
+    }
     if (readable.code() == ErrorCode::kTimeout) {
       // Record why before killing, so the death is classified correctly.
       if (Clock::now() >= deadline) return RunnerDied(run, true, false, output);
@@ -232,6 +324,11 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     }
     if (frame->tag == Tag::kOutput) {
       if (output.size() < kMaxKeptOutput) output.append(frame->payload);
+      continue;
+    }
+    if (frame->tag == Tag::kToolCall) {
+      if (!inbox) inbox = std::make_shared<ToolInbox>();
+      DispatchToolCall(run, *frame, inbox);
       continue;
     }
     if (frame->tag != Tag::kResult) {
@@ -356,6 +453,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
     r.error = "WorkerError: the cell's process died" + (how.empty() ? "" : " (" + how + ")") +
               "; " + after;
   }
+  r.error_type = DefaultErrorType(r.outcome());
   r.held = held_;
   return outcome;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/worker_process.h"
 #include "backend_subprocess/worker_settings.h"
+#include "core/cell_inputs.h"
 #include "core/result.h"
 
 namespace dolsot {
@@ -36,6 +38,10 @@ struct CellRun {
   // Polled while waiting (about every 50 ms); returning true stops the cell
   // like a timeout, with exit code 130.
   std::function<bool()> should_stop;
+  // Host tools the cell may call and variables bound before it runs (both
+  // borrowed; empty when nullptr).
+  const CellTools* tools = nullptr;
+  const std::vector<CellVariable>* variables = nullptr;
 };
 
 struct CellOutcome {
@@ -88,7 +94,13 @@ class LiveSession {
 
  private:
   explicit LiveSession(const WorkerSettings& settings);
-  Status SendRun(const CellRun& run);
+  // Sends RUN; *sent_variables gets the digests the session holds once the
+  // cell completes (variables resent or kept).
+  Status SendRun(const CellRun& run, std::map<std::string, std::string>* sent_variables);
+  // A TOOL_CALL frame from the runner: hands it to the dispatcher, whose
+  // reply reaches `inbox`, or answers at once when it cannot be called.
+  void DispatchToolCall(const CellRun& run, const protocol::Frame& frame,
+                        const std::shared_ptr<class ToolInbox>& inbox);
   StatusOr<CellOutcome> AwaitResult(const CellRun& run, protocol::Clock::time_point deadline,
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
@@ -112,6 +124,9 @@ class LiveSession {
   // held_ stays right. The CLI relies on this to skip the standby fork.
   bool restored_no_cell_ = false;
   std::vector<std::string> held_;
+  // The variables the state after the last completed cell holds in its
+  // private cache (name -> digest): what need not be sent again.
+  std::map<std::string, std::string> variable_digests_;
 };
 
 }  // namespace dolsot

@@ -391,7 +391,8 @@ Status PayloadReader::Finish(const char* what) const {
 
 void WriteResult(PayloadWriter& w, const Result& r) {
   w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
-  w.Strs(r.held).Strs(r.dropped);
+  w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);
+  w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
 }
 
 Result ReadResult(PayloadReader& in) {
@@ -403,6 +404,11 @@ Result ReadResult(PayloadReader& in) {
   r.exit_code = in.I32();
   r.held = in.Strs();
   r.dropped = in.Strs();
+  r.error_type = in.OptStr();
+  if (std::optional<std::string> returned = in.OptStr()) {
+    r.returned.emplace();
+    r.returned->pickle = std::move(*returned);
+  }
   return r;
 }
 
@@ -428,6 +434,8 @@ const char* TagName(Tag tag) {
     case Tag::kDied: return "DIED";
     case Tag::kBranched: return "BRANCHED";
     case Tag::kCheckpointData: return "CHECKPOINT_DATA";
+    case Tag::kToolCall: return "TOOL_CALL";
+    case Tag::kToolReply: return "TOOL_REPLY";
     case Tag::kContinued: return "CONTINUED";
   }
   return "UNKNOWN";

@@ -23,7 +23,9 @@ namespace dolsot::protocol {
 // 3: the session names its cells (RUN carries no filename).
 // 4: frames are capped at kMaxFrameBytes; longer messages go in parts.
 // 5: IMPORTING frames before HELLO_OK name the toolbox being imported.
-inline constexpr std::uint32_t kProtocolVersion = 5;
+// 6: RUN carries tools and variables; TOOL_CALL/TOOL_REPLY; RESULT carries
+//    error_type and the returned value.
+inline constexpr std::uint32_t kProtocolVersion = 6;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -64,6 +66,7 @@ enum class Tag : std::uint32_t {
   kRunnerDied = 13,  // to a standby: your runner died; reap, report, replace it
   kBranch = 14,      // fork a copy of this state as a new session
   kCheckpoint = 15,  // serialize now and reply kCheckpointData
+  kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error}
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
@@ -74,6 +77,7 @@ enum class Tag : std::uint32_t {
   kDied = 24,             // the runner's wait status
   kBranched = 26,         // pid of the branch; carries its fd
   kCheckpointData = 27,   // saved, dropped, blob
+  kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs)}
   // any direction
   kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
                     // frame (with the rest) follows

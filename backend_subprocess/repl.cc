@@ -108,7 +108,7 @@ class Repl::Impl {
   GateSet Gates() const;
   // The cell's run once the pipeline admitted it; `slot->turn` is held.
   StatusOr<Result> Execute(const std::string& sid, SessionSlot& slot, std::string_view code,
-                           double timeout, Deadline deadline, const StopCheck& should_stop);
+                           double timeout, Deadline deadline, const RunOptions& run_options);
   void EvictIfFull(const std::string& keep);
   Status Evict(const std::string& sid, SessionSlot& slot);
   // Keeps `warning` for the next Result of session `sid` (an eviction on
@@ -316,7 +316,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
 
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
                                   const RunOptions& run_options) {
-  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(sid_view, code));
+  DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(sid_view, code, run_options));
   double timeout = run_options.timeout_seconds.value_or(config_.timeout_seconds);
   DOLSOT_RETURN_IF_ERROR(CheckTimeout(timeout, "timeout"));
   DOLSOT_RETURN_IF_ERROR(CheckOpen());
@@ -356,9 +356,15 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
   }
   // 2. The gates (the session is live, so a rejection says what it holds);
   // 3. the run.
-  const GateRequest gate_request{code, slot->live->held(), *deadline};
+  // The gates see the names the cell starts with (its variables and tools too).
+  const bool extras = !run_options.tools.empty() || !run_options.variables.empty();
+  std::vector<std::string> names_in_scope;
+  if (extras) {
+    names_in_scope = NamesInScope(slot->live->held(), run_options.tools, run_options.variables);
+  }
+  const GateRequest gate_request{code, extras ? names_in_scope : slot->live->held(), *deadline};
   StatusOr<Result> result = pipeline_.Run(gate_request, [&]() -> StatusOr<Result> {
-    return Execute(sid, *slot, code, timeout, deadline, run_options.should_stop);
+    return Execute(sid, *slot, code, timeout, deadline, run_options);
   });
   if (!result.ok()) return result;
   if (restored) {
@@ -372,7 +378,8 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
 
 StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
                                      std::string_view code, double timeout, Deadline deadline,
-                                     const StopCheck& should_stop) {
+                                     const RunOptions& run_options) {
+  const StopCheck& should_stop = run_options.should_stop;
   CellRun run;
   run.code = code;
   run.max_output = config_.max_output;
@@ -382,6 +389,8 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.should_stop = [&interrupt, &should_stop] {
     return interrupt.load() || (should_stop && should_stop());
   };
+  run.tools = &run_options.tools;
+  run.variables = &run_options.variables;
   auto outcome = slot.live->Run(run, ChannelHandler(sid));
   if (!outcome.ok()) {
     slot.live.reset();  // out of step with the session: start over next time
@@ -604,6 +613,7 @@ const Capabilities& Repl::capabilities() const {
     c.crash_survival = true;
     c.branch = true;
     c.durable = true;
+    c.tools = true;
     return c;
   }();
   return kRepl;

@@ -19,13 +19,16 @@
 #include <cerrno>
 #include <chrono>
 #include <string>
+#include <mutex>
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
+#include "backend_subprocess/tool_channel.h"
 #include "embedded/cell_runner.h"
+#include "embedded/cell_tools.h"
 
 namespace dolsot {
 namespace {
@@ -41,7 +44,7 @@ using fork_guard::GuardedFd;
 // that, writes are batched (at most one frame per kBatchInterval).
 class SocketSink final : public OutputSink {
  public:
-  explicit SocketSink(int socket) : socket_(socket) {}
+  SocketSink(int socket, std::mutex& write_mutex) : socket_(socket), write_mutex_(write_mutex) {}
   void Write(std::string_view text) override {
     if (broken_ || fork_guard::InCellChild()) return;  // not the runner: say nothing
     pending_.append(text);
@@ -61,6 +64,7 @@ class SocketSink final : public OutputSink {
     // In frames of at most the protocol's cap, each whole on its own: the
     // host keeps what it can use of them and drops the rest as they come.
     std::string_view left = pending_;
+    std::lock_guard<std::mutex> writing(write_mutex_);  // a tool call may write too
     while (!left.empty() && s.ok()) {
       std::string_view piece = left.substr(0, protocol::kMaxFrameBytes);
       s = protocol::WriteFrame(socket_, Tag::kOutput, piece);
@@ -73,6 +77,7 @@ class SocketSink final : public OutputSink {
     last_flush_ = now;
   }
   int socket_;
+  std::mutex& write_mutex_;
   bool broken_ = false;
   std::size_t streamed_ = 0;
   std::string pending_;
@@ -184,10 +189,15 @@ class SessionProcess {
   }
   // A frame from the host, or exit when it is gone or speaks nonsense.
   Frame ReadOrExit() {
-    AwaitRequest();
-    auto frame = Read();
-    if (!frame.ok()) Exit(0);
-    return std::move(frame).value();
+    for (;;) {
+      AwaitRequest();
+      auto frame = Read();
+      if (!frame.ok()) Exit(0);
+      // A tool's reply the host sent before it read the Result of the cell
+      // that asked: that cell is over, so the reply has no taker.
+      if (frame->tag == Tag::kToolReply) continue;
+      return std::move(frame).value();
+    }
   }
 
   void Load() {
@@ -238,6 +248,7 @@ class SessionProcess {
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
+      tools_.AfterFork();
       socket_ = GuardedOrExit(std::move(pair.second));
       pair.first.Reset();
       DropPreparedChannels();  // no other child may keep a runner's socket open
@@ -382,6 +393,7 @@ class SessionProcess {
     }
     int pid = ForkProcess();
     if (pid == 0) {
+      tools_.AfterFork();
       socket_ = GuardedOrExit(std::move(channel));
       pending_channel_.Reset();
       writer_pidfd_.Reset();
@@ -483,6 +495,18 @@ class SessionProcess {
     CellRequest request;
     request.max_output = static_cast<std::size_t>(r.U64());
     request.code = r.StrView();
+    CellTools tools;
+    tools.names = r.Strs();
+    tools.final_name = r.Str();
+    std::uint32_t variable_count = r.U32();
+    std::vector<ReceivedVariable> variables;
+    for (std::uint32_t i = 0; i < variable_count && i < frame.payload.size(); ++i) {
+      ReceivedVariable v;
+      v.name = r.Str();
+      v.resent = r.U8() == 0;
+      if (v.resent) v.pickle = r.StrView();
+      variables.push_back(std::move(v));
+    }
     if (!r.Finish("RUN").ok()) Exit(2);
     // Numbered by the session, so the count is part of its state: it forks
     // with it, is rolled back with it (a cell that died leaves its number to
@@ -490,13 +514,39 @@ class SessionProcess {
     // "<cell N>" never names a later cell.
     request.filename = CellFilename(++cells_run_);
     request.hidden_names = aliases_;
-    SocketSink sink(socket_.get());
+    SocketSink sink(socket_.get(), tools_.write_mutex());
     request.sink = &sink;
-    Result result = RunCell(globals_, request);
+    PyObject* returned = nullptr;
+    request.returned = &returned;
+    tools_.BeginCell(socket_.get());
+    Result result;
+    Status bound = BindExtras(tools, variables);
+    if (bound.ok()) {
+      result = RunCell(globals_, request);
+    } else {
+      result = Result::Failure(Outcome::kError, kExitFailure, bound.message(),
+                               HeldNames(globals_, aliases_));
+      result.error_type = "UnpicklingError";
+    }
     // A process the cell forked (os.fork without exec) ran the rest of the
     // cell too. It is not the runner: it exits here, as a forked child of a
     // script ends with it, and never answers the host.
     if (fork_guard::InCellChild()) Exit(0);
+    tools_.EndCell();
+    if (returned != nullptr) {
+      StatusOr<std::string> pickled = PickleForHost(returned);
+      Py_DECREF(returned);
+      if (pickled.ok()) {
+        result.returned.emplace();
+        result.returned->pickle = std::move(pickled).value();
+      } else {
+        result.ok = false;
+        result.exit_code = kExitFailure;
+        result.error = "PicklingError: the cell's final answer cannot be sent to the host: " +
+                       pickled.status().message();
+        result.error_type = "PicklingError";
+      }
+    }
 
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
@@ -547,6 +597,62 @@ class SessionProcess {
     }
   }
 
+  struct ReceivedVariable {
+    std::string name;
+    bool resent = false;          // else: the value this session received last time
+    std::string_view pickle;      // valid while the RUN frame lives
+  };
+
+  // Binds this cell's tools (as builtins: this process holds one session)
+  // and variables (kept in a private cache too, so a value the host does not
+  // resend is bound again from it). Needs the GIL.
+  Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables) {
+    PyObject* builtins = PyModule_GetDict(PyImport_AddModule("builtins"));  // borrowed
+    if (!tools.names.empty() && transport_ == nullptr) {
+      transport_ = tools_.NewTransport();
+      if (transport_ == nullptr) {
+        PyErr_Clear();
+        return Status(ErrorCode::kInternal, "cannot make the host tools' transport");
+      }
+    }
+    DOLSOT_RETURN_IF_ERROR(BindCellTools(builtins, tools, transport_));
+    if (variables.empty()) return Status::Ok();
+    if (variable_cache_ == nullptr && (variable_cache_ = PyDict_New()) == nullptr) {
+      PyErr_Clear();
+      return Status(ErrorCode::kInternal, "out of memory");
+    }
+    for (const ReceivedVariable& v : variables) {
+      PyObject* value = nullptr;
+      if (v.resent) {
+        StatusOr<PyObject*> loaded = UnpickleFromHost(v.pickle);
+        if (!loaded.ok()) {
+          return Status(ErrorCode::kCorrupt,
+                        "variable '" + v.name + "': " + loaded.status().message());
+        }
+        value = *loaded;
+        int stored = PyDict_SetItemString(variable_cache_, v.name.c_str(), value);
+        if (stored < 0) PyErr_Clear();
+      } else {
+        value = Py_XNewRef(PyDict_GetItemString(variable_cache_, v.name.c_str()));
+        if (value == nullptr) {
+          return Status(ErrorCode::kCorrupt, "variable '" + v.name +
+                                                 "' was not sent again and this session "
+                                                 "does not hold it; run the cell again");
+        }
+      }
+      int bound = PyDict_SetItemString(globals_, v.name.c_str(), value);
+      Py_DECREF(value);
+      if (bound < 0) {
+        PyErr_Clear();
+        return Status(ErrorCode::kInternal, "cannot bind variable '" + v.name + "'");
+      }
+    }
+    return Status::Ok();
+  }
+
+  ToolChannel tools_;
+  PyObject* transport_ = nullptr;        // tools_.NewTransport(), made on first need
+  PyObject* variable_cache_ = nullptr;   // name -> the value last received (a dict)
   GuardedFd socket_;  // guarded: a cell's forked children do not keep it
   const WorkerSettings& settings_;
   std::vector<std::string> aliases_;

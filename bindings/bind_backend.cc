@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/cell_inputs_from_python.h"
 #include "bindings/fast_method.h"
 #include "core/backend.h"
 #include "core/config.h"
@@ -21,10 +22,11 @@ unsigned long main_thread_ident = 0;
 // Runs the cell with the GIL released. On the main thread Ctrl-C stops the
 // cell (Outcome::kInterrupted) and then raises KeyboardInterrupt here.
 Result RunCell(Backend& backend, std::string_view sid, std::string_view code,
-               std::optional<double> timeout) {
+               std::optional<double> timeout, const PythonCellInputs& inputs) {
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   RunOptions options;
   options.timeout_seconds = timeout;
+  inputs.Fill(options);
   bool interrupted = false;
   if (PyThread_get_thread_ident() == main_thread_ident) {
     options.should_stop = [&interrupted] {
@@ -39,25 +41,31 @@ Result RunCell(Backend& backend, std::string_view sid, std::string_view code,
     result = backend.Run(sid, code, options);
   }
   if (interrupted && PyErr_Occurred()) throw py::error_already_set();
-  return ValueOrThrow(std::move(result));
+  Result out = ValueOrThrow(std::move(result));
+  inputs.DecodeReturned(out);
+  return out;
 }
 
-// Backend.run(session_id, code, *, timeout=None), bound by hand (fast_method.h).
+// Backend.run(session_id, code, *, timeout=None, variables=None), bound by hand
+// (fast_method.h).
 // A lone surrogate in the code is passed through as invalid UTF-8, which the
 // cell runner reports as a failed Result rather than this call raising.
 PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return CallAsMethod([&] {
     RunArguments a;
     ParseRunArguments(args, nargs, kwnames, a);
-    return py::cast(RunCell(SelfAs<Backend>(self), a.session_id, a.code, a.timeout));
+    Backend& backend = SelfAs<Backend>(self);
+    PythonCellInputs inputs(self, a.session_id, a.variables, backend.capabilities().live_objects);
+    return py::cast(RunCell(backend, a.session_id, a.code, a.timeout, inputs));
   });
 }
 
 PyMethodDef kRunMethod = {
     "run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Run)),
     METH_FASTCALL | METH_KEYWORDS,
-    "run($self, /, session_id, code, *, timeout=None)\n--\n\n"
-    "Runs one cell in the session; returns its Result (raises only for a caller mistake)."};
+    "run($self, /, session_id, code, *, timeout=None, variables=None)\n--\n\n"
+    "Runs one cell in the session; returns its Result (raises only for a caller mistake). "
+    "`variables` (a dict) are bound in the session just before the cell runs."};
 
 // Calls `method` with the GIL released; raises for a non-OK status.
 template <typename F>

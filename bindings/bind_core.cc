@@ -8,6 +8,7 @@
 #include "core/session_id.h"
 #include "core/session_info.h"
 #include "core/toolbox_name.h"
+#include "embedded/cell_tools.h"
 
 namespace py = pybind11;
 
@@ -57,6 +58,22 @@ void BindCore(py::module_& m) {
                              "names now in the session")
       .def_property_readonly("dropped", [](const Result& r) { return r.dropped; },
                              "names that could not be persisted")
+      .def_readonly("error_type", &Result::error_type,
+                    "the exception's type name when ok is False ('SyntaxError', "
+                    "'ZeroDivisionError', 'TimeoutError', 'CellRejected', ...), else None")
+      .def_property_readonly(
+          "returned",
+          [](const Result& r) -> py::object {
+            if (!r.returned || !r.returned->object || r.returned->object->object == nullptr) {
+              return py::none();
+            }
+            return py::reinterpret_borrow<py::object>(r.returned->object->object);
+          },
+          "what the cell handed to the final-answer function (the object itself "
+          "in-process, its unpickled copy from a Repl), or None")
+      .def_property_readonly("has_returned",
+                             [](const Result& r) { return r.returned.has_value(); },
+                             "True when the cell called the final-answer function")
       .def_readonly("save_error", &Result::save_error,
                     "why the session's state could not be saved (the store keeps an older "
                     "one), or None")

@@ -10,7 +10,8 @@ namespace py = pybind11;
 namespace dolsot::bindings {
 namespace {
 
-constexpr std::array<const char*, 3> kRunParameters = {"session_id", "code", "timeout"};
+constexpr std::array<const char*, 4> kRunParameters = {"session_id", "code", "timeout",
+                                                     "variables"};
 
 [[noreturn]] void RaiseTypeError(const std::string& message) {
   PyErr_SetString(PyExc_TypeError, message.c_str());
@@ -77,6 +78,14 @@ void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
                      TypeName(given[2]));
     }
     out.timeout = seconds;
+  }
+  out.variables = nullptr;
+  if (given[3] != nullptr && given[3] != Py_None) {
+    if (!PyDict_Check(given[3])) {
+      RaiseTypeError("run() argument 'variables' must be a dict of names to values or None, "
+                     "not " + TypeName(given[3]));
+    }
+    out.variables = given[3];
   }
 }
 

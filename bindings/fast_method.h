@@ -16,11 +16,12 @@
 
 namespace dolsot::bindings {
 
-// run(session_id, code, *, timeout=None), as passed by vectorcall.
+// run(session_id, code, *, timeout=None, variables=None), as passed by vectorcall.
 struct RunArguments {
   std::string_view session_id;
   std::string_view code;
   std::optional<double> timeout;
+  PyObject* variables = nullptr;  // a dict (borrowed), or nullptr
   // UTF-8 of a str that holds a lone surrogate (encoded with surrogatepass, so
   // the core names the bad byte instead of this call raising).
   std::string session_id_storage;

@@ -16,7 +16,8 @@ StatusOr<PyObject*> Backend::Namespace(std::string_view session_id) {
                 "processes (capabilities().live_objects is false)");
 }
 
-Status ValidateRunRequest(std::string_view session_id, std::string_view code) {
+Status ValidateRunRequest(std::string_view session_id, std::string_view code,
+                          const RunOptions& options) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(session_id));
   bool blank = true;
   for (char c : code) {
@@ -26,7 +27,7 @@ Status ValidateRunRequest(std::string_view session_id, std::string_view code) {
     }
   }
   if (blank) return Status(ErrorCode::kInvalidSession, "code is empty: nothing to run");
-  return Status::Ok();
+  return ValidateCellInputs(options.tools, options.variables);
 }
 
 }  // namespace dolsot

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cell_inputs.h"
 #include "core/result.h"
 #include "core/session_info.h"
 #include "core/status.h"
@@ -26,6 +27,11 @@ using StopCheck = std::function<bool()>;
 struct RunOptions {
   std::optional<double> timeout_seconds;  // nullopt: the backend's timeout
   StopCheck should_stop;                  // optional
+  // Host tools and the final-answer function this cell may call
+  // (capabilities().tools), and names bound before it runs. The Python
+  // objects they hold are borrowed for the duration of Run.
+  CellTools tools;
+  std::vector<CellVariable> variables;
 };
 
 // What a backend can promise; a host (or an agent framework) reads it
@@ -82,8 +88,9 @@ class Backend {
   virtual StatusOr<PyObject*> Namespace(std::string_view session_id);
 };
 
-// Checks a run request the same way in every backend: a valid session id and
-// non-empty code.
-Status ValidateRunRequest(std::string_view session_id, std::string_view code);
+// Checks a run request the same way in every backend: a valid session id,
+// non-empty code, and valid tool and variable names (ValidateCellInputs).
+Status ValidateRunRequest(std::string_view session_id, std::string_view code,
+                          const RunOptions& options = {});
 
 }  // namespace dolsot

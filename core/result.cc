@@ -34,6 +34,19 @@ const char* OutcomeName(Outcome outcome) {
   return "unknown";
 }
 
+const char* DefaultErrorType(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk: return nullptr;
+    case Outcome::kError: return "Error";
+    case Outcome::kTimeout: return "TimeoutError";
+    case Outcome::kInterrupted: return "KeyboardInterrupt";
+    case Outcome::kCrashed: return "WorkerError";
+    case Outcome::kRejected: return "CellRejected";
+    case Outcome::kWorkerLost: return "WorkerError";
+  }
+  return "Error";
+}
+
 Result Result::Failure(Outcome outcome, int exit_code, std::string error,
                        std::vector<std::string> held) {
   Result result;
@@ -41,6 +54,7 @@ Result Result::Failure(Outcome outcome, int exit_code, std::string error,
   result.SetOutcome(outcome);
   result.exit_code = exit_code;
   result.error = std::move(error);
+  if (const char* type = DefaultErrorType(outcome)) result.error_type = type;
   result.held = std::move(held);
   return result;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "core/exit_codes.h"
 
 namespace dolsot {
+
+// An opaque Python object held by a Result (InProcessSession's returned value).
+struct PyObjectHandle;
 
 // What happened to a cell. Code that needs to know decides on this, never on
 // exit_code or on the wording of `error`.
@@ -26,6 +30,22 @@ enum class Outcome : std::uint8_t {
 // "ok", "error", "timeout", "interrupted", "crashed", "rejected", "worker_lost".
 const char* OutcomeName(Outcome outcome);
 
+// The error type a failure of this kind reports when nothing more precise is
+// known: "TimeoutError", "KeyboardInterrupt", "WorkerError" (crashed, worker
+// lost), "CellRejected", "Error"; nullptr for kOk.
+const char* DefaultErrorType(Outcome outcome);
+
+// What a cell handed back through the final-answer function (CellTools), as
+// data rather than a repr. One of the two is set.
+struct Returned {
+  // Repl: pickle.dumps(value) made in the session process. It comes from the
+  // user's code: decode it as hostile (the Python package does, with an
+  // allow-list unpickler unless the host opts out).
+  std::string pickle;
+  // InProcessSession: the object itself (a PyObject*, released under the GIL
+  // by the deleter).
+  std::shared_ptr<PyObjectHandle> object;
+};
 struct Result {
   bool ok = true;
   std::optional<std::string> value;  // bounded repr of the trailing expression
@@ -38,8 +58,15 @@ struct Result {
   // one): this cell's checkpoint (sync) or an earlier one (async, eviction).
   // The warning is in `error` too. nullopt: nothing failed to save.
   std::optional<std::string> save_error;
+  // The exception's type name when ok is false ("SyntaxError",
+  // "ZeroDivisionError", "TimeoutError", a toolbox's own class name...), so no
+  // caller parses tracebacks; nullopt when ok.
+  std::optional<std::string> error_type;
+  // Set when the cell called the final-answer function (and then ok is true).
+  std::optional<Returned> returned;
 
-  // A failed Result: ok false, the outcome set, exit_code and error as given.
+  // A failed Result: ok false, the outcome set, exit_code and error as given,
+  // error_type DefaultErrorType(outcome).
   static Result Failure(Outcome outcome, int exit_code, std::string error,
                         std::vector<std::string> held = {});
 

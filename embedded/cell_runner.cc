@@ -5,6 +5,7 @@
 #include <Python.h>  // first, as CPython asks
 
 #include "embedded/cell_runner.h"
+#include "embedded/cell_tools.h"
 
 #include <algorithm>
 #include <atomic>
@@ -98,6 +99,13 @@ PyObject* TakeRaisedException() {
 }
 
 std::string TypeNameOf(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
+
+// The class's __name__ (tp_name without the module a static type puts first).
+std::string ExceptionTypeName(PyObject* exc) {
+  std::string name = TypeNameOf(exc);
+  std::size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
 
 // "ExcType: message" without calling into traceback (a last resort).
 std::string ShortExceptionText(PyObject* exc) {
@@ -655,6 +663,7 @@ namespace {
 Result FailedResult(std::string error, int exit_code = kExitFailure) {
   Result result;
   result.ok = false;
+  result.error_type = "ValueError";  // bad input; callers name a precise type where known
   result.exit_code = exit_code;
   result.error = std::move(error);
   return result;
@@ -966,6 +975,7 @@ void RecordException(PyObject* exc, PyObject* globals, const CellRequest& reques
     if (PyErr_Occurred()) PyErr_Clear();
     if (PyLong_Check(code.get()) && !overflow && value == 0) return;
     result.ok = false;
+    result.error_type = "SystemExit";
     result.exit_code = (PyLong_Check(code.get()) && !overflow && value >= 1 && value <= 255)
                            ? static_cast<int>(value)
                            : kExitFailure;
@@ -973,6 +983,7 @@ void RecordException(PyObject* exc, PyObject* globals, const CellRequest& reques
     return;
   }
   result.ok = false;
+  result.error_type = ExceptionTypeName(exc);
   result.exit_code = ExceptionExitCode(exc).value_or(kExitFailure);
   std::string error = FormatWithTraceback(exc, "format_exception");
   std::vector<std::string> aliases = request.toolbox_aliases;
@@ -995,6 +1006,16 @@ void ExecuteCell(const CompiledCell& compiled, PyObject* globals, const CellRequ
   }
   if (done) return;
   Ref exc(TakeRaisedException());
+  PyObject* answer = nullptr;
+  if (exc && IsFinalAnswer(exc.get(), &answer)) {
+    // The cell ended by handing back its answer: a success.
+    if (request.returned != nullptr) {
+      *request.returned = answer;
+    } else {
+      Py_DECREF(answer);
+    }
+    return;
+  }
   if (exc) RecordException(exc.get(), globals, request, result);
 }
 
@@ -1025,9 +1046,12 @@ std::optional<std::string> RegisteredCellSource(std::string_view filename) {
 Result RunCell(PyObject* globals, const CellRequest& request) {
   bool is_nul = false;
   if (std::optional<std::size_t> bad = FirstBadByte(request.code, &is_nul)) {
-    return FailedResult(is_nul ? "cell source contains a NUL byte at offset " + std::to_string(*bad)
-                               : "cell source is not valid UTF-8 (bad byte at offset " +
-                                     std::to_string(*bad) + "); nothing ran");
+    Result bad_source =
+        FailedResult(is_nul ? "cell source contains a NUL byte at offset " + std::to_string(*bad)
+                            : "cell source is not valid UTF-8 (bad byte at offset " +
+                                  std::to_string(*bad) + "); nothing ran");
+    if (!is_nul) bad_source.error_type = "UnicodeDecodeError";
+    return bad_source;
   }
   if (globals == nullptr || !PyDict_Check(globals)) return FailedResult("internal: globals is not a dict");
   CellRuntime* runtime = GetRuntime();
@@ -1050,6 +1074,7 @@ Result RunCell(PyObject* globals, const CellRequest& request) {
     Ref exc(TakeRaisedException());
     result = FailedResult(exc ? FormatWithTraceback(exc.get(), "format_exception_only")
                               : "SyntaxError: the cell could not be compiled");
+    result.error_type = exc ? ExceptionTypeName(exc.get()) : "SyntaxError";
   } else {
     CellCapture capture(request.max_output, request.sink);
     {

@@ -38,6 +38,10 @@ struct CellRequest {
   // Toolbox aliases bound in `globals`, for ToolboxCallHint (hidden_names are
   // passed to it as well).
   std::vector<std::string> toolbox_aliases;
+  // Receives a new reference to the value the cell handed to the
+  // final-answer function (embedded/cell_tools.h), when it did; the cell then
+  // counts as a success.
+  PyObject** returned = nullptr;
 };
 
 // Installs the per-thread routing of sys.stdout, sys.stderr and sys.stdin

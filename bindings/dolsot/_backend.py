@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from types import ModuleType
-from typing import TYPE_CHECKING, Mapping, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Union, runtime_checkable
 
 from dolsot._dolsot import validate_toolbox
 from dolsot.errors import InvalidToolbox
@@ -27,9 +27,29 @@ class Backend(Protocol):
     ``dolsot.Unsupported``.
     """
 
-    def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
+    def run(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        variables: dict[str, Any] | None = None,
+    ) -> Result: ...
 
-    async def arun(self, session_id: str, code: str, *, timeout: float | None = None) -> Result: ...
+    async def arun(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        variables: dict[str, Any] | None = None,
+    ) -> Result: ...
+
+    @property
+    def tools(self) -> dict[str, Callable[..., Any]]: ...
+
+    @property
+    def final(self) -> str | None: ...
 
     def interrupt(self, session_id: str) -> None: ...
 
@@ -47,12 +67,46 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class ToolsMixin:
+    """``tools`` (a live dict: a change takes effect from the next cell) and
+    ``final`` (the final-answer function's name), kept by the backend's
+    ToolHost (``dolsot._tools``)."""
+
+    _dolsot_tools: Any
+
+    @property
+    def tools(self) -> dict[str, Callable[..., Any]]:
+        host = self.__dict__.get("_dolsot_tools")
+        if host is None:
+            raise TypeError(f"{type(self).__name__}.tools: __init__ did not run")
+        return host.tools
+
+    @tools.setter
+    def tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
+        if not isinstance(tools, Mapping):
+            raise TypeError(f"tools must be a dict of names to callables, not {type(tools).__name__}")
+        self._dolsot_tools.tools = dict(tools)
+
+    @property
+    def final(self) -> str | None:
+        return self._dolsot_tools.final
+
+
 class AsyncRunMixin:
     """Gives a backend with a blocking, GIL-releasing ``run`` its ``arun`` twin."""
 
-    async def arun(self, session_id: str, code: str, *, timeout: float | None = None) -> Result:
+    async def arun(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        variables: dict[str, Any] | None = None,
+    ) -> Result:
         loop = asyncio.get_running_loop()
-        call = functools.partial(self.run, session_id, code, timeout=timeout)  # type: ignore[attr-defined]
+        call = functools.partial(
+            self.run, session_id, code, timeout=timeout, variables=variables  # type: ignore[attr-defined]
+        )
         return await loop.run_in_executor(None, call)
 
 

@@ -15,7 +15,8 @@ import atexit
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from dolsot._backend import AsyncRunMixin, check_argument
+from dolsot._tools import ToolHost
+from dolsot._backend import AsyncRunMixin, ToolsMixin, check_argument
 from dolsot._dolsot import InProcessSession as _CoreInProcessSession
 
 __all__ = ["InProcessSession", "Gate"]
@@ -38,7 +39,7 @@ Gate = Callable[[str], Optional[Iterable[Any]]]
 any finding, or an exception, rejects the cell (it does not run)."""
 
 
-class InProcessSession(_CoreInProcessSession, AsyncRunMixin):
+class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
     """Sessions of cells in this interpreter, each a live namespace dict.
 
     ``InProcessSession(inject=None, *, timeout=None, max_output=None,
@@ -58,11 +59,15 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin):
         gate: Gate | None = None,
         typecheck: bool | None = None,
         ty_bin: str | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        final: str | None = None,
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
         check_argument("ty_bin", ty_bin, (str,), "a path or None")
+        # In-process, values are the host's own objects: nothing is unpickled.
+        self._dolsot_tools = ToolHost(tools, final, "full")
         super().__init__(
             inject,
             timeout=timeout,
@@ -72,6 +77,13 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin):
             ty_bin=ty_bin,
         )
         _open_sessions.add(self)
+
+    def close(self) -> None:
+        """Stops the idle worker threads and forgets every session. Idempotent."""
+        tools = self.__dict__.get("_dolsot_tools")
+        if tools is not None:
+            tools.close()
+        super().close()
 
     def __enter__(self) -> InProcessSession:
         return self

@@ -17,7 +17,8 @@ import sys
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from dolsot._backend import AsyncRunMixin, InjectValue, check_argument, toolbox_module_names
+from dolsot._tools import ToolHost
+from dolsot._backend import AsyncRunMixin, ToolsMixin, InjectValue, check_argument, toolbox_module_names
 from dolsot._dolsot import Repl as _CoreRepl
 
 __all__ = ["Repl", "Gate"]
@@ -56,7 +57,7 @@ def _host_path() -> list[str]:
     return [os.path.abspath(p) if p else cwd for p in sys.path if isinstance(p, str)]
 
 
-class Repl(_CoreRepl, AsyncRunMixin):
+class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     """Sessions of Python cells in forked worker processes.
 
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
@@ -85,6 +86,9 @@ class Repl(_CoreRepl, AsyncRunMixin):
         max_live_sessions: int | None = None,
         gate: Gate | None = None,
         typecheck: bool | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        final: str | None = None,
+        unpickle: str = "safe",
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
@@ -92,6 +96,7 @@ class Repl(_CoreRepl, AsyncRunMixin):
         check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
         check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
+        self._dolsot_tools = ToolHost(tools, final, unpickle)
         super().__init__(
             toolbox_module_names(inject),
             store=store,
@@ -116,6 +121,9 @@ class Repl(_CoreRepl, AsyncRunMixin):
         be saved (the store keeps an older one), once; the Repl is closed
         either way."""
         _open_repls.discard(self)
+        tools = self.__dict__.get("_dolsot_tools")
+        if tools is not None:
+            tools.close()
         super().close()
 
     def __enter__(self) -> Repl:

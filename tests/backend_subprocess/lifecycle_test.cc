@@ -277,7 +277,7 @@ TEST(Lifecycle, ACellThatForgesARunnerPidGetsNothingKilled) {
   const std::string forge =
       "import os, struct\n"
       "def s(b): return struct.pack('<I', len(b)) + b\n"
-      "payload = (bytes([1, 0]) + s(b'') + bytes([0]) + struct.pack('<iII', 0, 0, 0)\n"
+      "payload = (bytes([1, 0]) + s(b'') + bytes([0]) + struct.pack('<iII', 0, 0, 0) + bytes([0, 0])\n"
       "           + bytes([0]) + struct.pack('<I', " + std::to_string(victim) + ") + bytes([0]))\n"
       "frame = struct.pack('<II', 22, len(payload)) + payload\n"
       "for name in os.listdir('/proc/self/fd'):\n"

@@ -263,7 +263,7 @@ def test_interrupt_of_an_idle_or_unknown_session_does_nothing(backend):
 def test_optional_operations_follow_the_capabilities(backend):
     caps = backend.capabilities
     assert isinstance(caps, dolsot.Capabilities)
-    assert caps.sandbox is False and caps.tools is False
+    assert caps.sandbox is False and caps.tools is True
     backend.run("src", "x = 41")
     if caps.branch:
         backend.branch("src", "copy")

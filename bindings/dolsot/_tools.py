@@ -1,0 +1,234 @@
+"""Host tools, per-call variables and final answers: the host's side.
+
+Every backend keeps one ``ToolHost`` as ``_dolsot_tools``; the C++ ``run``
+reads it on each call (``bindings/cell_inputs_from_python.cc``). In a Repl the
+cell's process sends a tool call as ``pickle.dumps((args, kwargs))``; the host
+runs the tool on a thread of its own and answers with the pickled result or
+the exception. In-process, a tool is called directly.
+
+Bytes that come from a session (a tool's arguments, a final answer) were made
+by the cell's code. Unpickling them runs whatever code they name, in the host,
+so by default they are decoded with an allow-list: plain data only (see
+``SAFE_GLOBALS``). ``unpickle="full"`` trusts the session's code as much as the
+host's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import io
+import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping
+
+__all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable"]
+
+# What a session's pickle may name when unpickle="safe": constructors of plain
+# data, none of which runs code of the pickle's choosing.
+SAFE_GLOBALS = frozenset(
+    [("builtins", name) for name in (
+        "set", "frozenset", "bytearray", "complex", "slice", "range",
+        "list", "dict", "tuple", "str", "bytes", "int", "float", "bool",
+    )]
+    + [("collections", name) for name in ("OrderedDict", "deque", "Counter")]
+    + [("datetime", name) for name in ("date", "datetime", "time", "timedelta", "timezone")]
+    + [("decimal", "Decimal"), ("fractions", "Fraction"), ("uuid", "UUID")]
+)
+
+_UNPICKLE_POLICIES = ("safe", "full")
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in SAFE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"a value of type {module}.{name} is not allowed to cross from the session into "
+            "the host (unpickle='safe' takes plain data only: str, bytes, numbers, lists, "
+            "tuples, dicts, sets, datetime, Decimal...; pass unpickle='full' to trust "
+            "the session's code)"
+        )
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    module = getattr(kind, "__module__", None)
+    return kind.__qualname__ if module in (None, "", "builtins") else f"{module}.{kind.__qualname__}"
+
+
+def _error_reply(error: BaseException) -> bytes:
+    """An exception described for the cell: its type, message and exit code,
+    and the exception itself when it is a builtin one."""
+    exit_code = getattr(error, "exit_code", None)
+    info: dict[str, Any] = {
+        "type": type(error).__name__,
+        "module": getattr(type(error), "__module__", "builtins"),
+        "message": str(error),
+        "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+        "exception": None,
+    }
+    # Only the builtin exceptions travel as themselves: unpickling another
+    # class would import its module inside the session.
+    if info["module"] == "builtins":
+        try:
+            info["exception"] = pickle.dumps(error, 5)
+        except Exception:  # noqa: BLE001 - described by name instead
+            pass
+    return pickle.dumps(info, 5)
+
+
+class _VariableCache:
+    """The pickle of each variable last sent, so the same object is pickled
+    once: immutable values by identity, others re-pickled and compared by
+    digest (the Repl resends only what changed)."""
+
+    _IMMUTABLE = (str, bytes, int, float, complex, bool, type(None), frozenset, range)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[Any, bytes, bytes]] = {}
+
+    def encode(self, name: str, value: Any) -> tuple[bytes, bytes]:
+        with self._lock:
+            last = self._last.get(name)
+        if last is not None and last[0] is value and isinstance(value, self._IMMUTABLE):
+            return last[1], last[2]
+        try:
+            data = pickle.dumps(value, 5)
+        except Exception as error:
+            raise TypeError(
+                f"run() variable {name!r}: a value of type {_type_name(value)} cannot be sent "
+                f"to a Repl session (it cannot be pickled: {error})"
+            ) from None
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        with self._lock:
+            self._last[name] = (value, data, digest)
+        return data, digest
+
+
+_default_cache = _VariableCache()
+
+
+def encode_variable(session_id: str, name: str, value: Any) -> tuple[bytes, bytes]:
+    """(pickle, digest) of a variable, for a backend without a ToolHost."""
+    return _default_cache.encode(name, value)
+
+
+class ToolHost:
+    """One backend's tools (``backend.tools``, a live dict), its final-answer
+    function's name, and how session bytes are decoded."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        final: str | None,
+        unpickle: str,
+    ) -> None:
+        if tools is not None and not isinstance(tools, Mapping):
+            raise TypeError(f"tools must be a dict of names to callables, not {_type_name(tools)}")
+        if final is not None and not isinstance(final, str):
+            raise TypeError(f"final must be a name (str) or None, not {_type_name(final)}")
+        if unpickle not in _UNPICKLE_POLICIES:
+            raise ValueError(f"unpickle must be 'safe' or 'full', not {unpickle!r}")
+        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        for name, tool in self.tools.items():
+            if not callable(tool):
+                raise TypeError(f"tools[{name!r}] is not callable ({_type_name(tool)})")
+        self.final = final
+        self.unpickle = unpickle
+        self._variables = _VariableCache()
+        self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # ---- in-process: tools called directly
+    def callables(self) -> dict[str, Callable[..., Any]]:
+        """name -> what the cell calls: the tool itself, or for an async tool
+        a function that runs it to completion."""
+        out = {}
+        for name, tool in self.tools.items():
+            if inspect.iscoroutinefunction(tool):
+                with self._lock:
+                    cached = self._wrapped.get(id(tool))
+                    if cached is None or cached[0] is not tool:
+                        cached = (tool, _synchronous(tool))
+                        self._wrapped[id(tool)] = cached
+                out[name] = cached[1]
+            else:
+                out[name] = tool
+        return out
+
+    # ---- Repl: tools called from another process
+    def dispatch(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+        """Runs one call on a thread of the host's own; ``done(ok, bytes)``."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the backend is closed")
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="dolsot-tool")
+            executor = self._executor
+        executor.submit(self._serve, name, payload, done)
+
+    def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+        try:
+            tool = self.tools.get(name)
+            if tool is None:
+                done(False, b"")
+                return
+            try:
+                args, kwargs = self.loads(payload)
+            except pickle.UnpicklingError as error:
+                raise pickle.UnpicklingError(f"tool {name}(): {error}") from None
+            value = tool(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+            try:
+                data = pickle.dumps(value, 5)
+            except Exception as error:
+                raise TypeError(
+                    f"tool {name}() returned a value of type {_type_name(value)} that cannot be "
+                    f"sent to the cell (it cannot be pickled: {error})"
+                ) from None
+            done(True, data)
+        except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
+            done(False, _error_reply(error))
+
+    def loads(self, data: bytes) -> Any:
+        """Decodes bytes a session made, by this host's policy."""
+        if self.unpickle == "full":
+            return pickle.loads(data)
+        return _SafeUnpickler(io.BytesIO(data)).load()
+
+    def decode_returned(self, data: bytes) -> Any:
+        return self.loads(data)
+
+    def encode_variable(self, session_id: str, name: str, value: Any) -> tuple[bytes, bytes]:
+        return self._variables.encode(name, value)
+
+    def close(self) -> None:
+        """Stops taking calls; a tool still running finishes on its thread and
+        its result is dropped."""
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _synchronous(tool: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return asyncio.run(tool(*args, **kwargs))
+
+    call.__name__ = getattr(tool, "__name__", "tool")
+    call.__qualname__ = getattr(tool, "__qualname__", call.__name__)
+    call.__doc__ = getattr(tool, "__doc__", None)
+    call.__wrapped__ = tool  # type: ignore[attr-defined]
+    return call

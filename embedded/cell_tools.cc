@@ -1,0 +1,224 @@
+// Host tools inside a session: the Python glue (tool stubs, the final-answer
+// function and its exception, exceptions rebuilt from the host's reply) and
+// their binding into a session's builtins.
+#include "embedded/cell_tools.h"
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+
+namespace py = pybind11;
+
+namespace dolsot {
+namespace {
+
+// Runs in a private module scope, once per interpreter. Values cross as
+// pickles: a tool's arguments go to the host (which decodes them as hostile),
+// its result and exceptions come back from the host (trusted: the caller).
+constexpr char kGlueSource[] = R"PY(
+import pickle as _pickle
+
+class FinalAnswer(BaseException):
+    """The final-answer function's way out of a cell: not an error."""
+
+class ToolError(Exception):
+    """A host tool's exception whose own class could not cross to the cell."""
+
+def _type_name(value):
+    kind = type(value)
+    module = getattr(kind, '__module__', None)
+    name = getattr(kind, '__qualname__', kind.__name__)
+    return name if module in (None, '', 'builtins') else module + '.' + name
+
+def _culprit(args, kwargs):
+    for value in list(args) + list(kwargs.values()):
+        try:
+            _pickle.dumps(value, 5)
+        except Exception:
+            return 'a value of type ' + _type_name(value)
+    return 'an argument'
+
+def make_final(name):
+    def final(*args, **kwargs):
+        if args and kwargs:
+            raise TypeError(name + '() takes positional or keyword arguments, not both')
+        raise FinalAnswer(args[0] if len(args) == 1 else (args if args else kwargs))
+    final.__name__ = final.__qualname__ = name
+    final.__doc__ = (name + '(value) or ' + name + '(**fields): ends the cell and hands '
+                     'the value to the host as data (Result.returned).')
+    final.__dolsot_final__ = True
+    return final
+
+def rebuild(reply):
+    info = _pickle.loads(reply)
+    exc = None
+    if info.get('exception') is not None:
+        try:
+            exc = _pickle.loads(info['exception'])
+        except Exception:
+            exc = None
+    if not isinstance(exc, BaseException):
+        kind = type(str(info.get('type') or 'ToolError'), (ToolError,),
+                    {'__module__': str(info.get('module') or 'builtins')})
+        exc = kind(str(info.get('message', '')))
+        if info.get('exit_code') is not None:
+            exc.exit_code = info['exit_code']
+    return exc
+
+def make_remote(name, transport):
+    def tool(*args, **kwargs):
+        try:
+            payload = _pickle.dumps((args, kwargs), 5)
+        except Exception as error:
+            raise TypeError('tool ' + name + '(): ' + _culprit(args, kwargs) +
+                            ' cannot be sent to the host (it cannot be pickled: ' +
+                            str(error) + ')') from None
+        ok, reply = transport(name, payload)
+        if ok:
+            return _pickle.loads(reply)
+        if not reply:
+            raise LookupError('tool ' + name + '() is not available in the host any more')
+        raise rebuild(reply) from None
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = 'Host tool ' + name + ': runs in the host; values cross as pickles.'
+    return tool
+)PY";
+
+constexpr const char* kGlueKey = "dolsot.cell_tools.v1";
+constexpr const char* kBoundKey = "__dolsot_tools__";  // builtins[...]: names bound
+
+// The glue's scope for this interpreter (kept in its state dict).
+py::dict Glue() {
+  PyObject* state = PyInterpreterState_GetDict(PyInterpreterState_Get());
+  if (state == nullptr) throw py::error_already_set();
+  PyObject* found = PyDict_GetItemString(state, kGlueKey);  // borrowed
+  if (found != nullptr) return py::reinterpret_borrow<py::dict>(found);
+  py::dict scope;
+  scope["__builtins__"] = py::module_::import("builtins");
+  scope["__name__"] = "dolsot_cell_tools";
+  // Named so a traceback through a tool stub says what it is.
+  py::module_ builtins = py::module_::import("builtins");
+  builtins.attr("exec")(builtins.attr("compile")(kGlueSource, "<dolsot host tools>", "exec"),
+                        scope);
+  if (PyDict_SetItemString(state, kGlueKey, scope.ptr()) < 0) throw py::error_already_set();
+  return scope;
+}
+
+}  // namespace
+
+std::shared_ptr<PyObjectHandle> HoldPyObject(PyObject* object) {
+  Py_XINCREF(object);
+  return std::shared_ptr<PyObjectHandle>(new PyObjectHandle{object}, [](PyObjectHandle* handle) {
+    if (handle->object != nullptr && Py_IsInitialized()) {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      Py_DECREF(handle->object);
+      PyGILState_Release(gil);
+    }
+    delete handle;
+  });
+}
+
+Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* transport) {
+  try {
+    py::dict scope_builtins = py::reinterpret_borrow<py::dict>(builtins);
+    PyObject* bound_now = PyDict_GetItemString(builtins, kBoundKey);  // borrowed
+    if (bound_now == nullptr && tools.empty()) return Status::Ok();  // the common case
+    std::vector<std::string> previous;
+    if (bound_now != nullptr) {
+      for (py::handle name : py::reinterpret_borrow<py::tuple>(bound_now)) {
+        previous.push_back(name.cast<std::string>());
+      }
+    }
+    auto was_bound = [&](const std::string& name) {
+      return std::find(previous.begin(), previous.end(), name) != previous.end();
+    };
+    py::dict glue;
+    auto glue_scope = [&]() -> py::dict& {
+      if (glue.empty()) glue = Glue();
+      return glue;
+    };
+    py::tuple wanted(tools.names.size() + (tools.final_name.empty() ? 0 : 1));
+    std::size_t i = 0;
+    for (const std::string& name : tools.names) {
+      wanted[i++] = py::str(name);
+      if (tools.callables != nullptr) {
+        PyObject* callable = PyDict_GetItemString(tools.callables, name.c_str());  // borrowed
+        if (callable == nullptr) return InvalidArgument("tool '" + name + "' has no callable");
+        PyObject* current = PyDict_GetItemString(builtins, name.c_str());
+        if (current != callable) scope_builtins[py::str(name)] = py::handle(callable);
+      } else if (!was_bound(name)) {
+        if (transport == nullptr) return InvalidArgument("tool '" + name + "' has no transport");
+        scope_builtins[py::str(name)] =
+            glue_scope()["make_remote"](name, py::handle(transport));
+      }
+    }
+    if (!tools.final_name.empty()) {
+      wanted[i++] = py::str(tools.final_name);
+      PyObject* current = PyDict_GetItemString(builtins, tools.final_name.c_str());
+      if (!was_bound(tools.final_name) || current == nullptr ||
+          !PyObject_HasAttrString(current, "__dolsot_final__")) {
+        scope_builtins[py::str(tools.final_name)] = glue_scope()["make_final"](tools.final_name);
+      }
+    }
+    for (const std::string& name : previous) {
+      bool still = std::find(tools.names.begin(), tools.names.end(), name) != tools.names.end() ||
+                   name == tools.final_name;
+      if (!still && PyDict_DelItemString(builtins, name.c_str()) < 0) PyErr_Clear();
+    }
+    if (wanted.empty()) {
+      if (PyDict_DelItemString(builtins, kBoundKey) < 0) PyErr_Clear();
+    } else {
+      scope_builtins[kBoundKey] = wanted;
+    }
+    return Status::Ok();
+  } catch (py::error_already_set& error) {
+    return Status(ErrorCode::kInternal, std::string("cannot bind the host tools: ") + error.what());
+  }
+}
+
+bool IsFinalAnswer(PyObject* exc, PyObject** value) {
+  PyObject* state = PyInterpreterState_GetDict(PyInterpreterState_Get());
+  PyObject* glue = state != nullptr ? PyDict_GetItemString(state, kGlueKey) : nullptr;
+  if (glue == nullptr) return false;  // no final-answer function was ever bound
+  PyObject* kind = PyDict_GetItemString(glue, "FinalAnswer");  // borrowed
+  if (kind == nullptr || !PyObject_TypeCheck(exc, reinterpret_cast<PyTypeObject*>(kind))) {
+    return false;
+  }
+  PyObject* args = PyObject_GetAttrString(exc, "args");
+  if (args == nullptr) {
+    PyErr_Clear();
+    *value = Py_NewRef(Py_None);
+  } else {
+    *value = Py_NewRef(PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0)
+                                                                         : Py_None);
+    Py_DECREF(args);
+  }
+  return true;
+}
+
+StatusOr<std::string> PickleForHost(PyObject* value) {
+  try {
+    py::bytes data = py::module_::import("pickle").attr("dumps")(py::handle(value), 5);
+    return std::string(data);
+  } catch (py::error_already_set& error) {
+    std::string type = py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(value)))
+                                   .attr("__qualname__"));
+    return InvalidArgument("a value of type " + type +
+                           " cannot be sent to the host (it cannot be pickled: " +
+                           std::string(error.what()) + ")");
+  }
+}
+
+StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes) {
+  try {
+    py::object value = py::module_::import("pickle").attr("loads")(
+        py::bytes(bytes.data(), bytes.size()));
+    return value.release().ptr();
+  } catch (py::error_already_set& error) {
+    return Status(ErrorCode::kCorrupt, std::string("cannot unpickle what the host sent: ") +
+                                           error.what());
+  }
+}
+
+}  // namespace dolsot

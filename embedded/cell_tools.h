@@ -1,0 +1,49 @@
+// Host tools inside a session: binds tools and the final-answer function as
+// the session's builtins, recognises the final answer when a cell ends with
+// it, and holds a Python object for a Result (PyObjectHandle). The Python
+// glue both backends share; how a call reaches the host is the backend's.
+//
+// Every function here needs the calling thread to hold the GIL, except the
+// handle's deleter, which takes it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/cell_inputs.h"
+#include "core/result.h"
+#include "core/status.h"
+
+namespace dolsot {
+
+// A strong reference to a Python object that a Result carries (the value a
+// cell handed to the final-answer function, in-process). Released under the
+// GIL, from any thread.
+struct PyObjectHandle {
+  PyObject* object = nullptr;
+};
+std::shared_ptr<PyObjectHandle> HoldPyObject(PyObject* object);  // takes a new reference
+
+// Binds `tools` into `builtins` (a dict: the session's own builtins): each
+// name to tools.callables[name] when callables is set (in-process), else to a
+// stub that pickles its arguments and calls `transport(name, payload)`, which
+// returns (ok, bytes) (a session process). The final-answer function, when
+// named, raises a BaseException that RunCell turns into a successful end with
+// Result::returned. Names bound before and absent now are removed. Cheap when
+// nothing changed. A Python error is returned as a Status (cleared).
+Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* transport);
+
+// Whether `exc` is the final-answer function's exception; if so, *value gets a
+// new reference to what the cell handed back.
+bool IsFinalAnswer(PyObject* exc, PyObject** value);
+
+// Pickles `value` (protocol 5) for the host, as a final answer travels; an
+// error naming the value's type when it cannot be pickled.
+StatusOr<std::string> PickleForHost(PyObject* value);
+
+// Unpickles bytes the host sent (trusted: the host is the caller), as a new
+// reference, or a Status naming the failure.
+StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes);
+
+}  // namespace dolsot
