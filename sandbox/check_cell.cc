@@ -10,6 +10,7 @@
 
 #include "sandbox/format_template.h"
 #include "sandbox/identifier.h"
+#include "sandbox/line_structure.h"
 #include "sandbox/prescan.h"
 #include "sandbox/python_grammar.h"
 #include "sandbox/source_text.h"
@@ -111,6 +112,7 @@ class CellChecker {
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
+  void CompareWithCpython(TSNode root);
 
   std::string_view code_;
   const Policy& policy_;
@@ -137,9 +139,14 @@ std::vector<Finding> CellChecker::Run(bool fast_path) {
   TSNode root = ts_tree_root_node(tree.get());
   if (ts_node_has_error(root)) {
     ReportSyntaxErrors(root);
+  } else if (std::optional<uint32_t> joined = FindJoinedLines(root)) {
+    Report(Rule::kSyntaxError, ts_node_descendant_for_byte_range(root, *joined, *joined),
+           "tree-sitter reads this line as part of the line before, CPython does not: "
+           "the cell cannot be checked (end the statement before, or wrap it in brackets)");
   } else {
     Walk(root);
     CheckPendingStores();
+    if (policy_.statement_oracle) CompareWithCpython(root);
   }
   std::sort(findings_.begin(), findings_.end(), [](const Finding& a, const Finding& b) {
     return a.start_byte < b.start_byte;
@@ -599,6 +606,33 @@ void CellChecker::CheckPendingStores() {
              "assigning into module `" + store.root + "`");
     }
   }
+}
+
+// Rejects the cell unless CPython's statements start where tree-sitter's do
+// (a cell CPython cannot parse runs nothing, but the gate says so). An oracle
+// without an interpreter at hand leaves the cell to the tree's own checks.
+void CellChecker::CompareWithCpython(TSNode root) {
+  StatusOr<std::vector<StatementStart>> cpython = policy_.statement_oracle(code_);
+  if (!cpython.ok()) {
+    if (cpython.status().code() == ErrorCode::kInvalidArgument) {
+      Report(Rule::kSyntaxError, root, "CPython cannot parse the cell: " + cpython.status().message());
+    }
+    return;
+  }
+  std::vector<StatementStart> ours = StatementStarts(root);
+  const std::vector<StatementStart>& theirs = *cpython;
+  if (ours == theirs) return;
+  auto [mine, cpythons] = std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end());
+  StatementStart at = mine != ours.end() ? *mine : *cpythons;
+  if (cpythons != theirs.end() && (mine == ours.end() || *cpythons < *mine)) at = *cpythons;
+  uint32_t byte = 0;  // where line `at.line` starts
+  for (uint32_t line = 1; line < at.line && byte < code_.size(); ++byte) {
+    if (code_[byte] == '\n') ++line;
+  }
+  byte = std::min<uint32_t>(byte + at.column, static_cast<uint32_t>(code_.size()));
+  Report(Rule::kSyntaxError, ts_node_descendant_for_byte_range(root, byte, byte),
+         "tree-sitter and CPython read the statements differently here: "
+         "the cell cannot be checked");
 }
 
 // Appends a plain string literal's decoded body; false (with `problem`) when
