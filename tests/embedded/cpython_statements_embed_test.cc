@@ -83,7 +83,7 @@ TEST(GateAgainstCpython, OrdinaryCellsAgreeAndStayAllowed) {
       "@functools.lru_cache\ndef f(a,\n      b):\n    return a + \\\n        b\n",
       "match cmd:\n    case [a, *rest]:\n        print(a)\n    case _:\n        pass\n",
       "s = '''a\nb'''\nt = ('x'\n     'y')\nclass A:\n    '''doc'''\n    v: int = 1\n",
-      "try:\n    pass\nexcept* ValueError:\n    pass\nfinally:\n    q = 1\n",
+      "try:\n    pass\nexcept ValueError:\n    pass\nfinally:\n    q = 1\n",
   };
   for (const char* code : cells) {
     EXPECT_TRUE(sandbox::CheckCellFullPath(code, policy).empty())
