@@ -66,6 +66,7 @@ Policy MakePolicy(const py::object& allowed_modules, const py::object& denied_na
                   const py::object& allowed_dunders, const py::object& toolboxes,
                   std::size_t max_source_bytes, std::size_t max_findings) {
   Policy policy = sandbox::DefaultPolicy();
+  policy.statement_oracle = CpythonStatementOracle();
   if (!allowed_modules.is_none()) policy.allowed_modules = NamesFrom(allowed_modules, "allowed_modules");
   policy.denied_names = NamesFrom(denied_names, "denied_names");
   if (!allowed_dunders.is_none()) policy.allowed_dunders = NamesFrom(allowed_dunders, "allowed_dunders");
@@ -98,7 +99,11 @@ std::string CodeBytes(const py::handle& code) {
 }
 
 const Policy& DefaultPolicyInstance() {
-  static const Policy policy = sandbox::DefaultPolicy();
+  static const Policy policy = [] {
+    Policy p = sandbox::DefaultPolicy();
+    p.statement_oracle = CpythonStatementOracle();
+    return p;
+  }();
   return policy;
 }
 

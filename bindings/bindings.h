@@ -10,6 +10,7 @@
 #include "core/cell_gate.h"
 #include "core/session_store.h"
 #include "core/status.h"
+#include "sandbox/policy.h"
 
 namespace dolsot::bindings {
 
@@ -35,6 +36,11 @@ struct HostGates {
   CellGate caller_gate;
 };
 HostGates GatesFromPython(pybind11::object gate);
+
+// CPython's own statement starts (embedded/cpython_statements.h) as the AST
+// gate's oracle: a Python host always has an interpreter at hand, so its gate
+// refuses any cell tree-sitter reads differently from CPython.
+sandbox::StatementOracle CpythonStatementOracle();
 
 // Raises the Python exception class that matches `status` (never returns).
 [[noreturn]] void ThrowStatus(const Status& status);

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/bindings.h"
+#include "embedded/cpython_statements.h"
 #include "sandbox/ast_gate.h"
 
 namespace py = pybind11;
@@ -67,15 +68,30 @@ CellGate CallPythonGate(py::object gate) {
 // The C++ gate when `gate` is dolsot.sandbox's check_ast or an AstGate.
 std::optional<CellGate> NativeAstGate(const py::object& gate) {
   py::object sandbox = py::module_::import("dolsot._dolsot").attr("_sandbox");
-  if (gate.is(sandbox.attr("check_ast"))) return MakeAstGate();
+  sandbox::Policy policy = sandbox::DefaultPolicy();
   py::object ast_gate_type = py::module_::import("dolsot.sandbox").attr("AstGate");
   if (py::isinstance(gate, ast_gate_type) && py::hasattr(gate, "policy")) {
-    return MakeAstGate(gate.attr("policy").cast<sandbox::Policy>());
+    policy = gate.attr("policy").cast<sandbox::Policy>();
+  } else if (!gate.is(sandbox.attr("check_ast"))) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  policy.statement_oracle = CpythonStatementOracle();
+  return MakeAstGate(std::move(policy));
 }
 
 }  // namespace
+
+sandbox::StatementOracle CpythonStatementOracle() {
+  return [](std::string_view code) -> StatusOr<std::vector<sandbox::StatementStart>> {
+    StatusOr<std::vector<CpythonStatementStart>> starts = CpythonStatementStarts(code);
+    if (!starts.ok()) return starts.status();
+    std::vector<sandbox::StatementStart> out;
+    out.reserve(starts->size());
+    for (const CpythonStatementStart& start : *starts) out.push_back({start.line, start.column});
+    return out;
+  };
+}
+
 
 HostGates GatesFromPython(py::object gate) {
   HostGates gates;

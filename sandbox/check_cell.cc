@@ -4,12 +4,14 @@
 #include "sandbox/check_cell.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "sandbox/format_template.h"
 #include "sandbox/identifier.h"
+#include "sandbox/line_structure.h"
 #include "sandbox/prescan.h"
 #include "sandbox/python_grammar.h"
 #include "sandbox/source_text.h"
@@ -44,10 +46,46 @@ struct Frame {
   bool after_as = false;           // an `as` token was seen among the children
   std::uint32_t identifiers = 0;   // identifier children seen so far
   std::uint32_t identifier_count = 0;  // dotted_name: how many components it has
+  bool in_annotation = false;      // under a `type` node (an annotation)
+  bool in_bases = false;           // a class definition's superclasses
+  bool own_private = false;        // the attribute name of `self._x` in a method
+  std::int32_t self_slot = -1;     // the enclosing method's self (self_names_), or -1
+  std::int32_t method_self = -1;   // a function definition: its own self, or -1
 };
+
+// type(), enum classes called with names: both make classes from data.
+bool IsEnumClassName(std::string_view name) {
+  return name == "Enum" || name == "IntEnum" || name == "StrEnum" || name == "Flag" ||
+         name == "IntFlag" || name == "ReprEnum";
+}
+
+// `a.b.c` of ASCII identifiers: what a string annotation may hold.
+bool IsDottedIdentifierChain(std::string_view text) {
+  if (text.empty()) return false;
+  bool start = true;
+  for (char c : text) {
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (c == '.') {
+      if (start) return false;
+      start = true;
+    } else if (alpha || (!start && c >= '0' && c <= '9')) {
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
 
 struct PendingStore {  // an attribute assignment/deletion whose root is a name
   std::string root;
+  TSNode node;
+  bool mutation = false;  // a mutating method call (modules only, not toolboxes)
+};
+
+struct PendingPath {  // `root.leaf` where leaf may name a denied submodule
+  std::string root;
+  std::string leaf;
   TSNode node;
 };
 
@@ -107,10 +145,15 @@ class CellChecker {
   void CheckBinding(TSNode node, std::string_view name, Scope scope, std::string_view verb);
   void CheckImport(TSNode node, const Frame& frame);
   std::string DottedPath(TSNode dotted, bool check_components);
-  void RecordStore(TSNode attribute);
+  void RecordStore(TSNode store, TSNode object, bool mutation = false);
+  void CheckCall(TSNode call);
+  void CheckStringAnnotation(TSNode string);
+  void EnterFunction(TSNode node, Frame& frame);
+  bool IsOwnPrivate(TSNode attribute, const Frame& frame);
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
+  void CompareWithCpython(TSNode root);
 
   std::string_view code_;
   const Policy& policy_;
@@ -119,7 +162,10 @@ class CellChecker {
   std::size_t dropped_ = 0;
   std::string scratch_;
   NameSet imported_names_;
+  std::map<std::string, std::string, std::less<>> imported_modules_;  // bound name -> module
   std::vector<PendingStore> stores_;
+  std::vector<PendingPath> paths_;
+  std::vector<std::string> self_names_;
 };
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
@@ -137,9 +183,15 @@ std::vector<Finding> CellChecker::Run(bool fast_path) {
   TSNode root = ts_tree_root_node(tree.get());
   if (ts_node_has_error(root)) {
     ReportSyntaxErrors(root);
+  } else if (std::optional<uint32_t> joined = FindJoinedLines(root)) {
+    Report(Rule::kSyntaxError, ts_node_descendant_for_byte_range(root, *joined, *joined),
+           "tree-sitter reads this line as part of the line before, CPython does not: "
+           "the cell cannot be checked (end the statement before, or wrap it in brackets)");
   } else {
     Walk(root);
     CheckPendingStores();
+    // Refused already: no need to ask CPython (it costs about one ast.parse).
+    if (policy_.statement_oracle && findings_.empty() && dropped_ == 0) CompareWithCpython(root);
   }
   std::sort(findings_.begin(), findings_.end(), [](const Finding& a, const Finding& b) {
     return a.start_byte < b.start_byte;
@@ -240,6 +292,9 @@ void CellChecker::Walk(TSNode root) {
 Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) const {
   const PythonGrammar& g = grammar_;
   Frame child{kind, parent.role, parent.scope};
+  child.in_annotation = parent.in_annotation || kind == NodeKind::kType;
+  child.in_bases = parent.in_bases;
+  child.self_slot = parent.self_slot;
   switch (parent.kind) {
     case NodeKind::kAssignment:
     case NodeKind::kAugmentedAssignment:
@@ -271,7 +326,10 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
       // Type parameters stay loads: their bounds (`[T: bound]`) are expressions.
       if (field == g.body) {
         child.scope = parent.kind == NodeKind::kClassDefinition ? Scope::kClass : Scope::kFunction;
+        child.self_slot = parent.kind == NodeKind::kFunctionDefinition ? parent.method_self : -1;
+        child.in_bases = false;
       }
+      if (parent.kind == NodeKind::kClassDefinition && field == g.superclasses) child.in_bases = true;
       break;
     case NodeKind::kDefaultParameter:
     case NodeKind::kTypedDefaultParameter:
@@ -282,6 +340,7 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
       break;
     case NodeKind::kAttribute:
       child.role = field == g.attribute ? Role::kAttrName : Role::kLoad;
+      child.own_private = field == g.attribute && parent.own_private;
       break;
     case NodeKind::kSubscript:
     case NodeKind::kCall:
@@ -345,6 +404,31 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
       return false;
     case NodeKind::kComment:
       return false;
+    case NodeKind::kFunctionDefinition:
+      EnterFunction(node, frame);
+      return true;
+    case NodeKind::kCall:
+      CheckCall(node);
+      return true;
+    case NodeKind::kSubscript:
+      // `m.table[k] = v`, `del m.table[k]`: a store into what a module holds.
+      if (frame.role == Role::kBind || frame.role == Role::kDelete ||
+          frame.role == Role::kCompBind) {
+        RecordStore(node, ts_node_child_by_field_id(node, grammar_.value));
+      }
+      return true;
+    case NodeKind::kString:
+    case NodeKind::kConcatenatedString:
+      if (frame.in_annotation) {
+        CheckStringAnnotation(node);
+        return false;
+      }
+      return true;
+    case NodeKind::kExceptGroupClause:
+      Report(Rule::kConstructDenied, node,
+             "`except*` is not allowed (a user-defined ExceptionGroup confuses CPython 3.11's "
+             "types): catch the group with `except ExceptionGroup` and look at `.exceptions`");
+      return true;
     case NodeKind::kTypeAliasStatement: {
       // CPython's alias is `type NAME[params] = ...`. tree-sitter also reads
       // `type[1]\n[math.pi] = [1]` (two statements for CPython: a subscript,
@@ -371,11 +455,18 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
       // its name targets are local to it.
       if (frame.role == Role::kBind || frame.role == Role::kDelete ||
           frame.role == Role::kCompBind) {
-        RecordStore(node);
+        RecordStore(node, ts_node_child_by_field_id(node, grammar_.object));
       }
+      frame.own_private = IsOwnPrivate(node, frame);
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
+        TSNode object = ts_node_child_by_field_id(node, grammar_.object);
+        if (IsDeniedModuleLeaf(attribute) && grammar_.KindOf(object) == NodeKind::kIdentifier) {
+          std::string leaf(attribute);
+          paths_.push_back(PendingPath{std::string(Name(object)), std::move(leaf), node});
+          attribute = Name(name);
+        }
         if (attribute == "format" || attribute == "format_map") {
           CheckFormatReceiver(node, ts_node_child_by_field_id(node, grammar_.object));
         }
@@ -389,8 +480,22 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
 
 void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
   std::string name(Name(node));
+  if (frame.in_bases && (name == "ExceptionGroup" || name == "BaseExceptionGroup")) {
+    Report(Rule::kConstructDenied, node,
+           "subclassing " + Spelled(node, name) + " is not allowed (CPython 3.11 trusts its "
+           "subclasses' derive()): raise and catch ExceptionGroup itself");
+  }
+  bool binds = frame.role == Role::kBind || frame.role == Role::kCompBind ||
+               frame.role == Role::kDelete || frame.role == Role::kGlobalDecl ||
+               frame.role == Role::kPattern;
+  if (binds && frame.self_slot >= 0 && name == self_names_[frame.self_slot]) {
+    Report(Rule::kPrivateAttribute, node,
+           "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
+           "the method's own first parameter");
+  }
   switch (frame.role) {
     case Role::kAttrName:
+      if (frame.own_private) return;
       CheckAttribute(node, name, "attribute");
       return;
     case Role::kKeywordName:
@@ -407,6 +512,12 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
       return;
     case Role::kBind:
     case Role::kPattern:
+      // A class body's `open: float` is a class attribute (a dataclass field),
+      // not the builtin: only reads of denied names matter there.
+      if (frame.role == Role::kBind && frame.scope == Scope::kClass && !IsDunder(name) &&
+          IsAlwaysDeniedName(name)) {
+        return;
+      }
       if (CheckName(node, name)) CheckBinding(node, name, frame.scope, "binding");
       return;
     case Role::kDelete:
@@ -436,7 +547,8 @@ bool CellChecker::CheckName(TSNode node, std::string_view name) {
 std::optional<std::pair<Rule, std::string_view>> CellChecker::AttributeVerdict(
     std::string_view name) const {
   using Verdict = std::pair<Rule, std::string_view>;
-  if (IsAlwaysDeniedName(name) || policy_.denied_names.contains(name)) {
+  if ((IsAlwaysDeniedName(name) && !IsDeniedOnlyAsName(name)) ||
+      policy_.denied_names.contains(name)) {
     return Verdict{Rule::kNameDenied, "is denied"};
   }
   if (IsInternalAttribute(name)) return Verdict{Rule::kInternalAttribute, "reaches interpreter internals"};
@@ -489,6 +601,7 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
   NodeKind kind = frame.kind;
   if (kind == NodeKind::kFutureImportStatement) return;  // compiler flags only
   bool from_import = kind == NodeKind::kImportFromStatement;
+  std::string from_path;
   if (from_import) {
     TSNode module = ts_node_child_by_field_id(node, g.module_name);
     if (grammar_.KindOf(module) == NodeKind::kRelativeImport) {
@@ -496,6 +609,7 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
       return;
     }
     std::string path = DottedPath(module, true);
+    from_path = path;
     if (!policy_.IsModuleAllowed(path)) {
       Report(Rule::kImportDenied, module, "module `" + path + "` is not in the allow-list");
       return;
@@ -523,6 +637,11 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
       // `from m import name`: the name is read from m like an attribute.
       std::string path = DottedPath(target, false);
       if (!CheckAttribute(target, path, "imported name")) continue;
+      if (!policy_.IsModuleAllowed(from_path + "." + path)) {  // `from json import tool`
+        Report(Rule::kImportDenied, target,
+               "module `" + from_path + "." + path + "` is not in the allow-list");
+        continue;
+      }
       bound = path;
     } else {
       std::string path = DottedPath(target, true);
@@ -533,7 +652,10 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
       bound = path.substr(0, path.find('.'));
     }
     TSNode bound_node = ts_node_is_null(alias) ? target : alias;
+    std::string module = from_import ? from_path + "." + bound : bound;
+    if (!from_import && !ts_node_is_null(alias)) module = DottedPath(target, false);
     if (!ts_node_is_null(alias)) bound = std::string(Name(alias));
+    imported_modules_[bound] = std::move(module);
     // `import tb` (the toolbox itself, no alias) keeps the alias's meaning.
     bool imports_toolbox_itself = !from_import && ts_node_is_null(alias) &&
                                   policy_.toolbox_aliases.contains(bound);
@@ -549,16 +671,17 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
 // `(math).pi`, `(tb or 0).x`, `f(m).x`, `[math][0].pi` - every name inside
 // it is recorded (attribute names excepted), so a module or toolbox anywhere
 // in the object expression rejects the store.
-void CellChecker::RecordStore(TSNode attribute) {
-  TSNode root = ts_node_child_by_field_id(attribute, grammar_.object);
+void CellChecker::RecordStore(TSNode attribute, TSNode object, bool mutation) {
+  TSNode root = object;
   while (grammar_.KindOf(root) == NodeKind::kAttribute) {
     root = ts_node_child_by_field_id(root, grammar_.object);
   }
   if (ts_node_is_null(root)) return;
   if (grammar_.KindOf(root) == NodeKind::kIdentifier) {
-    stores_.push_back(PendingStore{std::string(Name(root)), attribute});
+    stores_.push_back(PendingStore{std::string(Name(root)), attribute, mutation});
     return;
   }
+  if (mutation) return;  // `f(x).update(...)`: not a module's table
   // Iterative walk of the object subtree (bounded by max_depth like Walk).
   TSTreeCursor cursor = ts_tree_cursor_new(root);
   uint32_t depth = 0;
@@ -589,8 +712,29 @@ void CellChecker::RecordStore(TSNode attribute) {
 }
 
 void CellChecker::CheckPendingStores() {
+  for (const PendingPath& path : paths_) {
+    std::string module;
+    if (auto it = imported_modules_.find(path.root); it != imported_modules_.end()) {
+      module = it->second;
+    } else if (policy_.allowed_modules.contains(path.root)) {
+      module = path.root;
+    }
+    std::string dotted = module + "." + path.leaf;
+    if (!module.empty() && !policy_.IsModuleAllowed(dotted)) {
+      Report(Rule::kImportDenied, path.node, "module `" + dotted + "` is not in the allow-list");
+    }
+  }
   for (const PendingStore& store : stores_) {
     std::string_view root = store.root;
+    if (store.mutation) {
+      if (!policy_.toolbox_aliases.contains(root) &&
+          (imported_names_.contains(root) || policy_.allowed_modules.contains(root))) {
+        Report(Rule::kModuleAssignment, store.node,
+               "changing a table that module `" + store.root + "` holds changes it for every "
+               "session: copy it first (`t = dict(m.table)`)");
+      }
+      continue;
+    }
     if (policy_.toolbox_aliases.contains(root)) {
       Report(Rule::kModuleAssignment, store.node,
              "assigning into toolbox `" + store.root + "`");
@@ -599,6 +743,133 @@ void CellChecker::CheckPendingStores() {
              "assigning into module `" + store.root + "`");
     }
   }
+}
+
+// A method (a def directly in a class body): its first parameter is its self.
+void CellChecker::EnterFunction(TSNode node, Frame& frame) {
+  frame.method_self = -1;
+  if (frame.scope != Scope::kClass) return;
+  TSNode parameters = ts_node_child_by_field_id(node, grammar_.parameters);
+  if (ts_node_is_null(parameters) || ts_node_named_child_count(parameters) == 0) return;
+  TSNode first = ts_node_named_child(parameters, 0);
+  if (grammar_.KindOf(first) != NodeKind::kIdentifier) return;  // *args, defaults, ...
+  self_names_.emplace_back(Name(first));
+  frame.method_self = static_cast<std::int32_t>(self_names_.size() - 1);
+}
+
+// `self._x` in a method of a class the cell defines: the cell's own private
+// state, unless `_x` names what leads to a module or internals (`self._os`:
+// `A.m(random)` passes a module as self).
+bool CellChecker::IsOwnPrivate(TSNode attribute, const Frame& frame) {
+  if (frame.self_slot < 0) return false;
+  TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
+  TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+  if (grammar_.KindOf(object) != NodeKind::kIdentifier || ts_node_is_null(name)) return false;
+  if (Name(object) != self_names_[frame.self_slot]) return false;
+  std::string attr(Name(name));
+  if (!attr.starts_with("_") || attr.starts_with("__")) return false;
+  std::string_view bare = std::string_view(attr).substr(1);
+  return !bare.empty() && !AttributeVerdict(bare) && !IsBuiltinName(bare) &&
+         !IsInternalAttribute(attr);
+}
+
+// Calls that make classes or change module tables.
+void CellChecker::CheckCall(TSNode call) {
+  TSNode function = ts_node_child_by_field_id(call, grammar_.function);
+  TSNode arguments = ts_node_child_by_field_id(call, grammar_.arguments);
+  std::string callee;
+  if (grammar_.KindOf(function) == NodeKind::kIdentifier) {
+    callee = Name(function);
+  } else if (grammar_.KindOf(function) == NodeKind::kAttribute) {
+    TSNode attribute = ts_node_child_by_field_id(function, grammar_.attribute);
+    if (!ts_node_is_null(attribute)) callee = Name(attribute);
+    if (IsMutatingMethod(callee)) {
+      RecordStore(function, ts_node_child_by_field_id(function, grammar_.object), true);
+    }
+  }
+  bool type_call = callee == "type" && grammar_.KindOf(function) == NodeKind::kIdentifier;
+  if (!type_call && !IsEnumClassName(callee)) return;
+  uint32_t positional = 0;
+  bool other = false;  // keywords, splats
+  uint32_t count = ts_node_is_null(arguments) ? 0 : ts_node_named_child_count(arguments);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode argument = ts_node_named_child(arguments, i);
+    std::string_view kind = ts_node_type(argument);
+    if (kind == "comment") continue;
+    if (kind == "keyword_argument" || kind == "list_splat" || kind == "dictionary_splat") {
+      other = true;
+    } else {
+      ++positional;
+    }
+  }
+  if (type_call && (positional != 1 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "`type()` with more than one argument makes a class from a dict the gate cannot "
+           "see (dunder keys): define the class with `class`");
+  } else if (!type_call && (positional > 1 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "the Enum functional API makes a class from names the gate cannot see: define "
+           "the enum with `class " + callee + "`");
+  }
+}
+
+// A string in an annotation is code that typing evaluates later (typing's
+// ForwardRef): only a dotted name, checked like one, is allowed.
+void CellChecker::CheckStringAnnotation(TSNode string) {
+  std::string decoded, problem;
+  bool readable = true;
+  if (grammar_.KindOf(string) == NodeKind::kString) {
+    readable = AppendLiteral(string, decoded, problem);
+  } else {
+    uint32_t count = ts_node_named_child_count(string);
+    for (uint32_t i = 0; i < count && readable; ++i) {
+      readable = AppendLiteral(ts_node_named_child(string, i), decoded, problem);
+    }
+  }
+  bool ok = readable && IsDottedIdentifierChain(decoded);
+  if (ok) {
+    std::size_t dot = decoded.find('.');
+    std::string first = decoded.substr(0, dot);
+    ok = !IsAlwaysDeniedName(first) && !policy_.denied_names.contains(first) &&
+         !(IsDunder(first) && !policy_.allowed_dunders.contains(first));
+    while (ok && dot != std::string::npos) {
+      std::size_t next = decoded.find('.', dot + 1);
+      ok = !AttributeVerdict(decoded.substr(dot + 1, next - dot - 1));
+      dot = next;
+    }
+  }
+  if (!ok) {
+    Report(Rule::kConstructDenied, string,
+           "a string annotation is code that typing evaluates later: write the annotation "
+           "unquoted (`from __future__ import annotations` for forward references)");
+  }
+}
+
+// Rejects the cell unless CPython's statements start where tree-sitter's do
+// (a cell CPython cannot parse runs nothing, but the gate says so). An oracle
+// without an interpreter at hand leaves the cell to the tree's own checks.
+void CellChecker::CompareWithCpython(TSNode root) {
+  StatusOr<std::vector<StatementStart>> cpython = policy_.statement_oracle(code_);
+  if (!cpython.ok()) {
+    if (cpython.status().code() == ErrorCode::kInvalidArgument) {
+      Report(Rule::kSyntaxError, root, "CPython cannot parse the cell: " + cpython.status().message());
+    }
+    return;
+  }
+  std::vector<StatementStart> ours = StatementStarts(root);
+  const std::vector<StatementStart>& theirs = *cpython;
+  if (ours == theirs) return;
+  auto [mine, cpythons] = std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end());
+  StatementStart at = mine != ours.end() ? *mine : *cpythons;
+  if (cpythons != theirs.end() && (mine == ours.end() || *cpythons < *mine)) at = *cpythons;
+  uint32_t byte = 0;  // where line `at.line` starts
+  for (uint32_t line = 1; line < at.line && byte < code_.size(); ++byte) {
+    if (code_[byte] == '\n') ++line;
+  }
+  byte = std::min<uint32_t>(byte + at.column, static_cast<uint32_t>(code_.size()));
+  Report(Rule::kSyntaxError, ts_node_descendant_for_byte_range(root, byte, byte),
+         "tree-sitter and CPython read the statements differently here: "
+         "the cell cannot be checked");
 }
 
 // Appends a plain string literal's decoded body; false (with `problem`) when

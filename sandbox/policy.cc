@@ -12,6 +12,12 @@ void Policy::AllowToolbox(std::string alias, std::string module) {
 
 bool Policy::IsModuleAllowed(std::string_view dotted_module) const {
   // `a.b.c` is allowed when `a.b.c`, `a.b` or `a` is allowed (or is an alias).
+  // A denied submodule (json.tool) only when the host lists it itself.
+  for (std::string_view path = dotted_module; !path.empty();) {
+    if (IsDeniedModulePath(path) && !allowed_modules.contains(path)) return false;
+    std::size_t dot = path.rfind('.');
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+  }
   std::string_view prefix = dotted_module;
   while (!prefix.empty()) {
     if (allowed_modules.contains(prefix) || toolbox_aliases.contains(prefix)) return true;

@@ -2,15 +2,33 @@
 // rules of rules.h. A plain value: build it in C++ or from Python.
 #pragma once
 
+#include <compare>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/status.h"
 
 namespace dolsot::sandbox {
 
 using NameSet = std::set<std::string, std::less<>>;
+
+// Where a statement starts: 1-based line, 0-based column in UTF-8 bytes
+// (what CPython's ast gives as lineno and col_offset).
+struct StatementStart {
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+  auto operator<=>(const StatementStart&) const = default;
+};
+
+// CPython's own reading of a cell: every statement's start, sorted (nested
+// ones too). InvalidArgument when CPython cannot parse the cell; any other
+// error when no interpreter is at hand. embedded/cpython_statements.h has one.
+using StatementOracle = std::function<StatusOr<std::vector<StatementStart>>(std::string_view code)>;
 
 struct Policy {
   // Modules a cell may import: `import a.b` is allowed when `a.b` or `a` is here.
@@ -30,6 +48,11 @@ struct Policy {
   std::size_t max_depth = 5000;
   // At most this many findings are reported (one more line says how many were left).
   std::size_t max_findings = 50;
+  // Optional: CPython's statement starts. When set, a cell the full path
+  // parses is rejected (syntax-error) unless tree-sitter's statement starts
+  // are exactly CPython's, or CPython cannot parse it either. Unset (or an
+  // oracle that answers neither) leaves only the tree's own checks.
+  StatementOracle statement_oracle;
 
   // Lets `alias` (bound to module `module`) be used as a toolbox.
   void AllowToolbox(std::string alias, std::string module);

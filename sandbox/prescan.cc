@@ -571,7 +571,13 @@ class Analysis {
   }
   // The checks of AttributeVerdict (plus the format-string rule).
   bool AttributeOk(std::string_view name) const {
-    if (Denied(name) || IsInternalAttribute(name) || IsDeniedAttribute(name)) return false;
+    if ((IsAlwaysDeniedName(name) && !IsDeniedOnlyAsName(name)) ||
+        policy_.denied_names.contains(name)) {
+      return false;
+    }
+    if (IsInternalAttribute(name) || IsDeniedAttribute(name) || IsDeniedModuleLeaf(name)) {
+      return false;
+    }
     if (name == "format" || name == "format_map") return false;
     if (IsDunder(name)) return policy_.allowed_dunders.contains(name);
     return !name.starts_with("_");
@@ -584,6 +590,8 @@ class Analysis {
   bool BindImported(std::size_t& i, std::string_view name, bool module_scope);
   bool Import(std::size_t& i);
   bool TargetsAreNameChains() const;
+  bool AnnotationsHoldNoStrings() const;
+  bool CallIsPlain(std::size_t open) const;
 
   const std::vector<Token>& t_;
   const Policy& policy_;
@@ -721,15 +729,55 @@ bool Analysis::TargetsAreNameChains() const {
       if (tok.text == "del") del_statement = true;
       if (tok.text == "for" && for_depth == 0) for_depth = depth + 1;
       if (tok.text == "in" && for_depth == depth + 1) for_depth = 0;
-    } else if (IsOp(tok, ".") && for_depth != 0) {
-      return false;
+    } else if ((IsOp(tok, ".") || IsOp(tok, "[")) && for_depth != 0) {
+      return false;  // an attribute or subscript for-target
     }
   }
   return true;
 }
 
+// The full path checks strings in annotations (construct-denied). A logical
+// line that may hold an annotation and holds a string gives up: a `def` line,
+// a line with `->`, a `:` outside call/subscript brackets and braces in a
+// simple statement, or a second such `:` in a compound statement's line.
+bool Analysis::AnnotationsHoldNoStrings() const {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < t_.size(); ++i) {
+    if (t_[i].type != Tok::kNewline && t_[i].type != Tok::kEnd) continue;
+    const Token& first = t_[start];
+    bool compound = first.type == Tok::kName && IsCompoundKeyword(first.text);
+    bool maybe = IsName(first, "def") || IsName(first, "async");
+    bool string = false;
+    std::size_t colons = 0;
+    for (std::size_t j = start; j < i; ++j) {
+      string = string || t_[j].type == Tok::kString;
+      if (IsOp(t_[j], "->")) maybe = true;
+      if (IsOp(t_[j], ":") && !t_[j].load_only) ++colons;
+    }
+    if (colons > (compound ? 1u : 0u)) maybe = true;
+    if (maybe && string) return false;
+    start = i + 1;
+  }
+  return true;
+}
+
+// `type(x)` with one plain argument (the full path refuses more).
+bool Analysis::CallIsPlain(std::size_t open) const {
+  std::size_t depth = 0;
+  for (std::size_t j = open; j < t_.size(); ++j) {
+    if (IsOpenBracket(t_[j])) ++depth;
+    if (IsCloseBracket(t_[j]) && --depth == 0) return j > open + 1;
+    if (depth == 1 && (IsOp(t_[j], ",") || IsOp(t_[j], "*") || IsOp(t_[j], "**") ||
+                       IsOp(t_[j], "="))) {
+      return false;
+    }
+    if (t_[j].type == Tok::kEnd) return false;
+  }
+  return false;
+}
+
 bool Analysis::Run() {
-  if (!TargetsAreNameChains()) return false;
+  if (!TargetsAreNameChains() || !AnnotationsHoldNoStrings()) return false;
   static const Token kStart{Tok::kNewline, false, true, {}};
   for (std::size_t i = 0; i < t_.size(); ++i) {
     const Token& tok = t_[i];
@@ -744,6 +792,17 @@ bool Analysis::Run() {
       continue;
     }
     if (name == "import" || name == "global" || name == "nonlocal") return false;
+    // Left to the full path: except*, ExceptionGroup subclasses, classes
+    // made from data (type() with more arguments, the Enum functional API).
+    if (name == "except" && IsOp(next, "*")) return false;
+    if (name == "ExceptionGroup" || name == "BaseExceptionGroup") return false;
+    if (IsOp(next, "(") && (name == "Enum" || name == "IntEnum" || name == "StrEnum" ||
+                            name == "Flag" || name == "IntFlag" || name == "ReprEnum")) {
+      return false;
+    }
+    if (name == "type" && IsOp(next, "(") && !IsOp(prev, ".") && !CallIsPlain(i + 1)) {
+      return false;
+    }
     // Soft keywords: match/case statements and `type X = ...` aliases.
     if (clause_start && (name == "match" || name == "case")) return false;
     if (clause_start && name == "type" && next.type == Tok::kName) return false;
@@ -765,10 +824,16 @@ bool Analysis::Run() {
       if (tok.module_scope && (IsName(prev, "def") || IsName(prev, "class"))) return false;
       if (tok.module_scope && !tok.load_only && MayBeTarget(prev, next)) return false;
     }
-    if (IsOp(next, ".") && !tok.load_only) {  // name.a.b followed by what?
+    if (IsOp(next, ".") || IsOp(next, "[")) {  // name.a.b followed by what?
       std::size_t j = i + 1;
       while (IsOp(t_[j], ".") && t_[j + 1].type == Tok::kName) j += 2;
-      if (MayBeTarget(prev, t_[j])) store_roots_.push_back(name);
+      // A mutating method on what a module holds (`m.table.update(...)`),
+      // anywhere; a subscript of it (`m.table[k] = v`) or a store outside
+      // load-only brackets.
+      bool mutation = j > i + 1 && IsOp(t_[j], "(") && IsMutatingMethod(t_[j - 1].text);
+      bool subscript = !tok.load_only && IsOp(t_[j], "[");
+      bool store = !tok.load_only && IsOp(next, ".") && MayBeTarget(prev, t_[j]);
+      if (mutation || subscript || store) store_roots_.push_back(name);
     }
   }
   std::sort(imported_.begin(), imported_.end());  // n log n, also for huge cells

@@ -55,6 +55,9 @@ constexpr std::pair<std::string_view, NodeKind> kNamedKinds[] = {
     {"comment", NodeKind::kComment},
     {"print_statement", NodeKind::kPrintStatement},
     {"exec_statement", NodeKind::kExecStatement},
+    {"type", NodeKind::kType},
+    {"except_group_clause", NodeKind::kExceptGroupClause},
+    {"parenthesized_expression", NodeKind::kParenthesizedExpression},
 };
 
 TSFieldId Field(const TSLanguage* language, const char* name) {
@@ -90,6 +93,8 @@ PythonGrammar Build() {
   grammar.type_parameters = Field(language, "type_parameters");
   grammar.return_type = Field(language, "return_type");
   grammar.guard = Field(language, "guard");
+  grammar.function = Field(language, "function");
+  grammar.arguments = Field(language, "arguments");
   return grammar;
 }
 

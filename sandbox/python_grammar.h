@@ -21,13 +21,15 @@ enum class NodeKind : std::uint8_t {
   kCaseClause, kCasePattern, kClassPattern, kKeywordPattern, kSplatPattern, kDictPattern,
   kString, kConcatenatedString, kStringStart, kStringContent, kInterpolation,
   kComment, kPrintStatement, kExecStatement,
+  kType, kExceptGroupClause, kParenthesizedExpression,
 };
 
 struct PythonGrammar {
   std::vector<NodeKind> kind_of_symbol;  // indexed by TSSymbol
   TSFieldId left = 0, right = 0, name = 0, alias = 0, value = 0, type = 0, object = 0,
             attribute = 0, parameters = 0, body = 0, module_name = 0, key = 0,
-            superclasses = 0, type_parameters = 0, return_type = 0, guard = 0;
+            superclasses = 0, type_parameters = 0, return_type = 0, guard = 0,
+            function = 0, arguments = 0;
 
   NodeKind KindOf(TSNode node) const {
     TSSymbol symbol = ts_node_symbol(node);

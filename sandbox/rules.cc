@@ -35,7 +35,10 @@ constexpr std::array kRules = {
              "rebinding or deleting a builtin name at module level (or via global)"},
     RuleInfo{Rule::kRebindToolbox, "rebind-toolbox", "rebinding or deleting a toolbox alias"},
     RuleInfo{Rule::kModuleAssignment, "module-assignment",
-             "assigning into or deleting from a toolbox or an imported module"},
+             "assigning into, deleting from or mutating a toolbox, an imported module or a table they hold"},
+    RuleInfo{Rule::kConstructDenied, "construct-denied",
+             "a construct that makes classes or code from data the gate cannot see (type() with "
+             "three arguments, the Enum functional API, string annotations, except*, ...)"},
 };
 
 // Sorted tables: binary search, and easy to read.
@@ -46,6 +49,26 @@ constexpr std::string_view kAlwaysDenied[] = {
     "setattr", "vars",
 };
 
+
+// Denied as names only: as attributes they are a toolbox's or a record's own
+// (`mt.help("top")`, a dataclass field `b.open`); the builtins themselves are
+// reachable as attributes only through a module-leading attribute (.bltns).
+constexpr std::string_view kDeniedOnlyAsNames[] = {
+    "copyright", "credits", "exit", "help", "input", "license", "open", "quit",
+};
+
+// Submodules of allowed packages that reach what the policy denies
+// (json.tool holds pathlib.Path and argparse.FileType). The last part of each
+// is in kDeniedModuleLeaves, for the fast path.
+constexpr std::string_view kDeniedModulePaths[] = {"json.tool"};
+constexpr std::string_view kDeniedModuleLeaves[] = {"tool"};
+
+// Methods that change a container in place: called on a table an allowed
+// module holds (copy.dispatch_table.update), they change it for the process.
+constexpr std::string_view kMutatingMethods[] = {
+    "add", "append", "clear", "discard", "extend", "insert", "pop", "popitem", "remove",
+    "reverse", "setdefault", "sort", "update",
+};
 
 // Frame, generator, coroutine, async generator, traceback, code and Python 2
 // function internals: each leads to globals, builtins or bytecode.
@@ -65,12 +88,17 @@ constexpr std::string_view kInternalAttributes[] = {
 // functools.update_wrapper / functools.wraps copy a function's __dict__ into
 // their first argument; enum.global_enum writes an enum's members into the
 // module its __module__ names.
+// Also what evaluates strings for the cell (typing.ForwardRef, evaluated by
+// singledispatch's `register`; make_dataclass's namespace and field names),
+// `register` (abc's virtual subclasses, singledispatch), and `obj`
+// (AttributeError.obj hands back the object a lookup failed on).
 constexpr std::string_view kDeniedAttributes[] = {
-    "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
-    "ctypes", "doctest", "fcntl", "ftplib", "gc", "get_field", "get_type_hints", "glob",
-    "global_enum", "http", "importlib", "inspect", "io", "linecache", "logging", "marshal",
-    "mmap", "modules", "multiprocessing", "nt", "operator", "os", "pathlib", "pdb",
-    "pickle", "platform", "popen", "posix", "pty", "resource", "runpy", "select",
+    "FileType", "ForwardRef", "argparse", "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
+    "copyreg", "ctypes", "doctest", "evaluate_forward_ref", "fcntl", "ftplib", "gc", "get_field", "get_type_hints", "glob",
+    "global_enum", "http", "importlib", "inspect", "io", "keyword", "linecache", "logging",
+    "make_dataclass", "marshal",
+    "mmap", "modules", "multiprocessing", "nt", "obj", "operator", "os", "pathlib", "pdb",
+    "pickle", "platform", "popen", "posix", "pty", "register", "resource", "runpy", "select",
     "selectors", "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl",
     "subprocess", "sys", "sysconfig", "system", "tarfile", "tempfile", "threading",
     "tokenize", "traceback", "types", "update_wrapper", "urllib", "vformat", "warnings",
@@ -98,8 +126,8 @@ constexpr std::string_view kDefaultAllowedDunders[] = {
     "__iand__", "__ifloordiv__", "__ilshift__", "__imatmul__", "__imod__", "__imul__",
     "__index__", "__init__", "__int__", "__invert__", "__ior__", "__ipow__", "__irshift__",
     "__isub__", "__iter__", "__itruediv__", "__ixor__", "__le__", "__len__",
-    "__length_hint__", "__lshift__", "__lt__", "__match_args__", "__matmul__", "__missing__",
-    "__mod__", "__module__", "__mul__", "__name__", "__ne__", "__neg__", "__new__",
+    "__length_hint__", "__lshift__", "__lt__", "__matmul__", "__missing__",
+    "__mod__", "__module__", "__mul__", "__name__", "__ne__", "__neg__",
     "__next__", "__or__", "__pos__", "__post_init__", "__pow__", "__qualname__", "__radd__",
     "__rand__", "__rdivmod__", "__repr__", "__reversed__", "__rfloordiv__", "__rlshift__",
     "__rmatmul__", "__rmod__", "__rmul__", "__ror__", "__round__", "__rpow__",
@@ -109,6 +137,10 @@ constexpr std::string_view kDefaultAllowedDunders[] = {
 
 static_assert(std::ranges::is_sorted(kAlwaysDenied));
 static_assert(std::ranges::is_sorted(kInternalAttributes));
+static_assert(std::ranges::is_sorted(kDeniedOnlyAsNames));
+static_assert(std::ranges::is_sorted(kDeniedModulePaths));
+static_assert(std::ranges::is_sorted(kDeniedModuleLeaves));
+static_assert(std::ranges::is_sorted(kMutatingMethods));
 static_assert(std::ranges::is_sorted(kDeniedAttributes));
 static_assert(std::ranges::is_sorted(kDefaultAllowedModules));
 static_assert(std::ranges::is_sorted(kDefaultAllowedDunders));
@@ -131,6 +163,10 @@ std::string_view RuleId(Rule rule) {
 
 bool IsAlwaysDeniedName(std::string_view name) { return Contains(kAlwaysDenied, name); }
 bool IsBuiltinName(std::string_view name) { return IsPythonBuiltinName(name); }
+bool IsDeniedOnlyAsName(std::string_view name) { return Contains(kDeniedOnlyAsNames, name); }
+bool IsDeniedModulePath(std::string_view dotted) { return Contains(kDeniedModulePaths, dotted); }
+bool IsDeniedModuleLeaf(std::string_view name) { return Contains(kDeniedModuleLeaves, name); }
+bool IsMutatingMethod(std::string_view name) { return Contains(kMutatingMethods, name); }
 bool IsInternalAttribute(std::string_view name) { return Contains(kInternalAttributes, name); }
 bool IsDeniedAttribute(std::string_view name) { return Contains(kDeniedAttributes, name); }
 

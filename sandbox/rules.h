@@ -21,7 +21,8 @@ enum class Rule {
   kFormatString,      // str.format / format_map whose fields could reach attributes
   kRebindBuiltin,     // a module-level binding (or global/del) of a builtin name
   kRebindToolbox,     // rebinding or deleting a toolbox alias at module level
-  kModuleAssignment,  // assigning into (or deleting from) a toolbox or module
+  kModuleAssignment,  // assigning into, deleting from or mutating a toolbox or module
+  kConstructDenied,   // type(n, b, d), Enum('E', names), string annotations, except*, ...
 };
 
 struct RuleInfo {
@@ -37,6 +38,10 @@ std::string_view RuleId(Rule rule);
 // Name tables (exact, ASCII; identifiers are NFKC-normalized before lookup).
 bool IsAlwaysDeniedName(std::string_view name);   // exec, eval, open, getattr, ...
 bool IsBuiltinName(std::string_view name);        // every public name of builtins
+bool IsDeniedOnlyAsName(std::string_view name);   // help, input, open, ...: not as attributes
+bool IsDeniedModulePath(std::string_view dotted); // json.tool: a denied submodule
+bool IsDeniedModuleLeaf(std::string_view name);   // tool: the last part of one
+bool IsMutatingMethod(std::string_view name);     // update, append, clear, ...
 bool IsInternalAttribute(std::string_view name);  // gi_frame, f_globals, tb_frame, ...
 bool IsDeniedAttribute(std::string_view name);    // sys, os, builtins, get_type_hints, ...
 bool IsDunder(std::string_view name);             // __x__ (at least one char inside)

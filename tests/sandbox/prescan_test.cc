@@ -114,7 +114,7 @@ const std::vector<Case>& FastCells() {
       {"numbers", "x = [1_000, 0x1F, 0o17, 0b101, 1.5e-3, .5, 3j, 1.]\n"},
       {"continuations", "x = 1 + \\\n    2\ny = (3 +\n     4)\n"},
       {"crlf", "x = 1\r\nif x:\r\n    y = 2\r\n"},
-      {"subscript_stores", "d['k'] = 1\nlist[0] = 1\ntb.items[0] = 2\nx.f(y)[0] = 3\n"},
+      {"subscript_stores", "d['k'] = 1\nlist[0] = 1\nitems[0] = 2\nx.f(y)[0] = 3\n"},
       {"attribute_reads_after_brackets_and_in_comprehensions",
        "import math\nprint(math.pi)\nx = f(a).b\ny = d['k'].v + 1\nrows = [r.x for r in data.rows]\n"
        "z = {k: v.y for k, v in d.items()}\nfor i, row in enumerate(tb.rows()): print(row.x)\n"
@@ -122,7 +122,7 @@ const std::vector<Case>& FastCells() {
        "for row in tb.query(q).rows:\n    pass\nif f(x).ok:\n    pass\nwhile q[0].busy: break\n"},
       {"lambda_in_call", "xs.sort(key=lambda row: row[1])\n"},
       {"walrus_ordinary", "if (n := len(xs)) > 3:\n    print(n)\n"},
-      {"decorators", "@tb.register\ndef f():\n    pass\n"},
+      {"decorators", "@tb.route\ndef f():\n    pass\n"},
       // what a valid logical line may end or start with
       {"line_edges", "...\nx = ...\n-x\n+x\n~x\n*a, b = c\n(a,\n b)\n[1][0]\n{}\nx = 1;\ny = 1,\n"},
       {"expression_statements", "tb.config\nmath.pi; list\nx = 1\ntb.x.y\n"},
