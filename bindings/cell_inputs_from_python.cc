@@ -96,8 +96,9 @@ void PythonCellInputs::DecodeReturned(Result& result) const {
     result.exit_code = kExitFailure;
     result.SetOutcome(Outcome::kError);
     result.error_type = "UnpicklingError";
+    // The exception's own message: the host's traceback is not the agent's business.
     std::string message = "UnpicklingError: the cell's final answer was refused by the host: ";
-    message += error.what();
+    message += py::str(error.value()).cast<std::string>();
     result.error = result.error ? *result.error + "\n" + message : message;
   }
 }

@@ -46,8 +46,8 @@ class _SafeUnpickler(pickle.Unpickler):
         if (module, name) in SAFE_GLOBALS:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(
-            f"a value of type {module}.{name} is not allowed to cross from the session into "
-            "the host (unpickle='safe' takes plain data only: str, bytes, numbers, lists, "
+            f"the pickle names {module}.{name}, which is not allowed to cross from the session "
+            "into the host (unpickle='safe' takes plain data only: str, bytes, numbers, lists, "
             "tuples, dicts, sets, datetime, Decimal...; pass unpickle='full' to trust "
             "the session's code)"
         )

@@ -2,6 +2,7 @@
 // results, toolboxes, checkpoints to the store, restore, branch, reset.
 #include "backend_subprocess/repl.h"
 
+#include <thread>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -263,6 +264,50 @@ TEST_P(EvictionModes, ASessionWhoseCheckpointIsNotSavedStaysLive) {
 INSTANTIATE_TEST_SUITE_P(All, EvictionModes,
                          ::testing::Values(CheckpointMode::kSync, CheckpointMode::kAsync,
                                            CheckpointMode::kOff));
+
+
+// A C++ host serving a tool: the cell's call reaches the dispatcher on the
+// run's thread, the reply (a pickle the host made, here of 42) comes back from
+// another thread; a name the host no longer serves is a LookupError in the
+// cell; the final-answer function sends its value back pickled.
+TEST(Repl, ACppHostServesToolCallsFromAnotherThread) {
+  auto repl = repl_testing::MakeTestRepl(/*snapshots=*/true, CheckpointMode::kOff);
+  std::vector<std::thread> servers;
+  std::vector<std::string> asked;
+  RunOptions options;
+  options.tools.names = {"answer", "gone"};
+  options.tools.final_name = "SUBMIT";
+  options.tools.dispatch = [&](ToolCall call, ToolReplyFn done) {
+    asked.push_back(call.name);
+    if (call.name == "gone") {
+      done(ToolReply{false, ""});
+      return;
+    }
+    servers.emplace_back([done] { done(ToolReply{true, std::string("\x80\x05K*.", 5)}); });
+  };
+  auto r = repl->Run("s", "x = answer(1, key='v')\nx + 1", options);
+  for (auto& t : servers) t.join();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->ok) << r->error.value_or("");
+  EXPECT_EQ(r->value.value_or(""), "43");
+  EXPECT_EQ(r->held, std::vector<std::string>{"x"});
+  EXPECT_EQ(asked, std::vector<std::string>{"answer"});
+
+  auto gone = repl->Run("s", "gone()", options);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->ok);
+  EXPECT_EQ(gone->error_type.value_or(""), "LookupError");
+
+  auto submitted = repl->Run("s", "SUBMIT(x)", options);
+  ASSERT_TRUE(submitted.ok());
+  EXPECT_TRUE(submitted->ok);
+  ASSERT_TRUE(submitted->returned.has_value());
+  EXPECT_EQ(submitted->returned->pickle.substr(0, 2), std::string("\x80\x05", 2));
+
+  RunOptions bad;
+  bad.tools.names = {"len"};
+  EXPECT_EQ(repl->Run("s", "1", bad).status().code(), ErrorCode::kInvalidArgument);
+}
 
 }  // namespace
 }  // namespace dolsot

@@ -1,0 +1,286 @@
+"""Host tools, per-call variables, final answers and error_type (issue #17),
+on both backends with one call shape."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+import dolsot
+from dolsot.store import MemoryStore
+
+
+class Missing(Exception):
+    exit_code = 3
+
+
+def _make(kind, **kwargs):
+    if kind == "repl":
+        kwargs.setdefault("store", MemoryStore())
+        return dolsot.Repl(typecheck=False, **kwargs)
+    return dolsot.InProcessSession(typecheck=False, timeout=20, **kwargs)
+
+
+@pytest.fixture(params=["inprocess", "repl"])
+def kind(request):
+    return request.param
+
+
+@pytest.fixture
+def make(kind):
+    made = []
+
+    def factory(**kwargs):
+        backend = _make(kind, **kwargs)
+        made.append(backend)
+        return backend
+
+    yield factory
+    for backend in made:
+        backend.close()
+
+
+def search(query, k=2, *, upper=False):
+    hit = query.upper() if upper else query
+    return [hit] * k
+
+
+def lookup(name):
+    raise Missing(f"{name} not found")
+
+
+async def double(x):
+    await asyncio.sleep(0)
+    return 2 * x
+
+
+def test_arguments_defaults_and_keywords_cross(make):
+    b = make(tools={"search": search})
+    assert b.capabilities.tools is True
+    assert b.run("s", "search('a')").value == "['a', 'a']"
+    assert b.run("s", "search('a', 3, upper=True)").value == "['A', 'A', 'A']"
+    r = b.run("s", "search()")
+    assert not r.ok and r.error_type == "TypeError" and "query" in r.error
+
+
+def test_async_tools_are_awaited(make):
+    b = make(tools={"double": double})
+    assert b.run("s", "double(21)").value == "42"
+
+
+def test_a_tool_exception_reraises_with_its_type_message_and_exit_code(make):
+    b = make(tools={"lookup": lookup})
+    r = b.run("s", "lookup('ada')")
+    assert not r.ok
+    assert r.error_type == "Missing"
+    assert "ada not found" in r.error
+    assert r.exit_code == 3
+    # A builtin exception is the very type in the cell.
+    b.tools["boom"] = lambda: {}["key"]
+    r = b.run("s", "try:\n    boom()\nexcept KeyError as e:\n    caught = repr(e)\ncaught")
+    assert r.ok and r.value == "\"KeyError('key')\""
+
+
+def test_tools_are_never_held_and_can_change_between_cells(make):
+    b = make(tools={"search": search})
+    r = b.run("s", "x = search('q', 1)")
+    assert r.held == ["x"]
+    b.tools["extra"] = lambda: 7
+    assert b.run("s", "extra()").value == "7"
+    del b.tools["extra"]
+    r = b.run("s", "extra()")
+    assert not r.ok and r.error_type == "NameError"
+    # A cell may shadow a tool with a name of its own.
+    r = b.run("s", "search = 5\nsearch")
+    assert r.value == "5" and "search" in r.held
+
+
+def test_tools_called_from_threads_the_cell_starts(make):
+    b = make(tools={"search": search})
+    code = (
+        "import threading\n"
+        "out = []\n"
+        "ts = [threading.Thread(target=lambda i=i: out.append(search(str(i), 1)[0])) for i in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "sorted(out)"
+    )
+    r = b.run("s", code)
+    assert r.ok, r.error
+    assert r.value == str(sorted(str(i) for i in range(8)))
+
+
+def test_nested_calls_and_a_tool_that_runs_a_cell_elsewhere(make):
+    b = make(tools={"search": search})
+    assert b.run("s", "search(search('z', 1)[0], 2)").value == "['z', 'z']"
+    b.tools["sub"] = lambda code: b.run("helper", code).value
+    assert b.run("s", "sub('6 * 7')").value == "'42'"
+
+
+def test_an_unpicklable_argument_or_result_is_a_clear_error(make, kind):
+    b = make(tools={"search": search, "lock": threading.Lock})
+    r = b.run("s", "import threading\nsearch(threading.Lock())")
+    r2 = b.run("s", "lock()")
+    if kind == "repl":
+        assert not r.ok and r.error_type == "TypeError"
+        assert "search" in r.error and "lock" in r.error.lower()
+        assert not r2.ok and "lock" in r2.error and "cannot be pickled" in r2.error
+    else:  # in-process, values are the objects themselves
+        assert r.ok and r2.ok
+    assert b.run("s", "1 + 1").value == "2"  # the session is fine
+
+
+def test_a_slow_tool_does_not_block_other_sessions(make):
+    gate = threading.Event()
+    b = make(tools={"wait": lambda: gate.wait(20)})
+    results = {}
+    slow = threading.Thread(target=lambda: results.setdefault("slow", b.run("slow", "wait()")))
+    slow.start()
+    try:
+        assert b.run("other", "2 + 2").value == "4"
+    finally:
+        gate.set()
+        slow.join()
+    assert results["slow"].value == "True"
+
+
+def test_a_killed_cell_abandons_its_tool_and_the_session_survives(make, kind):
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(30)
+        return "late"
+
+    b = make(tools={"slow": slow})
+    b.run("s", "kept = 1")
+    r = b.run("s", "slow()", timeout=1)
+    assert started.is_set()
+    assert r.outcome == dolsot.Outcome.TIMEOUT and r.error_type == "TimeoutError"
+    release.set()
+    after = b.run("s", "kept")
+    if kind == "repl":  # rolled back, result of the abandoned tool dropped
+        assert after.ok and after.value == "1"
+    else:  # a cooperative timeout: the cell's thread ends once the tool returns
+        assert after.value == "1" or after.outcome in (dolsot.Outcome.OK,)
+
+
+def test_a_repl_session_restored_from_its_checkpoint_gets_the_current_tools():
+    store = MemoryStore()
+    with dolsot.Repl(store=store, typecheck=False, tools={"search": search}) as first:
+        first.run("s", "def f():\n    return search('r', 1)")
+    with dolsot.Repl(store=store, typecheck=False, tools={"search": lambda q, k=2: ["new"]}) as second:
+        r = second.run("s", "f()")
+        assert r.value == "['new']", r.error
+        assert r.held == ["f"]
+
+
+def test_variables_are_bound_before_the_cell_and_resent_only_when_changed(make):
+    b = make()
+    context = "x" * 1_000_000
+    r = b.run("s", "len(ctx)", variables={"ctx": context})
+    assert r.value == "1000000" and r.held == ["ctx"]
+    assert b.run("s", "ctx = 'mine'\nlen(ctx)").value == "4"
+    # The same object again rebinds the name (without resending it to a Repl).
+    assert b.run("s", "len(ctx)", variables={"ctx": context}).value == "1000000"
+    data = [1, 2]
+    assert b.run("s", "sum(d)", variables={"d": data}).value == "3"
+    data.append(3)  # the same list, changed: sent again
+    assert b.run("s", "sum(d)", variables={"d": data}).value == "6"
+    with pytest.raises(TypeError, match="variables"):
+        b.run("s", "1", variables=[("a", 1)])  # type: ignore[arg-type]
+    with pytest.raises(dolsot.ConfigError, match="keyword"):
+        b.run("s", "1", variables={"class": 1})
+
+
+def test_a_variable_sent_to_a_rolled_back_cell_is_sent_again():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False) as b:
+        big = "y" * 100_000
+        r = b.run("s", "import os; os._exit(3)", variables={"v": big})
+        assert r.outcome == dolsot.Outcome.CRASHED
+        assert b.run("s", "len(v)", variables={"v": big}).value == "100000"
+
+
+def test_final_answers_come_back_as_data(make, kind):
+    b = make(final="SUBMIT")
+    r = b.run("s", "x = 1\nSUBMIT({'answer': 42, 'items': [1, 2]})\nx = 2")
+    assert r.ok and r.outcome == dolsot.Outcome.OK and r.has_returned
+    assert r.returned == {"answer": 42, "items": [1, 2]}
+    assert b.run("s", "x").value == "1"  # the cell ended at SUBMIT
+    assert b.run("s", "SUBMIT(answer='a', score=0.5)").returned == {"answer": "a", "score": 0.5}
+    assert b.run("s", "SUBMIT(1, 2)").returned == (1, 2)
+    plain = b.run("s", "3")
+    assert not plain.has_returned and plain.returned is None
+    if kind == "inprocess":  # the object itself
+        sentinel = object()
+        b.tools["give"] = lambda: sentinel
+        assert b.run("s", "SUBMIT(give())").returned is sentinel
+
+
+def test_a_repl_refuses_to_unpickle_code_from_a_session_unless_trusted(tmp_path):
+    marker = tmp_path / "pwned"
+    code = (
+        "class Evil:\n"
+        "    def __reduce__(self):\n"
+        f"        return (open, ({str(marker)!r}, 'w'))\n"
+        "SUBMIT(Evil())"
+    )
+    seen = []
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, final="SUBMIT",
+                     tools={"take": seen.append}) as b:
+        r = b.run("s", code)
+        assert not r.ok and r.error_type == "UnpicklingError" and "io.open" in r.error
+        assert "Traceback" not in r.error
+        r = b.run("s", code.replace("SUBMIT(Evil())", "take(Evil())"))
+        assert not r.ok and r.error_type == "UnpicklingError", r.error
+        assert seen == []
+        r = b.run("s", "import pathlib\nSUBMIT(pathlib.PurePosixPath('/x'))")
+        assert not r.ok and "pathlib" in r.error
+    assert not marker.exists()
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, final="SUBMIT", unpickle="full") as b:
+        r = b.run("s", "import pathlib\nSUBMIT(pathlib.PurePosixPath('/x'))")
+        assert r.ok and str(r.returned) == "/x"
+    with pytest.raises(ValueError, match="unpickle"):
+        dolsot.Repl(store=MemoryStore(), unpickle="maybe")
+
+
+def test_error_type_names_every_kind_of_failure(make):
+    b = make()
+    assert b.run("s", "1/0").error_type == "ZeroDivisionError"
+    assert b.run("s", "def f(:").error_type == "SyntaxError"
+    assert b.run("s", "raise SystemExit(4)").error_type == "SystemExit"
+    assert b.run("s", "while True: pass", timeout=0.5).error_type == "TimeoutError"
+    assert b.run("s", "1").error_type is None
+
+
+def test_bad_tools_and_final_names_are_refused(kind):
+    with pytest.raises(TypeError, match="not callable"):
+        _make(kind, tools={"x": 3})
+    b = _make(kind, tools={"print": print})
+    try:
+        with pytest.raises(dolsot.ConfigError, match="builtin"):
+            b.run("s", "1")
+        b.tools = {"ok_tool": print}
+        b.tools["__x__"] = print
+        with pytest.raises(dolsot.ConfigError, match="__"):
+            b.run("s", "1")
+    finally:
+        b.close()
+
+
+def test_closing_with_a_tool_in_flight_leaves_no_worker():
+    release = threading.Event()
+    b = dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"hang": lambda: release.wait(30)})
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", b.run("s", "hang()", timeout=2)))
+    t.start()
+    t.join()
+    pid = b.worker_pid
+    b.close()
+    release.set()
+    assert box["r"].outcome == dolsot.Outcome.TIMEOUT
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
