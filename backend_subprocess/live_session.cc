@@ -2,14 +2,13 @@
 // kill-and-rollback, checkpoints and branches.
 #include "backend_subprocess/live_session.h"
 
-#include <poll.h>
+#include <fcntl.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <sstream>
 
-#include "backend_subprocess/tool_inbox.h"
+#include "backend_subprocess/tool_replies.h"
 #include "core/child_process.h"
 #include "embedded/cell_runner.h"
 
@@ -55,26 +54,6 @@ StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what,
   channel.socket = Attested(std::move(frame.fd));
   channel.process = ProcessIdentity::ChildOf(parent, pid);
   return channel;
-}
-
-// Waits until `socket` is readable or a tool's reply waits in `inbox`.
-// kTimeout when `deadline` passes first.
-Status WaitReadableOrReply(int socket, ToolInbox& inbox, Deadline deadline) {
-  for (;;) {
-    int timeout_ms = -1;
-    if (deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
-      if (left.count() <= 0) return Status(ErrorCode::kTimeout, "deadline passed");
-      timeout_ms = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
-    }
-    // Without an eventfd, replies are looked for every 10 ms.
-    if (inbox.wake_fd() < 0 && (timeout_ms < 0 || timeout_ms > 10)) timeout_ms = 10;
-    pollfd fds[2] = {{socket, POLLIN, 0}, {inbox.wake_fd(), POLLIN, 0}};
-    int ready = ::poll(fds, inbox.wake_fd() >= 0 ? 2 : 1, timeout_ms);
-    if (ready > 0) return Status::Ok();
-    if (ready < 0 && errno != EINTR) return Status(ErrorCode::kIo, "poll failed");
-    if (ready == 0 && inbox.wake_fd() < 0) return Status::Ok();  // look at the inbox
-  }
 }
 
 std::string FormatSeconds(double s) {
@@ -230,7 +209,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
 }
 
 void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
-                                   const std::shared_ptr<ToolInbox>& inbox) {
+                                   const std::shared_ptr<ToolReplies>& replies) {
   PayloadReader r(frame.payload);
   std::uint64_t id = r.U64();
   ToolCall call;
@@ -243,12 +222,12 @@ void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
   if (!known) {
     // No reply pickle can be made here (no Python): an empty payload tells
     // the session the tool is gone.
-    inbox->Post(id, ToolReply{false, std::string()});
+    replies->Send(id, ToolReply{false, std::string()});
     return;
   }
-  std::weak_ptr<ToolInbox> weak = inbox;
+  std::weak_ptr<ToolReplies> weak = replies;
   tools->dispatch(std::move(call), [weak, id](ToolReply reply) {
-    if (auto target = weak.lock()) target->Post(id, std::move(reply));
+    if (auto target = weak.lock()) target->Send(id, reply);
   });
 }
 
@@ -289,28 +268,19 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
   std::string output;
   int socket = runner_.socket.get();
   // Made on the first tool call; closed when this returns, so a reply that
-  // comes later (an abandoned tool) is dropped.
-  std::shared_ptr<ToolInbox> inbox;
-  struct CloseInbox {
-    std::shared_ptr<ToolInbox>& inbox;
-    ~CloseInbox() {
-      if (inbox) inbox->Close();
+  // comes later (an abandoned tool) is dropped and never meets the frames
+  // this thread writes on the socket next.
+  std::shared_ptr<ToolReplies> replies;
+  struct CloseReplies {
+    std::shared_ptr<ToolReplies>& replies;
+    ~CloseReplies() {
+      if (replies) replies->Close();
     }
-  } close_inbox{inbox};
+  } close_replies{replies};
   for (;;) {
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
-    Status readable = inbox ? WaitReadableOrReply(socket, *inbox, wait_until)
-                            : protocol::WaitReadable(socket, wait_until);
-    if (inbox) {
-      for (auto& [id, reply] : inbox->Take()) {
-        PayloadWriter w;
-        w.U64(id).U8(reply.ok ? 1 : 0).Str(reply.payload);
-        // A runner that is gone shows on its socket next.
-        (void)protocol::WriteFrame(socket, Tag::kToolReply, w.data());
-      }
-      if (readable.ok() && !protocol::Readable(socket)) continue;
-    }
+    Status readable = protocol::WaitReadable(socket, wait_until);
     if (readable.code() == ErrorCode::kTimeout) {
       // Record why before killing, so the death is classified correctly.
       if (Clock::now() >= deadline) return RunnerDied(run, true, false, output);
@@ -327,8 +297,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       continue;
     }
     if (frame->tag == Tag::kToolCall) {
-      if (!inbox) inbox = std::make_shared<ToolInbox>();
-      DispatchToolCall(run, *frame, inbox);
+      if (!replies) {
+        replies = std::make_shared<ToolReplies>(UniqueFd(::fcntl(socket, F_DUPFD_CLOEXEC, 0)));
+      }
+      DispatchToolCall(run, *frame, replies);
       continue;
     }
     if (frame->tag != Tag::kResult) {

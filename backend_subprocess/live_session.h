@@ -98,9 +98,10 @@ class LiveSession {
   // cell completes (variables resent or kept).
   Status SendRun(const CellRun& run, std::map<std::string, std::string>* sent_variables);
   // A TOOL_CALL frame from the runner: hands it to the dispatcher, whose
-  // reply reaches `inbox`, or answers at once when it cannot be called.
+  // reply goes out through `replies`, or answers at once when it cannot be
+  // called.
   void DispatchToolCall(const CellRun& run, const protocol::Frame& frame,
-                        const std::shared_ptr<class ToolInbox>& inbox);
+                        const std::shared_ptr<class ToolReplies>& replies);
   StatusOr<CellOutcome> AwaitResult(const CellRun& run, protocol::Clock::time_point deadline,
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,

@@ -20,8 +20,8 @@ import hashlib
 import inspect
 import io
 import pickle
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 __all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable"]
@@ -39,6 +39,8 @@ SAFE_GLOBALS = frozenset(
 )
 
 _UNPICKLE_POLICIES = ("safe", "full")
+# Tool calls in flight at once per backend (a slow tool holds one thread).
+_MAX_TOOL_THREADS = 64
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -142,7 +144,9 @@ class ToolHost:
         self._variables = _VariableCache()
         self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
         self._closed = False
 
     # ---- in-process: tools called directly
@@ -168,10 +172,27 @@ class ToolHost:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the backend is closed")
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="dolsot-tool")
-            executor = self._executor
-        executor.submit(self._serve, name, payload, done)
+            if self._idle == 0 and len(self._threads) < _MAX_TOOL_THREADS:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"dolsot-tool-{len(self._threads)}")
+                self._threads.append(thread)
+                self._idle += 1
+                thread.start()
+            self._idle -= 1
+        self._calls.put((name, payload, done))
+
+    def _work(self) -> None:
+        # A queue and waiting threads, not an executor: a call's hand-off is
+        # one put and one wake (a tool's round trip is on a cell's path).
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            try:
+                self._serve(*call)
+            finally:
+                with self._lock:
+                    self._idle += 1
 
     def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
         try:
@@ -213,10 +234,17 @@ class ToolHost:
         """Stops taking calls; a tool still running finishes on its thread and
         its result is dropped."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            threads = list(self._threads)
+        for _ in threads:
+            self._calls.put(None)
+        # Idle threads end at once; one running a tool ends when it returns
+        # (a daemon thread: it never holds the interpreter's exit).
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=0.05)
 
 
 async def _awaited(awaitable: Any) -> Any:
