@@ -1,7 +1,6 @@
 // One run() call's tools and variables from Python (see cell_inputs_from_python.h).
 #include "bindings/cell_inputs_from_python.h"
 
-#include <pybind11/functional.h>
 
 #include "embedded/cell_tools.h"
 
@@ -36,6 +35,7 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
     py::object final_name = host_.attr("final");
     if (!final_name.is_none()) final_name_ = final_name.cast<std::string>();
     if (live_objects && !names_.empty()) callables_ = host_.attr("callables")();
+    if (!live_objects && !names_.empty()) dispatch_ = host_.attr("dispatch");
   }
   if (variables != nullptr) {
     py::dict given = py::reinterpret_borrow<py::dict>(variables);
@@ -61,6 +61,47 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
   }
 }
 
+namespace {
+
+// done(ok, payload) for the Python dispatcher: a plain C function over a
+// capsule holding the reply callback (cheaper to make per call than a
+// pybind11 cpp_function: a tool's round trip is on a cell's path).
+constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
+
+PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
+  auto* done = static_cast<ToolReplyFn*>(PyCapsule_GetPointer(capsule, kReplyCapsule));
+  if (done == nullptr) return nullptr;
+  if (nargs != 2 || !PyBytes_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "done(ok: bool, payload: bytes)");
+    return nullptr;
+  }
+  int ok = PyObject_IsTrue(args[0]);
+  if (ok < 0) return nullptr;
+  ToolReply reply{ok == 1, std::string(PyBytes_AS_STRING(args[1]),
+                                       static_cast<std::size_t>(PyBytes_GET_SIZE(args[1])))};
+  Py_BEGIN_ALLOW_THREADS  // the write to the runner needs no GIL
+  (*done)(std::move(reply));
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kReplyDoneDef = {
+    "done", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ReplyDone)),
+    METH_FASTCALL, "Sends a tool's reply to the cell that called it."};
+
+// A new reference to done(ok, payload) owning `fn`, or nullptr (error set).
+PyObject* NewReplyFunction(ToolReplyFn fn) {
+  PyObject* capsule = PyCapsule_New(new ToolReplyFn(std::move(fn)), kReplyCapsule, [](PyObject* c) {
+    delete static_cast<ToolReplyFn*>(PyCapsule_GetPointer(c, kReplyCapsule));
+  });
+  if (capsule == nullptr) return nullptr;
+  PyObject* function = PyCFunction_New(&kReplyDoneDef, capsule);
+  Py_DECREF(capsule);
+  return function;
+}
+
+}  // namespace
+
 void PythonCellInputs::Fill(RunOptions& options) const {
   options.tools.names = names_;
   options.tools.final_name = final_name_;
@@ -69,17 +110,28 @@ void PythonCellInputs::Fill(RunOptions& options) const {
   if (!names_.empty() && !callables_) {
     // Called on the run's thread without the GIL; `done` may come from any
     // thread, after the cell is gone.
-    PyObject* host = host_.ptr();  // kept alive by this object for the run
-    options.tools.dispatch = [host](ToolCall call, ToolReplyFn done) {
-      py::gil_scoped_acquire gil;
-      try {
-        auto reply = py::cpp_function([done](bool ok, py::bytes payload) {
-          done(ToolReply{ok, std::string(payload)});
-        });
-        py::handle(host).attr("dispatch")(call.name, py::bytes(call.arguments), reply);
-      } catch (py::error_already_set&) {
+    PyObject* dispatch = dispatch_.ptr();  // kept alive by this object for the run
+    options.tools.dispatch = [dispatch](ToolCall call, ToolReplyFn done) {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      PyObject* name = PyUnicode_FromStringAndSize(call.name.data(),
+                                                   static_cast<Py_ssize_t>(call.name.size()));
+      PyObject* payload = PyBytes_FromStringAndSize(
+          call.arguments.data(), static_cast<Py_ssize_t>(call.arguments.size()));
+      PyObject* reply = NewReplyFunction(done);
+      PyObject* returned = nullptr;
+      if (name != nullptr && payload != nullptr && reply != nullptr) {
+        PyObject* args[] = {name, payload, reply};
+        returned = PyObject_Vectorcall(dispatch, args, 3, nullptr);
+      }
+      Py_XDECREF(name);
+      Py_XDECREF(payload);
+      Py_XDECREF(reply);
+      if (returned == nullptr) {
+        PyErr_Clear();
         done(ToolReply{false, std::string()});  // the session reports the tool as unavailable
       }
+      Py_XDECREF(returned);
+      PyGILState_Release(gil);
     };
   }
 }
