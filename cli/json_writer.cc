@@ -28,6 +28,7 @@ std::string ResultToJson(const Result& result) {
   json["error"] = OptionalString(result.error);
   json["exit_code"] = result.exit_code;
   json["outcome"] = OutcomeName(result.outcome());
+  json["error_type"] = OptionalString(result.error_type);
   json["held"] = result.held;
   json["dropped"] = result.dropped;
   json["save_error"] = OptionalString(result.save_error);

@@ -36,14 +36,17 @@ TEST(ResultToJsonTest, HasEveryFieldOfTheResultInOrder) {
   nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   for (auto& [key, value] : ordered.items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"ok", "value", "stdout", "error", "exit_code",
-                                            "outcome", "held", "dropped", "save_error", "text"}));
+                                            "outcome", "error_type", "held", "dropped",
+                                            "save_error", "text"}));
   EXPECT_EQ(json["save_error"], nullptr);
 }
 
 TEST(ResultToJsonTest, OutcomeNamesWhatHappened) {
   Result timed_out = Result::Failure(Outcome::kTimeout, 124, "TimeoutError: ...");
   EXPECT_EQ(Json::parse(ResultToJson(timed_out))["outcome"], "timeout");
+  EXPECT_EQ(Json::parse(ResultToJson(timed_out))["error_type"], "TimeoutError");
   EXPECT_EQ(Json::parse(ResultToJson(Result{}))["outcome"], "ok");
+  EXPECT_EQ(Json::parse(ResultToJson(Result{}))["error_type"], nullptr);
 }
 
 TEST(ResultToJsonTest, ValueIsAStringWhenPresent) {

@@ -262,8 +262,9 @@ def test_json_is_the_whole_result(dolsot):
     assert proc.returncode == 0
     assert proc.stderr == b""
     result = json.loads(proc.stdout)
-    assert list(result) == ["ok", "value", "stdout", "error", "exit_code", "outcome", "held",
-                            "dropped", "save_error", "text"]
+    assert list(result) == ["ok", "value", "stdout", "error", "exit_code", "outcome",
+                            "error_type", "held", "dropped", "save_error", "text"]
+    assert result["error_type"] is None
     assert result["ok"] is True and result["value"] == "3" and result["stdout"] == "hi\n"
     assert result["error"] is None and result["exit_code"] == 0 and result["outcome"] == "ok"
     assert result["held"] == ["z"] and result["dropped"] == []
