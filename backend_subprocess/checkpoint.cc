@@ -736,4 +736,41 @@ StatusOr<RestoredNamespace> RestoreNamespace(PyObject* globals, std::string_view
   return result;
 }
 
+
+namespace {
+
+bool HoldsMainDefinition(PyObject* globals) {
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(globals, &pos, &key, &value)) {
+    if (!PyType_Check(value) && !PyFunction_Check(value)) continue;
+    PyObject* module = PyType_Check(value)
+                           ? PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(value)->tp_dict,
+                                                  "__module__")
+                           : reinterpret_cast<PyFunctionObject*>(value)->func_module;  // borrowed
+    if (module != nullptr && PyUnicode_Check(module) &&
+        PyUnicode_CompareWithASCIIString(module, "__main__") == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void PreloadSerializers(PyObject* globals) {
+  static PyObject* dill_name = PyUnicode_InternFromString("dill");
+  if (globals == nullptr || dill_name == nullptr) return;
+  PyObject* loaded = PyImport_GetModule(dill_name);  // new reference or nullptr
+  if (loaded != nullptr) {
+    Py_DECREF(loaded);
+    return;
+  }
+  PyErr_Clear();
+  if (!HoldsMainDefinition(globals)) return;
+  Py_XDECREF(PyImport_Import(dill_name));
+  PyErr_Clear();
+}
+
 }  // namespace dolsot

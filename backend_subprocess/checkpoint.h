@@ -50,6 +50,13 @@ SerializedNamespace SerializeNamespace(PyObject* globals,
 // A checkpoint keeps sources under such names only.
 std::string CellFilename(std::uint64_t n);
 
+// Imports dill in this process once `globals` holds a class or function a
+// cell defined (which only dill can save), so the checkpoint writers forked
+// from it inherit the module instead of each importing it again (~50 ms of
+// CPU per checkpoint). Cheap when dill is loaded or not needed. Needs the GIL;
+// leaves the error indicator clear.
+void PreloadSerializers(PyObject* globals);
+
 // The outcome of RestoreNamespace.
 struct RestoredNamespace {
   std::vector<std::string> restored;  // names set into globals

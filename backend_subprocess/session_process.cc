@@ -290,7 +290,10 @@ class SessionProcess {
       // This process now holds the state: it no longer dies with its parent
       // (the host may end that one as soon as it has the next Result).
       if (parent_is_standby_) ::prctl(PR_SET_PDEATHSIG, 0);
-      if (writer_channel_) ForkCheckpointWriter(std::move(writer_channel_));
+      if (writer_channel_) {
+        PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
+        ForkCheckpointWriter(std::move(writer_channel_));
+      }
     } else {
       hot_.Observe();
     }
@@ -592,6 +595,7 @@ class SessionProcess {
       if (channel) writer_channel_ = std::move(channel->second);
     } else if (channel) {
       WaitHostRead(socket_.get());
+      PreloadSerializers(globals_);
       ForkCheckpointWriter(std::move(channel->second));
       background_.Set(false);
     }

@@ -525,3 +525,15 @@ def test_a_toolbox_that_kills_the_worker_at_import_is_an_invalid_toolbox_naming_
                            match=r"toolbox 'bad' \(module 'exits_at_import'\) did not import: "
                                  r".*exited with status 9"):
             repl.run("s", "1")
+
+
+@pytest.mark.parametrize("snapshots", [True, False])
+def test_checkpoint_writers_inherit_dill_instead_of_importing_it_each_time(snapshots):
+    # Issue #22: once a session held a cell-defined function, every async
+    # checkpoint writer imported dill again (~50 ms of CPU per cell). The
+    # session process now imports it once, before forking its writer.
+    with Repl(store=MemoryStore(), typecheck=False, snapshots=snapshots) as repl:
+        assert repl.run("s", "import sys\n'dill' in sys.modules").value == "False"
+        repl.run("s", "def f(x):\n    return x + 1")
+        repl.run("s", "1 + 1")
+        assert repl.run("s", "'dill' in sys.modules").value == "True"
