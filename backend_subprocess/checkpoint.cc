@@ -588,6 +588,9 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
     entries.push_back(*entry);
   }
   if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
+  // Every version 2 blob dolsot writes holds its cell counter, so one without
+  // (an entry count of zero, say) is damage, not an empty session.
+  if (version >= 2 && !counted) return Corrupt("no cell counter (every version 2 blob has one)", 12);
   return entries;
 }
 

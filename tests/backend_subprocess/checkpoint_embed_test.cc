@@ -333,6 +333,11 @@ TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
     expect_corrupt(std::string_view(blob).substr(0, size), "truncated to " + std::to_string(size));
   }
   expect_corrupt(blob + '\0', "trailing byte");
+  // The header alone with an entry count of zero (what a writer cut short
+  // after the header would leave): damage, not an empty session.
+  std::string header_only = blob.substr(0, 16);
+  header_only.replace(12, 4, std::string(4, '\0'));
+  expect_corrupt(header_only, "an entry count of zero");
   // Every single-bit flip is caught (framing checks or the entry CRC-32C).
   for (size_t bit = 0; bit < blob.size() * 8; ++bit) {
     std::string flipped = blob;
