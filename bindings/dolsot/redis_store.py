@@ -5,7 +5,8 @@ Layout under ``prefix`` (``{sid}`` is a Redis Cluster hash tag, so a session's
 keys share a slot): ``<prefix>s:{sid}`` is a hash holding the blob (``data``),
 its ``size``, ``used`` (time of the save) and ``sum`` (SHA-256) or ``mac``
 (HMAC-SHA256 with the store key); ``<prefix>lease:{sid}`` names the host
-that holds the session. Every write is one Lua script, so it is atomic.
+that holds the session. A save is one MULTI/EXEC transaction watching the
+lease, every other write one Lua script: each is atomic.
 """
 
 from __future__ import annotations
@@ -31,19 +32,6 @@ __all__ = ["RedisStore"]
 
 KEY_ENVIRONMENT = "DOLSOT_STORE_KEY"
 _ALL = "all"
-
-# Saves the blob unless another holder has the lease; takes (or renews) the
-# lease when asked. KEYS: session, lease. ARGV: token, take (0/1), lease ms,
-# ttl s (0: none), data, size, used, digest field, digest.
-_SAVE = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return {0, holder} end
-if ARGV[2] == '1' then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3]) end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'data', ARGV[5], 'size', ARGV[6], 'used', ARGV[7], ARGV[8], ARGV[9])
-if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
-return {1, ''}
-"""
 
 # Takes the lease, or renews it when this token holds it. KEYS: lease.
 # ARGV: token, lease ms. Returns '' on success, else the holder.
@@ -91,8 +79,8 @@ class RedisStore:
     ttl_days=None, hmac_key=None, lease_seconds=30.0, timeout=2.0)``.
 
     - ``ttl_days``: a checkpoint not saved for that long is expired by Redis
-      itself (None: ``DOLSOT_TTL_DAYS`` or the default, as for FileStore; 0:
-      never).
+      itself (None: ``DOLSOT_SESSION_TTL_DAYS`` or its default, 7, as for
+      FileStore; 0: never).
     - ``hmac_key`` (or ``DOLSOT_STORE_KEY``): blobs are signed on save and
       refused on load unless signed with this key. Without a key a SHA-256
       digest still catches damage. A blob that fails either check raises
@@ -119,8 +107,8 @@ class RedisStore:
     ) -> None:
         if not isinstance(url, str) or not url:
             raise ConfigError(f"url must be a redis:// URL, got {url!r}")
-        if not isinstance(prefix, str):
-            raise ConfigError(f"prefix must be a str, got {type(prefix).__name__}")
+        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            raise ConfigError(f"prefix must be a str without braces, got {prefix!r}")
         if not isinstance(lease_seconds, (int, float)) or lease_seconds < 0.5:
             raise ConfigError(f"lease_seconds must be a number >= 0.5, got {lease_seconds!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -138,7 +126,6 @@ class RedisStore:
             retry=Retry(NoBackoff(), 1),
             health_check_interval=0,
         )
-        self._save_script = self._client.register_script(_SAVE)
         self._acquire_script = self._client.register_script(_ACQUIRE)
         self._release_script = self._client.register_script(_RELEASE)
         self._delete_script = self._client.register_script(_DELETE)
@@ -226,7 +213,7 @@ class RedisStore:
         return bytes(data)
 
     def save(self, sid: str, blob: bytes) -> None:
-        """Replaces the blob of `sid` atomically (one Lua script), signed or
+        """Replaces the blob of `sid` atomically (one transaction), signed or
         digested. Raises ``SessionLeased`` if another store holds `sid`."""
         self._check_open()
         validate_session_id(sid)
@@ -234,14 +221,33 @@ class RedisStore:
         field, digest = self._digest(sid, data)
         with self._lock:
             take = sid in self._held
-        ttl = self._ttl_days * 86400
-        ok, holder = self._script(
-            "save", self._save_script, [self._session_key(sid), self._lease_key(sid)],
-            [self.token, "1" if take else "0", self._lease_ms, ttl, data, len(data),
-             repr(time.time()), field, digest],
-        )
-        if not ok:
-            raise self._leased(sid, holder)
+        self._call("save", self._save_transaction, sid, data, field, digest, take)
+
+    def _save_transaction(self, sid: str, data: bytes, field: str, digest: str,
+                          take: bool) -> None:
+        # MULTI/EXEC watching the lease: the blob travels as a plain argument
+        # (a Lua script would copy 100 MB twice more), and the transaction
+        # fails (WatchError: checked again) if the lease changed meanwhile.
+        session, lease = self._session_key(sid), self._lease_key(sid)
+        with self._client.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(lease)
+                    holder = pipe.get(lease)
+                    if holder is not None and holder.decode() != self.token:
+                        raise self._leased(sid, holder)
+                    pipe.multi()
+                    if take:
+                        pipe.set(lease, self.token, px=self._lease_ms)
+                    pipe.delete(session)
+                    pipe.hset(session, mapping={"data": data, "size": len(data),
+                                                "used": repr(time.time()), field: digest})
+                    if self._ttl_days > 0:
+                        pipe.expire(session, self._ttl_days * 86400)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
 
     def delete(self, sid: str) -> int:
         """Deletes `sid` (``"all"``: every session under this prefix, leases
