@@ -73,9 +73,10 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    """A redis-server shared by the tests that do not stop it."""
+    """A redis-server shared by one module's tests that do not stop it (per
+    module, so other modules' checks for leftover children never see it)."""
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()
     yield server
