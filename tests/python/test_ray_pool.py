@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -101,6 +103,12 @@ def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
         assert pool.sessions() == []
         with pytest.raises(dolsot.InvalidSession):
             pool.run("../x", "1")
+
+
+def test_without_ray_the_error_says_what_to_install():
+    code = "import sys; sys.modules['ray'] = None\nfrom dolsot.ray import SessionPool"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode != 0 and "pip install 'dolsot[ray]'" in out.stderr
 
 
 def _children(pid):

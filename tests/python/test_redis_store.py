@@ -398,3 +398,10 @@ def test_a_session_moves_to_another_host_when_its_host_is_killed(redis_server, r
         if host_a.poll() is None:
             host_a.kill()
             host_a.wait()
+
+
+def test_without_the_redis_client_the_error_says_what_to_install():
+    code = ("import sys; sys.modules['redis'] = None\n"
+            "from dolsot.store import RedisStore")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode != 0 and "pip install 'dolsot[redis]'" in out.stderr
