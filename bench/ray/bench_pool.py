@@ -12,7 +12,8 @@ default 16 do), since evictions would otherwise dominate its figure.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
 one warm session from one thread; the pool's extra latency is its p50 minus
-the Repl's p50 in the same run (both p50 and p90 shown). Order: Repl, then
+the Repl's p50 in the same run (both p50 and p90 shown), and Ray's own floor
+(a no-op actor call) is printed beside it. Order: Repl, then
 each pool, then the Repl again (its two figures bound the drift).
 """
 
@@ -83,6 +84,17 @@ def latency(backend, tag: str, cells: int) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.9)]
 
 
+def ray_floor(actor, cells: int) -> float:
+    """p50 of a call that does nothing: what any Ray actor call costs."""
+    ray.get(actor.pid.remote())
+    times = []
+    for _ in range(cells):
+        start = time.perf_counter()
+        ray.get(actor.pid.remote())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[2, 4])
@@ -94,7 +106,7 @@ def main() -> None:
     server, url = start_redis(work)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=80 * 1024 * 1024, _node_ip_address="127.0.0.1")
-    rows = []
+    rows, floors = [], []
     try:
         def repl_row(label: str, tag: str) -> tuple[float, float]:
             store = RedisStore(url, prefix=f"{tag}:")
@@ -111,6 +123,7 @@ def main() -> None:
             with SessionPool(n, store=store, repl_options=OPTIONS) as pool:
                 tput = throughput(pool, f"pool{n}", args.cells)
                 p50, p90 = latency(pool, f"pool{n}", args.latency_cells)
+                floors.append(ray_floor(pool.actors()[0], args.latency_cells))
             store.close()
             rows.append((f"SessionPool, {n} actors", tput, p50, p90))
         end_tput, end_p50 = repl_row("one Repl, again", "repl2")
@@ -130,6 +143,8 @@ def main() -> None:
     for label, tput, p50, p90 in rows:
         lines.append(f"| {label} | {tput:.0f} | {tput / repl_tput:.2f} | {p50 * 1e3:.2f} "
                      f"| {p90 * 1e3:.2f} | {(p50 - repl_p50) * 1e3:+.2f} |")
+    lines += ["", f"Ray's own round trip in the same run (a no-op method of a pool actor, "
+              f"p50): {', '.join(f'{f * 1e3:.2f}' for f in floors)} ms."]
     table = "\n".join(lines)
     print(table)
     if args.markdown:

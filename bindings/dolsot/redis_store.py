@@ -230,7 +230,7 @@ class RedisStore:
         # fails (WatchError: checked again) if the lease changed meanwhile.
         session, lease = self._session_key(sid), self._lease_key(sid)
         with self._client.pipeline(transaction=True) as pipe:
-            while True:
+            for _ in range(16):  # the lease changed between WATCH and EXEC: again
                 try:
                     pipe.watch(lease)
                     holder = pipe.get(lease)
@@ -248,6 +248,8 @@ class RedisStore:
                     return
                 except redis.WatchError:
                     continue
+        raise StoreError(f"RedisStore.save: the lease of session '{sid}' kept changing under "
+                         "16 attempts to save it; not saved")
 
     def delete(self, sid: str) -> int:
         """Deletes `sid` (``"all"``: every session under this prefix, leases
