@@ -105,6 +105,20 @@ def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
             pool.run("../x", "1")
 
 
+def test_a_session_another_host_holds_is_session_busy_after_lease_wait(store, redis_server,
+                                                                       redis_prefix):
+    other_host = RedisStore(redis_server.url, prefix=redis_prefix, hmac_key="k" * 32)
+    other_host.load("held")  # leased to another host
+    try:
+        with SessionPool(1, store=store, repl_options=REPL_OPTIONS, lease_wait=0) as pool:
+            with pytest.raises(dolsot.SessionBusy, match="leased by another host"):
+                pool.run("held", "1")
+            other_host.release("held")
+            assert pool.run("held", "1").value == "1"
+    finally:
+        other_host.close()
+
+
 def test_without_ray_the_error_says_what_to_install():
     code = "import sys; sys.modules['ray'] = None\nfrom dolsot.ray import SessionPool"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
