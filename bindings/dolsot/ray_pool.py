@@ -177,9 +177,16 @@ class SessionPool(AsyncRunMixin):
                 time.sleep(0.05)
 
     def sessions(self) -> list[SessionInfo]:
-        """Every session of the pool: live on an actor or stored, by id."""
+        """Every session of the pool: live on an actor or stored, by id. An
+        actor found dead is replaced (its sessions are in the store)."""
         merged: dict[str, tuple[str, int, float]] = {}
-        for rows in ray.get([slot.handle.sessions.remote() for slot in self._live_slots()]):
+        calls = [(slot, slot.handle.sessions.remote()) for slot in self._live_slots()]
+        for slot, ref in calls:
+            try:
+                rows = ray.get(ref)
+            except RayActorError:
+                self._replace(slot)
+                continue
             for row in rows:
                 if row[0] not in merged or row[1] > merged[row[0]][1]:
                     merged[row[0]] = row
@@ -201,11 +208,18 @@ class SessionPool(AsyncRunMixin):
             slot = self._routes.pop(target, None)
             if slot is not None:
                 slot.sessions.discard(target)
-        return ray.get((slot or self._least_loaded()).handle.reset.remote(target))
+        slot = slot or self._least_loaded()
+        try:
+            return ray.get(slot.handle.reset.remote(target))
+        except RayActorError:
+            self._replace(slot)  # its leases broken: another actor can delete it
+            return ray.get(self._least_loaded().handle.reset.remote(target))
 
     def close(self) -> None:
         """Closes every actor's Repl (flushing checkpoints), then ends the
-        actors. Raises ``StoreError`` naming what could not be saved."""
+        actors. Raises ``StoreError`` naming what could not be saved, and
+        the sessions of an actor found dead (once; the pool is closed
+        either way)."""
         from dolsot.errors import StoreError
 
         with self._lock:
@@ -218,7 +232,13 @@ class SessionPool(AsyncRunMixin):
             try:
                 error = ray.get(ref)
             except RayActorError:
-                error = None  # already dead: its sessions are in the store
+                # Died unnoticed: what it held after its last checkpoints is
+                # lost, and no Result said so yet.
+                error = None
+                if slot.sessions:
+                    error = (f"the actor hosting sessions {', '.join(sorted(slot.sessions))} "
+                             "had died; they continue from their last checkpoint in the store "
+                             "(cells after it may be lost)")
             if error:
                 errors.append(error)
             ray.kill(slot.handle, no_restart=True)

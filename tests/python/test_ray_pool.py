@@ -87,6 +87,21 @@ def test_a_killed_actor_s_sessions_resume_elsewhere_from_the_store(store):
         assert [r.value for r in values] == [str(i + 100) for i in range(16)]
 
 
+def test_an_actor_that_died_unnoticed_is_reported_by_sessions_and_close(store):
+    pool = SessionPool(2, store=store, repl_options=REPL_OPTIONS)
+    assert pool.run("quiet", "q = 1").ok
+    victim = pool.actor_of("quiet")
+    ray.kill(victim, no_restart=True)
+    assert "quiet" in {info.id for info in pool.sessions()}  # from the store
+    assert victim not in pool.actors()
+    assert pool.run("quiet", "q").value == "1"  # on another actor
+    other = pool.actor_of("quiet")
+    ray.kill(other, no_restart=True)
+    with pytest.raises(dolsot.StoreError, match="sessions quiet had died"):
+        pool.close()
+    pool.close()  # once
+
+
 def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
     with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
         async def two():
