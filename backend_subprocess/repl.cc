@@ -262,6 +262,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
   saver_.Flush();  // an older async checkpoint must not land after this one
   if (!data.ok()) {
     slot.live.reset();
+    (void)store_->Release(sid);  // a lease not given up expires by itself
     return Status(data.status().code(),
                   "was evicted (over max_live_sessions) without a checkpoint, which could not "
                   "be taken (" + data.status().message() + "); it goes back to its last one");
@@ -274,6 +275,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
                                     ")");
   }
   slot.live.reset();
+  (void)store_->Release(sid);
   return Status::Ok();
 }
 
@@ -490,6 +492,7 @@ StatusOr<int> Repl::Impl::Reset(std::string_view target_view) {
     }
   }
   auto deleted = store_->Delete(target);
+  for (const auto& victim : victims) (void)store_->Release(victim.first);
   if (!deleted.ok()) return deleted.status();
   if (!all && *deleted > 0) forgotten.insert(target);
   return static_cast<int>(forgotten.size());
@@ -571,6 +574,7 @@ Status Repl::Impl::Close() {
     unsaved += (unsaved.empty() ? "" : "; ") + sid + ": " + slot->last_save_error;
     slot->last_save_error.clear();
   }
+  for (auto& [sid, slot] : copy) (void)store_->Release(sid);
   closer_.CloseAll();
   if (worker) worker->Stop();
   if (!unsaved.empty()) {

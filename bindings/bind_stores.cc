@@ -1,6 +1,6 @@
 // Session stores for Python: FileStore and MemoryStore as bound classes, and
-// PythonStore, which lets any Python object with load/save/delete/list serve a
-// C++ backend as its store (called with the GIL held).
+// PythonStore, which lets any Python object with load/save/delete/list (and
+// optionally release) serve a C++ backend as its store (called with the GIL held).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -23,7 +23,14 @@ StatusOr<T> CallPython(const char* method, Fn&& fn) {
   try {
     return fn();
   } catch (py::error_already_set& e) {
-    return Status(ErrorCode::kIo, std::string("session store ") + method + "() raised " + e.what());
+    // A store that refuses because another host holds the session (SessionBusy,
+    // e.g. RedisStore's SessionLeased) is a retryable busy, not an I/O failure.
+    const bool busy = e.matches(py::module_::import("dolsot.errors").attr("SessionBusy"));
+    // One line, `Type: message` (what() would add the Python traceback).
+    std::string what = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
+                       py::str(e.value()).cast<std::string>();
+    return Status(busy ? ErrorCode::kBusy : ErrorCode::kIo,
+                  std::string("session store ") + method + "() raised " + what);
   } catch (const py::cast_error& e) {
     return Status(ErrorCode::kIo, std::string("session store ") + method +
                                       "() returned the wrong type: " + e.what());
@@ -32,7 +39,9 @@ StatusOr<T> CallPython(const char* method, Fn&& fn) {
 
 class PythonStore final : public SessionStore {
  public:
-  explicit PythonStore(py::object store) : store_(std::move(store)) {}
+  explicit PythonStore(py::object store) : store_(std::move(store)) {
+    has_release_ = py::hasattr(store_, "release") && PyCallable_Check(store_.attr("release").ptr());
+  }
   ~PythonStore() override {
     py::gil_scoped_acquire gil;
     store_ = py::object();
@@ -66,6 +75,15 @@ class PythonStore final : public SessionStore {
     });
   }
 
+  Status Release(std::string_view sid) override {
+    if (!has_release_) return Status::Ok();
+    return CallPython<bool>("release", [&] {
+             store_.attr("release")(py::str(sid.data(), sid.size()));
+             return true;
+           })
+        .status();
+  }
+
   StatusOr<std::vector<SessionInfo>> List() override {
     return CallPython<std::vector<SessionInfo>>("list", [&] {
       std::vector<SessionInfo> out;
@@ -84,6 +102,7 @@ class PythonStore final : public SessionStore {
 
  private:
   py::object store_;
+  bool has_release_ = false;
 };
 
 // The bound base class exposes the protocol methods on C++ stores.

@@ -27,6 +27,13 @@ class SessionStore {
   virtual StatusOr<int> Delete(std::string_view sid) = 0;
   // Every stored session.
   virtual StatusOr<std::vector<SessionInfo>> List() = 0;
+  // The session `sid` leaves this host (evicted, reset, or its backend
+  // closed): a store that leases sessions to one host at a time (RedisStore)
+  // gives the lease up here. Optional; the default does nothing.
+  virtual Status Release(std::string_view sid) {
+    (void)sid;
+    return Status::Ok();
+  }
 };
 
 }  // namespace dolsot

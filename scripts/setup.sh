@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything dolsot needs on a fresh machine, idempotently:
-#   1. Debian packages (CLI11, GoogleTest) at pinned versions, via apt-get;
+#   1. Debian packages (CLI11, GoogleTest, redis-server for the RedisStore
+#      tests) at pinned versions, via apt-get;
 #   2. a virtual environment .venv with the pinned PyPI packages;
 #   3. the registry source distributions of tree-sitter and its Python grammar;
 #   4. the CMake build (build/) and the dolsot package installed into .venv.
@@ -13,18 +14,21 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 # --- 1. Debian packages -------------------------------------------------------
 # Pinned per Debian release; an unknown release takes the candidate and says so.
 # clang and its runtimes build the AST gate's fuzzer (a short run is a test).
+# redis-server: the RedisStore tests start their own on a free loopback port.
 codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
 case "$codename" in
   bookworm)
     PACKAGES=(libcli11-dev=2.1.2+ds-1 libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
               nlohmann-json3-dev=3.11.2-2
-              clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12) ;;
+              clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12
+              redis-server=5:7.0.15-1~deb12u10) ;;
   trixie)
     PACKAGES=(libcli11-dev=2.4.1+ds-2 libgtest-dev=1.16.0-1 libgmock-dev=1.16.0-1
               nlohmann-json3-dev=3.11.3-1
-              clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3+b1) ;;
+              clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3+b1
+              redis-server) ;;
   *)
-    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev clang) ;;
+    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev clang redis-server) ;;
 esac
 missing=()
 for spec in "${PACKAGES[@]}"; do

@@ -2,17 +2,45 @@
 deserializes a session.
 
 ``FileStore`` (the default) keeps one file per session in a private directory;
-``MemoryStore`` keeps them in this process. Any object with the four methods of
-``SessionStore`` works as a store too (a Redis- or database-backed one, say).
+``MemoryStore`` keeps them in this process; ``RedisStore`` (the extra
+``dolsot[redis]``, imported on first use) keeps them in Redis, leased to one
+host at a time. Any object with the four methods of ``SessionStore`` works as
+a store too; one that also has ``release(sid)`` is told when a session leaves
+the host.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dolsot._dolsot import FileStore, MemoryStore, SessionInfo
+from dolsot.errors import SessionBusy
 
-__all__ = ["SessionStore", "FileStore", "MemoryStore", "SessionInfo"]
+if TYPE_CHECKING:
+    from dolsot.redis_store import RedisStore
+
+__all__ = ["SessionStore", "FileStore", "MemoryStore", "RedisStore", "SessionInfo", "SessionLeased"]
+
+
+class SessionLeased(SessionBusy):
+    """Another host holds the session's lease (RedisStore): retry later.
+
+    A store raises it; through a ``Repl`` it surfaces as ``SessionBusy`` (its
+    base class) with this message, since the Repl carries errors as values."""
+
+
+def __getattr__(name: str) -> Any:
+    # RedisStore needs the `redis` client (dolsot[redis]); `import dolsot` never does.
+    if name == "RedisStore":
+        try:
+            from dolsot.redis_store import RedisStore
+        except ImportError as error:
+            if error.name != "redis" and not str(error.name).startswith("redis."):
+                raise
+            raise ImportError("RedisStore needs the redis client: "
+                              "pip install 'dolsot[redis]' (redis==8.1.0)") from error
+        return RedisStore
+    raise AttributeError(f"module 'dolsot.store' has no attribute {name!r}")
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
-"""Shared pytest fixtures: a toolbox module on sys.path, and `backend`, the
+"""Shared pytest fixtures: a toolbox module on sys.path, `backend`, the
 fixture the conformance suite runs against every backend (InProcessSession
-and Repl)."""
+and Repl), and a real redis-server (redis_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 import dolsot
 from dolsot.inprocess import InProcessSession
+from redis_fixtures import own_redis_server, redis_prefix, redis_server  # noqa: F401 (fixtures)
 
 CONFORMANCE_TOOLBOX = "dolsot_conformance_toolbox"
 

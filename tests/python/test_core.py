@@ -81,10 +81,26 @@ def test_explicit_bad_values_are_errors():
         _dolsot.resolve_config(ttl_days=-2)
 
 
-@pytest.mark.parametrize("make", [MemoryStore, lambda: FileStore(None)])
-def test_store_protocol(make, tmp_path, monkeypatch):
+def _redis_store(request):
+    from dolsot.store import RedisStore
+
+    store = RedisStore(request.getfixturevalue("redis_server").url,
+                       prefix=request.getfixturevalue("redis_prefix"))
+    request.addfinalizer(store.close)
+    return store
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda request: MemoryStore(), id="memory"),
+        pytest.param(lambda request: FileStore(None), id="file"),
+        pytest.param(_redis_store, id="redis"),
+    ],
+)
+def test_store_protocol(make, request, tmp_path, monkeypatch):
     monkeypatch.setenv("DOLSOT_CACHE_DIR", str(tmp_path / "cache"))
-    store = make()
+    store = make(request)
     assert isinstance(store, SessionStore)
     assert store.load("s1") is None
     store.save("s1", b"\x00blob")
