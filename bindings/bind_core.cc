@@ -30,9 +30,17 @@ void BindCore(py::module_& m) {
       .def(py::init([](bool ok, std::optional<std::string> value, std::string stdout_text,
                        std::optional<std::string> error, int exit_code,
                        std::vector<std::string> held, std::vector<std::string> dropped,
-                       std::optional<Outcome> outcome) {
+                       std::optional<Outcome> outcome, std::optional<std::string> error_type,
+                       std::optional<std::string> save_error) {
              Result r;
              if (outcome) r.SetOutcome(*outcome);
+             r.error_type = std::move(error_type);
+             if (!r.error_type && !ok) {
+               if (const char* type = DefaultErrorType(outcome.value_or(Outcome::kError))) {
+                 r.error_type = type;
+               }
+             }
+             r.save_error = std::move(save_error);
              r.ok = ok;
              r.value = std::move(value);
              r.stdout_text = std::move(stdout_text);
@@ -45,7 +53,8 @@ void BindCore(py::module_& m) {
            py::kw_only(), py::arg("ok") = true, py::arg("value") = py::none(),
            py::arg("stdout") = "", py::arg("error") = py::none(), py::arg("exit_code") = 0,
            py::arg("held") = std::vector<std::string>{},
-           py::arg("dropped") = std::vector<std::string>{}, py::arg("outcome") = py::none())
+           py::arg("dropped") = std::vector<std::string>{}, py::arg("outcome") = py::none(),
+           py::arg("error_type") = py::none(), py::arg("save_error") = py::none())
       .def_readonly("ok", &Result::ok, "True if the cell ran without raising")
       .def_readonly("value", &Result::value, "the trailing expression's bounded repr, or None")
       .def_readonly("stdout", &Result::stdout_text, "what the cell printed")

@@ -28,6 +28,8 @@ class Result:
         held: Sequence[str] = (),
         dropped: Sequence[str] = (),
         outcome: Outcome | None = None,
+        error_type: str | None = None,
+        save_error: str | None = None,
     ) -> None: ...
     @property
     def ok(self) -> bool: ...

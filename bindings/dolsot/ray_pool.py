@@ -40,13 +40,14 @@ class _Host:
 
         return os.getpid()
 
-    def run(self, sid: str, code: str, timeout: float | None) -> dict[str, Any]:
-        result = self.repl.run(sid, code, timeout=timeout)
+    def run(self, sid: str, code: str, timeout: float | None,
+            variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.repl.run(sid, code, timeout=timeout, variables=variables)
         return {
             "ok": result.ok, "value": result.value, "stdout": result.stdout,
             "error": result.error, "exit_code": result.exit_code, "held": list(result.held),
             "dropped": list(result.dropped), "outcome": result.outcome.name,
-            "save_error": result.save_error,
+            "save_error": result.save_error, "error_type": result.error_type,
         }
 
     def sessions(self) -> list[tuple[str, int, float]]:
@@ -69,18 +70,14 @@ class _Host:
 
 class PoolResult(Result):
     """A Result that crossed from an actor (Result itself has no pickling):
-    the same fields, ``save_error`` included."""
+    the same fields, ``save_error`` and ``error_type`` included."""
 
     def __init__(self, fields: Mapping[str, Any]) -> None:
         super().__init__(ok=fields["ok"], value=fields["value"], stdout=fields["stdout"],
                          error=fields["error"], exit_code=fields["exit_code"],
                          held=fields["held"], dropped=fields["dropped"],
-                         outcome=Outcome.__members__[fields["outcome"]])
-        self._save_error = fields["save_error"]
-
-    @property
-    def save_error(self) -> str | None:  # type: ignore[override]
-        return self._save_error
+                         outcome=Outcome.__members__[fields["outcome"]],
+                         error_type=fields.get("error_type"), save_error=fields["save_error"])
 
 
 class _Slot:
@@ -152,13 +149,14 @@ class SessionPool(AsyncRunMixin):
 
     # ------------------------------------------------------------- the calls
 
-    def run(self, session_id: str, code: str, *, timeout: float | None = None) -> Result:
+    def run(self, session_id: str, code: str, *, timeout: float | None = None,
+            variables: dict[str, Any] | None = None) -> Result:
         validate_session_id(session_id)
         deadline = time.monotonic() + self._lease_wait
         while True:
             slot = self._route(session_id)
             try:
-                fields = ray.get(slot.handle.run.remote(session_id, code, timeout))
+                fields = ray.get(slot.handle.run.remote(session_id, code, timeout, variables))
                 return PoolResult(fields)
             except RayActorError as error:
                 self._replace(slot)
