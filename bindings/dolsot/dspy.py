@@ -9,6 +9,7 @@ imports this module. One interpreter owns one backend (a ``Repl`` or an
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextvars
 import inspect
 import itertools
@@ -41,6 +42,11 @@ _FINAL = "SUBMIT"
 # as the session's builtins: tools with these prefixes are also aliased as
 # globals, once per session.
 _GLOBAL_TOOL_PREFIXES = ("__dspy", "_dspy")
+# The names a backend refuses for a tool or a variable besides non-identifiers
+# and keywords (core/cell_inputs.cc): dunders and the builtins' public names.
+# Such a tool is bound under a private name and aliased as a global; such a
+# variable is bound under a private name and renamed by a cell of its own.
+_BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("__"))
 _BACKENDS = ("repl", "inprocess")
 
 
@@ -177,6 +183,7 @@ class DolsotInterpreter:
             self._in_flight[me] = contextvars.copy_context()
         try:
             self._alias_global_tools(backend, session_id)
+            variables = self._bind_private_variables(backend, session_id, variables)
             result = self._run(backend, session_id, code, variables)
             if self.backend_kind == "inprocess" and session_id not in self._local.__dict__.get("mapped", ()):
                 self._map_namespace(backend, session_id, me)
@@ -267,13 +274,13 @@ class DolsotInterpreter:
     def _sync_tools(self, backend: Any) -> None:
         """Makes the backend's tools this interpreter's: one proxy per name,
         which calls ``self.tools[name]`` as it is at call time."""
-        names = list(self.tools)
-        for name in names:
-            if not callable(self.tools[name]):
-                raise CodeInterpreterError(f"tools[{name!r}] is not callable ({type(self.tools[name]).__name__})")
+        wanted = {}
+        for name, function in list(self.tools.items()):
+            if not callable(function):
+                raise CodeInterpreterError(f"tools[{name!r}] is not callable ({type(function).__name__})")
             if name not in self._proxies:
                 self._proxies[name] = self._tool_proxy(name)
-        wanted = {name: self._proxies[name] for name in names}
+            wanted[_private_name("tool", name)] = self._proxies[name]
         current = backend.tools
         if current.keys() != wanted.keys() or any(current[n] is not wanted[n] for n in wanted):
             backend.tools = wanted
@@ -319,14 +326,34 @@ class DolsotInterpreter:
         self._local.mapped = session_id
 
     def _alias_global_tools(self, backend: Any, session_id: str) -> None:
+        """Binds as globals the tools the facade looks up there and those bound
+        under a private name, once per session."""
         aliased: set[str] = self._local.__dict__.setdefault("aliased", set())
-        missing = [n for n in self.tools if n.startswith(_GLOBAL_TOOL_PREFIXES) and n not in aliased]
+        missing = [
+            name for name in self.tools
+            if name not in aliased and (name.startswith(_GLOBAL_TOOL_PREFIXES) or _private_name("tool", name) != name)
+        ]
         if not missing:
             return
-        result = self._run(backend, session_id, "\n".join(f"{n} = {n}" for n in missing), {})
-        if not result.ok:
-            raise CodeInterpreterError(f"dolsot could not bind the facade's tools as globals: {result.error}")
+        self._run_setup(backend, session_id, "\n".join(f"{n} = {_private_name('tool', n)}" for n in missing), {})
         aliased.update(missing)
+
+    def _bind_private_variables(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """Variables whose names a backend refuses (``input``, ``__token``) are
+        sent under a private name, then renamed by a cell of their own; the
+        rest go with the cell."""
+        private = {name: _private_name("variable", name) for name in variables}
+        renamed = {name: engine for name, engine in private.items() if engine != name}
+        if not renamed:
+            return variables
+        code = "\n".join(f"{name} = {engine}\ndel {engine}" for name, engine in renamed.items())
+        self._run_setup(backend, session_id, code, {renamed[name]: variables[name] for name in renamed})
+        return {name: value for name, value in variables.items() if name not in renamed}
+
+    def _run_setup(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> None:
+        result = self._run(backend, session_id, code, variables)
+        if not result.ok:
+            raise CodeInterpreterError(f"dolsot could not bind tools or variables in the session: {result.error}")
 
 
 class DolsotInterpreterFactory:
@@ -372,6 +399,14 @@ def _await(awaitable: Any, context: contextvars.Context) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _private_name(kind: str, name: str) -> str:
+    """The name a tool or variable is bound under in the backend: its own, or
+    ``_dolsot_<kind>_<name>`` when the backend refuses that name."""
+    if name.isascii() and not name.startswith("__") and name not in _BUILTIN_NAMES:
+        return name
+    return f"_dolsot_{kind}_{name.lstrip('_')}"
 
 
 def _as_keywords(
