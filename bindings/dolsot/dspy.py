@@ -133,12 +133,19 @@ class DolsotInterpreter:
         try:
             if self.backend_kind == "inprocess":
                 return dolsot.InProcessSession(**options, **self._backend_options)
-            # RLM's sessions live for one forward pass: nothing to make durable.
-            options.setdefault("checkpoint", "off")
+            # RLM's sessions live for one forward pass: checkpoints stay in
+            # memory, for a session process lost between cells to come back.
+            options["store"] = dolsot.store.MemoryStore()
             options.update(self._backend_options)
             return dolsot.Repl(**options)
         except DolsotError as error:
             raise CodeInterpreterError(f"dolsot could not start its {self.backend_kind} backend: {error}") from error
+
+    @property
+    def backend(self) -> Any:
+        """The dolsot backend (``Repl`` or ``InProcessSession``) once started,
+        else None; this interpreter owns it and closes it in ``shutdown``."""
+        return self._backend
 
     def shutdown(self) -> None:
         """Ends every session and stops the backend's processes. Idempotent."""
