@@ -299,3 +299,33 @@ def test_import_dolsot_does_not_import_dspy():
     code = "import sys, dolsot; print('dspy' in sys.modules, 'dolsot.dspy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_tool_runs_in_the_context_of_the_execute_that_called_it(kind):
+    import contextvars
+
+    setting = contextvars.ContextVar("setting", default="unset")
+    with DolsotInterpreter(backend=kind, tools={"read": setting.get}) as interpreter:
+        token = setting.set("the caller's")
+        try:
+            assert interpreter.execute("read()") == "\"the caller's\""
+        finally:
+            setting.reset(token)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_rlm_sub_agents_built_in_the_session_run_on_the_host(kind):
+    """RLM's sandbox dspy facade: `import dspy` in the session gives a shim
+    whose predictors the host builds and runs (with the LM of dspy.context)."""
+    script = [
+        {"reasoning": "ask", "code": "import dspy\nqa = dspy.Predict('question -> answer')\nprint(qa(question=context).answer)"},
+        {"answer": "from the host"},  # the sub-agent's own LM call
+        {"reasoning": "done", "code": "SUBMIT(qa(question=context).answer)"},
+        {"answer": "again"},
+    ]
+    rlm = dspy.RLM("context -> answer", max_iters=3, interpreter_factory=DolsotInterpreter.factory(backend=kind))
+    with dspy.context(lm=DummyLM(script)):
+        prediction = rlm(context="q")
+    assert prediction.trajectory[0]["output"] == "from the host"
+    assert prediction.answer == "again"
