@@ -115,6 +115,11 @@ class DolsotInterpreter:
         self._in_flight: dict[int, contextvars.Context] = {}  # execute caller's thread -> context
         self._namespaces: dict[int, int] = {}  # in-process: id(session dict) -> caller's thread
         self._proxies: dict[str, Callable[..., Any]] = {}
+        self._sessions: set[str] = set()
+        # Set by a factory: the backend is its, shared by the interpreters it
+        # makes; this one's tools go under names of its own (_dolsot_i<n>_...).
+        self._shared: _SharedBackend | None = None
+        self._tool_prefix = ""
 
     # ---- lifecycle
     def start(self) -> None:
@@ -126,20 +131,14 @@ class DolsotInterpreter:
                     "this DolsotInterpreter was shut down; create a new one for a fresh session"
                 )
             if self._backend is None:
-                self._backend = self._make_backend()
+                self._backend = self._shared.get() if self._shared is not None else self._make_backend()
+
+    def _borrow(self, shared: _SharedBackend) -> None:
+        self._shared = shared
+        self._tool_prefix = f"_dolsot_i{shared.next_number()}_"
 
     def _make_backend(self) -> Any:
-        options: dict[str, Any] = {"timeout": self.timeout, "max_output": self.max_output, "final": _FINAL}
-        try:
-            if self.backend_kind == "inprocess":
-                return dolsot.InProcessSession(**options, **self._backend_options)
-            # RLM's sessions live for one forward pass: checkpoints stay in
-            # memory, for a session process lost between cells to come back.
-            options["store"] = dolsot.store.MemoryStore()
-            options.update(self._backend_options)
-            return dolsot.Repl(**options)
-        except DolsotError as error:
-            raise CodeInterpreterError(f"dolsot could not start its {self.backend_kind} backend: {error}") from error
+        return _make_backend(self.backend_kind, self.timeout, self.max_output, self._backend_options)
 
     @property
     def backend(self) -> Any:
@@ -148,12 +147,24 @@ class DolsotInterpreter:
         return self._backend
 
     def shutdown(self) -> None:
-        """Ends every session and stops the backend's processes. Idempotent."""
+        """Ends every session and stops the backend's processes (a backend
+        shared by a factory's interpreters: this one's sessions and tools, the
+        rest at the factory's ``close``). Idempotent."""
         with self._lock:
             self._ended = True
             backend, self._backend = self._backend, None
-        if backend is not None:
+            sessions, self._sessions = self._sessions, set()
+        if backend is None:
+            return
+        if self._shared is None:
             backend.close()
+            return
+        self._shared.replace_tools(self._tool_prefix, {})
+        for session_id in sessions:
+            try:
+                backend.reset(session_id)
+            except DolsotError:
+                pass
 
     def __enter__(self) -> DolsotInterpreter:
         self.start()
@@ -260,6 +271,8 @@ class DolsotInterpreter:
         if session_id is None:
             session_id = f"{self._prefix}-{next(self._session_numbers)}"
             self._local.session_id = session_id
+            with self._lock:
+                self._sessions.add(session_id)
         return session_id
 
     def _checked_variables(self, variables: dict[str, Any] | None) -> dict[str, Any]:
@@ -287,10 +300,18 @@ class DolsotInterpreter:
                 raise CodeInterpreterError(f"tools[{name!r}] is not callable ({type(function).__name__})")
             if name not in self._proxies:
                 self._proxies[name] = self._tool_proxy(name)
-            wanted[_private_name("tool", name)] = self._proxies[name]
+            wanted[self._engine_name(name)] = self._proxies[name]
+        if self._shared is not None:
+            self._shared.replace_tools(self._tool_prefix, wanted)
+            return
         current = backend.tools
         if current.keys() != wanted.keys() or any(current[n] is not wanted[n] for n in wanted):
             backend.tools = wanted
+
+    def _engine_name(self, name: str) -> str:
+        if self._tool_prefix:
+            return self._tool_prefix + name.lstrip("_")
+        return _private_name("tool", name)
 
     def _tool_proxy(self, name: str) -> Callable[..., Any]:
         def tool(*args: Any, **kwargs: Any) -> Any:
@@ -338,11 +359,11 @@ class DolsotInterpreter:
         aliased: set[str] = self._local.__dict__.setdefault("aliased", set())
         missing = [
             name for name in self.tools
-            if name not in aliased and (name.startswith(_GLOBAL_TOOL_PREFIXES) or _private_name("tool", name) != name)
+            if name not in aliased and (name.startswith(_GLOBAL_TOOL_PREFIXES) or self._engine_name(name) != name)
         ]
         if not missing:
             return
-        self._run_setup(backend, session_id, "\n".join(f"{n} = {_private_name('tool', n)}" for n in missing), {})
+        self._run_setup(backend, session_id, "\n".join(f"{n} = {self._engine_name(n)}" for n in missing), {})
         aliased.update(missing)
 
     def _bind_private_variables(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
@@ -372,13 +393,90 @@ class DolsotInterpreterFactory:
         self._cls = cls
         self._options = dict(options)
         self.execution_instructions = cls.execution_instructions
+        cls(**self._options).shutdown()  # the options' mistakes surface here, not mid-forward
+        self._shared = _SharedBackend(self._options)
 
     def __call__(self) -> DolsotInterpreter:
-        return self._cls(**self._options)
+        interpreter = self._cls(**self._options)
+        interpreter._borrow(self._shared)
+        return interpreter
+
+    def close(self) -> None:
+        """Stops the shared backend (its worker process). Idempotent; a Repl
+        left open is closed at the interpreter's exit."""
+        self._shared.close()
+
+    def __enter__(self) -> DolsotInterpreterFactory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         options = ", ".join(f"{k}={v!r}" for k, v in self._options.items())
         return f"{self._cls.__name__}.factory({options})"
+
+
+class _SharedBackend:
+    """The backend a factory's interpreters share, started on first use: a
+    forward pass then starts a session on a warm worker, not a worker."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._kind = options.get("backend", "repl")
+        self._timeout = options.get("timeout")
+        self._max_output = options.get("max_output")
+        self._backend_options = {
+            k: v for k, v in options.items() if k not in ("backend", "sandbox", "timeout", "max_output", "tools")
+        }
+        self._backend: Any = None
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+
+    def next_number(self) -> int:
+        with self._lock:
+            return next(self._numbers)
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._backend is None:
+                self._backend = _make_backend(self._kind, self._timeout, self._max_output, self._backend_options)
+            return self._backend
+
+    def replace_tools(self, prefix: str, tools: dict[str, Callable[..., Any]]) -> None:
+        """Sets the tools under ``prefix`` (one interpreter's) to ``tools``;
+        a new dict each time, so a cell never sees one half made."""
+        with self._lock:
+            backend = self._backend
+            if backend is None:
+                return
+            current = backend.tools
+            mine = {name: tool for name, tool in current.items() if name.startswith(prefix)}
+            if mine.keys() == tools.keys() and all(mine[n] is tools[n] for n in tools):
+                return
+            others = {name: tool for name, tool in current.items() if not name.startswith(prefix)}
+            backend.tools = {**others, **tools}
+
+    def close(self) -> None:
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+
+def _make_backend(kind: str, timeout: float | None, max_output: int | None, backend_options: Mapping[str, Any]) -> Any:
+    options: dict[str, Any] = {"timeout": timeout, "max_output": max_output, "final": _FINAL}
+    try:
+        if kind == "inprocess":
+            return dolsot.InProcessSession(**options, **backend_options)
+        # RLM's sessions live for one forward pass: nothing to make durable
+        # (bench/rlm: checkpoints doubled a forward pass's cost). A timeout or
+        # a crash in a cell still rolls back to the standby (snapshots).
+        options["store"] = dolsot.store.MemoryStore()
+        options["checkpoint"] = "off"
+        options.update(backend_options)
+        return dolsot.Repl(**options)
+    except DolsotError as error:
+        raise CodeInterpreterError(f"dolsot could not start its {kind} backend: {error}") from error
 
 
 def _await(awaitable: Any, context: contextvars.Context) -> Any:

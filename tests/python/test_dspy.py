@@ -329,3 +329,23 @@ def test_rlm_sub_agents_built_in_the_session_run_on_the_host(kind):
         prediction = rlm(context="q")
     assert prediction.trajectory[0]["output"] == "from the host"
     assert prediction.answer == "again"
+
+
+def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
+    with DolsotInterpreter.factory(backend="repl") as factory:
+        first, second = factory(), factory()
+        first.tools["who"] = lambda: "first"
+        second.tools["who"] = lambda: "second"
+        assert first.execute("x = who()\nx") == "'first'"
+        assert second.execute("who()") == "'second'"
+        with pytest.raises(CodeExecutionError, match="NameError"):
+            second.execute("x")
+        assert first.backend is second.backend
+        worker_pid = first.backend.worker_pid
+        session_pids = [int(first.execute("import os\nos.getpid()")), int(first.execute("os.getppid()"))]
+        first.shutdown()
+        assert not any(_alive(pid) for pid in session_pids)
+        assert second.execute("who()") == "'second'"
+        second.shutdown()
+        assert _alive(worker_pid)
+    assert not _alive(worker_pid)
