@@ -181,6 +181,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _gone_soon(pids, seconds: float = 10.0) -> bool:
+    """Whether every pid is gone within ``seconds``. Repl.reset returns
+    before the worker has reaped the session's processes (it kills them,
+    then reaps them on its own thread), so their end is awaited, bounded."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_shutdown_leaves_no_process_behind():
     interpreter = DolsotInterpreter(backend="repl")
     session_pid, standby_pid = map(int, interpreter.execute("import os\nprint(os.getpid(), os.getppid())").split())
@@ -344,7 +358,7 @@ def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
         worker_pid = first.backend.worker_pid
         session_pids = [int(first.execute("import os\nos.getpid()")), int(first.execute("os.getppid()"))]
         first.shutdown()
-        assert not any(_alive(pid) for pid in session_pids)
+        assert _gone_soon(session_pids)
         assert second.execute("who()") == "'second'"
         second.shutdown()
         assert _alive(worker_pid)
