@@ -1,0 +1,550 @@
+"""dolsot as a DSPy CodeInterpreter: ``DolsotInterpreter`` runs the code of
+``dspy.RLM`` (and any module taking an ``interpreter_factory``) in dolsot sessions.
+
+Needs the extra ``dolsot[dspy]`` (the pinned dspy); ``import dolsot`` never
+imports this module. One interpreter owns one backend (a ``Repl`` or an
+``InProcessSession``) and gives each thread that calls it a session of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextvars
+import inspect
+import itertools
+import keyword
+import sys
+import threading
+import uuid
+from typing import Any, Callable, Mapping
+
+try:
+    from dspy.primitives.code_interpreter import (
+        CodeExecutionError,
+        CodeInterpreterError,
+        FinalOutput,
+    )
+except ImportError as error:  # pragma: no cover - exercised only without dspy
+    raise ImportError(
+        f"dolsot.dspy needs dspy ({error}); install it with: pip install 'dolsot[dspy]'"
+    ) from error
+
+import dolsot
+from dolsot.errors import DolsotError
+
+__all__ = ["DolsotInterpreter", "DolsotInterpreterFactory"]
+
+# The final-answer function the model calls; RLM reserves the name.
+_FINAL = "SUBMIT"
+# dspy's sandbox facade finds its host tools in the session's globals()
+# (``_facade_shim.py``: ``globals()[name](**kw)``), while a backend binds tools
+# as the session's builtins: tools with these prefixes are also aliased as
+# globals, once per session.
+_GLOBAL_TOOL_PREFIXES = ("__dspy", "_dspy")
+# The names a backend refuses for a tool or a variable besides non-identifiers
+# and keywords (core/cell_inputs.cc): dunders and the builtins' public names.
+# Such a tool is bound under a private name and aliased as a global; such a
+# variable is bound under a private name and renamed by a cell of its own.
+_BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("__"))
+_BACKENDS = ("repl", "inprocess")
+
+
+class DolsotInterpreter:
+    """A dspy ``CodeInterpreter`` on a dolsot backend.
+
+    ``DolsotInterpreter(tools=None, output_fields=None, *, backend="repl",
+    sandbox=None, timeout=None, max_output=None, **backend_options)``.
+    ``backend``: ``"repl"`` (forked worker processes: hard timeouts with
+    rollback, a crash costs only the cell) or ``"inprocess"`` (this
+    interpreter: fastest, no isolation, cooperative timeouts).
+    ``backend_options`` go to ``dolsot.Repl`` / ``dolsot.InProcessSession``
+    as they are (``inject=``, ``gate=``, ``checkpoint=``...).
+
+    ``execute(code, variables=None)`` returns what the cell printed (and the
+    trailing expression's repr), ``None`` when nothing, or a ``FinalOutput``
+    once the code calls ``SUBMIT(...)``. A failing cell raises ``SyntaxError``
+    or ``CodeExecutionError`` (a timeout included: the session keeps its state
+    from before the cell); only a lost engine raises ``CodeInterpreterError``,
+    and that session then stays lost. Safe to share between threads: each
+    thread gets its own session. A host tool runs in the contextvars context
+    of the ``execute`` call that runs the cell (so ``dspy.context(lm=...)``
+    reaches ``llm_query``).
+    """
+
+    execution_instructions = (
+        "Code runs as CPython in a persistent dolsot session: variables, imports and functions persist "
+        "between executions. Host tools, llm_query and SUBMIT are built-in functions. print() what you "
+        "want to see; a trailing expression's value is shown too. A step that runs too long is stopped "
+        "and the session keeps its state from before that step."
+    )
+
+    def __init__(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        output_fields: list[dict[str, Any]] | None = None,
+        *,
+        backend: str = "repl",
+        sandbox: Any = None,
+        timeout: float | None = None,
+        max_output: int | None = None,
+        **backend_options: Any,
+    ) -> None:
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend must be 'repl' or 'inprocess', not {backend!r}")
+        if sandbox is not None:
+            raise NotImplementedError(
+                "DolsotInterpreter(sandbox=...): dolsot has no Sandbox policy yet (filesystem and "
+                "network isolation with mounts is a later issue); leave sandbox=None, and do not rely "
+                "on either backend to contain hostile code"
+            )
+        if tools is not None and not isinstance(tools, Mapping):
+            raise TypeError(f"tools must be a dict of names to callables, not {type(tools).__name__}")
+        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        self.output_fields = output_fields
+        self.backend_kind = backend
+        self.timeout = timeout
+        self.max_output = max_output
+        self._backend_options = dict(backend_options)
+        self._backend: Any = None
+        self._lock = threading.Lock()
+        self._ended = False
+        self._local = threading.local()
+        self._session_numbers = itertools.count(1)
+        self._prefix = f"dspy-{uuid.uuid4().hex[:12]}"
+        self._in_flight: dict[int, contextvars.Context] = {}  # execute caller's thread -> context
+        self._namespaces: dict[int, int] = {}  # in-process: id(session dict) -> caller's thread
+        self._proxies: dict[str, Callable[..., Any]] = {}
+        self._sessions: set[str] = set()
+        # Set by a factory: the backend is its, shared by the interpreters it
+        # makes; this one's tools go under names of its own (_dolsot_i<n>_...).
+        self._shared: _SharedBackend | None = None
+        self._tool_prefix = ""
+
+    # ---- lifecycle
+    def start(self) -> None:
+        """Starts the backend (for a Repl, its worker process). Idempotent;
+        after ``shutdown`` it raises ``CodeInterpreterError``."""
+        with self._lock:
+            if self._ended:
+                raise CodeInterpreterError(
+                    "this DolsotInterpreter was shut down; create a new one for a fresh session"
+                )
+            if self._backend is None:
+                self._backend = self._shared.get() if self._shared is not None else self._make_backend()
+
+    def _borrow(self, shared: _SharedBackend) -> None:
+        self._shared = shared
+        self._tool_prefix = f"_dolsot_i{shared.next_number()}_"
+
+    def _make_backend(self) -> Any:
+        return _make_backend(self.backend_kind, self.timeout, self.max_output, self._backend_options)
+
+    @property
+    def backend(self) -> Any:
+        """The dolsot backend (``Repl`` or ``InProcessSession``) once started,
+        else None; this interpreter owns it and closes it in ``shutdown``."""
+        return self._backend
+
+    def shutdown(self) -> None:
+        """Ends every session and stops the backend's processes (a backend
+        shared by a factory's interpreters: this one's sessions and tools, the
+        rest at the factory's ``close``). Idempotent."""
+        with self._lock:
+            self._ended = True
+            backend, self._backend = self._backend, None
+            sessions, self._sessions = self._sessions, set()
+        if backend is None:
+            return
+        if self._shared is None:
+            backend.close()
+            return
+        self._shared.replace_tools(self._tool_prefix, {})
+        for session_id in sessions:
+            try:
+                backend.reset(session_id)
+            except DolsotError:
+                pass
+
+    def __enter__(self) -> DolsotInterpreter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __call__(self, code: str, variables: dict[str, Any] | None = None) -> Any:
+        return self.execute(code, variables)
+
+    @classmethod
+    def factory(cls, **options: Any) -> DolsotInterpreterFactory:
+        """A zero-argument ``interpreter_factory`` for ``dspy.RLM`` that makes
+        ``DolsotInterpreter(**options)`` and tells RLM how the runtime behaves."""
+        return DolsotInterpreterFactory(cls, options)
+
+    # ---- execution
+    def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
+        """Runs ``code`` in this thread's session, ``variables`` bound first."""
+        if not isinstance(code, str):
+            raise CodeInterpreterError(f"code must be a str, not {type(code).__name__}")
+        variables = self._checked_variables(variables)
+        self.start()
+        backend = self._backend
+        if backend is None:  # shut down by another thread in between
+            raise CodeInterpreterError("this DolsotInterpreter was shut down")
+        session_id = self._session_id()
+        if not code.strip():
+            return None
+        self._sync_tools(backend)
+        me = threading.get_ident()
+        with self._lock:
+            self._in_flight[me] = contextvars.copy_context()
+        try:
+            self._alias_global_tools(backend, session_id)
+            variables = self._bind_private_variables(backend, session_id, variables)
+            result = self._run(backend, session_id, code, variables)
+            if self.backend_kind == "inprocess" and session_id not in self._local.__dict__.get("mapped", ()):
+                self._map_namespace(backend, session_id, me)
+        finally:
+            with self._lock:
+                self._in_flight.pop(me, None)
+        return self._outcome(result)
+
+    def _run(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> Any:
+        try:
+            return backend.run(session_id, code, variables=variables or None)
+        except dolsot.SessionBusy as error:
+            self._local.lost = f"its session is stuck: {error}"
+            raise CodeInterpreterError(
+                f"dolsot session {session_id} cannot take cells any more (an earlier cell still runs in C "
+                f"code after its timeout): {error}. Create a new DolsotInterpreter."
+            ) from error
+        except (DolsotError, TypeError, ValueError) as error:
+            raise CodeInterpreterError(f"dolsot could not run the code: {error}") from error
+
+    def _outcome(self, result: Any) -> Any:
+        Outcome = dolsot.Outcome
+        outcome = result.outcome
+        if outcome == Outcome.OK:
+            if result.has_returned:
+                return FinalOutput(self._final_fields(result.returned))
+            return _output_text(result) or None
+        if outcome == Outcome.WORKER_LOST:
+            self._local.lost = result.error or "the worker was lost"
+            raise CodeInterpreterError(
+                f"dolsot lost the session's worker ({result.error}); the session's state is gone. "
+                "Create a new DolsotInterpreter."
+            )
+        if outcome == Outcome.ERROR and result.error_type is not None and _is_syntax_error(result.error_type):
+            raise SyntaxError(_error_text(result))
+        raise CodeExecutionError(_error_text(result))
+
+    def _final_fields(self, returned: Any) -> dict[str, Any]:
+        """SUBMIT's arguments as RLM's dict of output fields; CodeExecutionError
+        (fed back to the model) when they do not match the fields."""
+        if not self.output_fields:
+            return {"output": returned}
+        names = [field["name"] for field in self.output_fields]
+        usage = f"SUBMIT({', '.join(names)})"
+        if isinstance(returned, dict) and set(returned) == set(names) and all(isinstance(k, str) for k in returned):
+            return dict(returned)  # SUBMIT(name=value, ...)
+        if len(names) == 1:
+            return {names[0]: returned}  # SUBMIT(value)
+        if isinstance(returned, tuple) and len(returned) == len(names):
+            return dict(zip(names, returned))  # SUBMIT(v1, v2, ...)
+        if isinstance(returned, dict):
+            got = ", ".join(sorted(map(str, returned))) or "no fields"
+            raise CodeExecutionError(f"TypeError: SUBMIT got {got}; it takes exactly the output fields: {usage}")
+        count = len(returned) if isinstance(returned, tuple) else 1
+        raise CodeExecutionError(
+            f"TypeError: SUBMIT got {count} value(s); it takes {len(names)}: {usage}"
+        )
+
+    # ---- sessions, variables, tools
+    def _session_id(self) -> str:
+        lost = getattr(self._local, "lost", None)
+        if lost is not None:
+            raise CodeInterpreterError(
+                f"this thread's dolsot session was lost ({lost}); create a new DolsotInterpreter"
+            )
+        session_id = getattr(self._local, "session_id", None)
+        if session_id is None:
+            session_id = f"{self._prefix}-{next(self._session_numbers)}"
+            self._local.session_id = session_id
+            with self._lock:
+                self._sessions.add(session_id)
+        return session_id
+
+    def _checked_variables(self, variables: dict[str, Any] | None) -> dict[str, Any]:
+        if variables is None:
+            return {}
+        if not isinstance(variables, Mapping):
+            raise CodeInterpreterError(f"variables must be a dict, not {type(variables).__name__}")
+        bad = [
+            name for name in variables
+            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name)
+            or name in (_FINAL, "__builtins__") or name in self.tools
+        ]
+        if bad:
+            raise CodeInterpreterError(
+                f"variable names must be Python identifiers other than SUBMIT and the tools' names; invalid: {bad!r}"
+            )
+        return dict(variables)
+
+    def _sync_tools(self, backend: Any) -> None:
+        """Makes the backend's tools this interpreter's: one proxy per name,
+        which calls ``self.tools[name]`` as it is at call time."""
+        wanted = {}
+        for name, function in list(self.tools.items()):
+            if not callable(function):
+                raise CodeInterpreterError(f"tools[{name!r}] is not callable ({type(function).__name__})")
+            if name not in self._proxies:
+                self._proxies[name] = self._tool_proxy(name)
+            wanted[self._engine_name(name)] = self._proxies[name]
+        if self._shared is not None:
+            self._shared.replace_tools(self._tool_prefix, wanted)
+            return
+        current = backend.tools
+        if current.keys() != wanted.keys() or any(current[n] is not wanted[n] for n in wanted):
+            backend.tools = wanted
+
+    def _engine_name(self, name: str) -> str:
+        if self._tool_prefix:
+            return self._tool_prefix + name.lstrip("_")
+        return _private_name("tool", name)
+
+    def _tool_proxy(self, name: str) -> Callable[..., Any]:
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            function = self.tools.get(name)
+            if function is None:
+                raise NameError(f"the host tool {name!r} was removed")
+            context = self._caller_context(sys._getframe(1).f_globals)
+            if args:
+                args, kwargs = _as_keywords(function, args, kwargs)
+            value = context.run(function, *args, **kwargs)
+            if inspect.isawaitable(value):
+                value = _await(value, context)
+            return value
+
+        tool.__name__ = tool.__qualname__ = name
+        tool.__doc__ = getattr(self.tools.get(name), "__doc__", None)
+        return tool
+
+    def _caller_context(self, caller_globals: dict[str, Any]) -> contextvars.Context:
+        """The context of the execute() whose cell calls a tool: the one in
+        flight, or (threads sharing this interpreter, in-process) the one whose
+        session's namespace the calling frame runs in, else the latest."""
+        with self._lock:
+            in_flight = list(self._in_flight.items())
+            owner = self._namespaces.get(id(caller_globals))
+        if not in_flight:
+            return contextvars.copy_context()
+        for thread, context in in_flight:
+            if thread == owner:
+                return context.copy()
+        return in_flight[-1][1].copy()
+
+    def _map_namespace(self, backend: Any, session_id: str, thread: int) -> None:
+        try:
+            namespace = backend.namespace(session_id)
+        except DolsotError:
+            return
+        with self._lock:
+            self._namespaces[id(namespace)] = thread
+        self._local.mapped = session_id
+
+    def _alias_global_tools(self, backend: Any, session_id: str) -> None:
+        """Binds as globals the tools the facade looks up there and those bound
+        under a private name, once per session."""
+        aliased: set[str] = self._local.__dict__.setdefault("aliased", set())
+        missing = [
+            name for name in self.tools
+            if name not in aliased and (name.startswith(_GLOBAL_TOOL_PREFIXES) or self._engine_name(name) != name)
+        ]
+        if not missing:
+            return
+        self._run_setup(backend, session_id, "\n".join(f"{n} = {self._engine_name(n)}" for n in missing), {})
+        aliased.update(missing)
+
+    def _bind_private_variables(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """Variables whose names a backend refuses (``input``, ``__token``) are
+        sent under a private name, then renamed by a cell of their own; the
+        rest go with the cell."""
+        private = {name: _private_name("variable", name) for name in variables}
+        renamed = {name: engine for name, engine in private.items() if engine != name}
+        if not renamed:
+            return variables
+        code = "\n".join(f"{name} = {engine}\ndel {engine}" for name, engine in renamed.items())
+        self._run_setup(backend, session_id, code, {renamed[name]: variables[name] for name in renamed})
+        return {name: value for name, value in variables.items() if name not in renamed}
+
+    def _run_setup(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> None:
+        result = self._run(backend, session_id, code, variables)
+        if not result.ok:
+            raise CodeInterpreterError(f"dolsot could not bind tools or variables in the session: {result.error}")
+
+
+class DolsotInterpreterFactory:
+    """``interpreter_factory`` for dspy modules: each call makes a new
+    ``DolsotInterpreter(**options)`` (RLM shuts each down after its forward
+    pass). Carries the runtime's ``execution_instructions`` for RLM's prompt."""
+
+    def __init__(self, cls: type[DolsotInterpreter], options: Mapping[str, Any]) -> None:
+        self._cls = cls
+        self._options = dict(options)
+        self.execution_instructions = cls.execution_instructions
+        cls(**self._options).shutdown()  # the options' mistakes surface here, not mid-forward
+        self._shared = _SharedBackend(self._options)
+
+    def __call__(self) -> DolsotInterpreter:
+        interpreter = self._cls(**self._options)
+        interpreter._borrow(self._shared)
+        return interpreter
+
+    def close(self) -> None:
+        """Stops the shared backend (its worker process). Idempotent; a Repl
+        left open is closed at the interpreter's exit."""
+        self._shared.close()
+
+    def __enter__(self) -> DolsotInterpreterFactory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{k}={v!r}" for k, v in self._options.items())
+        return f"{self._cls.__name__}.factory({options})"
+
+
+class _SharedBackend:
+    """The backend a factory's interpreters share, started on first use: a
+    forward pass then starts a session on a warm worker, not a worker."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._kind = options.get("backend", "repl")
+        self._timeout = options.get("timeout")
+        self._max_output = options.get("max_output")
+        self._backend_options = {
+            k: v for k, v in options.items() if k not in ("backend", "sandbox", "timeout", "max_output", "tools")
+        }
+        self._backend: Any = None
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+
+    def next_number(self) -> int:
+        with self._lock:
+            return next(self._numbers)
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._backend is None:
+                self._backend = _make_backend(self._kind, self._timeout, self._max_output, self._backend_options)
+            return self._backend
+
+    def replace_tools(self, prefix: str, tools: dict[str, Callable[..., Any]]) -> None:
+        """Sets the tools under ``prefix`` (one interpreter's) to ``tools``;
+        a new dict each time, so a cell never sees one half made."""
+        with self._lock:
+            backend = self._backend
+            if backend is None:
+                return
+            current = backend.tools
+            mine = {name: tool for name, tool in current.items() if name.startswith(prefix)}
+            if mine.keys() == tools.keys() and all(mine[n] is tools[n] for n in tools):
+                return
+            others = {name: tool for name, tool in current.items() if not name.startswith(prefix)}
+            backend.tools = {**others, **tools}
+
+    def close(self) -> None:
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+
+def _make_backend(kind: str, timeout: float | None, max_output: int | None, backend_options: Mapping[str, Any]) -> Any:
+    options: dict[str, Any] = {"timeout": timeout, "max_output": max_output, "final": _FINAL}
+    try:
+        if kind == "inprocess":
+            return dolsot.InProcessSession(**options, **backend_options)
+        # RLM's sessions live for one forward pass: nothing to make durable
+        # (bench/rlm: checkpoints doubled a forward pass's cost). A timeout or
+        # a crash in a cell still rolls back to the standby (snapshots).
+        options["store"] = dolsot.store.MemoryStore()
+        options["checkpoint"] = "off"
+        options.update(backend_options)
+        return dolsot.Repl(**options)
+    except DolsotError as error:
+        raise CodeInterpreterError(f"dolsot could not start its {kind} backend: {error}") from error
+
+
+def _await(awaitable: Any, context: contextvars.Context) -> Any:
+    """Runs an async tool's awaitable to completion from synchronous code, on
+    this thread unless it already runs an event loop."""
+
+    async def wait() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return context.run(asyncio.run, wait())
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = context.run(asyncio.run, wait())
+        except BaseException as error:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = error
+
+    thread = threading.Thread(target=run, name="dolsot-dspy-await", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _private_name(kind: str, name: str) -> str:
+    """The name a tool or variable is bound under in the backend: its own, or
+    ``_dolsot_<kind>_<name>`` when the backend refuses that name."""
+    if name.isascii() and not name.startswith("__") and name not in _BUILTIN_NAMES:
+        return name
+    return f"_dolsot_{kind}_{name.lstrip('_')}"
+
+
+def _as_keywords(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Positional arguments as keywords when the signature names them: RLM
+    wraps user tools as ``invoke(**kwargs)`` carrying the tool's signature,
+    and models write ``search("q")``."""
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs  # the call itself will say what is wrong
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(bound.signature.parameters[name].kind not in named for name in bound.arguments):
+        return args, kwargs
+    return (), dict(bound.arguments)
+
+
+def _is_syntax_error(error_type: str) -> bool:
+    return error_type in ("SyntaxError", "IndentationError", "TabError")
+
+
+def _output_text(result: Any) -> str:
+    """What a REPL shows: the cell's output, then its trailing expression's repr."""
+    parts = [result.stdout.rstrip("\n")] if result.stdout else []
+    if result.value is not None:
+        parts.append(result.value)
+    return "\n".join(parts)
+
+
+def _error_text(result: Any) -> str:
+    """The error for the model: output printed before it, then the error."""
+    error = (result.error or result.error_type or "the cell failed").rstrip("\n")
+    if result.stdout:
+        return f"{result.stdout.rstrip()}\n{error}"
+    return error
