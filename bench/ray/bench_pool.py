@@ -23,41 +23,24 @@ import argparse
 import os
 import platform
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import ray
-import redis
 
 from dolsot import Repl
 from dolsot.ray import SessionPool
 from dolsot.store import RedisStore
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "store"))
+from redis_server import start_redis  # noqa: E402 (bench/store's helper)
+
 OPTIONS = {"typecheck": False}
 
 
-def start_redis(workdir: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-         "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    client.close()
-    return server, f"redis://127.0.0.1:{port}/0"
 
 
 def throughput(backend, tag: str, cells: int) -> float:

@@ -18,6 +18,7 @@ import ray
 import dolsot
 from dolsot.ray import SessionPool
 from dolsot.store import RedisStore
+from process_tree import alive, children, descendants
 
 REPL_OPTIONS = {"typecheck": False, "checkpoint": "sync"}
 
@@ -140,44 +141,19 @@ def test_without_ray_the_error_says_what_to_install():
     assert out.returncode != 0 and "pip install 'dolsot[ray]'" in out.stderr
 
 
-def _children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except FileNotFoundError:
-        return []
-
-
-def _descendants(pid):
-    out, todo = [], _children(pid)
-    while todo:
-        child = todo.pop()
-        out.append(child)
-        todo.extend(_children(child))
-    return out
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_no_actor_or_worker_process_is_left_after_shutdown(store, redis_server):
     # Runs last in this module: it shuts Ray down. Ray's daemons and workers
     # are this process's descendants (redis-server too, which stays).
-    ray_daemons = set(_descendants(os.getpid())) - {redis_server.process.pid}
+    ray_daemons = set(descendants(os.getpid())) - {redis_server.process.pid}
     with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
         assert pool.run("p", "1").ok
         actor_pids = ray.get([h.pid.remote() for h in pool.actors()])
         tree = set(actor_pids)
         for pid in actor_pids:
-            tree.update(_descendants(pid))  # each actor's Repl worker and sessions
+            tree.update(descendants(pid))  # each actor's Repl worker and sessions
     ray.shutdown()
     tree |= ray_daemons
     deadline = time.monotonic() + 60
-    while [p for p in tree if _alive(p)]:
-        assert time.monotonic() < deadline, [p for p in tree if _alive(p)]
+    while [p for p in tree if alive(p)]:
+        assert time.monotonic() < deadline, [p for p in tree if alive(p)]
         time.sleep(0.1)

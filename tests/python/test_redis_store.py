@@ -17,6 +17,7 @@ import pytest
 import dolsot
 from dolsot import Repl
 from dolsot.store import RedisStore, SessionLeased
+from process_tree import alive, children
 
 KEY_A = "a" * 32
 KEY_B = "b" * 32
@@ -346,22 +347,6 @@ _HOST = textwrap.dedent("""
 """)
 
 
-def _children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except FileNotFoundError:
-        return []
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_session_moves_to_another_host_when_its_host_is_killed(redis_server, redis_prefix,
                                                                   monkeypatch):
     monkeypatch.setenv("DOLSOT_STORE_KEY", KEY_A)
@@ -369,7 +354,7 @@ def test_a_session_moves_to_another_host_when_its_host_is_killed(redis_server, r
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert host_a.stdout.readline().strip() == "ready"
-        workers = _children(host_a.pid)
+        workers = children(host_a.pid)
         store_b = RedisStore(redis_server.url, prefix=redis_prefix, lease_seconds=1.0)
         with _sync_repl(store_b) as host_b:
             # A is alive and renews its lease: B is refused, retryably.
@@ -391,7 +376,7 @@ def test_a_session_moves_to_another_host_when_its_host_is_killed(redis_server, r
         store_b.close()
         # A's worker processes do not outlive it.
         deadline = time.monotonic() + 30
-        while any(_alive(p) for p in workers):
+        while any(alive(p) for p in workers):
             assert time.monotonic() < deadline, f"host A's workers outlived it: {workers}"
             time.sleep(0.1)
     finally:
