@@ -11,6 +11,7 @@ __all__ = [
     "StoreError",
     "WorkerError",
     "Unsupported",
+    "SessionLeased",
 ]
 
 
@@ -44,3 +45,10 @@ class WorkerError(DolsotError, RuntimeError):
 
 class Unsupported(DolsotError, NotImplementedError):
     """An optional operation this backend does not offer (see ``capabilities``)."""
+
+
+class SessionLeased(SessionBusy):
+    """Another host holds the session's lease (RedisStore): retry later.
+
+    A store raises it; through a ``Repl`` it surfaces as ``SessionBusy`` (its
+    base class) with this message, since the Repl carries errors as values."""

@@ -26,7 +26,7 @@ from redis.retry import Retry
 
 from dolsot._dolsot import SessionInfo, resolve_config, validate_session_id
 from dolsot.errors import ConfigError, StoreError
-from dolsot.store import SessionLeased
+from dolsot.errors import SessionLeased
 
 __all__ = ["RedisStore"]
 

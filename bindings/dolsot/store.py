@@ -14,19 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dolsot._dolsot import FileStore, MemoryStore, SessionInfo
-from dolsot.errors import SessionBusy
+from dolsot.errors import SessionLeased
 
 if TYPE_CHECKING:
     from dolsot.redis_store import RedisStore
 
 __all__ = ["SessionStore", "FileStore", "MemoryStore", "RedisStore", "SessionInfo", "SessionLeased"]
-
-
-class SessionLeased(SessionBusy):
-    """Another host holds the session's lease (RedisStore): retry later.
-
-    A store raises it; through a ``Repl`` it surfaces as ``SessionBusy`` (its
-    base class) with this message, since the Repl carries errors as values."""
 
 
 def __getattr__(name: str) -> Any:
