@@ -215,6 +215,7 @@ void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
   ToolCall call;
   call.name = r.Str();
   call.arguments = r.Str();
+  call.session_id = std::string(run.session_id);
   if (!r.Finish("TOOL_CALL").ok()) return;  // malformed: its caller waits until the deadline
   const CellTools* tools = run.tools;
   bool known = tools != nullptr && tools->dispatch &&

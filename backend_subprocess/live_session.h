@@ -41,6 +41,7 @@ struct CellRun {
   // Host tools the cell may call and variables bound before it runs (both
   // borrowed; empty when nullptr).
   const CellTools* tools = nullptr;
+  std::string_view session_id;  // named in each ToolCall
   const std::vector<CellVariable>* variables = nullptr;
 };
 

@@ -392,6 +392,7 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     return interrupt.load() || (should_stop && should_stop());
   };
   run.tools = &run_options.tools;
+  run.session_id = sid;
   run.variables = &run_options.variables;
   auto outcome = slot.live->Run(run, ChannelHandler(sid));
   if (!outcome.ok()) {

@@ -118,11 +118,14 @@ void PythonCellInputs::Fill(RunOptions& options) const {
       PyObject* payload = PyBytes_FromStringAndSize(
           call.arguments.data(), static_cast<Py_ssize_t>(call.arguments.size()));
       PyObject* reply = NewReplyFunction(done);
+      PyObject* session = PyUnicode_FromStringAndSize(
+          call.session_id.data(), static_cast<Py_ssize_t>(call.session_id.size()));
       PyObject* returned = nullptr;
-      if (name != nullptr && payload != nullptr && reply != nullptr) {
-        PyObject* args[] = {name, payload, reply};
-        returned = PyObject_Vectorcall(dispatch, args, 3, nullptr);
+      if (name != nullptr && payload != nullptr && reply != nullptr && session != nullptr) {
+        PyObject* args[] = {name, payload, reply, session};
+        returned = PyObject_Vectorcall(dispatch, args, 4, nullptr);
       }
+      Py_XDECREF(session);
       Py_XDECREF(name);
       Py_XDECREF(payload);
       Py_XDECREF(reply);

@@ -33,7 +33,7 @@ class PythonCellInputs {
  private:
   pybind11::object host_;       // the ToolHost, or None
   pybind11::object callables_;  // in-process: name -> callable (a dict)
-  pybind11::object dispatch_;   // Repl: the host's dispatch(name, payload, done)
+  pybind11::object dispatch_;   // Repl: the host's dispatch(name, payload, done, session_id)
   std::vector<std::string> names_;
   std::string final_name_;
   std::vector<CellVariable> variables_;

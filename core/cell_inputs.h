@@ -23,6 +23,7 @@ namespace dolsot {
 struct ToolCall {
   std::string name;
   std::string arguments;
+  std::string session_id;  // the session whose cell made the call
 };
 
 // The host's answer: ok with pickle.dumps(value), or not ok with a pickled

@@ -20,6 +20,7 @@ from dolsot.errors import (
 )
 from dolsot._dolsot import Capabilities, Outcome, Result, SessionInfo
 from dolsot._backend import Backend
+from dolsot._tools import calling_session
 from dolsot.inprocess import InProcessSession
 from dolsot.repl import Repl
 from dolsot import sandbox, store
@@ -30,6 +31,7 @@ __all__ = [
     "Repl",
     "InProcessSession",
     "Backend",
+    "calling_session",
     "Result",
     "Outcome",
     "Capabilities",

@@ -16,6 +16,7 @@ host's own.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import inspect
 import io
@@ -24,7 +25,12 @@ import queue
 import threading
 from typing import Any, Callable, Mapping
 
-__all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable"]
+__all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable", "calling_session"]
+
+calling_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "dolsot_calling_session", default=None)
+"""While a Repl's host tool runs: the id of the session whose cell called it
+(None elsewhere), so a tool shared by sessions can tell them apart."""
 
 # What a session's pickle may name when unpickle="safe": constructors of plain
 # data, none of which runs code of the pickle's choosing.
@@ -167,7 +173,8 @@ class ToolHost:
         return out
 
     # ---- Repl: tools called from another process
-    def dispatch(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+    def dispatch(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
+                 session_id: str | None = None) -> None:
         """Runs one call on a thread of the host's own; ``done(ok, bytes)``."""
         with self._lock:
             if self._closed:
@@ -179,7 +186,7 @@ class ToolHost:
                 self._idle += 1
                 thread.start()
             self._idle -= 1
-        self._calls.put((name, payload, done))
+        self._calls.put((name, payload, done, session_id))
 
     def _work(self) -> None:
         # A queue and waiting threads, not an executor: a call's hand-off is
@@ -194,7 +201,9 @@ class ToolHost:
                 with self._lock:
                     self._idle += 1
 
-    def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+    def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
+               session_id: str | None = None) -> None:
+        token = calling_session.set(session_id)
         try:
             tool = self.tools.get(name)
             if tool is None:
@@ -217,6 +226,8 @@ class ToolHost:
             done(True, data)
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
+        finally:
+            calling_session.reset(token)
 
     def loads(self, data: bytes) -> Any:
         """Decodes bytes a session made, by this host's policy."""

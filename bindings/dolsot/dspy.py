@@ -32,6 +32,7 @@ except ImportError as error:  # pragma: no cover - exercised only without dspy
 
 import dolsot
 from dolsot.errors import DolsotError
+from dolsot._tools import calling_session
 
 __all__ = ["DolsotInterpreter", "DolsotInterpreterFactory"]
 
@@ -114,6 +115,7 @@ class DolsotInterpreter:
         self._prefix = f"dspy-{uuid.uuid4().hex[:12]}"
         self._in_flight: dict[int, contextvars.Context] = {}  # execute caller's thread -> context
         self._namespaces: dict[int, int] = {}  # in-process: id(session dict) -> caller's thread
+        self._session_threads: dict[str, int] = {}  # session running a cell -> caller's thread
         self._proxies: dict[str, Callable[..., Any]] = {}
         self._sessions: set[str] = set()
         # Set by a factory: the backend is its, shared by the interpreters it
@@ -199,15 +201,18 @@ class DolsotInterpreter:
         me = threading.get_ident()
         with self._lock:
             self._in_flight[me] = contextvars.copy_context()
+            self._session_threads[session_id] = me
         try:
             self._alias_global_tools(backend, session_id)
             variables = self._bind_private_variables(backend, session_id, variables)
-            result = self._run(backend, session_id, code, variables)
+            # Before the cell runs, so its first tool call finds its caller.
             if self.backend_kind == "inprocess" and session_id not in self._local.__dict__.get("mapped", ()):
                 self._map_namespace(backend, session_id, me)
+            result = self._run(backend, session_id, code, variables)
         finally:
             with self._lock:
                 self._in_flight.pop(me, None)
+                self._session_threads.pop(session_id, None)
         return self._outcome(result)
 
     def _run(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> Any:
@@ -332,11 +337,14 @@ class DolsotInterpreter:
 
     def _caller_context(self, caller_globals: dict[str, Any]) -> contextvars.Context:
         """The context of the execute() whose cell calls a tool: the one in
-        flight, or (threads sharing this interpreter, in-process) the one whose
-        session's namespace the calling frame runs in, else the latest."""
+        flight whose session made the call (a Repl names it in
+        ``dolsot._tools.calling_session``; in-process, the session whose
+        namespace the calling frame runs in), else the latest."""
+        calling = calling_session.get()
         with self._lock:
             in_flight = list(self._in_flight.items())
-            owner = self._namespaces.get(id(caller_globals))
+            owner = (self._session_threads.get(calling) if calling is not None
+                     else self._namespaces.get(id(caller_globals)))
         if not in_flight:
             return contextvars.copy_context()
         for thread, context in in_flight:

@@ -329,6 +329,34 @@ def test_a_tool_runs_in_the_context_of_the_execute_that_called_it(kind):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
+def test_threads_sharing_an_interpreter_each_get_their_own_context_in_tools(kind):
+    # Two threads with cells in flight at once: each tool call runs in the
+    # context of the execute() whose session made it (a Repl names that
+    # session with the call), never in the other thread's.
+    import contextvars
+
+    setting = contextvars.ContextVar("setting", default="unset")
+    both_in = threading.Barrier(2, timeout=20)
+
+    def read():
+        both_in.wait()  # both cells are running now
+        return setting.get()
+
+    seen = {}
+    with DolsotInterpreter(backend=kind, tools={"read": read}) as interpreter:
+        def worker(label):
+            setting.set(label)
+            seen[label] = interpreter.execute("read()")
+
+        threads = [threading.Thread(target=worker, args=(label,)) for label in ("one", "two")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert seen == {"one": "'one'", "two": "'two'"}
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 def test_rlm_sub_agents_built_in_the_session_run_on_the_host(kind):
     """RLM's sandbox dspy facade: `import dspy` in the session gives a shim
     whose predictors the host builds and runs (with the LM of dspy.context)."""

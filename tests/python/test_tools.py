@@ -284,3 +284,11 @@ def test_closing_with_a_tool_in_flight_leaves_no_worker():
     assert box["r"].outcome == dolsot.Outcome.TIMEOUT
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_repl_tool_knows_which_session_called_it():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"who": lambda: dolsot.calling_session.get()}) as b:
+        assert b.run("alpha", "who()").value == "'alpha'"
+        assert b.run("beta", "who()").value == "'beta'"
+    assert dolsot.calling_session.get() is None
