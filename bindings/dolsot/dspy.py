@@ -323,6 +323,11 @@ class DolsotInterpreter:
             function = self.tools.get(name)
             if function is None:
                 raise NameError(f"the host tool {name!r} was removed")
+            calling = calling_session.get()
+            if calling is not None and calling not in self._sessions:
+                # A Repl shared by a factory's interpreters: only this one's
+                # sessions may call its tools.
+                raise PermissionError(f"the host tool {name!r} belongs to another interpreter")
             context = self._caller_context(sys._getframe(1).f_globals)
             if args:
                 args, kwargs = _as_keywords(function, args, kwargs)

@@ -382,6 +382,11 @@ def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
         assert second.execute("who()") == "'second'"
         with pytest.raises(CodeExecutionError, match="NameError"):
             second.execute("x")
+        # The other interpreter's tool is a builtin of the shared worker, but
+        # a session of this one may not call it.
+        others = first._tool_prefix + "who"
+        with pytest.raises(CodeExecutionError, match="PermissionError"):
+            second.execute(f"{others}()")
         assert first.backend is second.backend
         worker_pid = first.backend.worker_pid
         session_pids = [int(first.execute("import os\nos.getpid()")), int(first.execute("os.getppid()"))]
