@@ -133,6 +133,17 @@ struct SharedCounters {
   std::mutex mutex;
   std::condition_variable stopper_exited;
   int stoppers = 0;  // guarded by mutex
+  // Late cells still running, by the id of the session that ran them (a
+  // reset or close does not end them: they are reported until they end).
+  std::map<std::string, int, std::less<>> leaked_by_session;  // guarded by mutex
+
+  void CountLeak(const std::string& session_id, int delta) {
+    leaked.fetch_add(delta);
+    std::lock_guard<std::mutex> lock(mutex);
+    int& count = leaked_by_session[session_id];
+    count += delta;
+    if (count <= 0) leaked_by_session.erase(session_id);
+  }
 };
 
 // A running cell's output, readable by the caller at the deadline.
@@ -260,7 +271,7 @@ class CellJob final : public PoolTask {
       done_ = true;
       done_nanos_.store(SpinNowNanos(), std::memory_order_relaxed);
       done_flag_.store(true, std::memory_order_release);
-      if (timed_out_) counters_->leaked.fetch_sub(1);
+      if (timed_out_) counters_->CountLeak(session_->id, -1);
     }
     finished_.notify_all();  // the worker holds this job, so it is alive
   }
@@ -313,7 +324,7 @@ class CellJob final : public PoolTask {
     if (done_) return false;
     timed_out_ = true;
     stop_requested_.store(true);
-    counters_->leaked.fetch_add(1);
+    counters_->CountLeak(session_->id, 1);
     return true;
   }
 
@@ -748,5 +759,10 @@ StatusOr<PyObject*> InProcessSession::Namespace(std::string_view session_id) {
 }
 
 int InProcessSession::LeakedThreads() const { return impl_->counters->leaked.load(); }
+
+std::map<std::string, int> InProcessSession::LeakedCells() const {
+  std::lock_guard<std::mutex> lock(impl_->counters->mutex);
+  return {impl_->counters->leaked_by_session.begin(), impl_->counters->leaked_by_session.end()};
+}
 
 }  // namespace dolsot

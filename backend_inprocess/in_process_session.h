@@ -4,6 +4,7 @@
 // from the namespace. No isolation; the timeout is cooperative (see Run).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,6 +82,10 @@ class InProcessSession final : public Backend {
   StatusOr<PyObject*> Namespace(std::string_view session_id) override;
   // Cell threads that outlived their deadline and are still running.
   int LeakedThreads() const;
+  // The same, per id of the session whose cell it is: a cell that catches
+  // the engine's KeyboardInterrupt keeps running (and is listed here) after
+  // its session's reset and after Close, until it ends by itself.
+  std::map<std::string, int> LeakedCells() const;
 
   class Impl;
 

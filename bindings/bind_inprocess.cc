@@ -60,7 +60,13 @@ void BindInProcess(py::module_& m) {
                              Checked<InProcessSession>("leaked_threads", [](InProcessSession& self) {
                                return self.LeakedThreads();
                              }),
-                             "cell threads that outlived their deadline and still run");
+                             "cell threads that outlived their deadline and still run")
+      .def_property_readonly("leaked_cells",
+                             Checked<InProcessSession>("leaked_cells", [](InProcessSession& self) {
+                               return self.LeakedCells();
+                             }),
+                             "{session_id: late cells still running}: cells past their deadline "
+                             "that did not stop (listed after reset and close too, until they end)");
 }
 
 }  // namespace dolsot::bindings

@@ -231,3 +231,37 @@ def test_a_forgotten_session_frees_its_namespace(forget):
     s.close()
     gc.collect()
     assert ref() is None, "the session's namespace is still alive"
+
+
+def test_a_cell_that_swallows_the_timeout_is_reported_per_session_until_it_ends():
+    # Issue #21 §1.6: a loop catching BaseException outlives its timeout, its
+    # session's reset and close; it is listed by session until it ends.
+    import threading
+    import time
+
+    stop = threading.Event()
+    session = InProcessSession({"stop": stop}, typecheck=False)
+    code = (
+        "while not stop.is_set():\n"
+        "    try:\n"
+        "        stop.wait(0.01)\n"
+        "    except BaseException:\n"
+        "        pass\n"
+    )
+    try:
+        r = session.run("stubborn", code, timeout=0.3)
+        assert r.outcome == dolsot.Outcome.TIMEOUT
+        assert session.leaked_cells == {"stubborn": 1}
+        with pytest.raises(dolsot.SessionBusy):
+            session.run("stubborn", "1")
+        session.reset("stubborn")
+        assert session.leaked_cells == {"stubborn": 1}
+        assert session.run("other", "1 + 1").value == "2"
+        session.close()
+        assert session.leaked_cells == {"stubborn": 1}
+    finally:
+        stop.set()
+    deadline = time.monotonic() + 20
+    while session.leaked_cells and time.monotonic() < deadline:
+        stop.wait(0.05)
+    assert session.leaked_cells == {} and session.leaked_threads == 0
