@@ -62,7 +62,9 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
 
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
     snapshots=True, checkpoint=None, max_live_sessions=None, gate=None,
-    typecheck=None)``. ``inject`` maps aliases to modules or importable module
+    typecheck=None, tools=None, final=None, unpickle="safe")``: ``tools``
+    and ``final`` as README's "Host tools" says; ``unpickle`` is how bytes a
+    session sends (tool arguments, final answers) are decoded. ``inject`` maps aliases to modules or importable module
     names. ``run(session_id, code, *, timeout=None) -> Result`` never raises for
     the cell's own failure; only caller mistakes raise (``InvalidSession``,
     ``InvalidToolbox``), before any code runs. Thread-safe: calls on
