@@ -67,6 +67,17 @@ PyMethodDef kRunMethod = {
     "Runs one cell in the session; returns its Result (raises only for a caller mistake). "
     "`variables` (a dict) are bound in the session just before the cell runs."};
 
+// A session-id argument as a str: a TypeError naming the method, the argument
+// and what it takes otherwise (not pybind11's list of overloads).
+std::string SessionArgument(const char* method, const char* name, py::handle value) {
+  if (!py::isinstance<py::str>(value)) {
+    throw py::type_error(std::string(method) + "() argument '" + name +
+                         "' must be a session id (str), got " +
+                         std::string(Py_TYPE(value.ptr())->tp_name));
+  }
+  return value.cast<std::string>();
+}
+
 // Calls `method` with the GIL released; raises for a non-OK status.
 template <typename F>
 auto Released(F method) {
@@ -116,7 +127,8 @@ void BindBackend(py::module_& m) {
          Checked<Backend>("capabilities", [](Backend& b) { return b.capabilities(); }),
          "What this backend can promise (a Capabilities).")
       .def("interrupt", Checked<Backend>("interrupt",
-           [](Backend& b, const std::string& sid) {
+           [](Backend& b, py::handle session_id) {
+             std::string sid = SessionArgument("interrupt", "session_id", session_id);
              ThrowIfError(Released([&] { return b.Interrupt(sid); }));
            }),
            py::arg("session_id"),
@@ -125,17 +137,21 @@ void BindBackend(py::module_& m) {
       .def("sessions", Checked<Backend>("sessions",
            [](Backend& b) { return ValueOrThrow(Released([&] { return b.Sessions(); })); }))
       .def("reset", Checked<Backend>("reset",
-           [](Backend& b, const std::string& target) {
+           [](Backend& b, py::handle session_id) {
+             std::string target = SessionArgument("reset", "session_id", session_id);
              return ValueOrThrow(Released([&] { return b.Reset(target); }));
            }),
            py::arg("session_id"))
       .def("branch", Checked<Backend>("branch",
-           [](Backend& b, const std::string& source, const std::string& target) {
+           [](Backend& b, py::handle source_id, py::handle new_id) {
+             std::string source = SessionArgument("branch", "source_id", source_id);
+             std::string target = SessionArgument("branch", "new_id", new_id);
              ThrowIfError(Released([&] { return b.Branch(source, target); }));
            }),
            py::arg("source_id"), py::arg("new_id"))
       .def("namespace", Checked<Backend>("namespace",
-           [](Backend& b, const std::string& sid) {
+           [](Backend& b, py::handle session_id) {
+             std::string sid = SessionArgument("namespace", "session_id", session_id);
              return py::reinterpret_steal<py::object>(ValueOrThrow(b.Namespace(sid)));
            }),
            py::arg("session_id"), "The session's live namespace dict itself (live_objects only).")

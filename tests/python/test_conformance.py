@@ -298,3 +298,17 @@ def test_a_crashing_cell_where_the_backend_survives_it(backend):
     r = backend.run("c", "import os\nos._exit(7)")
     assert (r.ok, r.outcome, r.exit_code) == (False, dolsot.Outcome.CRASHED, 1)
     assert backend.run("c", "kept").value == "1"
+
+
+@pytest.mark.parametrize("method, args, names", [
+    ("reset", (5,), "session_id"),
+    ("branch", (None, "b"), "source_id"),
+    ("branch", ("a", 3.0), "new_id"),
+    ("namespace", (b"s",), "session_id"),
+    ("interrupt", ([],), "session_id"),
+])
+def test_a_wrong_argument_type_is_a_type_error_naming_the_argument(backend, method, args, names):
+    # Issue #21 §3: not pybind11's list of overloads naming internal parameters.
+    with pytest.raises(TypeError, match=rf"{method}\(\) argument '{names}' must be a session id") as caught:
+        getattr(backend, method)(*args)
+    assert "incompatible function arguments" not in str(caught.value)
