@@ -40,6 +40,17 @@ def store(ray_local, redis_server, redis_prefix):
     s.close()
 
 
+
+def _kill(actor):
+    """Kills a pool actor and returns once its process is gone: ray.kill only
+    asks, and a call sent before the process dies could still be answered."""
+    pid = ray.get(actor.pid.remote())
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + 30
+    while alive(pid):
+        assert time.monotonic() < deadline, f"actor process {pid} outlived ray.kill"
+        time.sleep(0.01)
+
 def _run_all(pool, cells):
     """Runs [(sid, code)] from 16 threads; returns the Results in order."""
     with ThreadPoolExecutor(16) as threads:
@@ -73,7 +84,7 @@ def test_a_killed_actor_s_sessions_resume_elsewhere_from_the_store(store):
         assert all(r.ok for r in _run_all(pool, [(s, f"x = {i}") for i, s in enumerate(sids)]))
         victim = pool.actor_of("k0")
         orphans = [s for s in sids if pool.actor_of(s) == victim]
-        ray.kill(victim, no_restart=True)
+        _kill(victim)
         # The run goes on: a cell sent to the dead actor reports WORKER_LOST
         # (it was killed between cells, so that cell did not run: send it again).
         results = _run_all(pool, [(s, "x += 100") for s in sids])
@@ -92,12 +103,12 @@ def test_an_actor_that_died_unnoticed_is_reported_by_sessions_and_close(store):
     pool = SessionPool(2, store=store, repl_options=REPL_OPTIONS)
     assert pool.run("quiet", "q = 1").ok
     victim = pool.actor_of("quiet")
-    ray.kill(victim, no_restart=True)
+    _kill(victim)
     assert "quiet" in {info.id for info in pool.sessions()}  # from the store
     assert victim not in pool.actors()
     assert pool.run("quiet", "q").value == "1"  # on another actor
     other = pool.actor_of("quiet")
-    ray.kill(other, no_restart=True)
+    _kill(other)
     with pytest.raises(dolsot.StoreError, match="sessions quiet had died"):
         pool.close()
     pool.close()  # once
