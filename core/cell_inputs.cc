@@ -8,17 +8,6 @@
 namespace dolsot {
 namespace {
 
-bool IsAsciiIdentifier(std::string_view name) {
-  if (name.empty()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    bool digit = c >= '0' && c <= '9';
-    if (!letter && !(digit && i > 0)) return false;
-  }
-  return true;
-}
-
 Status CheckName(std::string_view what, std::string_view name) {
   std::string quoted = std::string(what) + " name '" + std::string(name) + "'";
   if (!IsAsciiIdentifier(name)) {

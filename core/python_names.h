@@ -12,5 +12,9 @@ namespace dolsot {
 bool IsPythonKeyword(std::string_view name);
 // A public name of the builtins module (dir(builtins) without dunders).
 bool IsPythonBuiltinName(std::string_view name);
+// An ASCII identifier ([A-Za-z_][A-Za-z0-9_]*), keywords included: the shape
+// every name dolsot binds in a session (toolbox aliases, tools, variables)
+// must have, so it reads one way whatever CPython's NFKC folding does.
+bool IsAsciiIdentifier(std::string_view name);
 
 }  // namespace dolsot

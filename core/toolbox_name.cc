@@ -8,21 +8,15 @@
 namespace dolsot {
 namespace {
 
-bool IsAsciiIdentifier(std::string_view name) {
-  if (name.empty()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
-    if (!letter && !(digit && i > 0)) return false;
-  }
-  return !IsPythonKeyword(name);
+// An identifier that is no keyword: what an alias or a module name's part is.
+bool IsNameNotKeyword(std::string_view name) {
+  return IsAsciiIdentifier(name) && !IsPythonKeyword(name);
 }
 
 }  // namespace
 
 Status ValidateToolboxAlias(std::string_view alias) {
-  if (!IsAsciiIdentifier(alias) || alias.substr(0, 2) == "__") {
+  if (!IsNameNotKeyword(alias) || alias.substr(0, 2) == "__") {
     return Status(ErrorCode::kInvalidToolbox,
                   "toolbox alias '" + std::string(alias) +
                       "' is not a valid alias (an ASCII Python identifier, not a keyword, "
@@ -41,7 +35,7 @@ Status ValidateToolboxModule(std::string_view alias, std::string_view module) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t dot = module.find('.', start);
-    if (!IsAsciiIdentifier(module.substr(start, dot - start))) {
+    if (!IsNameNotKeyword(module.substr(start, dot - start))) {
       return Status(ErrorCode::kInvalidToolbox,
                     "toolbox '" + std::string(alias) + "': '" + std::string(module) +
                         "' is not an importable module name");

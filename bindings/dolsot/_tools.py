@@ -67,6 +67,18 @@ def _type_name(value: Any) -> str:
     return kind.__qualname__ if module in (None, "", "builtins") else f"{module}.{kind.__qualname__}"
 
 
+def _pickled(value: Any, whose: str, where: str) -> bytes:
+    """pickle.dumps(value, 5), or a TypeError saying whose value of which
+    type cannot be sent where."""
+    try:
+        return pickle.dumps(value, 5)
+    except Exception as error:
+        raise TypeError(
+            f"{whose}: a value of type {_type_name(value)} cannot be sent to {where} "
+            f"(it cannot be pickled: {error})"
+        ) from None
+
+
 def _error_reply(error: BaseException) -> bytes:
     """An exception described for the cell: its type, message and exit code,
     and the exception itself when it is a builtin one."""
@@ -104,13 +116,7 @@ class _VariableCache:
             last = self._last.get(name)
         if last is not None and last[0] is value and isinstance(value, self._IMMUTABLE):
             return last[1], last[2]
-        try:
-            data = pickle.dumps(value, 5)
-        except Exception as error:
-            raise TypeError(
-                f"run() variable {name!r}: a value of type {_type_name(value)} cannot be sent "
-                f"to a Repl session (it cannot be pickled: {error})"
-            ) from None
+        data = _pickled(value, f"run() variable {name!r}", "a Repl session")
         digest = hashlib.blake2b(data, digest_size=16).digest()
         with self._lock:
             self._last[name] = (value, data, digest)
@@ -216,14 +222,7 @@ class ToolHost:
             value = tool(*args, **kwargs)
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
-            try:
-                data = pickle.dumps(value, 5)
-            except Exception as error:
-                raise TypeError(
-                    f"tool {name}() returned a value of type {_type_name(value)} that cannot be "
-                    f"sent to the cell (it cannot be pickled: {error})"
-                ) from None
-            done(True, data)
+            done(True, _pickled(value, f"tool {name}() returned", "the cell"))
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
         finally:
