@@ -84,6 +84,18 @@ void CheckpointSaver::Flush() {
   changed_.wait(guard, [&] { return finished_ >= target; });
 }
 
+void CheckpointSaver::Flush(const std::string& session_id) {
+  std::unique_lock<std::mutex> guard(mutex_);
+  changed_.wait(guard, [&] {
+    if (stopping_) return true;
+    if (handling_ == session_id) return false;
+    for (const Job& job : queue_) {
+      if (job.session_id == session_id) return false;
+    }
+    return true;
+  });
+}
+
 void CheckpointSaver::Stop(std::chrono::milliseconds patience) {
   {
     std::unique_lock<std::mutex> guard(mutex_);
@@ -134,6 +146,7 @@ void CheckpointSaver::Loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
       reading_ = job.channel.get();
+      handling_ = job.session_id;
     }
     if (epoll_) (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, job.channel.get(), nullptr);
     auto frame = protocol::ReadFrame(job.channel.get(),
@@ -150,10 +163,11 @@ void CheckpointSaver::Loop() {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       ++finished_;
+      handling_.clear();
       changed_.notify_all();
     }
     // Awake anyway, and no cell waits on this thread: close what the host
-    // set aside (superseded channels, retired standbys' sockets).
+    // set aside (superseded channels, retired snapshots' sockets).
     if (closer_ != nullptr) closer_->CloseAll();
   }
 }

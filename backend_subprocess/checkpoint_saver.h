@@ -49,6 +49,10 @@ class CheckpointSaver {
   // Returns once every checkpoint submitted before the call is saved (or
   // failed). Thread-safe.
   void Flush();
+  // Returns once no checkpoint of `session_id` is queued or being read (a
+  // session about to be restored from the store must not miss one still on
+  // its way there). Thread-safe.
+  void Flush(const std::string& session_id);
   // Flushes (giving up on checkpoints still unwritten after `patience`:
   // their writers are abandoned), then ends the thread. Idempotent.
   void Stop(std::chrono::milliseconds patience = std::chrono::minutes(10));
@@ -73,6 +77,7 @@ class CheckpointSaver {
   std::uint64_t finished_ = 0;
   bool stopping_ = false;
   int reading_ = -1;  // the channel being read now (shut down to abandon it)
+  std::string handling_;  // the session whose checkpoint is being read or saved
   std::thread thread_;
 };
 

@@ -1,7 +1,7 @@
 // DeferredCloser: descriptors whose closing can wait, kept off a cell's
 // critical path.
 //
-// With rollback on, every cell retires a standby process, and the host closes
+// With rollback on, every cell retires a snapshot process, and the host closes
 // that process's socket. Closing a socket cost ~25 µs in a paced cell (caches
 // cold), on the thread that was about to hand the Result back. The host now
 // only queues it here. The queue is closed by CloseAll, which the async

@@ -1,14 +1,14 @@
-// HotPages: the pages a session's cells recently wrote or ran, so a freshly
-// forked runner can take their faults before a cell arrives instead of
-// during it.
+// HotPages: the pages a session's cells recently wrote or ran, so a runner
+// that just forked its snapshot can take their faults before a cell arrives
+// instead of during it.
 //
-// After a fork every private page is shared between the standby and the
-// runner; the first write to one costs a copy-on-write fault (~17 µs here).
-// The standby, just after it ran a cell as the runner, finds the pages it
-// wrote since its own fork: those are the ones /proc/self/pagemap reports as
-// "exclusively mapped" (bit 56; this kernel has no soft-dirty bits) while its
-// parent still shares the rest. The next runner inherits the list and
-// pre-faults it with madvise(MADV_POPULATE_WRITE) while it is idle.
+// After a fork every private page is shared between the runner and its
+// snapshot; the first write to one costs a copy-on-write fault (~17 µs here).
+// The runner, just after a cell, finds the pages it wrote since it forked the
+// last snapshot: those are the ones /proc/self/pagemap reports as
+// "exclusively mapped" (bit 56; this kernel has no soft-dirty bits) while that
+// snapshot still shares the rest. Once it has forked the next snapshot it
+// pre-faults them with madvise(MADV_POPULATE_WRITE) while it is idle.
 //
 // A page stays hot for `max_age` observations after it was last found. The
 // runner's own pre-faulting makes pages exclusive too, so being exclusive does
@@ -57,11 +57,12 @@ class HotPages {
 
   // Records the pages of this process's private writable mappings that are
   // exclusively mapped now. Call before forking (in the process that will be
-  // the parent), while the process it was forked from is still alive.
+  // the parent), while the process it last forked (or was forked from) still
+  // shares the pages not written since.
   // Returns false when /proc/self/pagemap could not be read.
   bool Observe();
 
-  // Pre-faults the recorded pages (in the forked child), in chunks; stops
+  // Pre-faults the recorded pages (in the runner, after the fork), in chunks; stops
   // early when `stop()` returns true between chunks. Returns the number of
   // pages populated. Pages no longer in a private writable mapping are
   // skipped.

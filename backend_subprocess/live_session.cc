@@ -41,7 +41,7 @@ UniqueFd Attested(UniqueFd socket) {
   return socket;
 }
 
-// A RUNNER or BRANCHED frame from `parent`: {pid} of its new child, and the
+// A BRANCHED frame from `parent`: {pid} of its new child, and the
 // host's end of that child's socket.
 StatusOr<ProcessChannel> ChannelFrom(Frame& frame, const char* what,
                                      const ProcessIdentity& parent) {
@@ -82,11 +82,13 @@ LiveSession::~LiveSession() { Kill(); }
 StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel,
                                                           std::string_view blob,
                                                           const WorkerSettings& settings,
-                                                          Deadline deadline, LoadReport* report) {
+                                                          Deadline deadline, LoadReport* report,
+                                                          std::weak_ptr<WorkerProcess> worker) {
   std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  session->worker_ = std::move(worker);
   channel.socket = Attested(std::move(channel.socket));
-  (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
-  ProcessChannel& first = session->snapshots_ ? session->standby_ : session->runner_;
+  session->runner_ = std::move(channel);
+  ProcessChannel& first = session->runner_;
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(first.socket.get(), Tag::kLoad, blob));
   auto ready = protocol::ReadFrame(first.socket.get(), deadline);
   if (!ready.ok()) {
@@ -104,84 +106,88 @@ StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel
   DOLSOT_RETURN_IF_ERROR(r.Finish("READY"));
   session->held_ = loaded.restored;
   if (report != nullptr) *report = std::move(loaded);
-  session->runner_pending_ = session->snapshots_;
+  session->runner_frame_due_ = session->snapshots_;
   session->restored_no_cell_ = !session->snapshots_;
   return session;
 }
 
 std::unique_ptr<LiveSession> LiveSession::Adopt(ProcessChannel channel,
-                                                const WorkerSettings& settings) {
+                                                const WorkerSettings& settings,
+                                                std::weak_ptr<WorkerProcess> worker) {
   std::unique_ptr<LiveSession> session(new LiveSession(settings));
+  session->worker_ = std::move(worker);
   channel.socket = Attested(std::move(channel.socket));
-  (session->snapshots_ ? session->standby_ : session->runner_) = std::move(channel);
-  session->runner_pending_ = session->snapshots_;
+  session->runner_ = std::move(channel);
+  session->runner_frame_due_ = session->snapshots_;
   return session;
 }
 
 void LiveSession::Kill() {
-  // The retired standby is not signalled (its pid may be reused once the new
-  // standby killed it): closing its socket ends it if it is still alive.
-  retired_ = ProcessChannel{};
-  // Not sent yet: the runner was not forked, or is just starting; it dies
-  // with the standby (PR_SET_PDEATHSIG).
-  ReadPendingRunnerPid(Clock::now());
-  for (ProcessChannel* c : {&runner_, &standby_}) {
-    c->process.Kill();  // the process and its group, if the host can vouch for it
+  // The runner's pid may still be due in its RUNNER frame (a promoted
+  // snapshot): read if it is there already, to kill a runner that is busy.
+  ReadPendingRunner(Clock::now());
+  runner_.process.Kill();  // the process and its group, if the host can vouch for it
+  // A snapshot is never signalled: idle, it exits when its socket closes
+  // (and its runner, which forked it, may have reaped it and freed the pid).
+  for (ProcessChannel* c : {&runner_, &snapshot_}) {
     c->socket.Reset();
     c->process = ProcessIdentity();
   }
-  runner_pending_ = false;
+  runner_frame_due_ = false;
 }
 
-Status LiveSession::AcceptRunner(Frame frame) {
-  if (!frame.fd && runner_.socket && !runner_.process.known()) {
-    // Its socket came with the last Result: only the pid is new.
-    PayloadReader r(frame.payload);
-    auto pid = static_cast<pid_t>(r.U32());
-    if (!r.Finish("RUNNER").ok() || !PlausiblePid(pid)) {
-      return CorruptError("malformed RUNNER frame");
+Status LiveSession::AcceptRunner(Frame& frame) {
+  PayloadReader r(frame.payload);
+  auto pid = static_cast<pid_t>(r.U32());
+  DOLSOT_RETURN_IF_ERROR(r.Finish("RUNNER"));
+  if (!runner_frame_due_) return CorruptError("unexpected RUNNER frame");
+  if (!PlausiblePid(pid)) return CorruptError("malformed RUNNER frame");
+  if (runner_.process.known()) {
+    // Restored or branched: the host knows the pid already and learns
+    // nothing from this frame's word (a branch may write it before the host
+    // asked the kernel to attest its socket's writers).
+    if (runner_.process.pid() != pid) {
+      return CorruptError("RUNNER names pid " + std::to_string(pid) + ", not the session's " +
+                          std::to_string(runner_.process.pid()));
     }
-    runner_.process = ProcessIdentity::ChildOf(standby_.process, pid);
   } else {
-    auto channel = ChannelFrom(frame, "RUNNER", standby_.process);
-    if (!channel.ok()) return channel.status();
-    runner_ = std::move(channel).value();
+    // A promoted snapshot, whose socket was attested from the start: the
+    // kernel must vouch for the pid, and the process existed when promoted.
+    auto sender = ProcessIdentity::FromSender(frame, pid, "RUNNER");
+    if (!sender.ok()) return sender.status();
+    runner_.process = sender->VouchedAsOf(promoted_at_ns_);
   }
-  runner_pending_ = false;
+  if (frame.fd && !snapshots_) return CorruptError("a snapshot's socket with rollback off");
+  snapshot_.socket = Attested(std::move(frame.fd));
+  runner_frame_due_ = false;
   return Status::Ok();
 }
 
-Status LiveSession::EnsureRunner(Deadline deadline, const ChannelHandler& on_channel) {
-  while (runner_pending_) {
-    int source = standby_.socket.get();
-    if (source < 0) return Status(ErrorCode::kUnavailable, "the session process is gone");
-    auto frame = protocol::ReadFrame(source, deadline);
-    if (!frame.ok()) return frame.status();
-    switch (frame->tag) {
-      case Tag::kRunner:
-        // The pid alone, and no socket waits for it: the pid of a runner
-        // that died before it was read.
-        if (!frame->fd && !runner_.socket) break;
-        DOLSOT_RETURN_IF_ERROR(AcceptRunner(std::move(frame).value()));
-        break;
-      case Tag::kDied:
-        break;  // a death already reported (or not waited for: RunnerDied)
-      default:
-        return CorruptError(std::string("unexpected frame ") + protocol::TagName(frame->tag));
-    }
+StatusOr<Frame> LiveSession::ReadFromRunner(Deadline deadline) {
+  for (;;) {
+    auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+    if (!frame.ok() || frame->tag != Tag::kRunner) return frame;
+    DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
   }
+}
+
+void LiveSession::ReadPendingRunner(Clock::time_point deadline) {
+  if (!runner_frame_due_ || !runner_.socket) return;
+  // Nothing else comes before it on this socket.
+  if (Clock::now() >= deadline && !protocol::Readable(runner_.socket.get())) return;
+  auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  if (frame.ok() && frame->tag == Tag::kRunner) (void)AcceptRunner(*frame);
+}
+
+Status LiveSession::Settle(Deadline deadline, const ChannelHandler&) {
   if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
-  return Status::Ok();
-}
-
-void LiveSession::ReadPendingRunnerPid(Clock::time_point deadline) {
-  if (runner_pending_ && runner_.socket && !runner_.process.known() && standby_.socket) {
-    (void)EnsureRunner(deadline, nullptr);
+  if (runner_frame_due_) {
+    auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+    if (!frame.ok()) return frame.status();
+    if (frame->tag != Tag::kRunner) return CorruptError("expected RUNNER");
+    return AcceptRunner(*frame);
   }
-}
-
-Status LiveSession::Settle(Deadline deadline, const ChannelHandler& on_channel) {
-  return EnsureRunner(deadline, on_channel);
+  return Status::Ok();
 }
 
 Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::string>* sent) {
@@ -235,20 +241,15 @@ void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(run.timeout_seconds));
-  // When the runner's socket came with the last Result there is nothing to
-  // wait for: the cell goes out at once, and the runner's pid comes with its
-  // Result (read from the standby only if the runner must be killed first).
-  Status ready = runner_.socket ? Status::Ok() : EnsureRunner(deadline, on_channel);
-  if (!ready.ok()) {
-    bool timed_out = ready.code() == ErrorCode::kTimeout;
+  // The cell goes out at once; a RUNNER frame still due is read with the
+  // cell's first reply.
+  if (!runner_.socket) {
     Kill();
     CellOutcome outcome;
     outcome.session_lost = true;
-    outcome.result = Result::Failure(
-        timed_out ? Outcome::kTimeout : Outcome::kWorkerLost,
-        timed_out ? kExitTimeout : kExitFailure,
-        "the session's process was lost before the cell ran (" + ready.message() +
-            "); it will be restored from its last checkpoint");
+    outcome.result = Result::Failure(Outcome::kWorkerLost, kExitFailure,
+                                     "the session's process was lost before the cell ran; it "
+                                     "will be restored from its last checkpoint");
     return outcome;
   }
   std::map<std::string, std::string> variables_after;
@@ -297,6 +298,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       if (output.size() < kMaxKeptOutput) output.append(frame->payload);
       continue;
     }
+    if (frame->tag == Tag::kRunner) {
+      DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
+      continue;
+    }
     if (frame->tag == Tag::kToolCall) {
       if (!replies) {
         replies = std::make_shared<ToolReplies>(UniqueFd(::fcntl(socket, F_DUPFD_CLOEXEC, 0)));
@@ -318,6 +323,8 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       data.dropped = outcome.result.dropped;
       outcome.checkpoint = std::move(data);
     }
+    std::vector<std::string> threads = r.Strs();
+    outcome.rebound = r.Strs();
     auto runner_pid = static_cast<pid_t>(r.U32());
     std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
@@ -327,36 +334,28 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     runner_.process = *runner;
     // The descriptors that came with it, in order.
     UniqueFd* next_fd = &frame->fd;
-    UniqueFd checkpoint_channel, runner_socket;
+    UniqueFd checkpoint_channel, snapshot_socket;
     if (carried & protocol::kCarriesCheckpointChannel) {
       checkpoint_channel = std::move(*next_fd);
       next_fd = &frame->fd2;
     }
-    if (carried & protocol::kCarriesRunnerSocket) {
-      runner_socket = Attested(std::move(*next_fd));
-      // The session forks that runner on this socket and will not send another.
-      if (!runner_socket) return CorruptError("the next runner's socket did not come with RESULT");
+    if (carried & protocol::kCarriesSnapshotSocket) {
+      if (!snapshots_) return CorruptError("a snapshot's socket with rollback off");
+      snapshot_socket = Attested(std::move(*next_fd));
+      if (!snapshot_socket) return CorruptError("the snapshot's socket did not come with RESULT");
     }
     if (checkpoint_channel && on_channel) on_channel(std::move(checkpoint_channel));
     held_ = outcome.result.held;
+    threads_ = std::move(threads);
     restored_no_cell_ = false;
     if (snapshots_) {
-      // The runner now holds the state: it is the new standby. Once we have
-      // read this Result it notes the pages the cell wrote, retires the old
-      // standby (its parent) itself and forks a new runner. The old standby's
-      // socket stays open until then (closing it would end that process
-      // early, and the new standby dies with it until it has forked). The
-      // standby before that one is retired, or about to be, and nothing
-      // depends on it any more (the runner that sent this Result was forked
-      // after its parent stopped dying with it): its socket goes to the
-      // caller, to close off the critical path.
-      outcome.retired_socket = std::move(retired_.socket);
-      retired_ = std::move(standby_);
-      standby_ = std::move(runner_);
-      runner_ = ProcessChannel{};
-      runner_.socket = std::move(runner_socket);  // its pid comes with its Result
-      // A RUNNER frame of the old standby's, unread, is dropped with it.
-      runner_pending_ = true;
+      // The runner forks the snapshot of this state on that socket once we
+      // have read this Result, and retires the previous snapshot itself
+      // (its child): that socket goes to the caller, to close off the
+      // critical path. Without a new socket the runner could not make one:
+      // the old snapshot, from before this cell, must never be promoted.
+      outcome.retired_socket = std::move(snapshot_.socket);
+      snapshot_.socket = std::move(snapshot_socket);
     }
     return outcome;
   }
@@ -364,40 +363,46 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
 
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                                     const std::string& output) {
-  ReadPendingRunnerPid(Clock::now() + kReapGrace);
+  // A promoted runner's pid comes in its RUNNER frame, ahead of anything
+  // else it sent: read it now if this cell was killed before it was read.
+  ReadPendingRunner(Clock::now() + kReapGrace);
+  pid_t dead = runner_.process.pid();
   runner_.process.Kill();
   runner_.socket.Reset();
   runner_.process = ProcessIdentity();
+  runner_frame_due_ = false;
   CellOutcome outcome;
   outcome.interrupted = interrupted;
   Result& r = outcome.result;
   r.ok = false;
   r.stdout_text = CapOutput(output, run.max_output);
-  std::string how;
   bool rolled_back = false;
-  if (snapshots_ && standby_.socket) {
-    // The standby reaps the runner and forks a new one from the pre-cell state.
-    Status told = protocol::WriteFrame(standby_.socket.get(), Tag::kRunnerDied, {});
-    if (told.ok() && (timed_out || interrupted)) {
-      // Killed here: its wait status would add nothing, so the Result does
-      // not wait for the reap (~0.5 ms or more for a big runner); the
-      // standby's DIED frame is skipped later (EnsureRunner).
+  if (snapshots_ && snapshot_.socket) {
+    // The snapshot kills what is left of the runner (its parent), waits until
+    // it is gone and runs the next cell from the state before this one.
+    promoted_at_ns_ = BootTimeNs();
+    if (protocol::WriteFrame(snapshot_.socket.get(), Tag::kPromote, {}).ok()) {
+      runner_ = std::move(snapshot_);
+      snapshot_ = ProcessChannel{};
+      runner_frame_due_ = true;
       rolled_back = true;
-    } else if (told.ok()) {
-      auto grace = Clock::now() + kReapGrace;
-      StatusOr<Frame> died = protocol::ReadFrame(standby_.socket.get(), grace);
-      // A RUNNER frame not read yet (the runner died before its pid was
-      // needed) comes first.
-      while (died.ok() && died->tag == Tag::kRunner) {
-        died = protocol::ReadFrame(standby_.socket.get(), grace);
-      }
-      if (died.ok() && died->tag == Tag::kDied) {
-        PayloadReader pr(died->payload);
-        how = DescribeWaitStatus(pr.I32());
-        rolled_back = true;
+      if (!timed_out && !interrupted) {
+        // A death we did not cause may have taken the snapshot too (an OOM
+        // kill, a kill of the whole group): the Result waits for its RUNNER
+        // frame before it says the session was rolled back. A kill of ours
+        // does not wait: the next cell learns if the snapshot is gone.
+        ReadPendingRunner(Clock::now() + kReapGrace);
+        rolled_back = !runner_frame_due_;
       }
     }
-    if (rolled_back) runner_pending_ = true;
+  }
+  // How it ended, when it ended by itself (a kill of ours says nothing new):
+  // the worker reaps the runners (see worker_loop.cc).
+  std::string how;
+  if (!timed_out && !interrupted && dead > 1) {
+    if (auto worker = worker_.lock()) {
+      if (std::optional<int> status = worker->ExitStatus(dead)) how = DescribeWaitStatus(*status);
+    }
   }
   // Restored and no cell yet: the checkpoint it goes back to is the state
   // before this cell.
@@ -410,6 +415,12 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   std::string after = as_before
                           ? "the session was rolled back to its state before this cell"
                           : "the session goes back to its last checkpoint";
+  if (!threads_.empty()) {
+    std::string names;
+    for (const std::string& name : threads_) names += (names.empty() ? "" : ", ") + name;
+    after += "; its threads (" + names + ") are gone: recreate them";
+    threads_.clear();
+  }
   // The reason was recorded before the kill, so it is set first and wins.
   if (timed_out) {
     r.SetOutcome(Outcome::kTimeout);
@@ -431,19 +442,19 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   return outcome;
 }
 
-StatusOr<CheckpointData> LiveSession::Checkpoint(Deadline deadline, const ChannelHandler& on_channel) {
-  DOLSOT_RETURN_IF_ERROR(EnsureRunner(deadline, on_channel));
+StatusOr<CheckpointData> LiveSession::Checkpoint(Deadline deadline, const ChannelHandler&) {
+  if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(runner_.socket.get(), Tag::kCheckpoint, {}));
-  auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  auto frame = ReadFromRunner(deadline);
   if (!frame.ok()) return frame.status();
   if (frame->tag != Tag::kCheckpointData) return CorruptError("expected CHECKPOINT_DATA");
   return ParseCheckpointData(frame->payload);
 }
 
-StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHandler& on_channel) {
-  DOLSOT_RETURN_IF_ERROR(EnsureRunner(deadline, on_channel));
+StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHandler&) {
+  if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(runner_.socket.get(), Tag::kBranch, {}));
-  auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  auto frame = ReadFromRunner(deadline);
   if (!frame.ok()) return frame.status();
   if (frame->tag != Tag::kBranched) return CorruptError("expected BRANCHED");
   return ChannelFrom(*frame, "BRANCHED", runner_.process);

@@ -1,8 +1,9 @@
 // LiveSession: the host's handle on one live session's processes (the runner
-// that runs cells and, with rollback on, the standby holding the state from
-// before the running cell). Runs a cell under a wall-clock deadline: on
-// timeout it records the reason, SIGKILLs the runner's process group, and
-// promotes the standby. Not thread-safe: the Repl serializes calls per session.
+// that holds the live state and runs every cell and, with rollback on, its
+// snapshot: a forked copy holding the state from before the running cell).
+// Runs a cell under a wall-clock deadline: on timeout it records the reason,
+// SIGKILLs the runner's process group, and promotes the snapshot. Not
+// thread-safe: the Repl serializes calls per session.
 #pragma once
 
 #include <functional>
@@ -50,7 +51,10 @@ struct CellOutcome {
   std::optional<CheckpointData> checkpoint;  // sync mode: to be saved
   bool session_lost = false;  // the state is gone (rollback off): restore next time
   bool interrupted = false;   // should_stop said so
-  // The socket of a standby retired by now (rollback on): the caller closes
+  // Async checkpoints: the names the cell bound anew (their verdict is in
+  // result.dropped; an older checkpoint's verdict on them is stale).
+  std::vector<std::string> rebound;
+  // The socket of a snapshot retired by now (rollback on): the caller closes
   // it, off the critical path (DeferredCloser).
   UniqueFd retired_socket;
 };
@@ -67,12 +71,15 @@ class LiveSession {
   using ChannelHandler = std::function<void(UniqueFd)>;
 
   // A freshly opened session process: restores `blob` (may be empty).
+  // `worker` (may be null) says how a dead runner ended.
   static StatusOr<std::unique_ptr<LiveSession>> Start(ProcessChannel channel, std::string_view blob,
                                                       const WorkerSettings& settings,
                                                       protocol::Deadline deadline,
-                                                      LoadReport* report);
+                                                      LoadReport* report,
+                                                      std::weak_ptr<WorkerProcess> worker = {});
   // A process forked by Branch(): already holds its state.
-  static std::unique_ptr<LiveSession> Adopt(ProcessChannel channel, const WorkerSettings& settings);
+  static std::unique_ptr<LiveSession> Adopt(ProcessChannel channel, const WorkerSettings& settings,
+                                            std::weak_ptr<WorkerProcess> worker = {});
   ~LiveSession();  // Kill()
 
   // `on_checkpoint_channel` receives the async checkpoint channel that comes
@@ -84,14 +91,15 @@ class LiveSession {
   // A new process holding a copy of this state.
   StatusOr<ProcessChannel> Branch(protocol::Deadline deadline,
                                   const ChannelHandler& on_checkpoint_channel);
-  // Reads the frames the session sent after its last reply (a new runner),
-  // so nothing pending is lost.
+  // Reads the RUNNER frame a runner that started serving sends first (its
+  // pid, its snapshot's socket), so it can be killed and rolled back.
   Status Settle(protocol::Deadline deadline, const ChannelHandler& on_checkpoint_channel);
   // SIGKILLs every process of this session. Idempotent.
   void Kill();
 
   // The names the session held after its last cell.
   const std::vector<std::string>& held() const { return held_; }
+  const std::weak_ptr<WorkerProcess>& worker() const { return worker_; }
 
  private:
   explicit LiveSession(const WorkerSettings& settings);
@@ -107,25 +115,28 @@ class LiveSession {
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                          const std::string& output);
-  Status AcceptRunner(protocol::Frame frame);
-  // The socket that serves requests right now (the runner's).
-  Status EnsureRunner(protocol::Deadline deadline, const ChannelHandler& on_channel);
-  // The runner got its cell before its pid was read (the pid comes with its
-  // Result): reads the pid the standby sent when it forked the runner, so
-  // the runner's whole process group can be killed.
-  void ReadPendingRunnerPid(protocol::Clock::time_point deadline);
+  // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
+  Status AcceptRunner(protocol::Frame& frame);
+  // The next frame from the runner, its RUNNER frame taken first if due.
+  StatusOr<protocol::Frame> ReadFromRunner(protocol::Deadline deadline);
+  // Reads the runner's RUNNER frame if it is due, until `deadline`.
+  void ReadPendingRunner(protocol::Clock::time_point deadline);
 
   bool snapshots_;
-  ProcessChannel standby_;  // rollback on: the parent of the runner
-  ProcessChannel runner_;
-  ProcessChannel retired_;  // the previous standby, which the new one retires
-  bool runner_pending_ = false;      // a kRunner frame is due on standby_
+  std::weak_ptr<WorkerProcess> worker_;
+  ProcessChannel runner_;    // holds the live state, runs the cells
+  ProcessChannel snapshot_;  // rollback on: the runner's copy from before its cell
+  bool runner_frame_due_ = false;  // a RUNNER frame comes first on runner_.socket
+  std::int64_t promoted_at_ns_ = 0;  // when the runner, a snapshot, was promoted
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves
   // the session as before it (restored from that checkpoint next time) and
-  // held_ stays right. The CLI relies on this to skip the standby fork.
+  // held_ stays right. The CLI relies on this to skip the snapshot fork.
   bool restored_no_cell_ = false;
   std::vector<std::string> held_;
+  // The Python threads other than the main one alive after the last cell:
+  // a rollback loses them, and the killed cell's Result says so.
+  std::vector<std::string> threads_;
   // The variables the state after the last completed cell holds in its
   // private cache (name -> digest): what need not be sent again.
   std::map<std::string, std::string> variable_digests_;

@@ -1,20 +1,25 @@
-// ProcessIdentity: a session process (runner or standby) as far as the host
-// can vouch for it, and the only way the host signals one.
+// ProcessIdentity: a session process (a runner) as far as the host can vouch
+// for it, and the only way the host signals one.
 //
 // Which side is trusted. The worker (the fork server) ran no cell: it
 // imported the toolboxes the host chose, so the pid it reports for a fresh
 // session process (OPENED) is taken as given. Every session process has run
-// the user's cells (a standby ran them as a runner first), and a cell can
-// write any frame on its socket, so the pids sessions report are checked:
-//   - RESULT names its sender, the runner. The host's end of a session
-//     socket asks the kernel for each writer's credentials (SO_PASSCRED):
-//     the pid the kernel attests for every byte of the frame must be the
-//     pid it names (FromSender), else the frame is kCorrupt.
-//   - RUNNER and BRANCHED name a child of their sender, a process the host
-//     already vouched for: /proc must show the named process as that
-//     process's child, leading its own process group (ChildOf), else the
-//     pid is not recorded and never signalled (the process still dies with
-//     its standby or at its socket's end).
+// the user's cells (a snapshot is a copy of a runner that ran them), and a
+// cell can write any frame on its socket, so the pids sessions report are
+// checked:
+//   - RESULT names its sender, the runner, and so does the RUNNER frame of a
+//     promoted snapshot. The host's end of a session socket asks the kernel
+//     for each writer's credentials (SO_PASSCRED): the pid the kernel attests
+//     for every byte of the frame must be the pid it names (FromSender),
+//     else the frame is kCorrupt. A promoted snapshot is vouched for as of
+//     its promotion (VouchedAsOf): it existed then.
+//   - BRANCHED names a child of its sender, a process the host already
+//     vouched for: /proc must show the named process as that process's
+//     child, leading its own process group (ChildOf), else the pid is not
+//     recorded and never signalled (the process still ends when its socket
+//     closes).
+// Snapshots are never signalled by the host: idle, they exit when their
+// socket closes, and their runner kills and reaps the ones it retires.
 // Each identity keeps the moment the host vouched for it (CLOCK_BOOTTIME).
 //
 // Kill() checks again just before it signals, because a pid names another
@@ -57,6 +62,13 @@ class ProcessIdentity {
   // `child`, as named by `parent`: known only when /proc shows it as
   // `parent`'s child leading its own process group.
   static ProcessIdentity ChildOf(const ProcessIdentity& parent, pid_t child);
+
+  // This identity, vouched for as of `ns` when that is earlier: a process
+  // the host knew existed at `ns` (a snapshot it promoted then) whose pid it
+  // learned later. A process that took the pid after `ns` is never signalled.
+  ProcessIdentity VouchedAsOf(std::int64_t ns) const {
+    return ProcessIdentity(pid_, ns < vouched_at_ns_ ? ns : vouched_at_ns_);
+  }
 
   bool known() const { return pid_ > 1; }
   pid_t pid() const { return pid_; }

@@ -25,7 +25,10 @@ namespace dolsot::protocol {
 // 5: IMPORTING frames before HELLO_OK name the toolbox being imported.
 // 6: RUN carries tools and variables; TOOL_CALL/TOOL_REPLY; RESULT carries
 //    error_type and the returned value.
-inline constexpr std::uint32_t kProtocolVersion = 6;
+// 7: the runner runs every cell and forks snapshots (PROMOTE, RUNNER as the
+//    hello of a process that starts serving cells); RESULT lists the live
+//    threads; EXIT_STATUS asks the worker how a session process ended.
+inline constexpr std::uint32_t kProtocolVersion = 7;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -59,22 +62,24 @@ enum class Tag : std::uint32_t {
   kOpened = 6,      // pid of the new session process; carries the host's fd
   kImporting = 7,   // before HELLO_OK: the toolbox it imports now (alias, module),
                     // so a toolbox that kills the worker is named
+  kExitStatus = 8,       // host -> worker: {pid} of a session process that died
+  kExitStatusReply = 9,  // worker -> host: {found u8, wait status i32}
   // host -> session process
   kLoad = 10,        // checkpoint blob (maybe empty) to restore, then get ready
   kRun = 11,         // one cell
-  kRetire = 12,      // a standby no longer needed: exit
-  kRunnerDied = 13,  // to a standby: your runner died; reap, report, replace it
+  kRetire = 12,      // exit
+  kPromote = 13,     // to a snapshot: the runner is gone; make sure, then run cells
   kBranch = 14,      // fork a copy of this state as a new session
   kCheckpoint = 15,  // serialize now and reply kCheckpointData
   kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error}
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
-  kResult = 22,           // the cell's Result (+ sync checkpoint); may carry the async
-                          // checkpoint's channel and the next runner's socket
-  kRunner = 23,           // pid of a new runner process; carries its fd unless that
-                          // socket came with the last Result
-  kDied = 24,             // the runner's wait status
+  kResult = 22,           // the cell's Result (+ sync checkpoint, live threads); may carry
+                          // the async checkpoint's channel and the next snapshot's socket
+  kRunner = 23,           // first frame of a process that starts running cells (restored,
+                          // branched, promoted): its pid; rollback on, carries the socket
+                          // of its first snapshot
   kBranched = 26,         // pid of the branch; carries its fd
   kCheckpointData = 27,   // saved, dropped, blob
   kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs)}
@@ -86,7 +91,7 @@ enum class Tag : std::uint32_t {
 // A kResult payload ends with a byte saying which descriptors the frame
 // carries, in this order.
 inline constexpr std::uint8_t kCarriesCheckpointChannel = 1;
-inline constexpr std::uint8_t kCarriesRunnerSocket = 2;
+inline constexpr std::uint8_t kCarriesSnapshotSocket = 2;
 
 struct Frame {
   Tag tag{};

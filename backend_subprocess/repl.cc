@@ -134,7 +134,7 @@ class Repl::Impl {
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
-  // Retired standbys' sockets and superseded checkpoint channels: closed by
+  // Retired snapshots' sockets and superseded checkpoint channels: closed by
   // the saver thread after each checkpoint, else eight at a time
   // (deferred_closer.h). Declared before saver_, whose thread uses it.
   DeferredCloser closer_{8};
@@ -201,7 +201,8 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
       }
       return channel.status();
     }
-    auto live = LiveSession::Start(std::move(channel).value(), blob, settings_, deadline, report);
+    auto live = LiveSession::Start(std::move(channel).value(), blob, settings_, deadline, report,
+                                   *worker);
     if (!live.ok()) return live.status();
     slot.live = std::move(live).value();
     return Status::Ok();
@@ -275,6 +276,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
                                     ")");
   }
   slot.live.reset();
+  closer_.CloseAll();  // see Reset
   (void)store_->Release(sid);
   return Status::Ok();
 }
@@ -335,6 +337,9 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
   if (restored) {
     static const std::vector<std::string> kNoNames;
     pipeline_.WarmUp({code, kNoNames, *deadline});  // ty starts while we restore
+    // A checkpoint of this session still on its way (its process died after
+    // the cells that wrote it, say) lands before the store is read.
+    if (options_.checkpoint == CheckpointMode::kAsync) saver_.Flush(sid);
     auto blob = LoadStored(sid);
     if (!blob.ok()) return blob.status();
     Status live = MakeLive(sid, *slot, blob->value_or(std::string()), deadline, &report);
@@ -408,12 +413,18 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
     }
-  } else if (options_.checkpoint == CheckpointMode::kAsync && result.dropped.empty()) {
+  } else if (options_.checkpoint == CheckpointMode::kAsync) {
+    // The session probed what this cell bound anew (result.dropped); the
+    // last checkpoint that landed knows the rest (a value that cannot be
+    // saved, put into an object in place).
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     std::set<std::string> held(result.held.begin(), result.held.end());
+    std::set<std::string> known(result.dropped.begin(), result.dropped.end());
+    known.insert(outcome->rebound.begin(), outcome->rebound.end());
     for (const auto& name : slot.last_dropped) {
-      if (held.count(name)) result.dropped.push_back(name);
+      if (held.count(name) && !known.count(name)) result.dropped.push_back(name);
     }
+    std::sort(result.dropped.begin(), result.dropped.end());
   }
   {
     // An earlier save that failed (async, or an eviction on this session's
@@ -438,6 +449,9 @@ Status Repl::Impl::Interrupt(std::string_view sid) {
 }
 
 StatusOr<std::vector<SessionInfo>> Repl::Impl::Sessions() {
+  // A checkpoint still being written lands first, so a session is listed
+  // with its real size (a new session's first one, say), not as 0 bytes.
+  if (options_.checkpoint == CheckpointMode::kAsync) saver_.Flush();
   auto stored = store_->List();
   if (!stored.ok()) return stored.status();
   std::vector<SessionInfo> out = std::move(stored).value();
@@ -485,6 +499,9 @@ StatusOr<int> Repl::Impl::Reset(std::string_view target_view) {
     if (slot->live) forgotten.insert(sid);
     slot->live.reset();
   }
+  // A snapshot retired with the last Result exits when its socket closes:
+  // when its runner is killed before it killed that snapshot, this is its end.
+  closer_.CloseAll();
   saver_.Flush();
   if (all) {
     auto stored = store_->List();
@@ -538,7 +555,8 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
     source_slot->live.reset();
     return channel.status();
   }
-  target_slot->live = LiveSession::Adopt(std::move(channel).value(), settings_);
+  target_slot->live =
+      LiveSession::Adopt(std::move(channel).value(), settings_, source_slot->live->worker());
   target_slot->last_used = ++clock_;
   if (options_.checkpoint != CheckpointMode::kOff) {
     auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));

@@ -1,4 +1,4 @@
-// Session process: the runner/standby loop, cell execution through RunCell,
+// Session process: the runner/snapshot loop, cell execution through RunCell,
 // live stdout streaming, rollback copies, checkpoints and branches.
 #include <Python.h>
 
@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/sockios.h>
@@ -86,6 +87,24 @@ class SocketSink final : public OutputSink {
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
 
+// Waits (GIL released) until the process `pidfd` pins has exited.
+void AwaitExit(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  int r;
+  do {
+    Py_BEGIN_ALLOW_THREADS
+    r = ::poll(&p, 1, -1);
+    Py_END_ALLOW_THREADS
+  } while (r < 0 && errno == EINTR);
+}
+
+// Whether the peer of `socket` closed it, with nothing left to read.
+bool HungUp(int socket) {
+  char byte;
+  ssize_t n = ::recv(socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0;
+}
+
 // `fd` guarded (see fork_guard.h), for a process that cannot serve without
 // it: when it cannot be guarded, the process exits (the host sees it die)
 // rather than hand the descriptor to the children a cell forks.
@@ -138,30 +157,23 @@ class Background {
   bool on_ = false;
 };
 
-// Kills `standby`, this process's parent (the previous standby), race-free:
-// only while it is still our parent (if it already exited we were reparented,
-// and getppid() names another process), through a pidfd opened meanwhile.
-void RetireParent(pid_t standby) {
-  if (::getppid() != standby) return;
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, standby, 0));
-  if (pidfd < 0) return;
-  if (::getppid() == standby) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-  ::close(pidfd);
-}
-
 class SessionProcess {
  public:
-  SessionProcess(UniqueFd socket, const WorkerSettings& settings)
-      : socket_(GuardedOrExit(std::move(socket))), settings_(settings), aliases_(settings.Aliases()) {
+  SessionProcess(UniqueFd socket, const WorkerSettings& settings, int host_pidfd)
+      : socket_(GuardedOrExit(std::move(socket))),
+        settings_(settings),
+        aliases_(settings.Aliases()),
+        host_pidfd_(host_pidfd) {
     globals_ = PyModule_GetDict(PyImport_AddModule("__main__"));  // borrowed
   }
 
   [[noreturn]] void Serve(bool expect_load) {
     if (expect_load) Load();
-    role_ = settings_.snapshots ? Role::kStandby : Role::kRunner;
+    role_ = Role::kRunner;
+    if (settings_.snapshots) Announce();
     for (;;) {
-      if (role_ == Role::kStandby) {
-        StandBy();
+      if (role_ == Role::kSnapshot) {
+        WaitAsSnapshot();
       } else {
         RunNext();
       }
@@ -169,7 +181,12 @@ class SessionProcess {
   }
 
  private:
-  enum class Role { kRunner, kStandby };
+  // The runner holds the live state and runs every cell, so the threads a
+  // cell starts are there for the next one. With rollback on, its snapshot
+  // (a child it forked after its last cell, idle) holds the state as it was
+  // before the running cell; when that cell is killed, the snapshot is
+  // promoted and becomes the runner.
+  enum class Role { kRunner, kSnapshot };
 
   StatusOr<Frame> Read() {
     if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
@@ -209,6 +226,7 @@ class SessionProcess {
       auto outcome = RestoreNamespace(globals_, frame.payload);
       if (outcome.ok()) {
         cells_run_ = outcome->cells_run;
+        unsaveable_.Trust(globals_, outcome->restored);
         restored = std::move(outcome->restored);
         failed = std::move(outcome->failed);
       } else {
@@ -231,122 +249,159 @@ class SessionProcess {
     }
   }
 
-  // Forks a child that continues with a fresh socket to the host; the parent
-  // passes the host's end with `tag` {pid}. Returns true in the child. A
-  // runner whose socket's host end already went out with the last Result
-  // (next_runner_socket_) takes that one, and {pid} goes alone.
-  bool ForkWithChannel(Tag tag, pid_t* child_pid) {
-    std::pair<UniqueFd, UniqueFd> pair;
-    if (tag == Tag::kRunner && next_runner_socket_) {
-      pair.second = next_runner_socket_.Take();
-    } else {
-      auto fresh = protocol::SocketPair();
-      if (!fresh.ok()) Exit(3);
-      pair = std::move(fresh).value();
-    }
-    pid_t forker = ::getpid();
+  // Forks a branch: a child that serves a new session on a fresh socket to
+  // the host; this process sends the host's end with BRANCHED {pid}.
+  // Returns true in the child.
+  bool ForkBranch(pid_t* child_pid) {
+    auto pair = protocol::SocketPair();
+    if (!pair.ok()) Exit(3);
     int pid = ForkProcess();
     if (pid < 0) Exit(3);
     if (pid == 0) {
       tools_.AfterFork();
-      socket_ = GuardedOrExit(std::move(pair.second));
-      pair.first.Reset();
-      DropPreparedChannels();  // no other child may keep a runner's socket open
+      socket_ = GuardedOrExit(std::move(pair->second));
+      pair->first.Reset();
+      DropPreparedChannels();  // no other child may keep a snapshot's socket open
       helpers_.clear();
-      runner_pid_ = -1;
-      parent_is_standby_ = tag == Tag::kRunner;
-      standby_pid_ = forker;
-      if (parent_is_standby_) {
-        // A runner dies with its standby (so a runaway cell cannot outlive
-        // a host that went away) until it retires that standby itself.
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != forker) Exit(0);  // the standby is already gone
-      }
+      snapshot_pid_ = -1;  // the parent's, not ours
       pending_channel_.Reset();  // the parent writes it
+      waiting_writer_pidfd_.Reset();  // the parent's to supersede, not ours
       return true;
     }
-    pair.second.Reset();
+    pair->second.Reset();
     PayloadWriter w;
     w.U32(static_cast<std::uint32_t>(pid));
-    Send(tag, w.data(), pair.first ? pair.first.get() : -1);
+    Send(Tag::kBranched, w.data(), pair->first.get());
     *child_pid = pid;
     return false;
   }
 
-  // Standby: fork a runner holding a copy of this state, then wait. Returns
-  // (in the child) once this process has become the runner, or (in the
-  // parent) after the runner died, to fork a new one.
-  void StandBy() {
-    if (after_cell_) {
-      // Post-cell work, off the host's critical path: once the host has the
-      // Result, note the pages the cell wrote (while the previous standby
-      // still shares the rest), start the checkpoint writer (first, so the
-      // next runner inherits its pidfd and the lineage runs one writer at a
-      // time), fork the next runner, and only then retire the previous
-      // standby (its exit, unmapping a big state, would slow the fork).
-      after_cell_ = false;
-      WaitHostRead(socket_.get());
-      hot_.Observe();
-      // This process now holds the state: it no longer dies with its parent
-      // (the host may end that one as soon as it has the next Result).
-      if (parent_is_standby_) ::prctl(PR_SET_PDEATHSIG, 0);
-      if (writer_channel_) {
-        PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
-        ForkCheckpointWriter(std::move(writer_channel_));
+  // Forks this process's snapshot, which serves on `socket` (its host end
+  // went to the host). Returns true in the child, now the snapshot. The
+  // previous snapshot, if any, is killed once the new one exists: it holds
+  // a state the host no longer wants.
+  bool ForkSnapshot(UniqueFd socket) {
+    pid_t previous = snapshot_pid_;
+    snapshot_pid_ = -1;
+    if (socket) {
+      pid_t runner = ::getpid();
+      int pid = ForkProcess();
+      if (pid == 0) {
+        tools_.AfterFork();
+        socket_ = GuardedOrExit(std::move(socket));
+        DropPreparedChannels();
+        pending_channel_.Reset();  // the runner writes it
+        helpers_.clear();
+        // Pins the runner (our parent) so a promotion can make sure it is
+        // gone before this process runs cells in its place.
+        runner_pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, runner, 0)));
+        if (::getppid() != runner) runner_pidfd_.Reset();  // already gone
+        runner_pid_ = runner;
+        role_ = Role::kSnapshot;
+        return true;
       }
-    } else {
-      hot_.Observe();
+      if (pid > 0) snapshot_pid_ = pid;
+      // On failure the socket closes here: the host cannot promote it.
     }
-    ReapFinished();
-    pid_t runner;
-    if (ForkWithChannel(Tag::kRunner, &runner)) {
-      role_ = Role::kRunner;
-      WarmUp();
-      background_.Set(false);  // a cell must preempt like any other process
-      return;
+    if (previous > 0) {
+      ::kill(previous, SIGKILL);  // our child, not reaped yet: the pid is still its
+      helpers_.push_back(previous);
     }
-    runner_pid_ = runner;
-    if (parent_is_standby_) {
-      RetireParent(standby_pid_);
-      parent_is_standby_ = false;
-    }
-    background_.Set(false);
-    for (;;) {
-      Frame frame = ReadOrExit();
-      switch (frame.tag) {
-        case Tag::kRetire:
-          Exit(0);
-        case Tag::kRunnerDied: {
-          int status = 0;
-          ::kill(-runner_pid_, SIGKILL);
-          pid_t r;
-          do {
-            Py_BEGIN_ALLOW_THREADS
-            r = ::waitpid(runner_pid_, &status, 0);
-            Py_END_ALLOW_THREADS
-          } while (r < 0 && errno == EINTR);
-          runner_pid_ = -1;
-          PayloadWriter w;
-          w.I32(status);
-          Send(Tag::kDied, w.data());
-          return;  // fork a new runner from this (pre-cell) state
-        }
-        case Tag::kBranch:
-          if (Branch()) return;
-          break;
-        case Tag::kCheckpoint:
-          CheckpointNow();
-          break;
-        default:
-          Exit(2);
-      }
-    }
+    return false;
   }
 
-  // A fresh runner shares its pages with the standby: the first write to each
-  // costs a copy-on-write fault. Running a throwaway cell now, while the host
-  // is not waiting (no request pending), takes the faults a typical cell's
-  // interpreter machinery would take off the critical path.
+  // A process that starts serving cells (restored, branched or promoted)
+  // tells the host its pid in RUNNER and, rollback on, hands over the socket
+  // of the snapshot it forks first. Returns true in that snapshot.
+  bool Announce() {
+    UniqueFd host_end;
+    if (settings_.snapshots) {
+      auto pair = protocol::SocketPair();
+      if (pair.ok()) {
+        if (ForkSnapshot(std::move(pair->second))) return true;
+        if (snapshot_pid_ > 0) host_end = std::move(pair->first);
+      }
+    }
+    PayloadWriter w;
+    w.U32(static_cast<std::uint32_t>(::getpid()));
+    Send(Tag::kRunner, w.data(), host_end ? host_end.get() : -1);
+    return false;
+  }
+
+  // A snapshot waits, idle, until the host promotes it (the runner's cell
+  // was killed or the runner died) or hangs up (a newer snapshot replaced
+  // it, or the session closed). It also watches the host process itself:
+  // when the host is gone (and the worker too, or the worker would have
+  // killed every session), it kills its runner, so a runaway cell never
+  // outlives the host; the runner needs no thread of its own for that.
+  void WaitAsSnapshot() {
+    if (host_pidfd_ >= 0) {
+      pollfd p[2] = {{socket_.get(), POLLIN, 0}, {host_pidfd_, POLLIN, 0}};
+      int r;
+      do {
+        Py_BEGIN_ALLOW_THREADS
+        r = ::poll(p, 2, -1);
+        Py_END_ALLOW_THREADS
+      } while (r < 0 && errno == EINTR);
+      if (r > 0 && p[1].revents == 0 && HungUp(p[0].fd)) {
+        // The host closed this socket: it retired this snapshot or ended the
+        // session, or it is exiting (its files close before it is gone).
+        // Which one shows within moments; a live host's snapshot just exits.
+        Py_BEGIN_ALLOW_THREADS
+        r = ::poll(&p[1], 1, 250);
+        Py_END_ALLOW_THREADS
+      }
+      if (r > 0 && p[1].revents != 0) {  // the host is gone
+        KillRunner();
+        Exit(0);
+      }
+    }
+    Frame frame = ReadOrExit();
+    if (frame.tag != Tag::kPromote) Exit(2);
+    // The host killed the runner or saw it die; make sure, and wait until it
+    // is gone: two processes must never run this session's cells.
+    if (runner_pidfd_) {
+      KillRunner();
+      AwaitExit(runner_pidfd_.get());
+      runner_pidfd_.Reset();
+    }
+    role_ = Role::kRunner;
+    background_.Set(false);  // forked during post-cell work, under SCHED_BATCH
+    if (Announce()) return;  // the new snapshot
+    WarmUp();
+  }
+
+  // In a snapshot: SIGKILLs its runner (its parent, pinned by a pidfd) and,
+  // while the runner is still its parent and so leads its group, that group.
+  void KillRunner() {
+    if (!runner_pidfd_) return;
+    if (::getppid() == runner_pid_) ::kill(-runner_pid_, SIGKILL);
+    ::syscall(SYS_pidfd_send_signal, runner_pidfd_.get(), SIGKILL, nullptr, 0);
+  }
+
+  // After a Result, off the host's critical path (rollback on): once the host
+  // has read it, note the pages the cell wrote (while the last snapshot
+  // still shares the rest), start the checkpoint writer, fork the snapshot
+  // of this new state (retiring the previous one), then take the faults the
+  // next cell would take. Returns true in the new snapshot.
+  bool AfterCell(UniqueFd writer_channel) {
+    WaitHostRead(socket_.get());
+    hot_.Observe();
+    if (writer_channel) {
+      PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
+      ForkCheckpointWriter(std::move(writer_channel));
+    }
+    ReapFinished();
+    if (ForkSnapshot(snapshot_socket_.Take())) return true;
+    WarmUp();
+    background_.Set(false);  // a cell must preempt like any other process
+    return false;
+  }
+
+  // Just after a fork the runner shares its pages with its snapshot: the
+  // first write to each costs a copy-on-write fault. Running a throwaway cell
+  // now, while the host is not waiting (no request pending), takes the faults
+  // a typical cell's interpreter machinery would take off the critical path.
   void WarmUp() {
     auto request_pending = [this] { return protocol::Readable(socket_.get()); };
     // The pages recent cells wrote (see hot_pages.h), then a throwaway cell.
@@ -362,15 +417,16 @@ class SessionProcess {
     (void)RunCell(globals_, request);
   }
 
-  // Returns true in the branch child (now serving the new session).
-  bool Branch() {
+  // In the branch child (now serving the new session), also forks its
+  // first snapshot.
+  void Branch() {
     pid_t pid;
-    if (!ForkWithChannel(Tag::kBranched, &pid)) {
+    if (!ForkBranch(&pid)) {
       helpers_.push_back(pid);
-      return false;
+      return;
     }
-    role_ = settings_.snapshots ? Role::kStandby : Role::kRunner;
-    return true;
+    role_ = Role::kRunner;
+    if (settings_.snapshots) (void)Announce();
   }
 
   void CheckpointNow() {
@@ -389,33 +445,51 @@ class SessionProcess {
   // the host skips a channel that closes without data, and the newer state
   // supersedes it) and gets its writer, from this process's state, when the
   // running one exits (see AwaitRequest).
+  //
+  // Rollback off, no other process holds this state: if the runner dies
+  // (a crash in the next cell) a channel pending here would die with it. So
+  // the newest checkpoint's writer is forked at once and waits (idle) for the
+  // running one to exit before it serializes; a writer still waiting when a
+  // newer one comes is killed (its channel closes without data, and the host
+  // skips it). At most one serializes at a time all the same.
   void ForkCheckpointWriter(UniqueFd channel) {
-    if (WriterRunning()) {
+    if (!WriterRunning() && waiting_writer_pidfd_) {
+      writer_pidfd_ = std::move(waiting_writer_pidfd_);  // it serializes by now
+    }
+    const bool busy = WriterRunning();
+    if (busy && settings_.snapshots) {
       pending_channel_ = std::move(channel);
       return;
+    }
+    if (busy && waiting_writer_pidfd_) {
+      ::syscall(SYS_pidfd_send_signal, waiting_writer_pidfd_.get(), SIGKILL, nullptr, 0);
+      waiting_writer_pidfd_.Reset();
     }
     int pid = ForkProcess();
     if (pid == 0) {
       tools_.AfterFork();
       socket_ = GuardedOrExit(std::move(channel));
       pending_channel_.Reset();
-      writer_pidfd_.Reset();
-      // The next runner's socket: if the writer kept it open, the host would
-      // not see that runner die.
+      waiting_writer_pidfd_.Reset();
+      // The next snapshot's socket: if the writer kept it open, the host
+      // would not see that snapshot die.
       DropPreparedChannels();
       (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
+      if (busy) AwaitExit(writer_pidfd_.get());  // the writer before us (pidfd inherited)
+      writer_pidfd_.Reset();
       CheckpointNow();
       Exit(0);
     }
     if (pid > 0) {
       helpers_.push_back(pid);
-      writer_pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+      UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+      (busy ? waiting_writer_pidfd_ : writer_pidfd_) = std::move(pidfd);
     }
     // On failure the channel closes here: the host sees no checkpoint.
   }
 
   // Whether the last writer this lineage started is still running (its pidfd
-  // is inherited through forks, so a new standby knows its parent's writer).
+  // is inherited through forks, so a promoted snapshot knows the runner's).
   bool WriterRunning() const {
     if (!writer_pidfd_) return false;
     pollfd p{writer_pidfd_.get(), POLLIN, 0};
@@ -445,9 +519,9 @@ class SessionProcess {
 
   // The sockets that go out with the next Result, made while no cell runs
   // (socketpair() costs ~30 µs here, cold): the async checkpoint's channel
-  // and, rollback on, the pair of this runner's successor (the host's end
-  // goes with the Result; the standby this runner becomes forks the next
-  // runner on the other). Guarded: a cell's forked children do not keep them.
+  // and, rollback on, the pair of the snapshot this runner forks after the
+  // cell (the host's end goes with the Result). Guarded: a cell's forked
+  // children do not keep them.
   void PrepareReplyChannels() {
     auto make = [](GuardedFd& a, GuardedFd& b) {
       if (a && b) return;
@@ -462,14 +536,14 @@ class SessionProcess {
     if (settings_.checkpoint == CheckpointMode::kAsync) {
       make(checkpoint_host_end_, checkpoint_writer_end_);
     }
-    if (settings_.snapshots) make(successor_host_end_, next_runner_socket_);
+    if (settings_.snapshots) make(snapshot_host_end_, snapshot_socket_);
   }
   // In a child that serves another purpose (writer, branch, runner).
   void DropPreparedChannels() {
     checkpoint_host_end_.Reset();
     checkpoint_writer_end_.Reset();
-    successor_host_end_.Reset();
-    next_runner_socket_.Reset();
+    snapshot_host_end_.Reset();
+    snapshot_socket_.Reset();
   }
 
   void RunNext() {
@@ -491,6 +565,33 @@ class SessionProcess {
       default:
         Exit(2);
     }
+  }
+
+  // The names of the Python threads other than this one that are alive now
+  // (at most 16): a rollback cannot bring them back, and the Result of a
+  // killed cell says which were lost. Needs the GIL.
+  std::vector<std::string> LiveThreadNames() {
+    std::vector<std::string> names;
+    PyObject* module_name = PyUnicode_FromString("threading");
+    PyObject* threading = module_name ? PyImport_GetModule(module_name) : nullptr;
+    Py_XDECREF(module_name);
+    PyObject* active = threading ? PyObject_GetAttrString(threading, "_active") : nullptr;
+    if (active != nullptr && PyDict_Check(active) && PyDict_GET_SIZE(active) > 1) {
+      unsigned long self = PyThread_get_thread_ident();
+      PyObject *key, *thread;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(active, &pos, &key, &thread) && names.size() < 16) {
+        if (PyLong_AsUnsignedLong(key) == self) continue;
+        PyObject* name = PyObject_GetAttrString(thread, "name");
+        const char* text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
+        if (text != nullptr) names.emplace_back(std::string(text).substr(0, 64));
+        Py_XDECREF(name);
+      }
+    }
+    PyErr_Clear();
+    Py_XDECREF(active);
+    Py_XDECREF(threading);
+    return names;
   }
 
   void RunCellFrame(const Frame& frame) {
@@ -553,13 +654,19 @@ class SessionProcess {
 
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
+    std::vector<std::string> rebound;  // async: the names this cell bound anew
     if (settings_.checkpoint == CheckpointMode::kSync) {
       checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
       result.dropped = checkpoint->dropped;
+    } else if (settings_.checkpoint == CheckpointMode::kAsync) {
+      // What this cell bound that its checkpoint, written later, cannot save.
+      result.dropped = unsaveable_.Update(globals_, aliases_, &rebound);
     }
     protocol::WriteResult(w, result);
     w.U8(checkpoint ? 1 : 0);
     if (checkpoint) w.Strs(checkpoint->saved).Str(checkpoint->blob);
+    w.Strs(LiveThreadNames());
+    w.Strs(rebound);
     // Async: the checkpoint's channel travels with the Result, so the host
     // starts saving at once.
     std::optional<std::pair<UniqueFd, UniqueFd>> channel;
@@ -571,28 +678,39 @@ class SessionProcess {
         if (pair.ok()) channel = std::move(pair).value();
       }
     }
-    // Rollback on: so does the socket of the next runner (which this process
-    // forks once it is the standby; the pair was made while it waited), so
-    // the host can send the next cell at once instead of first reading that
-    // runner's channel.
-    UniqueFd next_runner_host_end = successor_host_end_.Take();
-    if (!next_runner_host_end) next_runner_socket_.Reset();
+    // Rollback on: so does the socket of the snapshot this process forks
+    // once the host has the Result (the pair was made while it waited).
+    UniqueFd snapshot_host_end;
+    if (settings_.snapshots) {
+      snapshot_host_end = snapshot_host_end_.Take();
+      if (!snapshot_host_end || !snapshot_socket_) {
+        snapshot_host_end.Reset();
+        snapshot_socket_.Reset();
+        auto pair = protocol::SocketPair();
+        auto guarded = pair.ok() ? GuardedFd::Create(std::move(pair->second))
+                                 : StatusOr<GuardedFd>(pair.status());
+        if (guarded.ok()) {
+          snapshot_host_end = std::move(pair->first);
+          snapshot_socket_ = std::move(guarded).value();
+        }
+      }
+    }
     w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
-         (next_runner_host_end ? protocol::kCarriesRunnerSocket : 0));
+         (snapshot_host_end ? protocol::kCarriesSnapshotSocket : 0));
     int fds[2] = {-1, -1};
     int carried = 0;
     if (channel) fds[carried++] = channel->first.get();
-    if (next_runner_host_end) fds[carried++] = next_runner_host_end.get();
+    if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
-    next_runner_host_end.Reset();
+    snapshot_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
     checkpoint.reset();
     if (channel) channel->first.Reset();
     if (settings_.snapshots) {
-      role_ = Role::kStandby;  // StandBy() does the post-cell work
-      after_cell_ = true;
-      if (channel) writer_channel_ = std::move(channel->second);
+      // Without a snapshot socket the host holds no snapshot any more: the
+      // previous one is retired all the same (ForkSnapshot).
+      (void)AfterCell(channel ? std::move(channel->second) : UniqueFd());
     } else if (channel) {
       WaitHostRead(socket_.get());
       PreloadSerializers(globals_);
@@ -660,24 +778,25 @@ class SessionProcess {
   GuardedFd socket_;  // guarded: a cell's forked children do not keep it
   const WorkerSettings& settings_;
   std::vector<std::string> aliases_;
+  int host_pidfd_ = -1;  // the host process (inherited from the worker), or -1
   PyObject* globals_ = nullptr;
   Role role_ = Role::kRunner;
-  pid_t runner_pid_ = -1;
+  pid_t snapshot_pid_ = -1;          // the runner's current snapshot (its child)
+  pid_t runner_pid_ = -1;            // a snapshot's runner (its parent)
+  UniqueFd runner_pidfd_;            // and a pidfd pinning it
   std::vector<pid_t> helpers_;
   HotPages hot_;
+  UnsaveableNames unsaveable_;       // async checkpoints: what a Result reports as dropped
   Background background_;
   std::uint64_t cells_run_ = 0;      // cells this session ran (the last one's number)
-  bool after_cell_ = false;          // a Result just went out: post-cell work due
-  bool parent_is_standby_ = false;   // forked as a runner by a standby still alive
-  pid_t standby_pid_ = -1;           // that standby
-  UniqueFd writer_channel_;          // async checkpoint channel awaiting its writer
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
+  UniqueFd waiting_writer_pidfd_;    // rollback off: the newest, waiting for it
   // Made by PrepareReplyChannels, used by the next Result.
   GuardedFd checkpoint_host_end_;    // async checkpoint channel: the host's end
   GuardedFd checkpoint_writer_end_;  // and the writer's
-  GuardedFd successor_host_end_;     // the host's end of the next runner's socket
-  GuardedFd next_runner_socket_;     // the next runner's end (kept by the standby)
+  GuardedFd snapshot_host_end_;      // the host's end of the next snapshot's socket
+  GuardedFd snapshot_socket_;        // the next snapshot's end
 };
 
 }  // namespace
@@ -698,8 +817,9 @@ int ForkProcess() {
   return pid;
 }
 
-void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load) {
-  SessionProcess process(std::move(socket), settings);
+void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
+                  int host_pidfd) {
+  SessionProcess process(std::move(socket), settings, host_pidfd);
   process.Serve(expect_load);
 }
 

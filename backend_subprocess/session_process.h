@@ -1,7 +1,8 @@
 // The session side of a live session: a process holding one session's
-// namespace (__main__.__dict__), forked from the worker. With rollback on it
-// plays two roles in turn: the runner (runs cells) and the standby (the parent
-// of the runner, holding the state as it was before the running cell).
+// namespace (__main__.__dict__), forked from the worker. It runs every cell
+// (the runner); with rollback on, a child it forks after each cell (the
+// snapshot) holds the state as it was before the running cell and becomes
+// the runner when that cell is killed.
 //
 // Runs inside the worker's interpreter with the GIL held; never returns.
 #pragma once
@@ -13,7 +14,9 @@ namespace dolsot {
 
 // Serves one session on `socket` until the host retires it or goes away.
 // `expect_load`: a fresh process that first restores a checkpoint (kLoad).
-[[noreturn]] void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load);
+// `host_pidfd`: a pidfd of the host process (or -1), which a snapshot watches.
+[[noreturn]] void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
+                               int host_pidfd);
 
 // Forks while single-threaded-safe for CPython (PyOS_BeforeFork/AfterFork_*).
 // The child gets its own process group. Returns the child's pid in the

@@ -8,10 +8,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -189,20 +193,81 @@ std::set<pid_t> Descendants() {
   return out;
 }
 
-void ReapExited() {
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+// How the last session processes reaped here ended, so the host can say why
+// a runner died (its snapshot, now the runner, is its child and cannot
+// reap it). Written by the SIGCHLD handler; read with SIGCHLD blocked.
+struct ExitRecord {
+  pid_t pid;
+  int status;
+};
+constexpr std::size_t kExitRecords = 256;
+ExitRecord g_exits[kExitRecords];
+std::size_t g_next_exit = 0;
+
+void ReapAndRecord() {  // async-signal-safe
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    g_exits[g_next_exit % kExitRecords] = ExitRecord{pid, status};
+    ++g_next_exit;
   }
 }
 
-// SIGCHLD: reaps at once. The worker is a child subreaper, so every standby a
-// hand-off retires is reparented here; reaped only between frames (the host
-// sends one per new session, the loop wakes once a second), they piled up as
-// zombies, hundreds with cells back to back. Nothing in the worker needs a
-// child's status after it is up. waitpid is async-signal-safe; errno is kept.
+// Blocks SIGCHLD while alive (the handler writes what the loop reads).
+class ChildSignalsHeld {
+ public:
+  ChildSignalsHeld() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &set, &old_);
+  }
+  ~ChildSignalsHeld() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
+
+ private:
+  sigset_t old_;
+};
+
+void ReapExited() {
+  ChildSignalsHeld held;
+  ReapAndRecord();
+}
+
+// The wait status of `pid`, once it has exited and been reaped here (this is
+// its parent, or its subreaper once its parent died), waiting up to `patience`
+// for a process that is dying; nullopt when it is not this worker's to reap.
+std::optional<int> ExitStatusOf(pid_t pid, std::chrono::milliseconds patience) {
+  auto give_up = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    {
+      ChildSignalsHeld held;
+      ReapAndRecord();
+      std::size_t first = g_next_exit > kExitRecords ? g_next_exit - kExitRecords : 0;
+      for (std::size_t i = g_next_exit; i > first; --i) {
+        const ExitRecord& record = g_exits[(i - 1) % kExitRecords];
+        if (record.pid == pid) return record.status;
+      }
+      // Not reaped: a child still dying, or not this worker's at all.
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        return std::nullopt;  // ECHILD: not our child
+      }
+    }
+    if (std::chrono::steady_clock::now() >= give_up) return std::nullopt;
+    timespec nap{0, 1'000'000};
+    ::nanosleep(&nap, nullptr);
+  }
+}
+
+// SIGCHLD: reaps at once, and records how each child ended (ExitStatusOf).
+// The worker is a child subreaper, so a killed runner's snapshot, once
+// promoted, is reparented here, and so are the checkpoint writers of runners
+// that died; reaped only between frames (the host sends one per new session,
+// the loop wakes once a second), exited processes once piled up as zombies.
+// waitpid is async-signal-safe; errno is kept.
 void ReapOnSigchld(int) {
   const int saved = errno;
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
+  ReapAndRecord();
   errno = saved;
 }
 
@@ -236,7 +301,7 @@ void KillEverySession() {
 }
 
 // kOpen: forks a fresh session process; the host gets its channel.
-Status OpenSession(int host, const WorkerSettings& settings) {
+Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd) {
   auto pair = protocol::SocketPair();
   if (!pair.ok()) return pair.status();
   int pid = ForkProcess();
@@ -245,7 +310,7 @@ Status OpenSession(int host, const WorkerSettings& settings) {
     ::close(host);
     pair->first.Reset();
     ::signal(SIGCHLD, SIG_DFL);
-    ServeSession(std::move(pair->second), settings, /*expect_load=*/true);
+    ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd);
   }
   pair->second.Reset();
   PayloadWriter w;
@@ -327,6 +392,11 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // The host (this worker's parent), which snapshots watch: see
+  // session_process.cc. Close-on-exec; a kernel without pidfds gives -1.
+  const pid_t host_pid = ::getppid();
+  UniqueFd host_pidfd(host_pid > 1 ? static_cast<int>(::syscall(SYS_pidfd_open, host_pid, 0)) : -1);
+  if (::getppid() != host_pid) host_pidfd.Reset();  // the host is gone already
   ReapChildrenAsTheyExit();  // a session process forked later resets SIGCHLD
   ReapExited();              // what exited before the handler was there
   UseHostStderr();
@@ -344,7 +414,18 @@ int RunWorker(int socket_fd) {
     auto frame = ReadReleasingGil(host.get(), std::nullopt);
     if (!frame.ok() || frame->tag == Tag::kShutdown) break;
     if (frame->tag == Tag::kOpen) {
-      if (!OpenSession(host.get(), *settings).ok()) break;
+      if (!OpenSession(host.get(), *settings, host_pidfd.get()).ok()) break;
+    } else if (frame->tag == Tag::kExitStatus) {
+      protocol::PayloadReader r(frame->payload);
+      auto pid = static_cast<pid_t>(r.U32());
+      if (!r.Finish("EXIT_STATUS").ok() || pid <= 1) break;
+      std::optional<int> status;
+      Py_BEGIN_ALLOW_THREADS
+      status = ExitStatusOf(pid, std::chrono::seconds(2));
+      Py_END_ALLOW_THREADS
+      PayloadWriter w;
+      w.U8(status ? 1 : 0).I32(status.value_or(0));
+      if (!protocol::WriteFrame(host.get(), Tag::kExitStatusReply, w.data()).ok()) break;
     } else {
       break;  // a protocol violation: stop rather than guess
     }

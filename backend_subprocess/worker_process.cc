@@ -22,6 +22,7 @@ namespace dolsot {
 namespace {
 
 using protocol::PayloadReader;
+using protocol::PayloadWriter;
 using protocol::Tag;
 
 // At most 200 bytes of text from another process, every byte outside
@@ -318,6 +319,27 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
   // The worker ran no cell: its word is taken (see process_identity.h).
   channel.process = ProcessIdentity::Trusted(pid);
   return channel;
+}
+
+std::optional<int> WorkerProcess::ExitStatus(pid_t pid) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (stopped_ || pid <= 1) return std::nullopt;
+  PayloadWriter w;
+  w.U32(static_cast<std::uint32_t>(pid));
+  if (!protocol::WriteFrame(socket_.get(), Tag::kExitStatus, w.data()).ok()) return std::nullopt;
+  // The worker waits at most 2 s for a dying process.
+  auto reply = protocol::ReadFrame(socket_.get(), protocol::Clock::now() + std::chrono::seconds(5));
+  if (!reply.ok()) {
+    stopped_ = true;  // out of step (or gone): never reuse the stream
+    return std::nullopt;
+  }
+  PayloadReader r(reply->payload);
+  bool found = r.U8() != 0;
+  int status = r.I32();
+  if (reply->tag != Tag::kExitStatusReply || !r.Finish("EXIT_STATUS_REPLY").ok() || !found) {
+    return std::nullopt;
+  }
+  return status;
 }
 
 void WorkerProcess::Stop() {

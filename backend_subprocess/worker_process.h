@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ class WorkerProcess {
 
   // A fresh session process (it waits for kLoad). Thread-safe.
   StatusOr<ProcessChannel> OpenSession(protocol::Deadline deadline);
+  // How session process `pid` ended (a wait status), when this worker reaped
+  // it: it was the worker's child, or its parent died first (the worker is
+  // their subreaper). Waits up to ~2 s for a process that is dying. Thread-safe.
+  std::optional<int> ExitStatus(pid_t pid);
   // Asks the worker to kill its sessions and exit; reaps it. Idempotent.
   void Stop();
   pid_t pid() const { return process_.pid(); }

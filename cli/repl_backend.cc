@@ -56,7 +56,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.toolboxes = settings.toolboxes;
   options.config.timeout_seconds = settings.timeout_seconds;
   options.checkpoint = CheckpointMode::kSync;
-  // No standby copy (a fork per call): the one cell of a call runs in a
+  // No snapshot (a fork per call): the one cell of a call runs in a
   // session just restored from the store, so a killed cell goes back to that
   // checkpoint, which is its state before the cell, and the Result still
   // says exactly what the session holds (LiveSession: restored, no cell yet).

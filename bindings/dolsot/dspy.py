@@ -483,7 +483,7 @@ def _make_backend(kind: str, timeout: float | None, max_output: int | None, back
             return dolsot.InProcessSession(**options, **backend_options)
         # RLM's sessions live for one forward pass: nothing to make durable
         # (bench/rlm: checkpoints doubled a forward pass's cost). A timeout or
-        # a crash in a cell still rolls back to the standby (snapshots).
+        # a crash in a cell still rolls back to the snapshot.
         options["store"] = dolsot.store.MemoryStore()
         options["checkpoint"] = "off"
         options.update(backend_options)

@@ -2,7 +2,7 @@
 // the other end of a socket pair): a cell's code can write frames to the
 // host, so a RESULT naming a pid other than its sender's (pid 1, whose
 // group kill would signal every process of this user; the host; an
-// unrelated process), or a runner socket it does not carry, is a clear
+// unrelated process), or a snapshot socket it does not carry, is a clear
 // error, never a kill.
 #include "backend_subprocess/live_session.h"
 
@@ -33,6 +33,8 @@ constexpr std::uint32_t kClaimOwnPid = 0xffffffffu;
   PayloadWriter w;
   protocol::WriteResult(w, result);
   w.U8(0);  // no sync checkpoint
+  w.Strs({});  // no threads
+  w.Strs({});  // no names bound anew
   w.U32(pid == kClaimOwnPid ? static_cast<std::uint32_t>(::getpid()) : pid).U8(carried);
   ::_exit(protocol::WriteFrame(session, Tag::kResult, w.data()).ok() ? 0 : 1);
 }
@@ -115,8 +117,8 @@ TEST(LiveSession, AResultNamingAnotherProcessIsCorruptAndThatProcessIsNotSignall
   EXPECT_EQ(EndVictim(victim), SIGTERM);
 }
 
-TEST(LiveSession, AResultClaimingARunnerSocketItDoesNotCarryIsCorrupt) {
-  auto outcome = RunOnce(kClaimOwnPid, protocol::kCarriesRunnerSocket);
+TEST(LiveSession, AResultClaimingASnapshotSocketWithRollbackOffIsCorrupt) {
+  auto outcome = RunOnce(kClaimOwnPid, protocol::kCarriesSnapshotSocket);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().code(), ErrorCode::kCorrupt);
   EXPECT_NE(outcome.status().message().find("socket"), std::string::npos);

@@ -81,8 +81,8 @@ INSTANTIATE_TEST_SUITE_P(
               "SIGKILL"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// A timeout's Result does not wait for the standby to reap the runner; the
-// standby's late report of that death must not be taken for the next one's.
+// A timeout's Result does not wait for the snapshot to take over; a crash in
+// the cell after reports its own death (how the promoted runner ended).
 TEST(TimeoutThenCrash, TheCrashReportsItsOwnDeath) {
   auto repl = MakeRepl(true);
   MustRun(*repl, "s", "import os\nkept = 1");

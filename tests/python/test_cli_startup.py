@@ -2,7 +2,7 @@
 
 Each behaviour the start-up work changed, checked as a host sees it: a killed
 cell in a just-restored session still reports what the session holds (no
-standby copy is forked per call); the type gate does not start ty for a cell
+snapshot is forked per call); the type gate does not start ty for a cell
 that cannot reach a toolbox, and finds toolboxes where the worker does (the
 cwd, PYTHONPATH); nothing the cell started outlives the call.
 """

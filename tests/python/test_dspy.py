@@ -20,6 +20,7 @@ from dspy.primitives.code_interpreter import (
 from dspy.utils import DummyLM
 
 from dolsot.dspy import DolsotInterpreter
+from process_tree import children
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -197,11 +198,12 @@ def _gone_soon(pids, seconds: float = 10.0) -> bool:
 
 def test_shutdown_leaves_no_process_behind():
     interpreter = DolsotInterpreter(backend="repl")
-    session_pid, standby_pid = map(int, interpreter.execute("import os\nprint(os.getpid(), os.getppid())").split())
+    session_pid = int(interpreter.execute("import os\nos.getpid()"))
+    snapshots = [pid for pid in children(session_pid) if _alive(pid)]
     worker_pid = interpreter.backend.worker_pid
-    assert all(_alive(pid) for pid in (worker_pid, session_pid, standby_pid))
+    assert snapshots and all(_alive(pid) for pid in (worker_pid, session_pid, *snapshots))
     interpreter.shutdown()
-    assert not any(_alive(pid) for pid in (worker_pid, session_pid, standby_pid))
+    assert not any(_alive(pid) for pid in (worker_pid, session_pid, *snapshots))
 
 
 def test_a_sandbox_is_refused_until_dolsot_has_one():
@@ -389,7 +391,8 @@ def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
             second.execute(f"{others}()")
         assert first.backend is second.backend
         worker_pid = first.backend.worker_pid
-        session_pids = [int(first.execute("import os\nos.getpid()")), int(first.execute("os.getppid()"))]
+        runner = int(first.execute("import os\nos.getpid()"))
+        session_pids = [runner, *children(runner)]  # the runner and its snapshot
         first.shutdown()
         assert _gone_soon(session_pids)
         assert second.execute("who()") == "'second'"

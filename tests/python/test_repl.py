@@ -19,6 +19,7 @@ import pytest
 import dolsot
 from dolsot.repl import Repl
 from dolsot.store import FileStore, MemoryStore
+from process_tree import alive
 
 
 @pytest.fixture
@@ -277,7 +278,7 @@ def _children_of(pid):
 @pytest.mark.parametrize("state_mb", [0, 20])
 def test_host_descriptors_stay_bounded_while_cells_run(checkpoint, state_mb):
     # Cells back to back, faster than a 20 MB checkpoint is written. The host
-    # holds, beyond what it held after the first cell: retired standbys'
+    # holds, beyond what it held after the first cell: retired snapshots'
     # sockets waiting to be closed in a batch (at most 7), the channel the
     # saver reads and one newer waiting checkpoint (a still newer one replaces
     # it). Never one more per cell.
@@ -341,19 +342,16 @@ def test_killed_host_leaves_no_process_behind():
     host = subprocess.Popen([sys.executable, "-c", HOST.format(path=path, tail="sys.stdin.read()")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pids = [int(p) for p in host.stdout.readline().split()]
-    # The worker and the runner are alive; the runner's parent (the standby
-    # from before that cell) may already have been retired by the hand-off.
+    # The worker and the runner (the worker's child) are alive.
     assert len(pids) == 3 and all(os.path.exists(f"/proc/{p}") for p in pids[:2])
     host.kill()
     host.wait()
     assert _wait_gone(pids, 20)
 
 
-@pytest.mark.timeout(60)
-def test_killed_host_during_a_runaway_cell_leaves_no_process_behind(tmp_path):
-    # The cell reports its own pid through a fifo, then loops; the host is
-    # killed while it runs. The runner dies with its standby, the standby and
-    # the worker with the host.
+def _host_running_a_runaway_cell(tmp_path):
+    """A host process whose cell reports its own pid through a fifo, then
+    loops: (host, [worker, first runner, its parent], the runner's pid)."""
     fifo = str(tmp_path / "runner-pid")
     os.mkfifo(fifo)
     cell = ("import os\n"
@@ -368,10 +366,33 @@ def test_killed_host_during_a_runaway_cell_leaves_no_process_behind(tmp_path):
     pids = [int(p) for p in host.stdout.readline().split()]
     with open(fifo) as f:
         runner = int(f.read())
+    return host, pids, runner
+
+
+@pytest.mark.timeout(60)
+def test_killed_host_during_a_runaway_cell_leaves_no_process_behind(tmp_path):
+    # The host is killed while the cell runs: the worker sees it go and kills
+    # every session process.
+    host, pids, runner = _host_running_a_runaway_cell(tmp_path)
     assert os.path.exists(f"/proc/{runner}")
     host.kill()
     host.wait()
     assert _wait_gone(pids + [runner], 20)
+
+
+@pytest.mark.timeout(60)
+def test_killed_worker_then_host_during_a_runaway_cell_leaves_no_process_behind(tmp_path):
+    # With the worker killed first, the runner's snapshot watches the host (a
+    # pidfd) and kills the runner, so the runaway cell still ends with the host.
+    host, pids, runner = _host_running_a_runaway_cell(tmp_path)
+    snapshots = [p for p in _children_of(runner) if alive(p)]
+    assert snapshots, "rollback on: the runner has a snapshot"
+    os.kill(pids[0], signal.SIGKILL)  # the worker
+    assert _wait_gone([pids[0]], 20)
+    assert alive(runner)
+    host.kill()
+    host.wait()
+    assert _wait_gone([runner, *snapshots], 20)
 
 
 @pytest.mark.timeout(60)
@@ -537,3 +558,44 @@ def test_checkpoint_writers_inherit_dill_instead_of_importing_it_each_time(snaps
         repl.run("s", "def f(x):\n    return x + 1")
         repl.run("s", "1 + 1")
         assert repl.run("s", "'dill' in sys.modules").value == "True"
+
+
+@pytest.mark.parametrize("snapshots", [True, False])
+def test_quick_cells_then_a_crash_lose_none_of_the_cells_that_returned(snapshots):
+    # #22: rollback off, async checkpoints, quick cells while a slow writer
+    # ran, then a crash: the pending checkpoints died with the session
+    # process, and the restore read the store before the running writer
+    # landed. Now the newest writer is forked at once (waiting for the
+    # running one), and a restore waits for what is still on its way.
+    store = MemoryStore()
+    with Repl(store=store, typecheck=False, snapshots=snapshots) as r:
+        assert r.run("s", "ballast = [bytearray(1024) for _ in range(30 * 1024)]\nx = 0").ok
+        for i in range(1, 4):
+            assert r.run("s", f"x = {i}").ok
+        crashed = r.run("s", "import os\nos._exit(3)")
+        assert crashed.exit_code == 1 and "exited with status 3" in crashed.error
+        assert r.run("s", "x").value == "3"
+    with Repl(store=store, typecheck=False) as again:  # and the store has it too
+        assert again.run("s", "x, len(ballast)").value == "(3, 30720)"
+
+
+def test_sessions_lists_a_new_session_with_the_size_of_its_checkpoint():
+    # #23 section 4: with async checkpoints the first one was still being
+    # written when sessions() listed the session, as 0 bytes.
+    with Repl(store=MemoryStore(), typecheck=False) as r:
+        assert r.run("s", "blob = bytes(5 * 1024 * 1024)").ok
+        (info,) = r.sessions()
+        assert info.id == "s" and info.size_bytes >= 5 * 1024 * 1024
+
+
+def test_async_dropped_names_what_the_cell_itself_could_not_persist():
+    # #23 section 4: with async checkpoints (the default) `dropped` reported
+    # the last checkpoint that had landed, so a cell creating a lock got [].
+    with Repl(store=MemoryStore(), typecheck=False) as r:
+        res = r.run("s", "import threading\nlock = threading.Lock()\nn = 1")
+        assert res.ok and res.dropped == ["lock"]
+        assert r.run("s", "n += 1").dropped == ["lock"]  # still held, still unsaveable
+        assert r.run("s", "lock = 2").dropped == []
+        res = r.run("s", "gen = (i for i in range(3))\nbig = list(range(200000))\nf = lambda: 1")
+        assert res.dropped == ["gen"]
+        assert r.run("s", "del gen").dropped == []
