@@ -25,7 +25,8 @@ namespace dolsot::protocol {
 // 5: IMPORTING frames before HELLO_OK name the toolbox being imported.
 // 6: RUN carries tools and variables; TOOL_CALL/TOOL_REPLY; RESULT carries
 //    error_type and the returned value.
-inline constexpr std::uint32_t kProtocolVersion = 6;
+// 7: HELLO carries max_repr; RESULT carries the cell's images (PNG bytes).
+inline constexpr std::uint32_t kProtocolVersion = 7;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is

@@ -81,6 +81,7 @@ class Repl::Impl {
     settings_.cwd = CurrentDirectory();
     settings_.snapshots = options_.snapshots;
     settings_.checkpoint = options_.checkpoint;
+    settings_.max_repr = config_.max_repr;
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
     pipeline_ = CellPipeline(Gates());
   }
@@ -91,6 +92,7 @@ class Repl::Impl {
   StatusOr<int> Reset(std::string_view target);
   Status Close();
   Status Branch(std::string_view source, std::string_view target);
+  std::size_t max_text() const { return config_.max_text; }
   int WorkerPid() {
     std::lock_guard<std::mutex> guard(mutex_);
     return worker_ ? worker_->pid() : -1;
@@ -626,7 +628,9 @@ const Capabilities& Repl::capabilities() const {
 
 StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
                            const RunOptions& options) {
-  return impl_->Run(session_id, code, options);
+  StatusOr<Result> result = impl_->Run(session_id, code, options);
+  if (result.ok()) result->max_text = impl_->max_text();
+  return result;
 }
 Status Repl::Interrupt(std::string_view session_id) { return impl_->Interrupt(session_id); }
 StatusOr<std::vector<SessionInfo>> Repl::Sessions() { return impl_->Sessions(); }
