@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -916,6 +917,10 @@ void ExecuteCell(const CompiledCell& compiled, PyObject* globals, const CellRequ
     if (value && value.get() != Py_None) {
       ReprLimits limits;
       limits.max_chars = ValueCap(request);
+      if (request.max_repr == 0) {  // no repr bound: only max_output's cut, if any
+        limits.max_items = limits.max_string = std::numeric_limits<std::size_t>::max();
+        limits.max_depth = std::numeric_limits<int>::max();
+      }
       result.value = BoundedRepr(value.get(), limits);
     }
     if (!value) done.reset(nullptr);
