@@ -143,11 +143,21 @@ def _use_in(matplotlib, force):
             pass
 
 
+def _backend_unresolved(matplotlib):
+    """True while matplotlib has not picked a backend yet (nothing drawn,
+    none set): imported is not chosen."""
+    try:
+        from matplotlib import rcsetup
+        return dict.__getitem__(matplotlib.rcParams, "backend") is rcsetup._auto_backend_sentinel
+    except Exception:
+        return False
+
+
 def select(force):
     matplotlib = sys.modules.get("matplotlib")
     if matplotlib is not None:
-        if force:  # imported before the worker chose: only if nothing was drawn yet
-            _use_in(matplotlib, True)
+        if force or _backend_unresolved(matplotlib):
+            _use_in(matplotlib, force)
         return
     if not any(isinstance(finder, _SelectOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SelectOnImport(force))

@@ -34,10 +34,12 @@ inline constexpr const char* kFigureBackend = "module://_dolsot_figures";
 // (bytes) -> None that gives one to that cell.
 PyObject* CreateFigureModule(PyObject* cell_images, PyObject* add_cell_image);
 
-// Makes `module` matplotlib's backend for this process: sets MPLBACKEND
-// unless matplotlib is imported already, or (without `force`) the host set
-// MPLBACKEND itself. A worker process forces it; a host's own choice wins
-// in-process. Never raises; the error indicator is clear on return.
+// Makes `module` matplotlib's backend for this process, now if matplotlib
+// is imported and has not resolved a backend yet, else when it is first
+// imported (a one-shot import hook; no environment variable is set).
+// Without `force`, a backend the host chose wins (MPLBACKEND, or one
+// matplotlib already resolved); a worker process forces it. Never raises;
+// the error indicator is clear on return.
 void SelectFigureBackend(PyObject* module, bool force);
 
 // At a cell's end, on its thread: draws the figures still open off-screen
