@@ -50,9 +50,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Small CPython helpers.
 
-// The UTF-8 of a str (lone surrogates backslash-escaped); "" on failure.
-std::string Utf8Of(PyObject* str) { return Utf8ForReader(str); }
-
 std::string TypeNameOf(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
 
 // The class's __name__ (tp_name without the module a static type puts first).
@@ -75,7 +72,7 @@ std::string FormatWithTraceback(PyObject* exc, const char* function) {
     PyErr_Clear();
     return ShortExceptionText(exc);
   }
-  std::string out = Utf8Of(joined.get());
+  std::string out = Utf8ForReader(joined.get());
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }
@@ -167,7 +164,7 @@ PyObject* RouterWrite(PyObject* self, PyObject* text) {
                                 PyUnicode_GET_LENGTH(text));
   } else {
     PyErr_Clear();
-    CurrentCaptureSlot()->Write(Utf8Of(text), -1);
+    CurrentCaptureSlot()->Write(Utf8ForReader(text), -1);
   }
   return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(text));
 }

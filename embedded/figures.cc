@@ -12,7 +12,9 @@ namespace {
 
 // No environment variable is set: MPLBACKEND would reach every process a
 // cell starts, where this module does not exist. Instead a one-shot import
-// finder sets the backend once matplotlib itself has been imported.
+// finder sets the backend once matplotlib itself has been imported. Only
+// that bootstrap is compiled when a process starts (the CLI starts a worker
+// per call); the backend's own functions wait for matplotlib.
 constexpr const char* kModuleSource = R"PY(
 """dolsot's matplotlib backend: Agg canvases, so nothing opens a window;
 plt.show() hands the open figures to the running cell as PNGs."""
@@ -24,8 +26,71 @@ MAX_PIXELS = 0
 BACKEND = ""
 _cell_images = None     # () -> int: images the running cell holds, -1 outside a cell
 _add_cell_image = None  # (bytes) -> None
+_BACKEND_SOURCE = ""    # the backend itself, compiled once matplotlib is imported
 
 
+def _load_backend():
+    if "collect" not in globals():
+        exec(compile(_BACKEND_SOURCE, "<dolsot figures>", "exec"), globals())
+
+
+class _SelectOnImport:
+    """An import finder that finds nothing itself: when matplotlib is first
+    imported it wraps the real loader so that, once matplotlib is loaded,
+    this module becomes its backend. It then leaves sys.meta_path."""
+
+    def __init__(self, force):
+        self.force = force
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Loader(spec.loader, self.force)
+        return spec
+
+
+class _Loader:
+    """matplotlib's own loader, then the backend chosen."""
+
+    def __init__(self, loader, force):
+        self._loader = loader
+        self._force = force
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _load_backend()
+        _use_in(module, self._force)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def select(force):
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is not None:
+        _load_backend()
+        if force or _backend_unresolved(matplotlib):
+            _use_in(matplotlib, force)
+        return
+    if not any(isinstance(finder, _SelectOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SelectOnImport(force))
+)PY";
+
+// The backend proper (compiled only in a process that imports matplotlib).
+constexpr const char* kBackendSource = R"PY(
 def __getattr__(name):
     # matplotlib asks for FigureCanvas when it loads the backend: only then
     # is its Agg canvas imported.
@@ -87,51 +152,8 @@ def collect():
             except Exception:
                 pass
     if over:
-        print(f"[dolsot: figures {', '.join(over)} not returned: at most {MAX_FIGURES} "
-              f"per cell; save more with fig.savefig(path)]")
-
-
-class _SelectOnImport:
-    """An import finder that finds nothing itself: when matplotlib is first
-    imported it wraps the real loader so that, once matplotlib is loaded,
-    this module becomes its backend. It then leaves sys.meta_path."""
-
-    def __init__(self, force):
-        self.force = force
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _Loader(spec.loader, self.force)
-        return spec
-
-
-class _Loader:
-    """matplotlib's own loader, then the backend chosen."""
-
-    def __init__(self, loader, force):
-        self._loader = loader
-        self._force = force
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _use_in(module, self._force)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
+        print(f"[dolsot: figure{'s' if len(over) > 1 else ''} {', '.join(over)} not returned: "
+              f"at most {MAX_FIGURES} per cell; save more with fig.savefig(path)]")
 
 
 def _use_in(matplotlib, force):
@@ -151,16 +173,6 @@ def _backend_unresolved(matplotlib):
         return dict.__getitem__(matplotlib.rcParams, "backend") is rcsetup._auto_backend_sentinel
     except Exception:
         return False
-
-
-def select(force):
-    matplotlib = sys.modules.get("matplotlib")
-    if matplotlib is not None:
-        if force or _backend_unresolved(matplotlib):
-            _use_in(matplotlib, force)
-        return
-    if not any(isinstance(finder, _SelectOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _SelectOnImport(force))
 )PY";
 
 constexpr const char* kModuleName = "_dolsot_figures";
@@ -182,10 +194,12 @@ PyObject* CreateFigureModule(PyObject* cell_images, PyObject* add_cell_image) {
   Ref ran(PyEval_EvalCode(code.get(), globals, globals));
   if (!ran) return nullptr;
   Ref backend(PyUnicode_FromString(kFigureBackend));
-  if (!backend || !SetSize(module.get(), "MAX_FIGURES", kMaxFiguresPerCell) ||
+  Ref backend_source(PyUnicode_FromString(kBackendSource));
+  if (!backend || !backend_source || !SetSize(module.get(), "MAX_FIGURES", kMaxFiguresPerCell) ||
       !SetSize(module.get(), "MAX_BYTES", kMaxFigureBytes) ||
       !SetSize(module.get(), "MAX_PIXELS", kMaxFigurePixels) ||
       PyModule_AddObjectRef(module.get(), "BACKEND", backend.get()) < 0 ||
+      PyModule_AddObjectRef(module.get(), "_BACKEND_SOURCE", backend_source.get()) < 0 ||
       PyModule_AddObjectRef(module.get(), "_cell_images", cell_images) < 0 ||
       PyModule_AddObjectRef(module.get(), "_add_cell_image", add_cell_image) < 0) {
     return nullptr;
