@@ -481,8 +481,11 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
                                            std::shared_ptr<const CellExtras> extras) {
   CellRequest request;
   // Unique per session: linecache keeps each cell's source under this name.
-  request.filename = "<cell " + std::to_string(++session->cells) + " of " + session->id + ">";
+  // Tracebacks show the session's own cells as "<cell N>", as a Repl does.
+  request.session_tag = " of " + session->id;
+  request.filename = "<cell " + std::to_string(++session->cells) + request.session_tag + ">";
   request.max_output = config.max_output;
+  request.max_repr = config.max_repr;
   request.hidden_names = aliases;
   request.toolbox_aliases = aliases;
   auto job = std::make_shared<CellJob>(session, injected, counters, std::move(request),
@@ -685,10 +688,12 @@ StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_
   if (extras != nullptr) names_in_scope = NamesInScope((*session)->held, options.tools, options.variables);
   const GateRequest gate_request{code, extras != nullptr ? names_in_scope : (*session)->held,
                                  deadline};
-  return impl_->pipeline.Run(gate_request, [&] {
+  StatusOr<Result> result = impl_->pipeline.Run(gate_request, [&] {
     return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop,
                               std::move(extras));
   });
+  if (result.ok()) result->max_text = impl_->config.max_text;
+  return result;
 }
 
 Status InProcessSession::Interrupt(std::string_view session_id) {

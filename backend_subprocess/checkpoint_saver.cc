@@ -37,7 +37,7 @@ void CheckpointSaver::StartLocked() {
 
 CheckpointSaver::~CheckpointSaver() { Stop(); }
 
-void CheckpointSaver::Submit(std::string session_id, UniqueFd channel) {
+void CheckpointSaver::Submit(std::string session_id, UniqueFd channel, std::uint64_t tag) {
   UniqueFd superseded;
   // Declared after `superseded`, so the lock is released before a close.
   std::unique_lock<std::mutex> guard(mutex_);
@@ -54,10 +54,14 @@ void CheckpointSaver::Submit(std::string session_id, UniqueFd channel) {
       break;
     }
   }
+  // Its writer must stop now (a writer blocked on a full channel that no one
+  // reads would hold up the session's next writer, which waits for it, and
+  // with it every later checkpoint): shut down here, closed later.
+  if (superseded) ::shutdown(superseded.get(), SHUT_RDWR);
   if (superseded && closer_ != nullptr) closer_->Add(std::move(superseded));
   bool was_empty = queue_.empty();
   int fd = channel.get();
-  queue_.push_back(Job{std::move(session_id), std::move(channel)});
+  queue_.push_back(Job{std::move(session_id), std::move(channel), tag});
   ++submitted_;
   if (!thread_.joinable()) {
     StartLocked();
@@ -158,7 +162,7 @@ void CheckpointSaver::Loop() {
     }
     if (frame.ok() && frame->tag == protocol::Tag::kCheckpointData) {
       auto data = ParseCheckpointData(frame->payload);
-      if (data.ok()) save_(job.session_id, std::move(data).value());
+      if (data.ok()) save_(job.session_id, std::move(data).value(), job.tag);
     }
     {
       std::lock_guard<std::mutex> guard(mutex_);

@@ -32,8 +32,10 @@ namespace dolsot {
 
 class CheckpointSaver {
  public:
-  // Called on the saver thread for every checkpoint that arrived whole.
-  using SaveFunction = std::function<void(const std::string& session_id, CheckpointData data)>;
+  // Called on the saver thread for every checkpoint that arrived whole, with
+  // the tag it was submitted with.
+  using SaveFunction =
+      std::function<void(const std::string& session_id, CheckpointData data, std::uint64_t tag)>;
 
   // `closer` (may be null: superseded channels are then closed at once)
   // receives superseded channels, and the saver thread empties it after each
@@ -45,7 +47,8 @@ class CheckpointSaver {
 
   // Queues the checkpoint arriving on `channel` for `session_id`, in place of
   // one of that session still waiting (counted as done). Thread-safe.
-  void Submit(std::string session_id, UniqueFd channel);
+  // `tag`: the caller's own (which cell the checkpoint follows, say).
+  void Submit(std::string session_id, UniqueFd channel, std::uint64_t tag = 0);
   // Returns once every checkpoint submitted before the call is saved (or
   // failed). Thread-safe.
   void Flush();
@@ -61,6 +64,7 @@ class CheckpointSaver {
   struct Job {
     std::string session_id;
     UniqueFd channel;
+    std::uint64_t tag = 0;
   };
   void Loop();
   void StartLocked();  // the thread and its epoll set, at the first Submit

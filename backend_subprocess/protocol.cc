@@ -393,6 +393,7 @@ void WriteResult(PayloadWriter& w, const Result& r) {
   w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
   w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);
   w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
+  w.Strs(r.images);
 }
 
 Result ReadResult(PayloadReader& in) {
@@ -409,6 +410,7 @@ Result ReadResult(PayloadReader& in) {
     r.returned.emplace();
     r.returned->pickle = std::move(*returned);
   }
+  r.images = in.Strs();
   return r;
 }
 

@@ -27,7 +27,9 @@ namespace dolsot::protocol {
 //    error_type and the returned value.
 // 7: the runner runs every cell and forks snapshots (PROMOTE, RUNNER as the
 //    hello of a process that starts serving cells); RESULT lists the live
-//    threads; EXIT_STATUS asks the worker how a session process ended.
+//    threads and the names bound anew, and carries the cell's images (PNG
+//    bytes); HELLO carries max_repr; EXIT_STATUS asks the worker how a
+//    session process ended.
 inline constexpr std::uint32_t kProtocolVersion = 7;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -63,6 +64,11 @@ struct SessionSlot {
   std::atomic<bool> interrupt{false};
   std::mutex dropped_mutex;
   std::vector<std::string> last_dropped;  // from the latest async checkpoint
+  std::uint64_t last_dropped_cell = 0;    // the cell (cells_started) it followed
+  // Async: the cell (cells_started) that last bound each name anew; a
+  // checkpoint written before that says nothing of the name's new value.
+  std::map<std::string, std::uint64_t> rebound_at;
+  std::uint64_t cells_started = 0;  // guarded by turn
   // A save that failed (async, or an eviction on this session's behalf),
   // not yet reported.
   std::string last_save_error;
@@ -74,13 +80,15 @@ class Repl::Impl {
       : options_(std::move(options)),
         config_(std::move(config)),
         store_(std::move(store)),
-        saver_([this](const std::string& sid, CheckpointData data) { SaveAsync(sid, std::move(data)); },
+        saver_([this](const std::string& sid, CheckpointData data,
+                      std::uint64_t cell) { SaveAsync(sid, std::move(data), cell); },
                &closer_) {
     settings_.toolboxes = options_.toolboxes;
     settings_.python_path = options_.python_path;
     settings_.cwd = CurrentDirectory();
     settings_.snapshots = options_.snapshots;
     settings_.checkpoint = options_.checkpoint;
+    settings_.max_repr = config_.max_repr;
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
     pipeline_ = CellPipeline(Gates());
   }
@@ -91,6 +99,7 @@ class Repl::Impl {
   StatusOr<int> Reset(std::string_view target);
   Status Close();
   Status Branch(std::string_view source, std::string_view target);
+  std::size_t max_text() const { return config_.max_text; }
   int WorkerPid() {
     std::lock_guard<std::mutex> guard(mutex_);
     return worker_ ? worker_->pid() : -1;
@@ -114,10 +123,11 @@ class Repl::Impl {
   // Keeps `warning` for the next Result of session `sid` (an eviction on
   // its behalf failed, say).
   void NoteWarning(const std::string& sid, const std::string& warning);
-  LiveSession::ChannelHandler ChannelHandler(const std::string& sid) {
-    return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd)); };
+  // `cell`: the slot's cells_started when the checkpoint was taken.
+  LiveSession::ChannelHandler ChannelHandler(const std::string& sid, std::uint64_t cell = 0) {
+    return [this, sid, cell](UniqueFd fd) { saver_.Submit(sid, std::move(fd), cell); };
   }
-  void SaveAsync(const std::string& sid, CheckpointData data);
+  void SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell);
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -294,7 +304,7 @@ void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning)
   slot->last_save_error += warning;
 }
 
-void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
+void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell) {
   std::shared_ptr<SessionSlot> slot;
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -307,6 +317,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data) {
     // sees what it could not hold.
     std::lock_guard<std::mutex> guard(slot->dropped_mutex);
     slot->last_dropped = std::move(data.dropped);
+    slot->last_dropped_cell = cell;
   }
   Status saved = store_->Save(sid, data.blob);
   if (!saved.ok()) {  // reported with the session's next Result
@@ -399,7 +410,8 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
-  auto outcome = slot.live->Run(run, ChannelHandler(sid));
+  const std::uint64_t cell = ++slot.cells_started;
+  auto outcome = slot.live->Run(run, ChannelHandler(sid, cell));
   if (!outcome.ok()) {
     slot.live.reset();  // out of step with the session: start over next time
     return outcome.status();
@@ -418,11 +430,16 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     // last checkpoint that landed knows the rest (a value that cannot be
     // saved, put into an object in place).
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+    for (const auto& name : outcome->rebound) slot.rebound_at[name] = cell;
     std::set<std::string> held(result.held.begin(), result.held.end());
     std::set<std::string> known(result.dropped.begin(), result.dropped.end());
-    known.insert(outcome->rebound.begin(), outcome->rebound.end());
+    for (auto it = slot.rebound_at.begin(); it != slot.rebound_at.end();) {
+      it = held.count(it->first) ? std::next(it) : slot.rebound_at.erase(it);
+    }
     for (const auto& name : slot.last_dropped) {
-      if (held.count(name) && !known.count(name)) result.dropped.push_back(name);
+      auto rebound = slot.rebound_at.find(name);
+      const bool stale = rebound != slot.rebound_at.end() && rebound->second > slot.last_dropped_cell;
+      if (held.count(name) && !known.count(name) && !stale) result.dropped.push_back(name);
     }
     std::sort(result.dropped.begin(), result.dropped.end());
   }
@@ -644,7 +661,9 @@ const Capabilities& Repl::capabilities() const {
 
 StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
                            const RunOptions& options) {
-  return impl_->Run(session_id, code, options);
+  StatusOr<Result> result = impl_->Run(session_id, code, options);
+  if (result.ok()) result->max_text = impl_->max_text();
+  return result;
 }
 Status Repl::Interrupt(std::string_view session_id) { return impl_->Interrupt(session_id); }
 StatusOr<std::vector<SessionInfo>> Repl::Sessions() { return impl_->Sessions(); }

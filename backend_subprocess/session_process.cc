@@ -598,6 +598,7 @@ class SessionProcess {
     PayloadReader r(frame.payload);
     CellRequest request;
     request.max_output = static_cast<std::size_t>(r.U64());
+    request.max_repr = settings_.max_repr;
     request.code = r.StrView();
     CellTools tools;
     tools.names = r.Strs();

@@ -384,6 +384,8 @@ int RunWorker(int socket_fd) {
   }
   Status ready = SetSysPath(*settings);
   if (ready.ok()) ready = InstallCellIo();
+  // Before the toolboxes: one of them may import matplotlib.
+  if (ready.ok()) ready = InstallFigureBackend(/*force=*/true);
   if (ready.ok()) ready = ImportToolboxes(host.get(), *settings);
   if (!ready.ok()) {
     PayloadWriter w;

@@ -18,6 +18,7 @@ std::string EncodeHello(const WorkerSettings& s) {
   for (const auto& [alias, module] : s.toolboxes) w.Str(alias).Str(module);
   w.Strs(s.python_path).Str(s.cwd).U8(s.snapshots ? 1 : 0);
   w.U8(static_cast<std::uint8_t>(s.checkpoint));
+  w.U64(s.max_repr);
   return w.Take();
 }
 
@@ -44,6 +45,7 @@ StatusOr<WorkerSettings> DecodeHello(std::string_view payload) {
     return CorruptError("malformed HELLO payload (checkpoint mode)");
   }
   s.checkpoint = static_cast<CheckpointMode>(mode);
+  s.max_repr = static_cast<std::size_t>(r.U64());
   DOLSOT_RETURN_IF_ERROR(r.Finish("HELLO"));
   return s;
 }

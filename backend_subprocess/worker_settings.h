@@ -1,5 +1,6 @@
 // WorkerSettings: what the host tells a worker in its kHello frame (toolboxes,
-// sys.path, rollback and checkpoint modes), and its wire encoding.
+// sys.path, rollback and checkpoint modes, the repr's bound), and its wire
+// encoding.
 #pragma once
 
 #include <map>
@@ -19,6 +20,7 @@ struct WorkerSettings {
   std::string cwd;
   bool snapshots = true;
   CheckpointMode checkpoint = CheckpointMode::kAsync;
+  std::size_t max_repr = kDefaultMaxRepr;  // a value's repr (CellRequest::max_repr)
 
   std::vector<std::string> Aliases() const;
 };

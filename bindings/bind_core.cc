@@ -31,7 +31,8 @@ void BindCore(py::module_& m) {
                        std::optional<std::string> error, int exit_code,
                        std::vector<std::string> held, std::vector<std::string> dropped,
                        std::optional<Outcome> outcome, std::optional<std::string> error_type,
-                       std::optional<std::string> save_error) {
+                       std::optional<std::string> save_error, std::vector<py::bytes> images,
+                       std::optional<long long> max_text) {
              Result r;
              if (outcome) r.SetOutcome(*outcome);
              r.error_type = std::move(error_type);
@@ -48,13 +49,16 @@ void BindCore(py::module_& m) {
              r.exit_code = exit_code;
              r.held = std::move(held);
              r.dropped = std::move(dropped);
+             for (const py::bytes& png : images) r.images.push_back(std::string(png));
+             if (max_text) r.max_text = *CharactersArgument("max_text", max_text);
              return r;
            }),
            py::kw_only(), py::arg("ok") = true, py::arg("value") = py::none(),
            py::arg("stdout") = "", py::arg("error") = py::none(), py::arg("exit_code") = 0,
            py::arg("held") = std::vector<std::string>{},
            py::arg("dropped") = std::vector<std::string>{}, py::arg("outcome") = py::none(),
-           py::arg("error_type") = py::none(), py::arg("save_error") = py::none())
+           py::arg("error_type") = py::none(), py::arg("save_error") = py::none(),
+           py::arg("images") = std::vector<py::bytes>{}, py::arg("max_text") = py::none())
       .def_readonly("ok", &Result::ok, "True if the cell ran without raising")
       .def_readonly("value", &Result::value, "the trailing expression's bounded repr, or None")
       .def_readonly("stdout", &Result::stdout_text, "what the cell printed")
@@ -86,8 +90,18 @@ void BindCore(py::module_& m) {
       .def_readonly("save_error", &Result::save_error,
                     "why the session's state could not be saved (the store keeps an older "
                     "one), or None")
+      .def_property_readonly(
+          "images",
+          [](const Result& r) {
+            py::list out;
+            for (const std::string& png : r.images) out.append(py::bytes(png));
+            return out;
+          },
+          "PNG bytes of the matplotlib figures the cell showed or left open, in order")
+      .def_readonly("max_text", &Result::max_text,
+                    "text's cap in characters (0: none), the backend's max_text")
       .def_property_readonly("text", &Result::Text,
-                             "stdout + value + error + the held-names banner")
+                             "stdout + value + error + the banners, within max_text characters")
       .def("__repr__", [](const Result& r) {
         py::object rep = py::module_::import("builtins").attr("repr");
         std::string out = "Result(ok=" + std::string(r.ok ? "True" : "False");
@@ -128,12 +142,15 @@ void BindCore(py::module_& m) {
   m.def("resolve_config",
         [](std::optional<std::string> cache_dir, std::optional<int> ttl_days,
            std::optional<double> timeout, std::optional<long long> max_output,
-           std::optional<bool> typecheck, std::optional<std::string> ty_bin) {
+           std::optional<bool> typecheck, std::optional<std::string> ty_bin,
+           std::optional<long long> max_repr, std::optional<long long> max_text) {
           ConfigOverrides o;
           o.cache_dir = cache_dir;
           o.ttl_days = ttl_days;
           o.timeout_seconds = timeout;
-          o.max_output = MaxOutputArgument(max_output);
+          o.max_output = CharactersArgument("max_output", max_output);
+          o.max_repr = CharactersArgument("max_repr", max_repr);
+          o.max_text = CharactersArgument("max_text", max_text);
           o.typecheck = typecheck;
           o.ty_bin = ty_bin;
           Config c = ValueOrThrow(ResolveConfig(o));
@@ -142,6 +159,8 @@ void BindCore(py::module_& m) {
           d["ttl_days"] = c.ttl_days;
           d["timeout"] = c.timeout_seconds;
           d["max_output"] = c.max_output;
+          d["max_repr"] = c.max_repr;
+          d["max_text"] = c.max_text;
           d["typecheck"] = c.typecheck;
           d["ty_bin"] = c.ty_bin;
           return d;
@@ -149,6 +168,7 @@ void BindCore(py::module_& m) {
         py::kw_only(), py::arg("cache_dir") = py::none(), py::arg("ttl_days") = py::none(),
         py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
         py::arg("typecheck") = py::none(), py::arg("ty_bin") = py::none(),
+        py::arg("max_repr") = py::none(), py::arg("max_text") = py::none(),
         "Resolves every setting: explicit argument > DOLSOT_* variable > default.");
 }
 

@@ -16,7 +16,9 @@ namespace {
 std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double> timeout,
                                          std::optional<long long> max_output, py::object gate,
                                          std::optional<bool> typecheck,
-                                         std::optional<std::string> ty_bin) {
+                                         std::optional<std::string> ty_bin,
+                                         std::optional<long long> max_repr,
+                                         std::optional<long long> max_text) {
   InProcessOptions options;
   if (!inject.is_none()) {
     py::object mapping = py::module_::import("collections.abc").attr("Mapping");
@@ -38,7 +40,9 @@ std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double
   }
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   options.config.timeout_seconds = timeout;
-  options.config.max_output = MaxOutputArgument(max_output);
+  options.config.max_output = CharactersArgument("max_output", max_output);
+  options.config.max_repr = CharactersArgument("max_repr", max_repr);
+  options.config.max_text = CharactersArgument("max_text", max_text);
   options.config.typecheck = typecheck;
   options.config.ty_bin = ty_bin;
   HostGates gates = GatesFromPython(std::move(gate));
@@ -55,7 +59,8 @@ void BindInProcess(py::module_& m) {
       .def(py::init(&Create), py::arg("inject") = py::none(), py::kw_only(),
            py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
            py::arg("gate") = py::none(), py::arg("typecheck") = py::none(),
-           py::arg("ty_bin") = py::none())
+           py::arg("ty_bin") = py::none(), py::arg("max_repr") = py::none(),
+           py::arg("max_text") = py::none())
       .def_property_readonly("leaked_threads",
                              Checked<InProcessSession>("leaked_threads", [](InProcessSession& self) {
                                return self.LeakedThreads();

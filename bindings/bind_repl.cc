@@ -28,13 +28,16 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
                                std::optional<bool> typecheck, std::vector<std::string> python_path,
                                std::vector<std::string> worker_command,
                                std::vector<std::string> worker_environment,
-                               std::string python_executable) {
+                               std::string python_executable, std::optional<long long> max_repr,
+                               std::optional<long long> max_text) {
   ReplOptions options;
   options.toolboxes = std::move(toolboxes);
   options.store = StoreFromPython(store);
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   options.config.timeout_seconds = timeout;
-  options.config.max_output = MaxOutputArgument(max_output);
+  options.config.max_output = CharactersArgument("max_output", max_output);
+  options.config.max_repr = CharactersArgument("max_repr", max_repr);
+  options.config.max_text = CharactersArgument("max_text", max_text);
   options.config.typecheck = typecheck;
   options.snapshots = snapshots;
   options.checkpoint = ParseCheckpointMode(checkpoint);
@@ -67,7 +70,8 @@ void BindRepl(py::module_& m) {
            py::arg("python_path") = std::vector<std::string>{},
            py::arg("worker_command") = std::vector<std::string>{},
            py::arg("worker_environment") = std::vector<std::string>{},
-           py::arg("python_executable") = "")
+           py::arg("python_executable") = "", py::arg("max_repr") = py::none(),
+           py::arg("max_text") = py::none())
       .def_property_readonly("worker_pid",
                              Checked<Repl>("worker_pid", [](Repl& r) { return r.WorkerPid(); }),
                              "The worker (fork server) process id, or -1 before the first run.");

@@ -54,12 +54,12 @@ inline void ThrowIfError(const Status& s) {
   if (!s.ok()) ThrowStatus(s);
 }
 
-// A max_output argument (characters; 0 = no cap) as the core takes it; a
-// negative value raises ConfigError.
-inline std::optional<std::size_t> MaxOutputArgument(std::optional<long long> max_output) {
-  if (!max_output) return std::nullopt;
-  if (*max_output < 0) ThrowStatus({ErrorCode::kConfig, "max_output must be >= 0"});
-  return static_cast<std::size_t>(*max_output);
+// A count of characters (max_output, max_repr, max_text; 0 = no cap) as the
+// core takes it; a negative value raises ConfigError naming `name`.
+inline std::optional<std::size_t> CharactersArgument(const char* name, std::optional<long long> value) {
+  if (!value) return std::nullopt;
+  if (*value < 0) ThrowStatus({ErrorCode::kConfig, std::string(name) + " must be >= 0 (0: no cap)"});
+  return static_cast<std::size_t>(*value);
 }
 
 }  // namespace dolsot::bindings

@@ -22,6 +22,8 @@ struct BackendSettings {
   std::map<std::string, std::string> toolboxes;  // alias -> module name
   std::optional<double> timeout_seconds;         // nullopt: DOLSOT_TIMEOUT / default
   bool gate = false;                             // run the AST gate before the cell
+  std::optional<std::size_t> max_repr;           // nullopt: DOLSOT_MAX_REPR / default
+  std::optional<std::size_t> max_text;           // nullopt: DOLSOT_MAX_TEXT / default
 };
 
 using BackendFactory =
@@ -38,6 +40,8 @@ struct CommandContext {
   // Polled while a cell runs: true stops it (Backend's StopCheck). main.cc
   // passes Ctrl-C / SIGTERM (cli/interrupt.h); tests may pass their own.
   StopCheck interrupted;
+  // Where the figures a cell returns are written (cli/image_files.h).
+  std::string image_directory = ".";
 };
 
 // The exit code for a failure found before or around a run: caller mistakes,

@@ -38,7 +38,10 @@ stopped it (the session rolls back after 124 and 130); 2 a usage error, bad
 input or bad configuration (nothing ran, the session is untouched).
 
 Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
-DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
+DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
+DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
+Figures a cell shows or leaves open (matplotlib) are written as
+dolsot-SID-N.png in the working directory; stderr names each one.
 A code argument starting with '-' goes after "--": dolsot --session s -- "-1")FOOTER";
 
 struct Parser {

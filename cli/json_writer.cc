@@ -20,7 +20,7 @@ Json OptionalString(const std::optional<std::string>& text) {
 
 }  // namespace
 
-std::string ResultToJson(const Result& result) {
+std::string ResultToJson(const Result& result, const std::vector<std::string>& image_paths) {
   Json json = Json::object();
   json["ok"] = result.ok;
   json["value"] = OptionalString(result.value);
@@ -33,6 +33,7 @@ std::string ResultToJson(const Result& result) {
   json["dropped"] = result.dropped;
   json["save_error"] = OptionalString(result.save_error);
   json["text"] = result.Text();
+  json["images"] = image_paths;
   return Dump(json);
 }
 

@@ -13,9 +13,11 @@
 
 namespace dolsot::cli {
 
-// {"ok", "value", "stdout", "error", "exit_code", "outcome", "held",
-//  "dropped", "save_error", "text"}, in that order, on one line.
-std::string ResultToJson(const Result& result);
+// {"ok", "value", "stdout", "error", "exit_code", "outcome", "error_type",
+//  "held", "dropped", "save_error", "text", "images"}, in that order, on one
+// line; "images" lists the paths the figures were written to (the PNG bytes
+// themselves are not in the document).
+std::string ResultToJson(const Result& result, const std::vector<std::string>& image_paths = {});
 // [{"id", "size_bytes", "last_used"}, ...]; last_used in Unix seconds.
 std::string SessionsToJson(const std::vector<SessionInfo>& sessions);
 // {"reset": target, "removed": count}.

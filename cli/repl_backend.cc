@@ -55,6 +55,8 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   ReplOptions options;
   options.toolboxes = settings.toolboxes;
   options.config.timeout_seconds = settings.timeout_seconds;
+  options.config.max_repr = settings.max_repr;
+  options.config.max_text = settings.max_text;
   options.checkpoint = CheckpointMode::kSync;
   // No snapshot (a fork per call): the one cell of a call runs in a
   // session just restored from the store, so a killed cell goes back to that

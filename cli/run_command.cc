@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/code_input.h"
+#include "cli/image_files.h"
 #include "cli/interrupt.h"
 #include "cli/json_writer.h"
 #include "core/backend.h"
@@ -35,6 +36,8 @@ StatusOr<std::string> ObtainCode(const RunArgs& args, const CommandContext& cont
 Status CheckRequest(const RunArgs& args, const std::string& code) {
   if (!args.session) return InvalidArgument(MissingSessionMessage());
   if (args.timeout_seconds) DOLSOT_RETURN_IF_ERROR(CheckTimeout(*args.timeout_seconds, "--timeout"));
+  if (args.max_repr && *args.max_repr < 0) return InvalidArgument("--max-repr must be >= 0 (0: no cap)");
+  if (args.max_text && *args.max_text < 0) return InvalidArgument("--max-text must be >= 0 (0: no cap)");
   DOLSOT_RETURN_IF_ERROR(CheckCode(code));
   return ValidateRunRequest(*args.session, code);
 }
@@ -63,6 +66,14 @@ std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
           ->type_name("SECONDS"),
       app.add_flag("--gate", args.gate,
                    "Check the cell with the AST gate first; a rejected cell does not run"),
+      app.add_option("--max-repr", args.max_repr,
+                     "Characters of the value's repr kept, 0 for no cap (default: "
+                     "DOLSOT_MAX_REPR, else 4000)")
+          ->type_name("CHARS"),
+      app.add_option("--max-text", args.max_text,
+                     "Characters of the Result's text kept, 0 for no cap (default: "
+                     "DOLSOT_MAX_TEXT, else 20000)")
+          ->type_name("CHARS"),
   };
 }
 
@@ -116,8 +127,10 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (Status checked = CheckRequest(args, *code); !checked.ok()) {
     return ReportError(context.err, checked);
   }
-  auto backend = context.open_backend(
-      BackendSettings{std::move(*toolboxes), args.timeout_seconds, args.gate});
+  BackendSettings settings{std::move(*toolboxes), args.timeout_seconds, args.gate};
+  if (args.max_repr) settings.max_repr = static_cast<std::size_t>(*args.max_repr);
+  if (args.max_text) settings.max_text = static_cast<std::size_t>(*args.max_text);
+  auto backend = context.open_backend(settings);
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   RunOptions options;
   options.should_stop = context.interrupted;
@@ -128,16 +141,19 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   }
   Status closed = (*backend)->Close();
   if (!result.ok()) return ReportError(context.err, result.status());
-  PrintResult(*result, context);
+  auto image_paths = WriteImageFiles(context.image_directory, *args.session, result->images);
+  PrintResult(*result, context, image_paths.ok() ? *image_paths : std::vector<std::string>{});
+  if (!image_paths.ok()) context.err << "dolsot: warning: " << image_paths.status().message() << '\n';
   if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';
   // The cell ran but the next call would not see what it did: a failure.
   if (result->ok && result->save_error) return kExitNotSaved;
   return result->exit_code;
 }
 
-void PrintResult(const Result& result, const CommandContext& context) {
+void PrintResult(const Result& result, const CommandContext& context,
+                 const std::vector<std::string>& image_paths) {
   if (context.json) {
-    context.out << ResultToJson(result) << '\n';
+    context.out << ResultToJson(result, image_paths) << '\n';
     context.out.flush();
     return;
   }
@@ -150,6 +166,7 @@ void PrintResult(const Result& result, const CommandContext& context) {
   if (result.error) EndLine(context.err, *result.error);
   EndLine(context.err, result.DroppedBanner());
   EndLine(context.err, result.HeldBanner());
+  for (const std::string& path : image_paths) context.err << "figure: " << path << '\n';
   context.err.flush();
 }
 

@@ -29,6 +29,8 @@ struct RunArgs {
   std::vector<std::string> toolbox_specs;
   std::optional<double> timeout_seconds;
   bool gate = false;
+  std::optional<long long> max_repr;  // --max-repr
+  std::optional<long long> max_text;  // --max-text
 };
 
 // Registers the run options on `app`; returns them so other commands can
@@ -51,8 +53,10 @@ std::string MissingSessionMessage();
 int RunCommand(const RunArgs& args, const CommandContext& context);
 
 // The output contract: stdout gets the cell's stdout then the value; stderr
-// the error, the dropped banner and the held banner. With --json, the whole
-// Result as one JSON object on stdout.
-void PrintResult(const Result& result, const CommandContext& context);
+// the error, the dropped banner, the held banner, then a "figure: PATH" line
+// per image file written. With --json, the whole Result as one JSON object
+// on stdout, `image_paths` as its "images".
+void PrintResult(const Result& result, const CommandContext& context,
+                 const std::vector<std::string>& image_paths = {});
 
 }  // namespace dolsot::cli

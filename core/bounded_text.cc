@@ -89,6 +89,19 @@ std::string BoundedText::Text() const {
          std::string(tail);
 }
 
+std::string KeepEnds(std::string_view text, std::size_t max_chars) {
+  const std::size_t total = CountCodePoints(text);
+  if (total <= max_chars) return std::string(text);
+  std::string marker = "\n[... " + std::to_string(total) + " characters cut ...]\n";
+  if (marker.size() + 2 > max_chars) return std::string(text.substr(0, OffsetOfCodePoint(text, max_chars)));
+  const std::size_t room = max_chars - marker.size();
+  const std::size_t head = room - room / 3;
+  const std::size_t tail = room / 3;
+  marker = "\n[... " + std::to_string(total - head - tail) + " characters cut ...]\n";
+  return std::string(text.substr(0, OffsetOfCodePoint(text, head))) + marker +
+         std::string(text.substr(OffsetOfLastCodePoints(text, tail)));
+}
+
 std::string CapOutput(std::string_view text, std::size_t max_chars) {
   BoundedText bounded(max_chars);
   bounded.Append(text);

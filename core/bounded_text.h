@@ -44,4 +44,9 @@ class BoundedText {
 // much was cut and hinting to keep large results in a variable.
 std::string CapOutput(std::string_view text, std::size_t max_chars);
 
+// `text` when it holds at most `max_chars` code points; else its head and
+// tail around a short line saying how many characters were cut, all within
+// `max_chars` (just the head when even that line does not fit).
+std::string KeepEnds(std::string_view text, std::size_t max_chars);
+
 }  // namespace dolsot

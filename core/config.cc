@@ -69,6 +69,25 @@ StatusOr<bool> ParseFlag(const char* name, const std::string& raw) {
                      " is not a flag; use 1 or 0 (true/false, yes/no, on/off)");
 }
 
+// A count of characters (0 = no cap): the explicit value, else the
+// variable `name`, else `out` as it is (the default).
+Status ResolveCharacters(const std::optional<std::size_t>& explicit_value, const char* name,
+                         const EnvLookup& env, std::size_t& out) {
+  if (explicit_value) {
+    out = *explicit_value;
+    return Status::Ok();
+  }
+  std::optional<std::string> raw = env(name);
+  if (!raw) return Status::Ok();
+  StatusOr<long long> n = ParseInteger(name, *raw);
+  if (!n.ok()) return n.status();
+  if (*n < 0) {
+    return ConfigError(std::string(name) + " must be 0 (no cap) or a positive number of characters");
+  }
+  out = static_cast<std::size_t>(*n);
+  return Status::Ok();
+}
+
 }  // namespace
 
 EnvLookup ProcessEnvironment() {
@@ -139,14 +158,9 @@ StatusOr<Config> ResolveConfig(const ConfigOverrides& o, const EnvLookup& env) {
     c.timeout_seconds = *secs;
   }
 
-  if (o.max_output) {
-    c.max_output = *o.max_output;
-  } else if (auto v = env("DOLSOT_MAX_OUTPUT")) {
-    auto n = ParseInteger("DOLSOT_MAX_OUTPUT", *v);
-    if (!n.ok()) return n.status();
-    if (*n < 0) return ConfigError("DOLSOT_MAX_OUTPUT must be 0 (no cap) or a positive number of characters");
-    c.max_output = static_cast<std::size_t>(*n);
-  }
+  DOLSOT_RETURN_IF_ERROR(ResolveCharacters(o.max_output, "DOLSOT_MAX_OUTPUT", env, c.max_output));
+  DOLSOT_RETURN_IF_ERROR(ResolveCharacters(o.max_repr, "DOLSOT_MAX_REPR", env, c.max_repr));
+  DOLSOT_RETURN_IF_ERROR(ResolveCharacters(o.max_text, "DOLSOT_MAX_TEXT", env, c.max_text));
 
   if (o.typecheck) {
     c.typecheck = *o.typecheck;

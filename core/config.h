@@ -15,6 +15,9 @@ namespace dolsot {
 inline constexpr double kDefaultTimeoutSeconds = 20.0;
 inline constexpr int kDefaultTtlDays = 7;
 inline constexpr std::size_t kDefaultMaxOutput = 100000;
+// A value's repr (embedded/bounded_repr.h) and Result::Text() as a whole.
+inline constexpr std::size_t kDefaultMaxRepr = 4000;
+inline constexpr std::size_t kDefaultMaxText = 20000;
 
 // Settings as a caller passes them; unset fields fall back to the environment.
 struct ConfigOverrides {
@@ -22,6 +25,8 @@ struct ConfigOverrides {
   std::optional<int> ttl_days;
   std::optional<double> timeout_seconds;
   std::optional<std::size_t> max_output;  // 0 = no cap
+  std::optional<std::size_t> max_repr;    // 0 = no cap
+  std::optional<std::size_t> max_text;    // 0 = no cap
   std::optional<bool> typecheck;
   std::optional<std::string> ty_bin;
 };
@@ -30,7 +35,9 @@ struct Config {
   std::string cache_dir;  // FileStore's directory
   int ttl_days = kDefaultTtlDays;  // 0 disables reaping
   double timeout_seconds = kDefaultTimeoutSeconds;
-  std::size_t max_output = kDefaultMaxOutput;  // 0 = no cap
+  std::size_t max_output = kDefaultMaxOutput;  // stdout, and the value too; 0 = no cap
+  std::size_t max_repr = kDefaultMaxRepr;      // the value's repr; 0 = no cap
+  std::size_t max_text = kDefaultMaxText;      // Result::Text() as a whole; 0 = no cap
   bool typecheck = true;
   std::string ty_bin = "ty";
 };

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/exit_codes.h"
 
 namespace dolsot {
@@ -64,6 +65,11 @@ struct Result {
   std::optional<std::string> error_type;
   // Set when the cell called the final-answer function (and then ok is true).
   std::optional<Returned> returned;
+  // PNG bytes of the matplotlib figures the cell showed or left open, in
+  // order (embedded/figures.h says how many and how large).
+  std::vector<std::string> images;
+  // Text()'s cap in characters (0 = none): each backend sets its max_text.
+  std::size_t max_text = kDefaultMaxText;
 
   // A failed Result: ok false, the outcome set, exit_code and error as given,
   // error_type DefaultErrorType(outcome).
@@ -78,7 +84,11 @@ struct Result {
   // e.g. the crash that a timeout's own SIGKILL causes). True if it took.
   bool SetOutcome(Outcome outcome);
 
-  // stdout + value + error + the held-names banner, joined for an agent.
+  // stdout + value + error + the dropped and held banners, joined for an
+  // agent, within max_text characters: when they do not fit, each part
+  // keeps its head and tail (the smaller parts whole, the larger ones an
+  // equal share) and a closing line says what was cut and how to see more.
+  // A line counts the figures in `images`.
   std::string Text() const;
   // "session now holds: a, b, c" (or "session now holds: nothing").
   std::string HeldBanner() const;

@@ -11,10 +11,14 @@
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 
 #include "core/utf8.h"
+#include "embedded/bounded_repr.h"
+#include "embedded/figures.h"
+#include "embedded/py_ref.h"
 #include "embedded/python_text.h"
 #include "embedded/toolbox_hints.h"
 
@@ -46,58 +50,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Small CPython helpers.
 
-// An owned reference, released on scope exit.
-class Ref {
- public:
-  Ref() = default;
-  explicit Ref(PyObject* o) : o_(o) {}
-  Ref(const Ref&) = delete;
-  Ref& operator=(const Ref&) = delete;
-  ~Ref() { Py_XDECREF(o_); }
-  PyObject* get() const { return o_; }
-  explicit operator bool() const { return o_ != nullptr; }
-  PyObject* release() {
-    PyObject* o = o_;
-    o_ = nullptr;
-    return o;
-  }
-  void reset(PyObject* o) {
-    Py_XDECREF(o_);
-    o_ = o;
-  }
-
- private:
-  PyObject* o_ = nullptr;
-};
-
-// The UTF-8 of a str (lone surrogates backslash-escaped); "" on failure.
-std::string Utf8Of(PyObject* str) {
-  std::string storage;
-  std::optional<std::string_view> text = Utf8View(str, LoneSurrogates::kBackslashEscape, storage);
-  if (!text) {
-    PyErr_Clear();
-    return "";
-  }
-  return std::string(*text);
-}
-
-// The exception being raised (normalized, __traceback__ set), taken off the
-// error indicator. Returns a new reference, or nullptr when none is set.
-PyObject* TakeRaisedException() {
-#if PY_VERSION_HEX >= 0x030C0000
-  return PyErr_GetRaisedException();
-#else
-  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  if (type == nullptr) return nullptr;
-  PyErr_NormalizeException(&type, &value, &traceback);
-  if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
-  Py_XDECREF(type);
-  Py_XDECREF(traceback);
-  return value;
-#endif
-}
-
 std::string TypeNameOf(PyObject* obj) { return Py_TYPE(obj)->tp_name; }
 
 // The class's __name__ (tp_name without the module a static type puts first).
@@ -105,19 +57,6 @@ std::string ExceptionTypeName(PyObject* exc) {
   std::string name = TypeNameOf(exc);
   std::size_t dot = name.rfind('.');
   return dot == std::string::npos ? name : name.substr(dot + 1);
-}
-
-// "ExcType: message" without calling into traceback (a last resort).
-std::string ShortExceptionText(PyObject* exc) {
-  std::string out = TypeNameOf(exc);
-  Ref text(PyObject_Str(exc));
-  if (!text) {
-    PyErr_Clear();
-    return out;
-  }
-  std::string message = Utf8Of(text.get());
-  if (!message.empty()) out += ": " + message;
-  return out;
 }
 
 void FlushPendingSources();  // below, with the runtime
@@ -133,7 +72,7 @@ std::string FormatWithTraceback(PyObject* exc, const char* function) {
     PyErr_Clear();
     return ShortExceptionText(exc);
   }
-  std::string out = Utf8Of(joined.get());
+  std::string out = Utf8ForReader(joined.get());
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }
@@ -152,10 +91,15 @@ class CellCapture {
     if (sink_ != nullptr) sink_->Write(utf8);
   }
   std::string Text() const { return text_.Text(); }
+  // The figures the cell returns (embedded/figures.h), virtual for the same reason.
+  virtual std::size_t ImageCount() const { return images_.size(); }
+  virtual void AddImage(std::string png) { images_.push_back(std::move(png)); }
+  std::vector<std::string> TakeImages() { return std::move(images_); }
 
  private:
   BoundedText text_;
   OutputSink* sink_;
+  std::vector<std::string> images_;
 };
 
 CellCapture*& CurrentCaptureSlot() {
@@ -220,7 +164,7 @@ PyObject* RouterWrite(PyObject* self, PyObject* text) {
                                 PyUnicode_GET_LENGTH(text));
   } else {
     PyErr_Clear();
-    CurrentCaptureSlot()->Write(Utf8Of(text), -1);
+    CurrentCaptureSlot()->Write(Utf8ForReader(text), -1);
   }
   return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(text));
 }
@@ -362,6 +306,10 @@ struct CellRuntime {
   PyObject* stream_names[3] = {};        // "stdout", "stderr", "stdin"
   PyObject* builtins_key = nullptr;      // "__builtins__"
   PyObject* linecache_name = nullptr;    // "linecache"
+  PyObject* pyplot_name = nullptr;       // "matplotlib.pyplot"
+  // The _dolsot_figures module (embedded/figures.h), made by the first cell
+  // (or InstallFigureBackend); Py_None when it could not be made.
+  PyObject* figures = nullptr;
 };
 
 // The last runtime GetRuntime returned on this thread, for its interpreter.
@@ -413,11 +361,12 @@ CellRuntime* CreateRuntime(PyObject* interpreter_dict) {
   runtime->stream_names[2] = PyUnicode_InternFromString("stdin");
   runtime->builtins_key = PyUnicode_InternFromString("__builtins__");
   runtime->linecache_name = PyUnicode_InternFromString("linecache");
+  runtime->pyplot_name = PyUnicode_InternFromString("matplotlib.pyplot");
   if (!runtime->router_type || !runtime->pending_sources || !runtime->ast_expr ||
       !runtime->ast_expression || !runtime->compile || !runtime->builtins ||
       !runtime->body_name || !runtime->value_name || !runtime->sys_dict ||
       !runtime->stream_names[0] || !runtime->stream_names[1] || !runtime->stream_names[2] ||
-      !runtime->builtins_key || !runtime->linecache_name) {
+      !runtime->builtins_key || !runtime->linecache_name || !runtime->pyplot_name) {
     return nullptr;  // the few references taken are leaked: this never happens in practice
   }
   Ref capsule(PyCapsule_New(runtime.get(), kRuntimeKey, DestroyRuntime));
@@ -485,144 +434,76 @@ class CaptureScope {
 };
 
 // ---------------------------------------------------------------------------
-// Bounded repr.
+// Figures: the two functions _dolsot_figures calls to reach the running
+// cell's capture (through the runtime's slot, shared by every copy of this
+// code in the process).
 
-// Appends a repr of `obj` to `out`, stopping once `out` holds `limit` bytes.
-// Returns false when it stopped early (the repr is incomplete).
-bool AppendRepr(PyObject* obj, std::size_t limit, std::string& out);
-
-bool AppendText(std::string_view text, std::size_t limit, std::string& out) {
-  std::size_t room = out.size() < limit ? limit - out.size() : 0;
-  if (text.size() <= room) {
-    out.append(text);
-    return true;
-  }
-  std::size_t cut = room;
-  while (cut > 0 && IsUtf8ContinuationByte(static_cast<unsigned char>(text[cut]))) --cut;
-  out.append(text.substr(0, cut));
-  return false;
-}
-
-// repr() of `obj` or a readable placeholder when repr raises.
-std::string PlainRepr(PyObject* obj) {
-  Ref repr(PyObject_Repr(obj));
-  if (repr) return Utf8Of(repr.get());
-  Ref exc(TakeRaisedException());
-  return "<repr of " + TypeNameOf(obj) + " object failed: " +
-         (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")) + ">";
-}
-
-// Items of an exact list/tuple/dict/set/frozenset, one repr at a time.
-bool AppendContainerRepr(PyObject* obj, std::size_t limit, std::string& out) {
-  const bool is_dict = PyDict_CheckExact(obj);
-  const bool is_frozenset = PyFrozenSet_CheckExact(obj);
-  const bool is_set = PySet_CheckExact(obj) || is_frozenset;
-  const bool is_tuple = PyTuple_CheckExact(obj);
-  const Py_ssize_t size = PyObject_Length(obj);
-  if (is_set && size == 0) return AppendText(is_frozenset ? "frozenset()" : "set()", limit, out);
-  const char* open = is_tuple ? "(" : (is_dict || is_set) ? "{" : "[";
-  const char* close = is_tuple ? ")" : (is_dict || is_set) ? "}" : "]";
-  if (is_frozenset && !AppendText("frozenset(", limit, out)) return false;
-  if (!AppendText(open, limit, out)) return false;
-  Py_ssize_t index = 0;
-  if (is_dict) {
-    PyObject *key = nullptr, *value = nullptr;
-    Py_ssize_t position = 0;
-    while (PyDict_Next(obj, &position, &key, &value)) {
-      Ref key_ref(Py_NewRef(key)), value_ref(Py_NewRef(value));
-      if (index++ > 0 && !AppendText(", ", limit, out)) return false;
-      if (!AppendRepr(key_ref.get(), limit, out) || !AppendText(": ", limit, out) ||
-          !AppendRepr(value_ref.get(), limit, out)) {
-        return false;
-      }
-    }
-  } else {
-    Ref iterator(PyObject_GetIter(obj));
-    if (!iterator) {
-      PyErr_Clear();
-      return AppendText(PlainRepr(obj), limit, out);
-    }
-    while (Ref item{PyIter_Next(iterator.get())}) {
-      if (index++ > 0 && !AppendText(", ", limit, out)) return false;
-      if (!AppendRepr(item.get(), limit, out)) return false;
-    }
+CellCapture* RunningCellCapture() {
+  CellRuntime* runtime = GetRuntime();
+  if (runtime == nullptr) {
     PyErr_Clear();
+    return nullptr;
   }
-  if (is_tuple && index == 1 && !AppendText(",", limit, out)) return false;
-  if (!AppendText(close, limit, out)) return false;
-  return !is_frozenset || AppendText(")", limit, out);
+  return runtime->capture_slot();
 }
 
-bool AppendRepr(PyObject* obj, std::size_t limit, std::string& out) {
-  if (out.size() >= limit) return false;
-  const std::size_t room = limit - out.size();
-  if (PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyByteArray_CheckExact(obj)) {
-    // Only the head is ever repr'd: a gigabyte string costs what its head costs.
-    Py_ssize_t length = PyObject_Length(obj);
-    Ref head(length > static_cast<Py_ssize_t>(room)
-                 ? PySequence_GetSlice(obj, 0, static_cast<Py_ssize_t>(room))
-                 : Py_NewRef(obj));
-    if (!head) {
-      PyErr_Clear();
-      return AppendText(PlainRepr(obj), limit, out);
-    }
-    return AppendText(PlainRepr(head.get()), limit, out) && head.get() == obj;
-  }
-  const bool container = PyList_CheckExact(obj) || PyTuple_CheckExact(obj) ||
-                         PyDict_CheckExact(obj) || PySet_CheckExact(obj) ||
-                         PyFrozenSet_CheckExact(obj);
-  if (!container) return AppendText(PlainRepr(obj), limit, out);
-  if (Py_EnterRecursiveCall(" while computing a bounded repr") != 0) {
-    Ref exc(TakeRaisedException());
-    return AppendText("...", limit, out);
-  }
-  int seen = Py_ReprEnter(obj);
-  bool complete = true;
-  if (seen > 0) {
-    complete = AppendText(PyDict_CheckExact(obj) ? "{...}" : PyList_CheckExact(obj) ? "[...]" : "...",
-                          limit, out);
-  } else if (seen < 0) {
-    PyErr_Clear();
-    complete = AppendText("...", limit, out);
-  } else {
-    complete = AppendContainerRepr(obj, limit, out);
-    Py_ReprLeave(obj);
-  }
-  Py_LeaveRecursiveCall();
-  return complete;
+PyObject* CellImages(PyObject*, PyObject*) {
+  CellCapture* capture = RunningCellCapture();
+  return PyLong_FromSsize_t(capture == nullptr ? -1 : static_cast<Py_ssize_t>(capture->ImageCount()));
 }
 
-// "list of 100000000 items", "str of 5000000 characters", or the type name.
-std::string ShapeOf(PyObject* obj) {
-  std::string name = TypeNameOf(obj);
-  Py_ssize_t length = PyObject_Length(obj);
-  if (length < 0) {
-    PyErr_Clear();
-    return name;
+PyObject* AddCellImage(PyObject*, PyObject* png) {
+  CellCapture* capture = RunningCellCapture();
+  if (capture == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no dolsot cell runs on this thread");
+    return nullptr;
   }
-  const char* unit = PyUnicode_Check(obj) ? " characters"
-                     : (PyBytes_Check(obj) || PyByteArray_Check(obj)) ? " bytes"
-                                                                     : " items";
-  return name + " of " + std::to_string(length) + unit;
+  if (!PyBytes_Check(png)) {
+    PyErr_SetString(PyExc_TypeError, "a figure is PNG bytes");
+    return nullptr;
+  }
+  capture->AddImage(std::string(PyBytes_AS_STRING(png), static_cast<std::size_t>(PyBytes_GET_SIZE(png))));
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kCellImagesMethod = {"_cell_images", CellImages, METH_NOARGS, nullptr};
+PyMethodDef kAddCellImageMethod = {"_add_cell_image", AddCellImage, METH_O, nullptr};
+
+// Makes the figure module once per interpreter; a failure leaves cells
+// without figures (Py_None), never without a run.
+void EnsureFigures(CellRuntime* runtime, bool force) {
+  if (runtime->figures != nullptr) {
+    if (force && runtime->figures != Py_None) SelectFigureBackend(runtime->figures, true);
+    return;
+  }
+  Ref count(PyCFunction_New(&kCellImagesMethod, nullptr));
+  Ref add(PyCFunction_New(&kAddCellImageMethod, nullptr));
+  runtime->figures = count && add ? CreateFigureModule(count.get(), add.get()) : nullptr;
+  if (runtime->figures == nullptr) {
+    PyErr_Clear();
+    runtime->figures = Py_NewRef(Py_None);
+    return;
+  }
+  SelectFigureBackend(runtime->figures, force);
+}
+
+// At a cell's end: its figures, if it (or an earlier cell) imported pyplot.
+void CollectCellFigures(CellRuntime* runtime) {
+  if (runtime->figures == nullptr || runtime->figures == Py_None) return;
+  PyObject* pyplot = PyDict_GetItemWithError(PyImport_GetModuleDict(), runtime->pyplot_name);
+  if (pyplot == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  CollectFigures(runtime->figures);
 }
 
 }  // namespace
 
-std::string BoundedRepr(PyObject* obj, std::size_t max_chars) {
-  if (max_chars == 0) return PlainRepr(obj);
-  const bool sized = PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) ||
-                     PyByteArray_CheckExact(obj) || PyList_CheckExact(obj) ||
-                     PyTuple_CheckExact(obj) || PyDict_CheckExact(obj) ||
-                     PySet_CheckExact(obj) || PyFrozenSet_CheckExact(obj);
-  if (!sized) return CapOutput(PlainRepr(obj), max_chars);  // an object's own repr
-  std::string out;
-  if (AppendRepr(obj, max_chars, out) && CountCodePoints(out) <= max_chars) return out;
-  std::string suffix = " ... (" + ShapeOf(obj) + "; repr cut at " +
-                       std::to_string(max_chars) + " characters)";
-  std::size_t keep = max_chars > suffix.size() ? max_chars - suffix.size() : 0;
-  std::string head;
-  AppendText(out, keep, head);
-  return head + suffix;
+std::size_t ValueCap(const CellRequest& request) {
+  if (request.max_repr == 0) return request.max_output;
+  if (request.max_output == 0) return request.max_repr;
+  return std::min(request.max_repr, request.max_output);
 }
 
 std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::string>& hidden) {
@@ -643,6 +524,17 @@ std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::str
     names.emplace_back(name);
   }
   return names;
+}
+
+Status InstallFigureBackend(bool force) {
+  CellRuntime* runtime = GetRuntime();
+  if (runtime == nullptr) {
+    Ref exc(TakeRaisedException());
+    return InternalError("cannot set up figures: " +
+                         (exc ? ShortExceptionText(exc.get()) : std::string("unknown error")));
+  }
+  EnsureFigures(runtime, force);
+  return Status::Ok();
 }
 
 Status InstallCellIo() {
@@ -963,6 +855,24 @@ bool CompileCell(CellRuntime* runtime, const std::string& code, PyObject* filena
   return true;
 }
 
+// `text` with the session's own cells named as a Repl names them: every
+// "<cell N" + request.session_tag + ">" becomes "<cell N>".
+std::string ShownCellNames(std::string text, const CellRequest& request) {
+  if (request.session_tag.empty()) return text;
+  const std::string suffix = request.session_tag + ">";
+  constexpr std::string_view kStart = "<cell ";
+  std::size_t at = 0;
+  while ((at = text.find(kStart, at)) != std::string::npos) {
+    std::size_t end = at + kStart.size();
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end > at + kStart.size() && text.compare(end, suffix.size(), suffix) == 0) {
+      text.erase(end, request.session_tag.size());
+    }
+    at = end;
+  }
+  return text;
+}
+
 // Fills `result` from the exception a cell raised.
 void RecordException(PyObject* exc, PyObject* globals, const CellRequest& request,
                      Result& result) {
@@ -985,7 +895,7 @@ void RecordException(PyObject* exc, PyObject* globals, const CellRequest& reques
   result.ok = false;
   result.error_type = ExceptionTypeName(exc);
   result.exit_code = ExceptionExitCode(exc).value_or(kExitFailure);
-  std::string error = FormatWithTraceback(exc, "format_exception");
+  std::string error = ShownCellNames(FormatWithTraceback(exc, "format_exception"), request);
   std::vector<std::string> aliases = request.toolbox_aliases;
   aliases.insert(aliases.end(), request.hidden_names.begin(), request.hidden_names.end());
   if (std::optional<std::string> hint = ToolboxCallHint(exc, globals, aliases)) {
@@ -1001,7 +911,15 @@ void ExecuteCell(const CompiledCell& compiled, PyObject* globals, const CellRequ
                                : Py_NewRef(Py_None));
   if (done && compiled.trailing) {
     Ref value(PyEval_EvalCode(compiled.trailing.get(), globals, globals));
-    if (value && value.get() != Py_None) result.value = BoundedRepr(value.get(), request.max_output);
+    if (value && value.get() != Py_None) {
+      ReprLimits limits;
+      limits.max_chars = ValueCap(request);
+      if (request.max_repr == 0) {  // no repr bound: only max_output's cut, if any
+        limits.max_items = limits.max_string = std::numeric_limits<std::size_t>::max();
+        limits.max_depth = std::numeric_limits<int>::max();
+      }
+      result.value = BoundedRepr(value.get(), limits);
+    }
     if (!value) done.reset(nullptr);
   }
   if (done) return;
@@ -1072,16 +990,19 @@ Result RunCell(PyObject* globals, const CellRequest& request) {
   CompiledCell compiled;
   if (!CompileCell(runtime, std::string(request.code), filename.get(), compiled)) {
     Ref exc(TakeRaisedException());
-    result = FailedResult(exc ? FormatWithTraceback(exc.get(), "format_exception_only")
+    result = FailedResult(exc ? ShownCellNames(FormatWithTraceback(exc.get(), "format_exception_only"), request)
                               : "SyntaxError: the cell could not be compiled");
     result.error_type = exc ? ExceptionTypeName(exc.get()) : "SyntaxError";
   } else {
+    EnsureFigures(runtime, /*force=*/false);
     CellCapture capture(request.max_output, request.sink);
     {
       CaptureScope scope(runtime, &capture);
       ExecuteCell(compiled, globals, request, result);
+      CollectCellFigures(runtime);
     }
     result.stdout_text = capture.Text();
+    result.images = capture.TakeImages();
   }
   if (PyErr_Occurred()) PyErr_Clear();
   result.held = HeldNames(globals, request.hidden_names);

@@ -32,7 +32,13 @@ class OutputSink {
 struct CellRequest {
   std::string_view code;     // the cell's source, UTF-8
   std::string filename;      // per-cell filename, e.g. "<cell 3>" (shown in tracebacks)
-  std::size_t max_output = kDefaultMaxOutput;  // caps stdout and value; 0 = no cap
+  // Set when `filename` names the session too, because sessions share this
+  // interpreter's linecache (InProcessSession: "<cell 3 of s1>", tag " of
+  // s1"): the tracebacks in Result::error drop the tag from this session's
+  // cells, so they read "<cell 3>" on both backends.
+  std::string session_tag;
+  std::size_t max_output = kDefaultMaxOutput;  // caps stdout, and the value too; 0 = no cap
+  std::size_t max_repr = kDefaultMaxRepr;      // caps the value's repr; 0 = no cap
   std::vector<std::string> hidden_names;       // never listed in held (toolbox aliases)
   OutputSink* sink = nullptr;                  // optional live mirror of stdout
   // Toolbox aliases bound in `globals`, for ToolboxCallHint (hidden_names are
@@ -53,6 +59,13 @@ struct CellRequest {
 // threads": their output goes to the host's streams.
 Status InstallCellIo();
 
+// Makes matplotlib draw off-screen in this interpreter, with plt.show() and
+// the figures a cell leaves open returned in Result::images
+// (embedded/figures.h). RunCell calls it with force == false: a backend the
+// host chose (MPLBACKEND, or matplotlib already imported) wins. A worker
+// process forces it. Idempotent; imports nothing.
+Status InstallFigureBackend(bool force);
+
 // Runs one cell in `globals` (a dict). Never raises into the caller: a user
 // error (syntax error, exception, SystemExit, invalid UTF-8) is a Result with
 // ok == false. Does not fill Result::dropped.
@@ -72,8 +85,8 @@ std::optional<std::string> RegisteredCellSource(std::string_view filename);
 // and not in `hidden`, in insertion order.
 std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::string>& hidden);
 
-// repr(obj), bounded: a huge container shows its type, length and a few items;
-// a huge string its head; never more than `max_chars` (0 = no cap) characters.
-std::string BoundedRepr(PyObject* obj, std::size_t max_chars);
+// The value's cap in characters: the smaller of max_repr and max_output
+// where each is set (0 when neither caps it).
+std::size_t ValueCap(const CellRequest& request);
 
 }  // namespace dolsot

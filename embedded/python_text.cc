@@ -1,4 +1,5 @@
-// Utf8View: CPython's cached UTF-8, or an encoding that keeps lone surrogates.
+// Utf8View: CPython's cached UTF-8, or an encoding that keeps lone surrogates;
+// a str and an exception as text for a reader.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>  // first, as CPython asks
 
@@ -19,6 +20,29 @@ std::optional<std::string_view> Utf8View(PyObject* text, LoneSurrogates surrogat
   storage.assign(PyBytes_AS_STRING(encoded), static_cast<std::size_t>(PyBytes_GET_SIZE(encoded)));
   Py_DECREF(encoded);
   return std::string_view(storage);
+}
+
+std::string Utf8ForReader(PyObject* str) {
+  std::string storage;
+  std::optional<std::string_view> text = Utf8View(str, LoneSurrogates::kBackslashEscape, storage);
+  if (!text) {
+    PyErr_Clear();
+    return "";
+  }
+  return std::string(*text);
+}
+
+std::string ShortExceptionText(PyObject* exc) {
+  std::string out = Py_TYPE(exc)->tp_name;
+  PyObject* text = PyObject_Str(exc);
+  if (text == nullptr) {
+    PyErr_Clear();
+    return out;
+  }
+  std::string message = Utf8ForReader(text);
+  Py_DECREF(text);
+  if (!message.empty()) out += ": " + message;
+  return out;
 }
 
 }  // namespace dolsot

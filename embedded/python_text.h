@@ -1,6 +1,6 @@
 // The UTF-8 of a Python str, once for every part that reads one: the cell
 // runner (error text), the checkpoint (names) and the bindings (run's
-// arguments). Needs the GIL.
+// arguments), and an exception's one-line text. Needs the GIL.
 #pragma once
 
 #include <optional>
@@ -25,5 +25,13 @@ enum class LoneSurrogates {
 // the Python error indicator is clear for kRefuse and set otherwise.
 std::optional<std::string_view> Utf8View(PyObject* text, LoneSurrogates surrogates,
                                          std::string& storage);
+
+// `str` (a str) as UTF-8 for a reader (lone surrogates backslash-escaped);
+// "" when it cannot be encoded. The error indicator is clear on return.
+std::string Utf8ForReader(PyObject* str);
+
+// "ExcType: message" for an exception object, without calling into the
+// traceback module (a last resort). The error indicator is clear on return.
+std::string ShortExceptionText(PyObject* exc);
 
 }  // namespace dolsot

@@ -30,6 +30,8 @@ class Result:
         outcome: Outcome | None = None,
         error_type: str | None = None,
         save_error: str | None = None,
+        images: Sequence[bytes] = (),
+        max_text: int | None = None,
     ) -> None: ...
     @property
     def ok(self) -> bool: ...
@@ -55,6 +57,10 @@ class Result:
     def held(self) -> list[str]: ...
     @property
     def dropped(self) -> list[str]: ...
+    @property
+    def images(self) -> list[bytes]: ...
+    @property
+    def max_text(self) -> int: ...
     @property
     def text(self) -> str: ...
 
@@ -135,6 +141,8 @@ class InProcessSession(Backend):
         gate: Callable[[str], Iterable[Any] | None] | None = None,
         typecheck: bool | None = None,
         ty_bin: str | None = None,
+        max_repr: int | None = None,
+        max_text: int | None = None,
     ) -> None: ...
     @property
     def leaked_threads(self) -> int: ...
@@ -156,6 +164,8 @@ class Repl(Backend):
         worker_command: Sequence[str] = (),
         worker_environment: Sequence[str] = (),
         python_executable: str = "",
+        max_repr: int | None = None,
+        max_text: int | None = None,
     ) -> None: ...
     @property
     def worker_pid(self) -> int: ...
@@ -220,5 +230,7 @@ def resolve_config(
     max_output: int | None = None,
     typecheck: bool | None = None,
     ty_bin: str | None = None,
+    max_repr: int | None = None,
+    max_text: int | None = None,
 ) -> dict[str, Any]: ...
 def _run_worker(fd: int) -> int: ...

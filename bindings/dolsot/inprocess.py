@@ -43,7 +43,7 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
     """Sessions of cells in this interpreter, each a live namespace dict.
 
     ``InProcessSession(inject=None, *, timeout=None, max_output=None,
-    gate=None, typecheck=None)``: ``inject`` maps aliases to any object (the
+    max_repr=None, max_text=None, gate=None, typecheck=None)``: ``inject`` maps aliases to any object (the
     very same object is bound in every new session) or to a module name (a
     ``str``, imported once). ``run(session_id, code, *, timeout=None)``
     returns a ``Result``; ``namespace(session_id)`` the session's dict
@@ -56,6 +56,8 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
         *,
         timeout: float | None = None,
         max_output: int | None = None,
+        max_repr: int | None = None,
+        max_text: int | None = None,
         gate: Gate | None = None,
         typecheck: bool | None = None,
         ty_bin: str | None = None,
@@ -64,6 +66,8 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("max_repr", max_repr, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("max_text", max_text, (int,), "an int (characters; 0: no cap) or None")
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
         check_argument("ty_bin", ty_bin, (str,), "a path or None")
         # In-process, values are the host's own objects: nothing is unpickled.
@@ -75,6 +79,8 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
             gate=gate,
             typecheck=typecheck,
             ty_bin=ty_bin,
+            max_repr=max_repr,
+            max_text=max_text,
         )
         _open_sessions.add(self)
 

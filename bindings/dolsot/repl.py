@@ -61,8 +61,10 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     """Sessions of Python cells in forked worker processes.
 
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
-    snapshots=True, checkpoint=None, max_live_sessions=None, gate=None,
-    typecheck=None, tools=None, final=None, unpickle="safe")``: ``tools``
+    max_repr=None, max_text=None, snapshots=True, checkpoint=None,
+    max_live_sessions=None, gate=None, typecheck=None, tools=None,
+    final=None, unpickle="safe")``: ``max_repr`` and ``max_text`` bound a
+    value's repr and ``Result.text`` in characters (README's Result); ``tools``
     and ``final`` as README's "Host tools" says; ``unpickle`` is how bytes a
     session sends (tool arguments, final answers) are decoded. ``inject`` maps aliases to modules or importable module
     names. ``run(session_id, code, *, timeout=None) -> Result`` never raises for
@@ -83,6 +85,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         store: Any = None,
         timeout: float | None = None,
         max_output: int | None = None,
+        max_repr: int | None = None,
+        max_text: int | None = None,
         snapshots: bool = True,
         checkpoint: str | None = None,
         max_live_sessions: int | None = None,
@@ -94,6 +98,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("max_repr", max_repr, (int,), "an int (characters; 0: no cap) or None")
+        check_argument("max_text", max_text, (int,), "an int (characters; 0: no cap) or None")
         check_argument("snapshots", snapshots, (bool,), "True or False")
         check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
         check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
@@ -112,6 +118,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             python_path=_host_path(),
             worker_command=_worker_command(),
             python_executable=sys.executable,
+            max_repr=max_repr,
+            max_text=max_text,
         )
         self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)

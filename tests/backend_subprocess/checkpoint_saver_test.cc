@@ -22,7 +22,7 @@ struct Saved {
 };
 
 CheckpointSaver::SaveFunction Recorder(Saved& saved) {
-  return [&saved](const std::string& sid, CheckpointData data) {
+  return [&saved](const std::string& sid, CheckpointData data, std::uint64_t) {
     std::lock_guard<std::mutex> guard(saved.mutex);
     saved.items.emplace_back(sid, data.blob);
   };
@@ -82,7 +82,9 @@ TEST(CheckpointSaver, ANewerCheckpointSupersedesOneStillWaiting) {
   auto [new_host, new_writer] = Channel();
   saver.Submit("a", std::move(old_host));
   saver.Submit("a", std::move(new_host));
-  SendCheckpoint(old_writer.get(), "superseded");  // never read
+  // The superseded writer is stopped at once: a writer blocked on a channel
+  // no one reads would hold up the session's next one, which waits for it.
+  EXPECT_FALSE(protocol::WriteFrame(old_writer.get(), protocol::Tag::kCheckpointData, "x").ok());
   SendCheckpoint(new_writer.get(), "newest");
   SendCheckpoint(slow_writer.get(), "x1");
   saver.Flush();

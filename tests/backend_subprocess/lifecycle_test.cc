@@ -278,6 +278,7 @@ TEST(Lifecycle, ACellThatForgesARunnerPidGetsNothingKilled) {
       "import os, struct\n"
       "def s(b): return struct.pack('<I', len(b)) + b\n"
       "payload = (bytes([1, 0]) + s(b'') + bytes([0]) + struct.pack('<iII', 0, 0, 0) + bytes([0, 0])\n"
+      "           + struct.pack('<I', 0)\n"  // no images
       "           + bytes([0]) + struct.pack('<III', 0, 0, " + std::to_string(victim) + ") + bytes([0]))\n"
       "frame = struct.pack('<II', 22, len(payload)) + payload\n"
       "for name in os.listdir('/proc/self/fd'):\n"

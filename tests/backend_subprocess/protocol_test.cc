@@ -280,6 +280,7 @@ TEST(Payload, ResultRoundTrip) {
   in.exit_code = 124;
   in.held = {"a", "b"};
   in.dropped = {"s"};
+  in.images = {std::string("\x89PNG\r\n\x1a\n\0", 9), "second"};
   PayloadWriter w;
   WriteResult(w, in);
   PayloadReader r(w.data());
@@ -292,6 +293,7 @@ TEST(Payload, ResultRoundTrip) {
   EXPECT_EQ(out.exit_code, in.exit_code);
   EXPECT_EQ(out.held, in.held);
   EXPECT_EQ(out.dropped, in.dropped);
+  EXPECT_EQ(out.images, in.images) << "PNG bytes, NULs included";
 }
 
 }  // namespace

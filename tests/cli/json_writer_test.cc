@@ -37,7 +37,8 @@ TEST(ResultToJsonTest, HasEveryFieldOfTheResultInOrder) {
   for (auto& [key, value] : ordered.items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"ok", "value", "stdout", "error", "exit_code",
                                             "outcome", "error_type", "held", "dropped",
-                                            "save_error", "text"}));
+                                            "save_error", "text", "images"}));
+  EXPECT_EQ(json["images"], Json::array());
   EXPECT_EQ(json["save_error"], nullptr);
 }
 

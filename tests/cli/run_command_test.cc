@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "core/exit_codes.h"
@@ -139,6 +144,75 @@ TEST_F(CommandTest, JsonPutsTheWholeResultOnStdout) {
   EXPECT_EQ(err_.str(), "");
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+// A directory of its own, removed with what is in it.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    char pattern[] = "/tmp/dolsot-cli-figures-XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~ScratchDirectory() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST_F(CommandTest, FiguresAreWrittenToFilesNamedAfterTheBanner) {
+  ScratchDirectory directory;
+  Result result;
+  result.images = {std::string("\x89PNG\0one", 8), "two"};
+  state_.result = result;
+  CommandContext context = Context();
+  context.image_directory = directory.path();
+  EXPECT_EQ(RunCommand(Args("plot()"), context), kExitOk);
+  const std::string first = directory.path() + "/dolsot-work-1.png";
+  const std::string second = directory.path() + "/dolsot-work-2.png";
+  EXPECT_EQ(err_.str(), "session now holds: nothing\nfigure: " + first + "\nfigure: " + second + "\n");
+  EXPECT_EQ(ReadFile(first), result.images[0]);
+  EXPECT_EQ(ReadFile(second), "two");
+  // The next call never overwrites them.
+  err_.str("");
+  RunCommand(Args("plot()"), context);
+  EXPECT_NE(err_.str().find("figure: " + directory.path() + "/dolsot-work-3.png\n"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(ReadFile(second), "two");
+}
+
+TEST_F(CommandTest, JsonCarriesTheFigurePaths) {
+  ScratchDirectory directory;
+  Result result;
+  result.images = {"png"};
+  state_.result = result;
+  CommandContext context = Context(/*json=*/true);
+  context.image_directory = directory.path();
+  RunCommand(Args("plot()"), context);
+  EXPECT_NE(out_.str().find("\"images\":[\"" + directory.path() + "/dolsot-work-1.png\"]"),
+            std::string::npos)
+      << out_.str();
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CommandTest, AFigureThatCannotBeWrittenIsAWarningNotAFailure) {
+  Result result;
+  result.value = "1";
+  result.images = {"png"};
+  state_.result = result;
+  CommandContext context = Context();
+  context.image_directory = "/nonexistent-dolsot-directory";
+  EXPECT_EQ(RunCommand(Args("plot()"), context), kExitOk);
+  EXPECT_EQ(out_.str(), "1\n");
+  EXPECT_NE(err_.str().find("dolsot: warning: cannot write the figure "
+                            "/nonexistent-dolsot-directory/dolsot-work-1.png: No such file"),
+            std::string::npos)
+      << err_.str();
+}
+
 TEST_F(CommandTest, CodeComesFromStdinWhenNotGiven) {
   in_.str("2 ** 10\n");
   EXPECT_EQ(RunCommand(Args(std::nullopt), Context()), kExitOk);
@@ -173,7 +247,11 @@ TEST_F(CommandTest, SettingsReachTheBackend) {
   args.toolbox_specs = {"mytools:mt", "pkg.sub:ps"};
   args.timeout_seconds = 5;
   args.gate = true;
+  args.max_repr = 300;
+  args.max_text = 0;
   RunCommand(args, Context());
+  EXPECT_EQ(state_.settings.max_repr, 300u);
+  EXPECT_EQ(state_.settings.max_text, 0u);
   EXPECT_EQ(state_.settings.toolboxes,
             (std::map<std::string, std::string>{{"mt", "mytools"}, {"ps", "pkg.sub"}}));
   EXPECT_EQ(state_.settings.timeout_seconds, 5);
@@ -211,6 +289,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"HugeCell", [](RunArgs& a) { a.code = std::string(10 << 20, 'x'); },
                    "larger than"},
         BadRequest{"ZeroTimeout", [](RunArgs& a) { a.timeout_seconds = 0; }, "--timeout"},
+        BadRequest{"NegativeMaxRepr", [](RunArgs& a) { a.max_repr = -1; }, "--max-repr"},
+        BadRequest{"NegativeMaxText", [](RunArgs& a) { a.max_text = -5; }, "--max-text"},
         BadRequest{"NoColon", [](RunArgs& a) { a.toolbox_specs = {"mytools"}; }, "no ':'"},
         BadRequest{"EmptyModule", [](RunArgs& a) { a.toolbox_specs = {":mt"}; },
                    "module is empty"},

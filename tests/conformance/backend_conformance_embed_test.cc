@@ -294,6 +294,20 @@ TYPED_TEST(BackendConformance, ExceptionShowsOnlyTheCellsFrames) {
   EXPECT_EQ(r.held, std::vector<std::string>{"f"});
 }
 
+// One name on both backends: "<cell N>", N counting the session's cells.
+// (In-process the code objects also carry the session, " of c", so that
+// sessions sharing the interpreter never show each other's lines.)
+TYPED_TEST(BackendConformance, TracebacksNameTheSessionsCellsAlike) {
+  EXPECT_TRUE(this->Run("c", "def f():\n    return 1 / 0").ok);
+  Result r = this->Run("c", "x = 1\nf()");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_TRUE(Contains(*r.error, "File \"<cell 2>\", line 2, in <module>")) << *r.error;
+  EXPECT_TRUE(Contains(*r.error, "File \"<cell 1>\", line 2, in f")) << *r.error;
+  Result syntax = this->Run("c", "1 +");
+  ASSERT_TRUE(syntax.error.has_value());
+  EXPECT_TRUE(Contains(*syntax.error, "File \"<cell 3>\", line 1")) << *syntax.error;
+}
+
 TYPED_TEST(BackendConformance, DeepRecursionIsARecursionError) {
   Result r = this->Run("c", "def down(n):\n    return down(n + 1)\ndown(0)");
   EXPECT_FALSE(r.ok);

@@ -25,6 +25,8 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(c->timeout_seconds, 20.0);
   EXPECT_EQ(c->ttl_days, 7);
   EXPECT_EQ(c->max_output, 100000u);
+  EXPECT_EQ(c->max_repr, 4000u);
+  EXPECT_EQ(c->max_text, 20000u);
   EXPECT_TRUE(c->typecheck);
   EXPECT_EQ(c->ty_bin, "ty");
   EXPECT_EQ(c->cache_dir, "/tmp/dolsot-" + std::to_string(getuid()) + "/sessions");
@@ -34,6 +36,8 @@ TEST(ConfigTest, EnvironmentBeatsDefault) {
   auto c = ResolveConfig({}, FakeEnv({{"DOLSOT_TIMEOUT", "2.5"},
                                       {"DOLSOT_SESSION_TTL_DAYS", "0"},
                                       {"DOLSOT_MAX_OUTPUT", "0"},
+                                      {"DOLSOT_MAX_REPR", "123"},
+                                      {"DOLSOT_MAX_TEXT", "0"},
                                       {"DOLSOT_TYPECHECK", "0"},
                                       {"DOLSOT_TY_BIN", "/opt/ty"},
                                       {"DOLSOT_CACHE_DIR", "/var/cache/d"}}));
@@ -41,6 +45,8 @@ TEST(ConfigTest, EnvironmentBeatsDefault) {
   EXPECT_EQ(c->timeout_seconds, 2.5);
   EXPECT_EQ(c->ttl_days, 0);
   EXPECT_EQ(c->max_output, 0u);
+  EXPECT_EQ(c->max_repr, 123u);
+  EXPECT_EQ(c->max_text, 0u);
   EXPECT_FALSE(c->typecheck);
   EXPECT_EQ(c->ty_bin, "/opt/ty");
   EXPECT_EQ(c->cache_dir, "/var/cache/d");
@@ -51,17 +57,23 @@ TEST(ConfigTest, ExplicitArgumentBeatsEnvironment) {
   o.timeout_seconds = 1;
   o.ttl_days = 3;
   o.max_output = 10;
+  o.max_repr = 11;
+  o.max_text = 12;
   o.typecheck = true;
   o.cache_dir = "/x";
   auto c = ResolveConfig(o, FakeEnv({{"DOLSOT_TIMEOUT", "9"},
                                      {"DOLSOT_SESSION_TTL_DAYS", "9"},
                                      {"DOLSOT_MAX_OUTPUT", "9"},
+                                     {"DOLSOT_MAX_REPR", "9"},
+                                     {"DOLSOT_MAX_TEXT", "9"},
                                      {"DOLSOT_TYPECHECK", "0"},
                                      {"DOLSOT_CACHE_DIR", "/y"}}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->timeout_seconds, 1);
   EXPECT_EQ(c->ttl_days, 3);
   EXPECT_EQ(c->max_output, 10u);
+  EXPECT_EQ(c->max_repr, 11u);
+  EXPECT_EQ(c->max_text, 12u);
   EXPECT_TRUE(c->typecheck);
   EXPECT_EQ(c->cache_dir, "/x");
 }
@@ -99,6 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"DOLSOT_SESSION_TTL_DAYS", "1.5"},
                       BadValue{"DOLSOT_SESSION_TTL_DAYS", "week"},
                       BadValue{"DOLSOT_MAX_OUTPUT", "-5"}, BadValue{"DOLSOT_MAX_OUTPUT", "lots"},
+                      BadValue{"DOLSOT_MAX_REPR", "-1"}, BadValue{"DOLSOT_MAX_REPR", "4k"},
+                      BadValue{"DOLSOT_MAX_TEXT", "-1"}, BadValue{"DOLSOT_MAX_TEXT", ""},
                       BadValue{"DOLSOT_TYPECHECK", "maybe"}, BadValue{"DOLSOT_TY_BIN", ""}));
 
 TEST(ConfigTest, ExplicitBadValuesAreErrorsToo) {

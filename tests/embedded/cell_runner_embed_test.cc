@@ -266,7 +266,7 @@ TEST(RunCell, NestedHugeContainerIsBounded) {
   Result r = RunIn(g, "{'rows': ['x' * 10_000_000] * 5}", 300);
   EXPECT_LE(r.value->size(), 300u);
   EXPECT_EQ(r.value->rfind("{'rows': ['xxx", 0), 0u) << *r.value;
-  EXPECT_NE(r.value->find("dict of 1 items"), std::string::npos) << *r.value;
+  EXPECT_NE(r.value->find("dict of 1 item, shortened"), std::string::npos) << *r.value;
 }
 
 TEST(RunCell, ReprThatRaisesGivesAPlaceholder) {
@@ -282,8 +282,8 @@ TEST(RunCell, LongObjectReprIsCapped) {
   py::gil_scoped_acquire gil;
   py::dict g;
   Result r = RunIn(g, "class Long:\n    def __repr__(self):\n        return 'L' * 5000\nLong()", 100);
-  EXPECT_LT(r.value->size(), 400u);
-  EXPECT_NE(r.value->find("characters cut"), std::string::npos);
+  EXPECT_LE(r.value->size(), 100u);
+  EXPECT_NE(r.value->find("more characters ..."), std::string::npos) << *r.value;
 }
 
 TEST(RunCell, InvalidUtf8RunsNothing) {

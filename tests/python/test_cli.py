@@ -263,12 +263,50 @@ def test_json_is_the_whole_result(dolsot):
     assert proc.stderr == b""
     result = json.loads(proc.stdout)
     assert list(result) == ["ok", "value", "stdout", "error", "exit_code", "outcome",
-                            "error_type", "held", "dropped", "save_error", "text"]
+                            "error_type", "held", "dropped", "save_error", "text", "images"]
+    assert result["images"] == []
     assert result["error_type"] is None
     assert result["ok"] is True and result["value"] == "3" and result["stdout"] == "hi\n"
     assert result["error"] is None and result["exit_code"] == 0 and result["outcome"] == "ok"
     assert result["held"] == ["z"] and result["dropped"] == []
     assert result["text"].endswith("session now holds: z")
+
+
+def _matplotlib_path() -> str:
+    matplotlib = pytest.importorskip("matplotlib")
+    return str(pathlib.Path(matplotlib.__file__).parents[1])
+
+
+PLOT = ("import matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3]); plt.show()\n"
+        "plt.figure(); plt.bar([1], [2])\n"
+        "'plotted'")
+
+
+def test_figures_are_written_to_the_working_directory_and_named(dolsot):
+    env = {"PYTHONPATH": _matplotlib_path()}
+    proc = dolsot("--session", "fig", PLOT, env=env)
+    assert proc.returncode == 0, err(proc)
+    assert out(proc) == "'plotted'\n"
+    lines = err(proc).splitlines()
+    assert lines[-2:] == ["figure: dolsot-fig-1.png", "figure: dolsot-fig-2.png"], err(proc)
+    for name in ("dolsot-fig-1.png", "dolsot-fig-2.png"):
+        assert (dolsot.toolbox_dir / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    again = dolsot("--session", "fig", "--json", "plt.plot([1]); plt.show()", env=env)
+    result = json.loads(again.stdout)
+    assert result["images"] == ["dolsot-fig-3.png"], "an earlier figure is never overwritten"
+    assert "[1 figure: PNG in Result.images]" in result["text"]
+
+
+def test_max_repr_and_max_text_flags(dolsot):
+    proc = dolsot("--session", "s", "--max-repr", "120", "--json", "list(range(10**5))")
+    value = json.loads(proc.stdout)["value"]
+    assert len(value) <= 120 and value.endswith("# list of 100000 items, shortened"), value
+    proc = dolsot("--session", "s", "--max-text", "600", "--json", "print('z' * 9000)")
+    assert len(json.loads(proc.stdout)["text"]) <= 600
+    env_bound = dolsot("--session", "s", "list(range(10**5))", env={"DOLSOT_MAX_REPR": "90"})
+    assert len(out(env_bound)) <= 91
+    assert_cli_error(dolsot("--session", "s", "--max-repr", "-3", "1"), 2, "--max-repr")
 
 
 def test_json_failure_and_control_characters(dolsot):

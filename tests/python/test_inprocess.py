@@ -52,6 +52,41 @@ def test_namespace_is_the_live_dict():
         assert ns["made"] == {"k": "v"}
 
 
+def test_a_host_sqlite3_connection_needs_check_same_thread_false():
+    """Cells run on a pooled thread, not the caller's: an object with thread
+    affinity made by the host must allow other threads (README, inject)."""
+    import sqlite3
+
+    strict = sqlite3.connect(":memory:")
+    shared = sqlite3.connect(":memory:", check_same_thread=False)
+    try:
+        with InProcessSession({"strict": strict, "db": shared}, timeout=20, typecheck=False) as s:
+            refused = s.run("s", "strict.execute('select 1')")
+            assert refused.error_type == "ProgrammingError"
+            assert "thread" in refused.error
+            assert s.run("s", "db.execute('create table t (x)')\ndb.execute('insert into t values (41)')").ok
+            assert s.run("s", "db.execute('select x + 1 from t').fetchone()[0]").value == "42"
+            assert s.run("s", "db.commit()").ok
+        assert shared.execute("select x from t").fetchone() == (41,), "the host's own connection"
+    finally:
+        strict.close()
+        shared.close()
+
+
+def test_sessions_sharing_the_interpreter_keep_their_own_cell_sources():
+    """In-process every session's cells live in one linecache: a traceback
+    names a cell "<cell N>" as a Repl does, and shows that session's line."""
+    with InProcessSession(timeout=20, typecheck=False) as s:
+        s.run("a", "def f():\n    return 'from a' + 1")
+        s.run("b", "def f():\n    return 'from b' + 2")
+        for sid, line in (("a", "return 'from a' + 1"), ("b", "return 'from b' + 2")):
+            error = s.run(sid, "f()").error
+            assert 'File "<cell 2>", line 1, in <module>' in error, error
+            assert 'File "<cell 1>", line 2, in f' in error, error
+            assert line in error, error
+            assert " of " not in error, error
+
+
 def test_a_generator_lives_across_cells():
     with InProcessSession() as s:
         s.run("g", "gen = (i * i for i in range(10))")

@@ -599,3 +599,17 @@ def test_async_dropped_names_what_the_cell_itself_could_not_persist():
         res = r.run("s", "gen = (i for i in range(3))\nbig = list(range(200000))\nf = lambda: 1")
         assert res.dropped == ["gen"]
         assert r.run("s", "del gen").dropped == []
+
+
+def test_close_saves_the_last_state_after_a_slow_checkpoint_was_superseded():
+    # A writer still serializing a big checkpoint when the next cell's
+    # superseded it blocked on its full, unread channel; the next writer
+    # waited for it, and close gave up after its patience (20 s) without the
+    # last state.
+    store = MemoryStore()
+    with Repl(store=store, typecheck=False) as r:
+        assert r.run("s", "x = 1").ok
+        assert r.run("s", "big = list(range(200000))\nf = lambda: 1").ok
+        assert r.run("s", "x = 2").ok
+    with Repl(store=store, typecheck=False) as again:
+        assert again.run("s", "x, len(big), f()").value == "(2, 200000, 1)"
