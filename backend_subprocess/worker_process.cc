@@ -18,6 +18,10 @@
 
 extern char** environ;
 
+// Defined by installed_worker.cc in a host built against an installed dolsot
+// (the exported targets compile it in); null otherwise.
+extern "C" __attribute__((weak)) const char* dolsot_installed_worker();
+
 namespace dolsot {
 namespace {
 
@@ -200,6 +204,9 @@ std::vector<std::string> DefaultWorkerCommand() {
     candidates.push_back(DOLSOT_WORKER_BUILD_PATH);
   }
 #endif
+  // A host built against an installed prefix: that prefix's worker, wherever
+  // the prefix is now (installed_worker.cc).
+  if (dolsot_installed_worker != nullptr) candidates.push_back(dolsot_installed_worker());
 #ifdef DOLSOT_WORKER_INSTALL_PATH
   candidates.push_back(DOLSOT_WORKER_INSTALL_PATH);
 #endif
