@@ -194,6 +194,11 @@ std::vector<std::string> DefaultWorkerCommand() {
   std::vector<std::string> candidates;
   std::string self = SelfDirectory();
   if (!self.empty()) candidates.push_back(self + "/dolsot-worker");
+  // A host built against an installed prefix: that prefix's worker, wherever
+  // the prefix is now (installed_worker.cc; never in this build tree's own
+  // programs, so it goes before them even when the host's build directory
+  // lies inside this build tree).
+  if (dolsot_installed_worker != nullptr) candidates.push_back(dolsot_installed_worker());
 #if defined(DOLSOT_BUILD_TREE) && defined(DOLSOT_WORKER_BUILD_PATH)
   // A program of this build tree (a test, say) takes the worker built with
   // it: an installed one may be of another version (another protocol).
@@ -204,9 +209,6 @@ std::vector<std::string> DefaultWorkerCommand() {
     candidates.push_back(DOLSOT_WORKER_BUILD_PATH);
   }
 #endif
-  // A host built against an installed prefix: that prefix's worker, wherever
-  // the prefix is now (installed_worker.cc).
-  if (dolsot_installed_worker != nullptr) candidates.push_back(dolsot_installed_worker());
 #ifdef DOLSOT_WORKER_INSTALL_PATH
   candidates.push_back(DOLSOT_WORKER_INSTALL_PATH);
 #endif

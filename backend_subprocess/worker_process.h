@@ -25,9 +25,9 @@ struct ProcessChannel {
 };
 
 // The default worker command for C++ hosts: the dolsot-worker executable
-// beside the running program; for a program of this build tree, the build
-// tree's; for a host built with find_package(dolsot), the installed prefix's
-// (wherever find_package found it); else the install path this library was
+// beside the running program; for a host built with find_package(dolsot), the
+// installed prefix's (wherever find_package found it); for a program of this
+// build tree, the build tree's; else the install path this library was
 // configured with, else the build tree's; else "dolsot-worker" on PATH.
 std::vector<std::string> DefaultWorkerCommand();
 
