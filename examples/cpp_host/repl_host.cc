@@ -13,28 +13,10 @@
 #include "backend_subprocess/worker_process.h"
 #include "core/backend.h"
 #include "core/memory_store.h"
+#include "host_checks.h"
 
-namespace {
-
-int failures = 0;
-
-void Expect(bool condition, const std::string& what) {
-  std::printf("%s: %s\n", condition ? "ok" : "MISMATCH", what.c_str());
-  if (!condition) ++failures;
-}
-
-dolsot::Result Run(dolsot::Backend& backend, const char* code) {
-  dolsot::StatusOr<dolsot::Result> result = backend.Run("agent", code, {});
-  if (!result.ok()) {
-    std::printf("error: %s\n", result.status().ToString().c_str());
-    ++failures;
-    return {};
-  }
-  std::printf(">>> %s\n%s\n", code, result->Text().c_str());
-  return *result;
-}
-
-}  // namespace
+using host_checks::Expect;
+using host_checks::Run;
 
 int main() {
   // What ReplOptions' empty worker_command stands for.
@@ -67,6 +49,7 @@ int main() {
          "cells run in a real CPython 3");
 
   Expect(repl.Close().ok(), "the Repl closes (its worker reaped)");
-  std::printf("%s\n", failures == 0 ? "repl_host: all checks passed" : "repl_host: FAILED");
-  return failures == 0 ? 0 : 1;
+  const bool passed = host_checks::failures == 0;
+  std::printf("%s\n", passed ? "repl_host: all checks passed" : "repl_host: FAILED");
+  return passed ? 0 : 1;
 }
