@@ -43,7 +43,8 @@ struct ReplOptions {
   int max_live_sessions = 16;
   // How to start the worker: argv of a program that runs the worker loop on
   // the inherited fd named by the DOLSOT_WORKER_FD environment variable.
-  // Empty: the dolsot-worker executable installed beside the library.
+  // Empty: DefaultWorkerCommand() (worker_process.h), which finds the
+  // dolsot-worker of the installed prefix a host was built against.
   std::vector<std::string> worker_command;
   // Optional gates run in the host before a cell is sent to the worker, in
   // the pipeline's order: the AST gate, the type gate (from `config`), this.

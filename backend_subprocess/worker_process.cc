@@ -18,6 +18,10 @@
 
 extern char** environ;
 
+// Defined by installed_worker.cc in a host built against an installed dolsot
+// (the exported targets compile it in); null otherwise.
+extern "C" __attribute__((weak)) const char* dolsot_installed_worker();
+
 namespace dolsot {
 namespace {
 
@@ -191,6 +195,11 @@ std::vector<std::string> DefaultWorkerCommand() {
   std::vector<std::string> candidates;
   std::string self = SelfDirectory();
   if (!self.empty()) candidates.push_back(self + "/dolsot-worker");
+  // A host built against an installed prefix: that prefix's worker, wherever
+  // the prefix is now (installed_worker.cc; never in this build tree's own
+  // programs, so it goes before them even when the host's build directory
+  // lies inside this build tree).
+  if (dolsot_installed_worker != nullptr) candidates.push_back(dolsot_installed_worker());
 #if defined(DOLSOT_BUILD_TREE) && defined(DOLSOT_WORKER_BUILD_PATH)
   // A program of this build tree (a test, say) takes the worker built with
   // it: an installed one may be of another version (another protocol).

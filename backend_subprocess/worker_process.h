@@ -26,7 +26,10 @@ struct ProcessChannel {
 };
 
 // The default worker command for C++ hosts: the dolsot-worker executable
-// beside the running program, else the installed one, else the build tree's.
+// beside the running program; for a host built with find_package(dolsot), the
+// installed prefix's (wherever find_package found it); for a program of this
+// build tree, the build tree's; else the install path this library was
+// configured with, else the build tree's; else "dolsot-worker" on PATH.
 std::vector<std::string> DefaultWorkerCommand();
 
 // The interpreter a dolsot-worker at `worker_path` embeds (whose environment,

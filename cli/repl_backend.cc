@@ -67,7 +67,12 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
-    options.python_executable = WorkerInterpreter(*worker, DOLSOT_BUILD_PYTHON_EXECUTABLE);
+    // The type gate resolves imports against the worker's own interpreter:
+    // the console script's (a wheel), else the one the embedding worker takes.
+    options.python_executable = ScriptInterpreter(*worker);
+    if (options.python_executable.empty()) {
+      options.python_executable = WorkerInterpreter(*worker, DOLSOT_BUILD_PYTHON_EXECUTABLE);
+    }
   }
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();

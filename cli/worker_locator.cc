@@ -1,6 +1,7 @@
 // Locating dolsot-worker relative to the running CLI.
 #include "cli/worker_locator.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +40,22 @@ std::optional<std::string> FindWorker(const std::vector<std::string>& candidates
     if (IsExecutableFile(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+std::string ScriptInterpreter(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char head[PATH_MAX + 3];
+  ssize_t length = ::read(fd, head, sizeof(head));
+  ::close(fd);
+  if (length < 3 || head[0] != '#' || head[1] != '!') return "";
+  std::string line(head + 2, static_cast<std::size_t>(length) - 2);
+  line = line.substr(0, line.find('\n'));
+  const std::size_t start = line.find_first_not_of(" \t");
+  if (start == std::string::npos || line[start] != '/') return "";
+  std::string interpreter = line.substr(start, line.find_first_of(" \t\r", start) - start);
+  const bool python = interpreter.compare(interpreter.rfind('/') + 1, 6, "python") == 0;
+  return python && IsExecutableFile(interpreter) ? interpreter : "";
 }
 
 std::string CurrentExecutablePath() {

@@ -16,10 +16,15 @@ if(NOT SKBUILD)
           ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
           INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
   install(EXPORT dolsotTargets NAMESPACE dolsot:: DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}")
+  # What the config asks for: this build's CPython minor version and pybind11
+  # version, no paths of this machine (a consumer finds its own).
+  set(DOLSOT_PYTHON_VERSION "${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}")
+  set(DOLSOT_INSTALL_WORKER "${CMAKE_INSTALL_LIBEXECDIR}/dolsot/dolsot-worker")
   configure_package_config_file(
     "${PROJECT_SOURCE_DIR}/cmake/dolsotConfig.cmake.in"
     "${PROJECT_BINARY_DIR}/dolsotConfig.cmake"
-    INSTALL_DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}")
+    INSTALL_DESTINATION "${DOLSOT_INSTALL_CMAKEDIR}"
+    PATH_VARS DOLSOT_INSTALL_WORKER)
   write_basic_package_version_file("${PROJECT_BINARY_DIR}/dolsotConfigVersion.cmake"
     COMPATIBILITY SameMinorVersion)
   install(FILES "${PROJECT_BINARY_DIR}/dolsotConfig.cmake"

@@ -1,22 +1,39 @@
 # Obtains tree-sitter's C core and the tree-sitter-python grammar from their
 # PyPI source distributions (pinned, hash-checked) and builds them as one static
 # library, dolsot_tree_sitter. Nothing third-party is committed: the sdists are
-# fetched once into DOLSOT_DEPS_DIR (default: <source>/.deps) and reused offline.
+# fetched once into DOLSOT_DEPS_DIR (default: <source>/.deps) and reused offline;
+# dolsot's own sdist carries the two archives there, so building it fetches
+# nothing.
 
-set(DOLSOT_TREE_SITTER_VERSION "0.24.0")
-set(DOLSOT_TREE_SITTER_SHA256 "abd95af65ca2f4f7eca356343391ed669e764f37748b5352946f00f7fc78e734")
-# 0.23.6 is the newest grammar whose sdist ships scanner.c. It is generated for
-# ABI 14, the core 0.24's own ABI; its sdist omits src/tree_sitter/*.h, which
-# are the core's lib/src/{parser,array,alloc}.h of the same ABI, so the build
-# exposes those under tree_sitter/ (below).
-set(DOLSOT_TS_PYTHON_VERSION "0.23.6")
-set(DOLSOT_TS_PYTHON_SHA256 "354bfa0a2f9217431764a631516f85173e9711af2c13dbd796a8815acfe505d9")
+# The pins (version and SHA-256 of each sdist) live in one place, the
+# hash-checking requirements file pip reads too.
+set(DOLSOT_TREE_SITTER_REQUIREMENTS "${PROJECT_SOURCE_DIR}/requirements/tree-sitter-sdists.txt")
+# tree-sitter-python 0.23.6 is the newest grammar whose sdist ships scanner.c.
+# It is generated for ABI 14, the core 0.24's own ABI; its sdist omits
+# src/tree_sitter/*.h, which are the core's lib/src/{parser,array,alloc}.h of
+# the same ABI, so the build exposes those under tree_sitter/ (below).
 
 set(DOLSOT_DEPS_DIR "${PROJECT_SOURCE_DIR}/.deps" CACHE PATH
-    "Where registry source distributions are cached")
+    "Where registry source distributions are cached (an sdist of dolsot carries them there)")
 
-# dolsot_fetch_sdist(<pypi-name> <version> <sha256> <archive-basename> <out-dir-var>)
-function(dolsot_fetch_sdist name version sha256 archive out_var)
+# dolsot_pinned_sdist(<pypi-name> <version-var> <sha256-var>): the pin of
+# <pypi-name> in DOLSOT_TREE_SITTER_REQUIREMENTS.
+function(dolsot_pinned_sdist name version_var sha256_var)
+  file(STRINGS "${DOLSOT_TREE_SITTER_REQUIREMENTS}" lines
+       REGEX "^${name}==[^ ]+ --hash=sha256:[0-9a-f]+$")
+  list(LENGTH lines count)
+  if(NOT count EQUAL 1)
+    message(FATAL_ERROR "dolsot: no single pin of ${name} in ${DOLSOT_TREE_SITTER_REQUIREMENTS}")
+  endif()
+  string(REGEX MATCH "==([^ ]+) --hash=sha256:([0-9a-f]+)" _ "${lines}")
+  set(${version_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  set(${sha256_var} "${CMAKE_MATCH_2}" PARENT_SCOPE)
+endfunction()
+
+# dolsot_fetch_sdist(<pypi-name> <archive-basename> <out-dir-var>): the
+# extracted sdist, fetched (all pins at once) when not in DOLSOT_DEPS_DIR yet.
+function(dolsot_fetch_sdist name archive out_var)
+  dolsot_pinned_sdist(${name} version sha256)
   set(archive_path "${DOLSOT_DEPS_DIR}/${archive}-${version}.tar.gz")
   set(extract_dir "${DOLSOT_DEPS_DIR}/${archive}-${version}")
   if(NOT EXISTS "${archive_path}")
@@ -26,8 +43,8 @@ function(dolsot_fetch_sdist name version sha256 archive out_var)
     file(MAKE_DIRECTORY "${DOLSOT_DEPS_DIR}")
     message(STATUS "dolsot: fetching ${name}==${version} (sdist) from PyPI")
     execute_process(
-      COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps
-              --no-binary :all: "${name}==${version}"
+      COMMAND "${Python_EXECUTABLE}" -m pip download --quiet --no-deps --disable-pip-version-check
+              --no-binary :all: --require-hashes -r "${DOLSOT_TREE_SITTER_REQUIREMENTS}"
               -d "${DOLSOT_DEPS_DIR}"
       RESULT_VARIABLE rc)
     if(NOT rc EQUAL 0 OR NOT EXISTS "${archive_path}")
@@ -48,10 +65,8 @@ function(dolsot_fetch_sdist name version sha256 archive out_var)
   set(${out_var} "${extract_dir}" PARENT_SCOPE)
 endfunction()
 
-dolsot_fetch_sdist(tree-sitter ${DOLSOT_TREE_SITTER_VERSION} ${DOLSOT_TREE_SITTER_SHA256}
-                   tree-sitter TS_CORE_DIR)
-dolsot_fetch_sdist(tree-sitter-python ${DOLSOT_TS_PYTHON_VERSION} ${DOLSOT_TS_PYTHON_SHA256}
-                   tree_sitter_python TS_PYTHON_DIR)
+dolsot_fetch_sdist(tree-sitter tree-sitter TS_CORE_DIR)
+dolsot_fetch_sdist(tree-sitter-python tree_sitter_python TS_PYTHON_DIR)
 
 set(TS_LIB_DIR "${TS_CORE_DIR}/tree_sitter/core/lib")
 add_library(dolsot_tree_sitter STATIC

@@ -4,7 +4,10 @@
 #      tests) at pinned versions, via apt-get;
 #   2. a virtual environment .venv with the pinned PyPI packages;
 #   3. the registry source distributions of tree-sitter and its Python grammar;
-#   4. the CMake build (build/) and the dolsot package installed into .venv.
+#   4. the CMake build (build/), compiled once, and that build put into .venv
+#      as a development install (the dolsot package, the dolsot CLI and
+#      dolsot-worker), so nothing is compiled a second time for a wheel; the
+#      wheel and the sdist are built and tested by tests/python/test_install.py.
 # Quick when nothing changed. Usage: scripts/setup.sh [--no-package]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -83,7 +86,16 @@ say "building"
 cmake --build build -j "$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 
 if [[ "${1:-}" != "--no-package" ]]; then
-  say "installing the dolsot package into .venv"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation .
+  # The build tree's package (build/python/dolsot, with its _dolsot module) on
+  # .venv's path, and its two programs on .venv's bin/: what `pip install .`
+  # would install, from the one build. A dolsot pip installed earlier goes.
+  if .venv/bin/python -m pip show --quiet --disable-pip-version-check dolsot >/dev/null 2>&1; then
+    say "removing the dolsot pip installed into .venv (replaced by the build tree's)"
+    .venv/bin/python -m pip uninstall --quiet --disable-pip-version-check -y dolsot
+  fi
+  site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
+  echo "$ROOT/build/python" > "$site/dolsot-build-tree.pth"
+  ln -sf "$ROOT/build/cli/dolsot" .venv/bin/dolsot
+  ln -sf "$ROOT/build/backend_subprocess/dolsot-worker" .venv/bin/dolsot-worker
 fi
 say "ready"

@@ -138,11 +138,27 @@ void TyProcess::Disown() {
   channel_ = -1;
 }
 
-StatusOr<std::string> ResolveTyBinary(const std::string& bin) {
+namespace {
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveTyBinary(const std::string& bin, const std::string& python_executable) {
   if (bin.empty()) return InvalidArgument("ty_bin is empty");
   if (bin.find('/') != std::string::npos) {
     if (access(bin.c_str(), X_OK) == 0) return bin;
     return IoError("ty not found at " + bin);
+  }
+  // The environment's own ty first: pip puts dolsot[typecheck]'s ty beside
+  // the interpreter, and a venv's python runs without its bin/ on PATH.
+  std::size_t slash = python_executable.rfind('/');
+  if (slash != std::string::npos) {
+    std::string beside = python_executable.substr(0, slash + 1) + bin;
+    if (IsExecutableFile(beside)) return beside;
   }
   const char* path = std::getenv("PATH");
   std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -150,15 +166,12 @@ StatusOr<std::string> ResolveTyBinary(const std::string& bin) {
     std::size_t colon = dirs.find(':');
     std::string_view dir = dirs.substr(0, colon);
     std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + bin;
-    struct stat info;
-    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
+    if (IsExecutableFile(candidate)) return candidate;
     if (colon == std::string_view::npos) break;
     dirs.remove_prefix(colon + 1);
   }
-  return IoError("ty not found on PATH (" + bin + "); install dolsot[typecheck]");
+  return IoError("ty not found beside the interpreter or on PATH (" + bin +
+                 "); install dolsot[typecheck]");
 }
 
 }  // namespace dolsot::typecheck

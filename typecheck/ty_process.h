@@ -49,8 +49,11 @@ class TyProcess {
   int channel_;
 };
 
-// The absolute path of the executable `bin` (searched on PATH when it has no
-// slash), or an error saying ty is missing.
-StatusOr<std::string> ResolveTyBinary(const std::string& bin);
+// The absolute path of the executable `bin`, or an error saying ty is
+// missing. A bare name is looked up beside `python_executable` (the
+// interpreter the type gate resolves imports against: its environment's
+// scripts directory, where pip installs ty), then on PATH.
+StatusOr<std::string> ResolveTyBinary(const std::string& bin,
+                                      const std::string& python_executable = "");
 
 }  // namespace dolsot::typecheck

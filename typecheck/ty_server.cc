@@ -162,7 +162,7 @@ TyServer::~TyServer() = default;
 TypeCheckOutcome TyServer::Check(const TypeCheckRequest& request) {
   Deadline deadline = EffectiveDeadline(request.deadline);
   if (auto skip = SkipReason(request, deadline)) return *skip;
-  StatusOr<std::string> ty = typecheck::ResolveTyBinary(request.ty_bin);
+  StatusOr<std::string> ty = typecheck::ResolveTyBinary(request.ty_bin, request.python_executable);
   if (!ty.ok()) return FailOpen(ty.status().message());
   std::unique_lock<std::timed_mutex> lock(impl_->mutex, std::defer_lock);
   if (!lock.try_lock_until(deadline)) {
@@ -189,7 +189,7 @@ TypeCheckOutcome TyServer::Check(const TypeCheckRequest& request) {
 void TyServer::Prefetch(const TypeCheckRequest& request) {
   Deadline deadline = EffectiveDeadline(request.deadline);
   if (SkipReason(request, deadline)) return;
-  StatusOr<std::string> ty = typecheck::ResolveTyBinary(request.ty_bin);
+  StatusOr<std::string> ty = typecheck::ResolveTyBinary(request.ty_bin, request.python_executable);
   if (!ty.ok()) return;  // Check says why
   std::unique_lock<std::timed_mutex> lock(impl_->mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;  // a check is running: it keeps the server warm

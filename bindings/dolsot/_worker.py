@@ -1,8 +1,12 @@
-"""Entry point of a Repl worker started from a Python host's interpreter.
+"""Entry point of a Repl worker: the engine's worker loop, run by the extension
+module in this very interpreter.
 
-``python -m dolsot._worker`` serves the host on the socket named by the
-DOLSOT_WORKER_FD environment variable (set by the host); it is not meant to be
-run by hand.
+A Python host starts it as ``python -c "...dolsot._worker...main()"`` with its
+own ``sys.executable``; the CLI installed by the wheel starts the
+``dolsot-worker`` console script beside it, which pip wrote for the
+environment's own interpreter. Either way it serves the host on the socket
+named by the DOLSOT_WORKER_FD environment variable (set by the host); it is not
+meant to be run by hand.
 """
 
 from __future__ import annotations
@@ -22,15 +26,20 @@ def main() -> None:
     from dolsot._dolsot import _run_worker
 
     exit_now, stderr = os._exit, sys.stderr
-    # Sessions use __main__ as their namespace: when this file is __main__
-    # (python -m), empty it of this module's own names first.
-    main_module = sys.modules["__main__"]
-    if getattr(main_module, "__file__", None) == __file__:
-        for name in [n for n in vars(main_module) if not n.startswith("__")]:
-            delattr(main_module, name)
+    _empty_main_module()
     rc = _run_worker(int(fd_text))
     stderr.flush()
     exit_now(rc)
+
+
+def _empty_main_module() -> None:
+    """Sessions use __main__ as their namespace: whatever started this process
+    (``python -m``, a console script with its imports and ``__file__``) leaves
+    names there; only those of a bare ``python -c`` stay."""
+    main_module = sys.modules["__main__"]
+    left_by_launcher = ("__file__", "__cached__")
+    for name in [n for n in vars(main_module) if not n.startswith("__") or n in left_by_launcher]:
+        delattr(main_module, name)
 
 
 if __name__ == "__main__":

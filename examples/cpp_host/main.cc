@@ -14,6 +14,7 @@
 
 #include "backend_inprocess/in_process_session.h"
 #include "core/backend.h"
+#include "host_checks.h"
 
 namespace py = pybind11;
 
@@ -48,28 +49,8 @@ PYBIND11_EMBEDDED_MODULE(host_app, m) {
       .def("total", &Inventory::Total);
 }
 
-namespace {
-
-int failures = 0;
-
-void Expect(bool condition, const std::string& what) {
-  std::printf("%s: %s\n", condition ? "ok" : "MISMATCH", what.c_str());
-  if (!condition) ++failures;
-}
-
-// Runs one cell and prints what an agent would read.
-dolsot::Result Run(dolsot::Backend& backend, const char* code) {
-  dolsot::StatusOr<dolsot::Result> result = backend.Run("agent", code, {});
-  if (!result.ok()) {
-    std::printf("error: %s\n", result.status().ToString().c_str());
-    ++failures;
-    return {};
-  }
-  std::printf(">>> %s\n%s\n", code, result->Text().c_str());
-  return *result;
-}
-
-}  // namespace
+using host_checks::Expect;
+using host_checks::Run;
 
 int main() {
   py::scoped_interpreter python;  // this host starts CPython itself
@@ -125,6 +106,7 @@ int main() {
 
   (void)session.Close();  // before the interpreter ends
   handle = py::object();
-  std::printf("%s\n", failures == 0 ? "cpp_host: all checks passed" : "cpp_host: FAILED");
-  return failures == 0 ? 0 : 1;
+  const bool passed = host_checks::failures == 0;
+  std::printf("%s\n", passed ? "cpp_host: all checks passed" : "cpp_host: FAILED");
+  return passed ? 0 : 1;
 }

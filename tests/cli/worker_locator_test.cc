@@ -27,9 +27,9 @@ class TempDir {
   fs::path path_;
 };
 
-void WriteFile(const fs::path& path, fs::perms perms) {
+void WriteFile(const fs::path& path, fs::perms perms, const std::string& text = "#!/bin/sh\n") {
   fs::create_directories(path.parent_path());
-  std::ofstream(path) << "#!/bin/sh\n";
+  std::ofstream(path) << text;
   fs::permissions(path, perms);
 }
 
@@ -52,6 +52,35 @@ TEST(FindWorkerTest, PicksTheFirstExecutableFile) {
                         (dir.path() / "c" / "dolsot-worker").string(), executable.string()}),
             executable.string());
   EXPECT_EQ(FindWorker({not_executable.string()}), std::nullopt);
+}
+
+TEST(ScriptInterpreterTest, NamesTheAbsoluteExecutableOfTheHashBangLine) {
+  TempDir dir;
+  const fs::path python = dir.path() / "venv" / "bin" / "python3.11";
+  WriteFile(python, fs::perms::owner_all);
+  const fs::path script = dir.path() / "dolsot-worker";
+  // As pip writes a console script.
+  WriteFile(script, fs::perms::owner_all,
+            "#!" + python.string() + "\n# -*- coding: utf-8 -*-\nimport sys\n");
+  EXPECT_EQ(ScriptInterpreter(script.string()), python.string());
+  WriteFile(script, fs::perms::owner_all, "#! " + python.string() + " -E\r\n");
+  EXPECT_EQ(ScriptInterpreter(script.string()), python.string());
+}
+
+TEST(ScriptInterpreterTest, NothingForBinariesRelativeOrMissingInterpreters) {
+  TempDir dir;
+  const fs::path script = dir.path() / "dolsot-worker";
+  WriteFile(script, fs::perms::owner_all, "\x7f" "ELF\x02\x01");
+  EXPECT_EQ(ScriptInterpreter(script.string()), "");
+  WriteFile(script, fs::perms::owner_all, "#!python3\n");
+  EXPECT_EQ(ScriptInterpreter(script.string()), "");
+  WriteFile(script, fs::perms::owner_all, "#!/usr/bin/env python3\n");
+  EXPECT_EQ(ScriptInterpreter(script.string()), "");
+  WriteFile(script, fs::perms::owner_all, "#!" + (dir.path() / "gone" / "python").string() + "\n");
+  EXPECT_EQ(ScriptInterpreter(script.string()), "");
+  WriteFile(script, fs::perms::owner_all, "#!");
+  EXPECT_EQ(ScriptInterpreter(script.string()), "");
+  EXPECT_EQ(ScriptInterpreter((dir.path() / "missing").string()), "");
 }
 
 TEST(CurrentExecutablePathTest, NamesThisTestBinary) {

@@ -141,9 +141,25 @@ TEST(TypeGateResolveTy, FindsAPathOrSearchesPath) {
   }
   EXPECT_NE(ResolveTyBinary("/nonexistent/ty").status().message().find("ty not found at"),
             std::string::npos);
-  EXPECT_NE(ResolveTyBinary("dolsot-no-such-ty").status().message().find("not found on PATH"),
+  EXPECT_NE(ResolveTyBinary("dolsot-no-such-ty").status().message().find("or on PATH"),
             std::string::npos);
   EXPECT_FALSE(ResolveTyBinary("").ok());
+}
+
+TEST(TypeGateResolveTy, PrefersTheTyBesideTheInterpreter) {
+  ScratchDir venv_bin;
+  ScratchDir elsewhere;
+  std::string own = venv_bin.Script("ty", "exit 0\n");
+  std::string python = venv_bin.Script("python", "exit 0\n");
+  std::string other = elsewhere.Script("ty", "exit 0\n");
+  ScopedEnv path("PATH", elsewhere.path());
+  StatusOr<std::string> found = ResolveTyBinary("ty", python);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, own);
+  // No ty beside it: PATH's.
+  found = ResolveTyBinary("ty", elsewhere.path() + "/../nowhere/python");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, other);
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ TEST(TypeGateWithoutTy, BinaryNotOnPathFailsOpen) {
   request.ty_bin = "dolsot-no-such-ty-binary";
   TypeCheckOutcome out = server.Check(request);
   EXPECT_FALSE(out.ran);
-  EXPECT_NE(out.note.find("not found on PATH"), std::string::npos) << out.note;
+  EXPECT_NE(out.note.find("not found beside the interpreter or on PATH"), std::string::npos)
+      << out.note;
 }
 
 TEST(TypeGateWithoutTy, NoToolboxSkipsTheCheck) {
