@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "sandbox/cell_facts.h"
 #include "sandbox/format_template.h"
 #include "sandbox/identifier.h"
 #include "sandbox/line_structure.h"
@@ -48,9 +50,50 @@ struct Frame {
   std::uint32_t identifier_count = 0;  // dotted_name: how many components it has
   bool in_annotation = false;      // under a `type` node (an annotation)
   bool in_bases = false;           // a class definition's superclasses
-  bool own_private = false;        // the attribute name of `self._x` in a method
-  std::int32_t self_slot = -1;     // the enclosing method's self (self_names_), or -1
-  std::int32_t method_self = -1;   // a function definition: its own self, or -1
+  bool skip_attribute = false;     // the attribute name is checked elsewhere (`self._x`, super())
+  bool top_level = false;          // a statement directly in the module (or its definition)
+  bool class_name = false;         // the name a class statement binds
+  bool except_type = false;        // an except clause's exception types
+  bool except_alias = false;       // an except clause's `as` name
+  bool pattern_keyword = false;    // the attribute name of a keyword pattern (`case C(x=...)`)
+  bool type_is_local = false;      // inside a function with a parameter named `type`
+  bool type_parameter = false;     // a function definition: one of its parameters is `type`
+  std::int32_t class_slot = -1;    // the innermost class statement (CellFacts index), or -1
+  std::int32_t self_slot = -1;     // the enclosing method (methods_), or -1
+  std::int32_t method_self = -1;   // a function definition: its own methods_ entry, or -1
+};
+
+// How Python calls a method a cell defines: only instance-only methods are
+// sure to get an instance of their class as `self` (docs/gate.md).
+enum class MethodKind : std::uint8_t {
+  kRegular,  // `A.m(anything)` calls it with any first argument
+  kDunder,   // an allowed __dunder__ method, no decorator: Python calls it on instances
+  kGetter,   // `@property`: `A.p` is the property, its function is never handed out
+  kSetter,   // `@p.setter` / `@p.deleter` of such a property
+};
+
+struct Method {
+  TSNode node;          // the function_definition
+  TSNode class_node;    // its class_definition
+  std::int32_t class_index = -1;
+  std::string name;
+  std::string self;      // its first parameter
+  std::string property;  // kSetter: the property it extends
+  MethodKind kind = MethodKind::kRegular;
+  bool binds_super = false;  // `super` bound in it: super() may be anything
+  std::int8_t instance_only = -1;  // decided at the end
+};
+
+struct PendingAccess {  // `self._x` or `super().__x__` in a method, decided at the end
+  TSNode node;
+  std::int32_t method = -1;
+  bool private_attribute = true;  // else a dunder through super()
+};
+
+struct PendingRoot {  // an attribute or base whose root name is decided at the end
+  std::string root;
+  TSNode node;
+  std::string what;
 };
 
 // type(), enum classes called with names: both make classes from data.
@@ -144,12 +187,22 @@ class CellChecker {
   bool CheckAttribute(TSNode node, std::string_view name, std::string_view context);
   void CheckBinding(TSNode node, std::string_view name, Scope scope, std::string_view verb);
   void CheckImport(TSNode node, const Frame& frame);
+  bool IsToolboxModule(std::string_view dotted) const;
   std::string DottedPath(TSNode dotted, bool check_components);
   void RecordStore(TSNode store, TSNode object, bool mutation = false);
-  void CheckCall(TSNode call);
+  void CheckCall(TSNode call, const Frame& frame);
+  void CheckTypeResultUse(TSNode call);
   void CheckStringAnnotation(TSNode string);
   void EnterFunction(TSNode node, Frame& frame);
-  bool IsOwnPrivate(TSNode attribute, const Frame& frame);
+  void EnterClass(TSNode node, Frame& frame);
+  bool CheckSelfAttribute(TSNode attribute, const Frame& frame);
+  bool CheckSuperDunder(TSNode attribute, const Frame& frame);
+  std::string ChainRoot(TSNode node);
+  void NoteAssignment(TSNode target, TSNode value);
+  bool ClassBodyMentions(const Method& method, std::string_view name);
+  bool MentionsIn(TSNode node, std::string_view name);
+  bool InstanceOnly(std::int32_t slot);
+  void CheckPendingFacts();
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
@@ -165,7 +218,14 @@ class CellChecker {
   std::map<std::string, std::string, std::less<>> imported_modules_;  // bound name -> module
   std::vector<PendingStore> stores_;
   std::vector<PendingPath> paths_;
-  std::vector<std::string> self_names_;
+  std::vector<Method> methods_;
+  CellFacts facts_;
+  std::vector<PendingAccess> accesses_;
+  std::vector<PendingRoot> carriers_;   // `e.args` and the like: root may hold an exception
+  std::vector<PendingRoot> bases_;      // class bases: root may be a toolbox's class
+  NameSet caught_;                      // names bound to a caught exception
+  NameSet host_names_;                  // names imported from a toolbox
+  std::set<std::uint32_t> plain_callees_;  // `type` / `ExceptionGroup` as a call's callee
 };
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
@@ -190,6 +250,7 @@ std::vector<Finding> CellChecker::Run(bool fast_path) {
   } else {
     Walk(root);
     CheckPendingStores();
+    CheckPendingFacts();
     // Refused already: no need to ask CPython (it costs about one ast.parse).
     if (policy_.statement_oracle && findings_.empty() && dropped_ == 0) CompareWithCpython(root);
   }
@@ -295,6 +356,13 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
   child.in_annotation = parent.in_annotation || kind == NodeKind::kType;
   child.in_bases = parent.in_bases;
   child.self_slot = parent.self_slot;
+  child.class_slot = parent.class_slot;
+  child.top_level = parent.kind == NodeKind::kModule ||
+                    (parent.kind == NodeKind::kDecoratedDefinition && parent.top_level);
+  child.except_type = parent.kind == NodeKind::kExceptClause ? kind != NodeKind::kBlock
+                                                             : parent.except_type;
+  child.except_alias = parent.except_alias;
+  child.type_is_local = parent.type_is_local;
   switch (parent.kind) {
     case NodeKind::kAssignment:
     case NodeKind::kAugmentedAssignment:
@@ -311,6 +379,8 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kAsPattern:
       if (field == g.alias) {
         child.role = Role::kBind;
+        child.except_alias = parent.except_type;  // `except E as e`
+        child.except_type = false;
       } else if (parent.role == Role::kPattern) {
         child.role = parent.after_as ? Role::kBind : Role::kPattern;
       } else {
@@ -322,11 +392,13 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kLambda:
       child.role = Role::kLoad;
       if (field == g.name) child.role = Role::kBind;
+      child.class_name = field == g.name && parent.kind == NodeKind::kClassDefinition;
       if (field == g.parameters) child.role = Role::kParam;
       // Type parameters stay loads: their bounds (`[T: bound]`) are expressions.
       if (field == g.body) {
         child.scope = parent.kind == NodeKind::kClassDefinition ? Scope::kClass : Scope::kFunction;
         child.self_slot = parent.kind == NodeKind::kFunctionDefinition ? parent.method_self : -1;
+        child.type_is_local = parent.type_is_local || parent.type_parameter;
         child.in_bases = false;
       }
       if (parent.kind == NodeKind::kClassDefinition && field == g.superclasses) child.in_bases = true;
@@ -340,7 +412,7 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
       break;
     case NodeKind::kAttribute:
       child.role = field == g.attribute ? Role::kAttrName : Role::kLoad;
-      child.own_private = field == g.attribute && parent.own_private;
+      child.skip_attribute = field == g.attribute && parent.skip_attribute;
       break;
     case NodeKind::kSubscript:
     case NodeKind::kCall:
@@ -365,6 +437,7 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kKeywordPattern:
       child.role = (kind == NodeKind::kIdentifier && parent.identifiers == 0) ? Role::kAttrName
                                                                                : Role::kPattern;
+      child.pattern_keyword = child.role == Role::kAttrName;
       break;
     case NodeKind::kSplatPattern:
       child.role = Role::kBind;  // *rest / **rest captures
@@ -407,8 +480,17 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
     case NodeKind::kFunctionDefinition:
       EnterFunction(node, frame);
       return true;
+    case NodeKind::kClassDefinition:
+      EnterClass(node, frame);
+      return true;
+    case NodeKind::kAssignment:
+    case NodeKind::kForStatement:
+    case NodeKind::kForInClause:
+      NoteAssignment(ts_node_child_by_field_id(node, grammar_.left),
+                     ts_node_child_by_field_id(node, grammar_.right));
+      return true;
     case NodeKind::kCall:
-      CheckCall(node);
+      CheckCall(node, frame);
       return true;
     case NodeKind::kSubscript:
       // `m.table[k] = v`, `del m.table[k]`: a store into what a module holds.
@@ -457,11 +539,23 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
           frame.role == Role::kCompBind) {
         RecordStore(node, ts_node_child_by_field_id(node, grammar_.object));
       }
-      frame.own_private = IsOwnPrivate(node, frame);
+      frame.skip_attribute = CheckSelfAttribute(node, frame) || CheckSuperDunder(node, frame);
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
         TSNode object = ts_node_child_by_field_id(node, grammar_.object);
+        if (IsExceptionCarrier(attribute)) {
+          carriers_.push_back(PendingRoot{ChainRoot(object), node, std::string(attribute)});
+          attribute = Name(name);
+        }
+        bool store = frame.role == Role::kBind || frame.role == Role::kDelete ||
+                     frame.role == Role::kCompBind;
+        if (store && (attribute == "split" || attribute == "derive" || attribute == "subgroup")) {
+          Report(Rule::kConstructDenied, node,
+                 "assigning `." + std::string(attribute) + "`: `except*` calls an exception "
+                 "group's split() and derive() and CPython 3.11 trusts what they return");
+          attribute = Name(name);
+        }
         if (IsDeniedModuleLeaf(attribute) && grammar_.KindOf(object) == NodeKind::kIdentifier) {
           std::string leaf(attribute);
           paths_.push_back(PendingPath{std::string(Name(object)), std::move(leaf), node});
@@ -488,14 +582,45 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
   bool binds = frame.role == Role::kBind || frame.role == Role::kCompBind ||
                frame.role == Role::kDelete || frame.role == Role::kGlobalDecl ||
                frame.role == Role::kPattern;
-  if (binds && frame.self_slot >= 0 && name == self_names_[frame.self_slot]) {
-    Report(Rule::kPrivateAttribute, node,
-           "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
-           "the method's own first parameter");
+  if (binds && frame.self_slot >= 0) {
+    Method& method = methods_[static_cast<std::size_t>(frame.self_slot)];
+    if (name == "super") method.binds_super = true;
+    if (name == method.self && method.kind != MethodKind::kRegular) {
+      Report(Rule::kPrivateAttribute, node,
+             "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
+             "the method's own first parameter");
+    }
+  }
+  bool module_binding = (binds && frame.role != Role::kCompBind && frame.scope == Scope::kModule) ||
+                        frame.role == Role::kGlobalDecl;
+  if (module_binding && !frame.class_name) {
+    facts_.NoteBinding(name, ts_node_start_byte(node), CellFacts::Source::kOther);
+  }
+  if (frame.except_alias && frame.role == Role::kBind) caught_.insert(name);
+  bool load = frame.role == Role::kLoad || frame.role == Role::kDottedLoad;
+  bool callee = plain_callees_.contains(ts_node_start_byte(node));
+  if (load && name == "type" && !frame.in_annotation && !callee && !frame.type_is_local) {
+    Report(Rule::kConstructDenied, node,
+           "`type` as a value: called with three arguments it makes a class from a dict the "
+           "gate cannot see (dunder keys); only `type(x)` is allowed");
+  }
+  if (load && (name == "ExceptionGroup" || name == "BaseExceptionGroup") && !frame.in_bases &&
+      !frame.except_type && !callee) {
+    Report(Rule::kConstructDenied, node,
+           Spelled(node, name) + " as a value (it could become a base class: CPython 3.11 "
+           "trusts its subclasses' split()): only raise it (`ExceptionGroup(...)`) or catch it");
+  }
+  if ((load || frame.role == Role::kAttrName) && name == "deepcopy" && !callee) {
+    Report(Rule::kConstructDenied, node,
+           "`deepcopy` as a value (it could be called with a memo, which substitutes objects "
+           "inside the copy): call `copy.deepcopy(x)` directly");
   }
   switch (frame.role) {
     case Role::kAttrName:
-      if (frame.own_private) return;
+      if (frame.skip_attribute) return;
+      if (frame.pattern_keyword && IsExceptionCarrier(name)) {
+        carriers_.push_back(PendingRoot{"", node, name});
+      }
       CheckAttribute(node, name, "attribute");
       return;
     case Role::kKeywordName:
@@ -553,8 +678,15 @@ std::optional<std::pair<Rule, std::string_view>> CellChecker::AttributeVerdict(
   }
   if (IsInternalAttribute(name)) return Verdict{Rule::kInternalAttribute, "reaches interpreter internals"};
   if (IsDunder(name)) {
-    if (policy_.allowed_dunders.contains(name)) return std::nullopt;
-    return Verdict{Rule::kDunderAttribute, "is not an allowed dunder"};
+    if (!policy_.allowed_dunders.contains(name)) {
+      return Verdict{Rule::kDunderAttribute, "is not an allowed dunder"};
+    }
+    if (IsDataDunder(name)) return std::nullopt;
+    // `A.__init__(obj)` runs a method on any object, a toolbox's included.
+    return Verdict{Rule::kDunderAttribute,
+                   "is a method Python calls on instances itself: use the builtin (`len(x)`, "
+                   "`next(it)`, `repr(x)`), or call it as `super().<name>(...)` inside a "
+                   "__dunder__ method"};
   }
   if (name.starts_with("_")) return Verdict{Rule::kPrivateAttribute, "is private"};
   if (IsDeniedAttribute(name)) return Verdict{Rule::kAttributeDenied, "leads to a module or runs code"};
@@ -655,6 +787,13 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
     std::string module = from_import ? from_path + "." + bound : bound;
     if (!from_import && !ts_node_is_null(alias)) module = DottedPath(target, false);
     if (!ts_node_is_null(alias)) bound = std::string(Name(alias));
+    bool toolbox = IsToolboxModule(from_import ? from_path : module);
+    if (toolbox) host_names_.insert(bound);
+    if (frame.scope == Scope::kModule) {
+      facts_.NoteBinding(bound, ts_node_start_byte(node),
+                         frame.top_level && !toolbox ? CellFacts::Source::kSafeImport
+                                                     : CellFacts::Source::kOther);
+    }
     imported_modules_[bound] = std::move(module);
     // `import tb` (the toolbox itself, no alias) keeps the alias's meaning.
     bool imports_toolbox_itself = !from_import && ts_node_is_null(alias) &&
@@ -664,6 +803,16 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
     }
     imported_names_.insert(bound);
   }
+}
+
+// `a.b.c` is a toolbox's module or inside one.
+bool CellChecker::IsToolboxModule(std::string_view dotted) const {
+  for (std::string_view path = dotted; !path.empty();) {
+    if (policy_.toolbox_modules.contains(path) || policy_.toolbox_aliases.contains(path)) return true;
+    std::size_t dot = path.rfind('.');
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+  }
+  return false;
 }
 
 // An attribute store `obj.a.b = ...` (or del / for / comprehension target):
@@ -745,50 +894,336 @@ void CellChecker::CheckPendingStores() {
   }
 }
 
-// A method (a def directly in a class body): its first parameter is its self.
+// A method (a def directly in a class body): its first parameter is its self,
+// its decorators decide how Python calls it (MethodKind). `__exit__`'s
+// exception and traceback parameters hold a caught exception.
 void CellChecker::EnterFunction(TSNode node, Frame& frame) {
   frame.method_self = -1;
-  if (frame.scope != Scope::kClass) return;
   TSNode parameters = ts_node_child_by_field_id(node, grammar_.parameters);
-  if (ts_node_is_null(parameters) || ts_node_named_child_count(parameters) == 0) return;
+  uint32_t count = ts_node_is_null(parameters) ? 0 : ts_node_named_child_count(parameters);
+  TSNode name_node = ts_node_child_by_field_id(node, grammar_.name);
+  std::string name = ts_node_is_null(name_node) ? "" : std::string(Name(name_node));
+  bool binds_super = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode parameter = ts_node_named_child(parameters, i);
+    if (grammar_.KindOf(parameter) != NodeKind::kIdentifier) {
+      parameter = ts_node_named_child(parameter, 0);  // typed or default: its name first
+    }
+    if (ts_node_is_null(parameter) || grammar_.KindOf(parameter) != NodeKind::kIdentifier) continue;
+    std::string parameter_name(Name(parameter));
+    if (parameter_name == "super") binds_super = true;
+    if (parameter_name == "type") frame.type_parameter = true;
+    if (i > 0 && (name == "__exit__" || name == "__aexit__")) caught_.insert(parameter_name);
+  }
+  if (frame.scope != Scope::kClass || frame.class_slot < 0 || count == 0) return;
   TSNode first = ts_node_named_child(parameters, 0);
   if (grammar_.KindOf(first) != NodeKind::kIdentifier) return;  // *args, defaults, ...
-  self_names_.emplace_back(Name(first));
-  frame.method_self = static_cast<std::int32_t>(self_names_.size() - 1);
+  Method method{node, ts_node_parent(ts_node_parent(node)), frame.class_slot,
+                name, std::string(Name(first))};
+  method.binds_super = binds_super;
+  TSNode decorated = ts_node_parent(node);
+  std::vector<TSNode> decorators;
+  if (grammar_.KindOf(decorated) == NodeKind::kDecoratedDefinition) {
+    method.class_node = ts_node_parent(ts_node_parent(decorated));
+    for (uint32_t i = 0; i < ts_node_named_child_count(decorated); ++i) {
+      TSNode child = ts_node_named_child(decorated, i);
+      if (grammar_.KindOf(child) == NodeKind::kDecorator) decorators.push_back(child);
+    }
+  }
+  if (decorators.empty()) {
+    if (IsDunder(name) && policy_.allowed_dunders.contains(name) && !IsDataDunder(name)) {
+      method.kind = MethodKind::kDunder;
+    }
+  } else if (decorators.size() == 1) {
+    TSNode expression = ts_node_named_child(decorators[0], 0);
+    NodeKind kind = grammar_.KindOf(expression);
+    if (kind == NodeKind::kIdentifier && Name(expression) == "property") {
+      method.kind = MethodKind::kGetter;
+    } else if (kind == NodeKind::kAttribute) {
+      TSNode object = ts_node_child_by_field_id(expression, grammar_.object);
+      TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
+      std::string verb = ts_node_is_null(attribute) ? "" : std::string(Name(attribute));
+      if (grammar_.KindOf(object) == NodeKind::kIdentifier && (verb == "setter" || verb == "deleter")) {
+        method.property = Name(object);
+        if (method.property == name) method.kind = MethodKind::kSetter;
+      }
+    }
+  }
+  methods_.push_back(std::move(method));
+  frame.method_self = static_cast<std::int32_t>(methods_.size() - 1);
 }
 
-// `self._x` in a method of a class the cell defines: the cell's own private
-// state, unless `_x` names what leads to a module or internals (`self._os`:
-// `A.m(random)` passes a module as self).
-bool CellChecker::IsOwnPrivate(TSNode attribute, const Frame& frame) {
+// A class statement: what CellFacts needs to decide whether it is the cell's
+// own, and bases rooted at a toolbox refused (an instance of a toolbox's
+// class made without its __init__, private hooks overridden).
+void CellChecker::EnterClass(TSNode node, Frame& frame) {
+  TSNode name_node = ts_node_child_by_field_id(node, grammar_.name);
+  std::string name = ts_node_is_null(name_node) ? "" : std::string(Name(name_node));
+  TSNode superclasses = ts_node_child_by_field_id(node, grammar_.superclasses);
+  uint32_t count = ts_node_is_null(superclasses) ? 0 : ts_node_named_child_count(superclasses);
+  bool plain = true;
+  std::vector<CellFacts::Base> bases;
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode base = ts_node_named_child(superclasses, i);
+    if (grammar_.KindOf(base) == NodeKind::kComment) continue;
+    std::string root = ChainRoot(base);
+    if (!root.empty()) bases_.push_back(PendingRoot{root, base, name});
+    TSNode chain = base;
+    while (grammar_.KindOf(chain) == NodeKind::kSubscript) {
+      chain = ts_node_child_by_field_id(chain, grammar_.value);
+    }
+    bool bare = grammar_.KindOf(chain) == NodeKind::kIdentifier;
+    TSNode walk = chain;
+    while (grammar_.KindOf(walk) == NodeKind::kAttribute) {
+      walk = ts_node_child_by_field_id(walk, grammar_.object);
+    }
+    if (grammar_.KindOf(walk) != NodeKind::kIdentifier) plain = false;  // calls, splats, keywords
+    bases.push_back(CellFacts::Base{root, bare});
+  }
+  uint32_t start = ts_node_start_byte(node);
+  frame.class_slot = facts_.AddClass(name, start, frame.top_level, plain, std::move(bases));
+  if (frame.scope == Scope::kModule && !name.empty()) {
+    facts_.NoteBinding(name, start, frame.top_level ? CellFacts::Source::kClass
+                                                    : CellFacts::Source::kOther,
+                       frame.class_slot);
+  }
+}
+
+// The name at the root of `a.b[c](d).e`: what a value is read from.
+std::string CellChecker::ChainRoot(TSNode node) {
+  for (std::size_t steps = 0; steps <= policy_.max_depth && !ts_node_is_null(node); ++steps) {
+    switch (grammar_.KindOf(node)) {
+      case NodeKind::kIdentifier:
+        return std::string(Name(node));
+      case NodeKind::kAttribute:
+        node = ts_node_child_by_field_id(node, grammar_.object);
+        break;
+      case NodeKind::kSubscript:
+        node = ts_node_child_by_field_id(node, grammar_.value);
+        break;
+      case NodeKind::kCall:
+        node = ts_node_child_by_field_id(node, grammar_.function);
+        break;
+      case NodeKind::kParenthesizedExpression:
+        node = ts_node_named_child(node, 0);
+        break;
+      default:
+        return {};
+    }
+  }
+  return {};
+}
+
+// `x = e` / `for x in e.exceptions`: x may hold what the root of the value holds.
+void CellChecker::NoteAssignment(TSNode target, TSNode value) {
+  if (ts_node_is_null(target) || ts_node_is_null(value)) return;
+  if (grammar_.KindOf(target) != NodeKind::kIdentifier) return;
+  std::string root = ChainRoot(value);
+  if (!root.empty()) facts_.NoteAlias(std::string(Name(target)), std::move(root));
+}
+
+// `self._x` where self is a method's first parameter: decided at the end for
+// instance-only methods, refused with the reason in any other method.
+bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (frame.self_slot < 0) return false;
+  const Method& method = methods_[static_cast<std::size_t>(frame.self_slot)];
   TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
   TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
   if (grammar_.KindOf(object) != NodeKind::kIdentifier || ts_node_is_null(name)) return false;
-  if (Name(object) != self_names_[frame.self_slot]) return false;
+  if (Name(object) != method.self) return false;
   std::string attr(Name(name));
   if (!attr.starts_with("_") || attr.starts_with("__")) return false;
   std::string_view bare = std::string_view(attr).substr(1);
-  return !bare.empty() && !AttributeVerdict(bare) && !IsBuiltinName(bare) &&
-         !IsInternalAttribute(attr);
+  if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
+    return false;  // `self._os`: the default check refuses it
+  }
+  if (method.kind == MethodKind::kRegular) {
+    Report(Rule::kPrivateAttribute, attribute,
+           "attribute `" + attr + "` is private: `" + method.name + "` can be called as `"
+           "Class." + method.name + "(obj)` with any object as `" + method.self + "`, so `" +
+           method.self + "._x` is allowed only in __dunder__ methods and @property functions "
+           "(docs/gate.md)");
+    return true;
+  }
+  accesses_.push_back(PendingAccess{attribute, frame.self_slot, true});
+  return true;
+}
+
+// `super().__init__(...)` in an instance-only method: the one way to read a
+// method dunder as an attribute (decided at the end).
+bool CellChecker::CheckSuperDunder(TSNode attribute, const Frame& frame) {
+  TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+  if (ts_node_is_null(name)) return false;
+  std::string attr(Name(name));
+  if (!IsDunder(attr) || IsDataDunder(attr) || !policy_.allowed_dunders.contains(attr)) return false;
+  TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
+  if (grammar_.KindOf(object) != NodeKind::kCall || frame.self_slot < 0) return false;
+  TSNode function = ts_node_child_by_field_id(object, grammar_.function);
+  TSNode arguments = ts_node_child_by_field_id(object, grammar_.arguments);
+  if (grammar_.KindOf(function) != NodeKind::kIdentifier || Name(function) != "super") return false;
+  if (!ts_node_is_null(arguments) && ts_node_named_child_count(arguments) != 0) return false;
+  accesses_.push_back(PendingAccess{attribute, frame.self_slot, false});
+  return true;
+}
+
+// Whether identifier `name` occurs anywhere under `node` (NFKC-folded).
+bool CellChecker::MentionsIn(TSNode node, std::string_view name) {
+  if (ts_node_is_null(node)) return false;
+  TreeCursor cursor(node);
+  uint32_t depth = 0;
+  while (true) {
+    TSNode current = ts_tree_cursor_current_node(cursor.get());
+    if (grammar_.KindOf(current) == NodeKind::kIdentifier && Name(current) == name) return true;
+    if (ts_tree_cursor_goto_first_child(cursor.get())) {
+      ++depth;
+      continue;
+    }
+    while (!ts_tree_cursor_goto_next_sibling(cursor.get())) {
+      if (depth == 0 || !ts_tree_cursor_goto_parent(cursor.get())) return false;
+      --depth;
+    }
+    if (depth == 0) return false;
+  }
+}
+
+// Whether the class body, outside function bodies, reads or binds `name` in a
+// way that could hand out the method's function (`leak = __init__`) or make
+// its decorator something else (`property = staticmethod`). Conservative:
+// every occurrence counts but the method's own name and its decorator.
+bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name) {
+  TSNode body = ts_node_child_by_field_id(method.class_node, grammar_.body);
+  uint32_t count = ts_node_is_null(body) ? 0 : ts_node_named_child_count(body);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode statement = ts_node_named_child(body, i);
+    TSNode definition = statement;
+    std::vector<TSNode> decorators;
+    if (grammar_.KindOf(statement) == NodeKind::kDecoratedDefinition) {
+      for (uint32_t j = 0; j < ts_node_named_child_count(statement); ++j) {
+        TSNode child = ts_node_named_child(statement, j);
+        if (grammar_.KindOf(child) == NodeKind::kDecorator) decorators.push_back(child);
+      }
+      definition = ts_node_child_by_field_id(statement, grammar_.definition);
+    }
+    if (grammar_.KindOf(definition) != NodeKind::kFunctionDefinition) {
+      if (MentionsIn(statement, name)) return true;
+      continue;
+    }
+    // A def: its decorators, name, parameter defaults and annotations run in the class body.
+    for (TSNode decorator : decorators) {
+      TSNode expression = ts_node_named_child(decorator, 0);
+      bool own_decorator =
+          (name == "property" && grammar_.KindOf(expression) == NodeKind::kIdentifier) ||
+          (name == method.property && grammar_.KindOf(expression) == NodeKind::kAttribute &&
+           grammar_.KindOf(ts_node_child_by_field_id(expression, grammar_.object)) ==
+               NodeKind::kIdentifier);
+      if (!own_decorator && MentionsIn(decorator, name)) return true;
+    }
+    TSNode def_name = ts_node_child_by_field_id(definition, grammar_.name);
+    bool same_name = !ts_node_is_null(def_name) && Name(def_name) == name;
+    bool allowed_def = ts_node_eq(definition, method.node) ||
+                       (!method.property.empty() && name == method.property && !decorators.empty());
+    if (same_name && !allowed_def) return true;
+    if (MentionsIn(ts_node_child_by_field_id(definition, grammar_.parameters), name) ||
+        MentionsIn(ts_node_child_by_field_id(definition, grammar_.return_type), name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether Python can only call the method with an instance of its class as
+// `self`: see MethodKind; `super` not rebound in it.
+bool CellChecker::InstanceOnly(std::int32_t slot) {
+  Method& method = methods_[static_cast<std::size_t>(slot)];
+  if (method.instance_only >= 0) return method.instance_only == 1;
+  bool only = !method.binds_super;
+  switch (method.kind) {
+    case MethodKind::kRegular:
+      only = false;
+      break;
+    case MethodKind::kDunder:
+      only = only && !ClassBodyMentions(method, method.name);
+      break;
+    case MethodKind::kGetter:
+      only = only && !ClassBodyMentions(method, "property");
+      break;
+    case MethodKind::kSetter:
+      // Every mention of the property's name must be a def decorated with
+      // @property or @p.setter/@p.deleter, so `p` is a property here.
+      only = only && !ClassBodyMentions(method, "property") &&
+             !ClassBodyMentions(method, method.property);
+      break;
+  }
+  method.instance_only = only ? 1 : 0;
+  return only;
+}
+
+// The rules decided once the cell is seen: own classes, super() routes,
+// caught exceptions and their aliases, bases rooted at a toolbox.
+void CellChecker::CheckPendingFacts() {
+  for (const PendingAccess& access : accesses_) {
+    const Method& method = methods_[static_cast<std::size_t>(access.method)];
+    TSNode name = ts_node_child_by_field_id(access.node, grammar_.attribute);
+    std::string attr(Name(name));
+    if (!InstanceOnly(access.method)) {
+      Report(access.private_attribute ? Rule::kPrivateAttribute : Rule::kDunderAttribute,
+             access.node,
+             "`" + attr + "` in `" + method.name + "`: its class body also uses `" +
+                 (method.kind == MethodKind::kDunder ? method.name : std::string("property")) +
+                 "` (or rebinds `super`), so the method may get any object as `" +
+                 method.self + "`");
+    } else if (access.private_attribute && !facts_.ClassIsOwn(method.class_index)) {
+      Report(Rule::kPrivateAttribute, access.node,
+             "attribute `" + attr + "` is private, and the gate cannot see that the class owns "
+             "it: `self._x` is allowed in a top-level class whose bases are builtins, classes "
+             "imported in this cell or classes defined above it in this cell (docs/gate.md)");
+    }
+  }
+  NameSet caught = facts_.ResolveAliases(caught_);
+  for (const PendingRoot& carrier : carriers_) {
+    bool from_exception = carrier.root.empty() ? !caught.empty() : caught.contains(carrier.root);
+    if (from_exception) {
+      Report(Rule::kAttributeDenied, carrier.node,
+             "`." + carrier.what + "` of a caught exception can hand back objects of the code "
+             "that raised it (a toolbox's internals): use `str(e)` or `repr(e)`");
+    }
+  }
+  NameSet host = host_names_;
+  host.insert(policy_.toolbox_aliases.begin(), policy_.toolbox_aliases.end());
+  host.insert("type");
+  host = facts_.ResolveAliases(std::move(host));
+  for (const PendingRoot& base : bases_) {
+    if (host.contains(base.root) && base.root != "type") {
+      Report(Rule::kConstructDenied, base.node,
+             "class `" + base.what + "` derives from `" + base.root + "`, a toolbox's class or "
+             "one `type()` returned: its instances would skip that class's __init__ and "
+             "validation; use the toolbox's own constructors");
+    }
+  }
 }
 
 // Calls that make classes or change module tables.
-void CellChecker::CheckCall(TSNode call) {
+void CellChecker::CheckCall(TSNode call, const Frame& frame) {
   TSNode function = ts_node_child_by_field_id(call, grammar_.function);
   TSNode arguments = ts_node_child_by_field_id(call, grammar_.arguments);
+  NodeKind function_kind = grammar_.KindOf(function);
   std::string callee;
-  if (grammar_.KindOf(function) == NodeKind::kIdentifier) {
+  if (function_kind == NodeKind::kIdentifier) {
     callee = Name(function);
-  } else if (grammar_.KindOf(function) == NodeKind::kAttribute) {
+    // `type(...)` and `ExceptionGroup(...)` are the uses of these names that
+    // CheckIdentifier lets through (the arguments are checked here).
+    if (callee == "type" || callee == "ExceptionGroup" || callee == "BaseExceptionGroup" ||
+        callee == "deepcopy") {
+      plain_callees_.insert(ts_node_start_byte(function));
+    }
+  } else if (function_kind == NodeKind::kAttribute) {
     TSNode attribute = ts_node_child_by_field_id(function, grammar_.attribute);
     if (!ts_node_is_null(attribute)) callee = Name(attribute);
+    if (callee == "deepcopy") plain_callees_.insert(ts_node_start_byte(attribute));
     if (IsMutatingMethod(callee)) {
       RecordStore(function, ts_node_child_by_field_id(function, grammar_.object), true);
     }
   }
-  bool type_call = callee == "type" && grammar_.KindOf(function) == NodeKind::kIdentifier;
-  if (!type_call && !IsEnumClassName(callee)) return;
   uint32_t positional = 0;
   bool other = false;  // keywords, splats
   uint32_t count = ts_node_is_null(arguments) ? 0 : ts_node_named_child_count(arguments);
@@ -802,15 +1237,68 @@ void CellChecker::CheckCall(TSNode call) {
       ++positional;
     }
   }
+  bool type_call = callee == "type" && function_kind == NodeKind::kIdentifier;
+  // `type(x)` is a class; called again it may be a metaclass (`type(int)` is `type`).
+  bool type_result_call = false;
+  if (function_kind == NodeKind::kCall) {
+    TSNode inner = ts_node_child_by_field_id(function, grammar_.function);
+    type_result_call = grammar_.KindOf(inner) == NodeKind::kIdentifier && Name(inner) == "type";
+  }
+  if (type_call && positional == 1 && !other && !frame.type_is_local && !frame.in_bases) {
+    CheckTypeResultUse(call);
+  }
+  if (type_call && frame.in_bases) {
+    Report(Rule::kConstructDenied, call,
+           "a base class computed by `type()`: it may be a toolbox's class, an exception group "
+           "or `type` itself; name the base class");
+  }
   if (type_call && (positional != 1 || other)) {
     Report(Rule::kConstructDenied, call,
            "`type()` with more than one argument makes a class from a dict the gate cannot "
            "see (dunder keys): define the class with `class`");
-  } else if (!type_call && (positional > 1 || other)) {
+  } else if (type_result_call && (positional > 2 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "calling what `type(x)` returns with three arguments or a splat: when `x` is a "
+           "class that is a metaclass, which makes a class from a dict the gate cannot see");
+  } else if (callee == "deepcopy" && (positional > 1 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "`deepcopy` with a memo: the memo substitutes objects inside the copy, which builds "
+           "an instance of any class without its __init__; call `copy.deepcopy(x)`");
+  } else if (!type_call && IsEnumClassName(callee) && (positional > 1 || other)) {
     Report(Rule::kConstructDenied, call,
            "the Enum functional API makes a class from names the gate cannot see: define "
            "the enum with `class " + callee + "`");
   }
+}
+
+// `type(x)` is a class, and `type(int)` is `type` itself, which makes classes
+// from dicts: the result is used in place only (an attribute, a comparison,
+// an f-string, a further call CheckCall bounds, or shown by print/str/repr/
+// isinstance/issubclass), never bound or passed on.
+void CellChecker::CheckTypeResultUse(TSNode call) {
+  TSNode parent = ts_node_parent(call);
+  std::string_view kind = ts_node_type(parent);
+  if (kind == "attribute" || kind == "call" || kind == "comparison_operator" ||
+      kind == "interpolation") {
+    return;
+  }
+  if (kind == "argument_list") {
+    TSNode outer = ts_node_parent(parent);
+    TSNode function = grammar_.KindOf(outer) == NodeKind::kCall
+                          ? ts_node_child_by_field_id(outer, grammar_.function)
+                          : TSNode{};
+    if (!ts_node_is_null(function) && grammar_.KindOf(function) == NodeKind::kIdentifier) {
+      std::string_view callee = Name(function);
+      if (callee == "print" || callee == "str" || callee == "repr" || callee == "isinstance" ||
+          callee == "issubclass") {
+        return;
+      }
+    }
+  }
+  Report(Rule::kConstructDenied, call,
+         "`type(x)` kept or passed on as a value: it may be `type` itself (`type(int)`), which "
+         "makes classes from dicts; use it in place (`type(x).__name__`, `type(x) is int`, "
+         "`print(type(x))`)");
 }
 
 // A string in an annotation is code that typing evaluates later (typing's

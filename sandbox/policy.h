@@ -36,6 +36,9 @@ struct Policy {
   // Names the session binds to toolboxes (inject aliases). Always importable,
   // never rebound, never assigned into.
   NameSet toolbox_aliases;
+  // The modules those aliases are bound to (AllowToolbox fills both): their
+  // classes are the host's, never a base the gate can vouch for.
+  NameSet toolbox_modules;
   // Extra names denied as names and as attributes (the fixed list in rules.cc
   // always applies).
   NameSet denied_names;
