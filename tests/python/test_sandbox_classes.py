@@ -61,10 +61,99 @@ def test_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed) -> N
     assert check_ast(code, POLICY) != []
 
 
+def make_toolbox() -> types.ModuleType:
+    """A toolbox with what #23 §5's attacks go after: private state, an account
+    class that checks its owner in __init__, internals in exceptions."""
+    api = types.ModuleType("mytools_api")
+
+    class Internal:  # hashable: a dict key inside the toolbox
+        key = "host"
+
+    api.internal = Internal()
+    api.reads = []
+
+    class Account:
+        _owner = "guest"
+
+        def __init__(self, owner: str) -> None:
+            if owner != "guest":
+                raise PermissionError(owner)
+            self._owner = owner
+
+        def read(self) -> str:
+            api.reads.append(self._owner)
+            return self._owner
+
+    def lookup(key):
+        return {}[api.internal]  # KeyError carries the internal object
+
+    def rows():
+        yield 1
+        return api.internal  # StopIteration.value carries it
+
+    api.Account, api.guest, api.lookup, api.rows = Account, Account("guest"), lookup, rows
+    return api
+
+
+# (cell, how to see its harm in the host, how to undo it)
+CLASS_ATTACKS = [
+    (  # self._x in a regular method, called with a module as self
+        "class A:\n    def m(self):\n        self._deepcopy_dispatch[int] = lambda x, memo: 'pwned'\n"
+        "import copy\nA.m(copy)\n",
+        lambda api: copy.deepcopy(1) == "pwned",
+        lambda: copy._deepcopy_dispatch.__setitem__(int, copy._deepcopy_atomic),
+    ),
+    (  # a caught exception's args hand back what the toolbox raised with
+        "try:\n    tb.lookup(1)\nexcept KeyError as e:\n    e.args[0].key = 'pwned'\n",
+        lambda api: api.internal.key == "pwned",
+        lambda: None,
+    ),
+    (  # StopIteration.value: a generator's return value
+        "g = tb.rows()\nnext(g)\ntry:\n    next(g)\nexcept StopIteration as s:\n    s.value.key = 'pwned'\n",
+        lambda api: api.internal.key == "pwned",
+        lambda: None,
+    ),
+    (  # deepcopy's memo forges an Account the toolbox never made
+        "import copy\nclass M(dict):\n    def __init__(self):\n        self.calls = 0\n"
+        "    def get(self, k, d=None):\n        self.calls += 1\n"
+        "        return {'_owner': 'admin'} if self.calls == 3 else d\n"
+        "forged = copy.deepcopy(tb.guest, M())\nforged.read()\n",
+        lambda api: "admin" in api.reads,
+        lambda: None,
+    ),
+]
+
+
+@pytest.mark.parametrize("code,harmed,undo", CLASS_ATTACKS)
+def test_class_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed, undo) -> None:
+    inprocess = importlib.import_module("dolsot.inprocess")
+    api = make_toolbox()
+    open_session = inprocess.InProcessSession(inject={"tb": api})
+    try:
+        result = open_session.run("s", code)
+        assert result.ok, result.error
+        assert harmed(api), "the attack did no harm without the gate"
+    finally:
+        open_session.close()
+        undo()
+    api = make_toolbox()
+    gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, POLICY))
+    try:
+        result = gated.run("s", code)
+        assert not result.ok and "rejected by the gate" in result.error
+        assert not harmed(api)
+    finally:
+        gated.close()
+        undo()
+
+
 BENIGN = [
     "mt.help('top')",
     "from dataclasses import dataclass\n@dataclass\nclass B:\n    open: float\nb = B(1.0)\nb.open",
-    "class C:\n    def __init__(self):\n        self._n = 1\n    def n(self):\n        return self._n\nC().n()",
+    "class C:\n    def __init__(self):\n        self._n = 1\n    @property\n    def n(self):\n        return self._n\n"
+    "    def __len__(self):\n        return self._n\nC().n",
+    "try:\n    int('x')\nexcept ValueError as e:\n    print(str(e), type(e).__name__)",
+    "import copy\nc = copy.deepcopy({'a': [1]})\nprint(type(c).__name__, type(c) is dict)",
     "def f(x: 'C') -> 'C':\n    return x",
 ]
 
