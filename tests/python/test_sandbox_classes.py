@@ -37,19 +37,20 @@ ATTACKS = [
 ]
 
 
-@pytest.mark.parametrize("code,harmed", ATTACKS)
-def test_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed) -> None:
+def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo) -> None:
+    """Runs `code` in an InProcessSession without a gate (it must do its harm,
+    seen through `harmed(api)`), then with the gate (refused, no harm)."""
     inprocess = importlib.import_module("dolsot.inprocess")
-    tau = math.tau
-    api = types.ModuleType("mytools_api")
+    api = make_api()
     open_session = inprocess.InProcessSession(inject={"tb": api})
     try:
-        assert open_session.run("s", code).ok
+        result = open_session.run("s", code)
+        assert result.ok, result.error
         assert harmed(api), "the attack did no harm without the gate"
     finally:
         open_session.close()
-        math.tau = tau
-    api = types.ModuleType("mytools_api")
+        undo()
+    api = make_api()
     gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, POLICY))
     try:
         result = gated.run("s", code)
@@ -57,8 +58,19 @@ def test_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed) -> N
         assert not harmed(api)
     finally:
         gated.close()
-        math.tau = tau
+        undo()
     assert check_ast(code, POLICY) != []
+
+
+@pytest.mark.parametrize("code,harmed", ATTACKS)
+def test_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed) -> None:
+    tau = math.tau
+
+    def undo() -> None:
+        math.tau = tau
+
+    harms_without_the_gate_and_is_refused_with_it(
+        code, harmed, lambda: types.ModuleType("mytools_api"), undo)
 
 
 def make_toolbox() -> types.ModuleType:
@@ -126,25 +138,7 @@ CLASS_ATTACKS = [
 
 @pytest.mark.parametrize("code,harmed,undo", CLASS_ATTACKS)
 def test_class_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed, undo) -> None:
-    inprocess = importlib.import_module("dolsot.inprocess")
-    api = make_toolbox()
-    open_session = inprocess.InProcessSession(inject={"tb": api})
-    try:
-        result = open_session.run("s", code)
-        assert result.ok, result.error
-        assert harmed(api), "the attack did no harm without the gate"
-    finally:
-        open_session.close()
-        undo()
-    api = make_toolbox()
-    gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, POLICY))
-    try:
-        result = gated.run("s", code)
-        assert not result.ok and "rejected by the gate" in result.error
-        assert not harmed(api)
-    finally:
-        gated.close()
-        undo()
+    harms_without_the_gate_and_is_refused_with_it(code, harmed, make_toolbox, undo)
 
 
 BENIGN = [
