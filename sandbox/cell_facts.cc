@@ -2,6 +2,8 @@
 // walk is over (see cell_facts.h).
 #include "sandbox/cell_facts.h"
 
+#include <map>
+#include <set>
 #include <utility>
 
 #include "sandbox/rules.h"
@@ -54,6 +56,45 @@ bool CellFacts::ClassIsOwn(std::int32_t index) {
   }
   info.own = own ? 1 : 0;
   return own;
+}
+
+std::vector<std::int32_t> CellFacts::Descendants(const std::vector<std::int32_t>& roots) const {
+  // By name, whatever else the name is bound to: a base rooted at a name some
+  // class statement binds may be that class. Linear in classes and bases.
+  std::multimap<std::string_view, std::int32_t> by_base;  // base root -> class
+  for (std::size_t i = 0; i < classes_.size(); ++i) {
+    for (const Base& base : classes_[i].bases) by_base.emplace(base.root, static_cast<std::int32_t>(i));
+  }
+  std::vector<bool> seen(classes_.size(), false);
+  std::set<std::string_view> names_done;
+  std::vector<std::int32_t> found, todo;
+  for (std::int32_t root : roots) {
+    if (root >= 0 && static_cast<std::size_t>(root) < classes_.size()) todo.push_back(root);
+  }
+  while (!todo.empty()) {
+    std::int32_t current = todo.back();
+    todo.pop_back();
+    if (seen[current]) continue;
+    seen[current] = true;
+    found.push_back(current);
+    std::string_view name = classes_[current].name;
+    if (!names_done.insert(name).second) continue;
+    auto [first, last] = by_base.equal_range(name);
+    for (auto it = first; it != last; ++it) todo.push_back(it->second);
+  }
+  return found;
+}
+
+bool CellFacts::IsOwnClassName(std::string_view name) {
+  auto it = bindings_.find(name);
+  return it != bindings_.end() && it->second.count == 1 && it->second.source == Source::kClass &&
+         ClassIsOwn(it->second.class_index);
+}
+
+bool CellFacts::IsSafeImport(std::string_view name, std::uint32_t before) const {
+  auto it = bindings_.find(name);
+  return it != bindings_.end() && it->second.count == 1 && it->second.start < before &&
+         it->second.source == Source::kSafeImport;
 }
 
 void CellFacts::NoteAlias(std::string target, std::string source) {

@@ -48,6 +48,19 @@ class CellFacts {
   // __init__ set up can then sit in an instance.
   bool ClassIsOwn(std::int32_t index);
 
+  // `name` is bound once in the cell, by a class statement of an own class.
+  bool IsOwnClassName(std::string_view name);
+
+  std::int32_t ClassCount() const { return static_cast<std::int32_t>(classes_.size()); }
+  const std::string& ClassName(std::int32_t index) const { return classes_.at(index).name; }
+  std::uint32_t ClassStart(std::int32_t index) const { return classes_.at(index).start; }
+  // `roots` and every class of the cell with a base rooted at the name of one
+  // of those (transitively), by name whatever else binds it.
+  std::vector<std::int32_t> Descendants(const std::vector<std::int32_t>& roots) const;
+  // `name` is bound exactly once in the cell, before `before`, by a top-level
+  // import from an allowed module that is no toolbox.
+  bool IsSafeImport(std::string_view name, std::uint32_t before) const;
+
   // `target = <expression rooted at source>` (also for-targets): the alias
   // chains ResolveAliases follows.
   void NoteAlias(std::string target, std::string source);

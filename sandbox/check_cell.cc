@@ -18,6 +18,7 @@
 #include "sandbox/python_grammar.h"
 #include "sandbox/source_text.h"
 #include "sandbox/tree_sitter_handles.h"
+#include "sandbox/use_position.h"
 
 namespace dolsot::sandbox {
 namespace {
@@ -66,10 +67,13 @@ struct Frame {
 // How Python calls a method a cell defines: only instance-only methods are
 // sure to get an instance of their class as `self` (docs/gate.md).
 enum class MethodKind : std::uint8_t {
-  kRegular,  // `A.m(anything)` calls it with any first argument
-  kDunder,   // an allowed __dunder__ method, no decorator: Python calls it on instances
-  kGetter,   // `@property`: `A.p` is the property, its function is never handed out
-  kSetter,   // `@p.setter` / `@p.deleter` of such a property
+  kRegular,      // no decorator: `A.m(anything)` calls it with any first argument, so
+                 // `self._x` in it needs the class sealed (docs/gate.md)
+  kDunder,       // an allowed __dunder__ method, no decorator: Python calls it on instances
+  kGetter,       // `@property`: `A.p` is the property, its function is never handed out
+  kSetter,       // `@p.setter` / `@p.deleter` of such a property
+  kClassMethod,  // `@classmethod`: `cls` is the class or a subclass, never anything else
+  kOther,        // `@staticmethod` or any other decorator: its first parameter is anything
 };
 
 struct Method {
@@ -81,7 +85,28 @@ struct Method {
   std::string property;  // kSetter: the property it extends
   MethodKind kind = MethodKind::kRegular;
   bool binds_super = false;  // `super` bound in it: super() may be anything
+  bool rebinds_self = false; // its first parameter bound again in it
   std::int8_t instance_only = -1;  // decided at the end
+};
+
+// A name read as a value, with what the walk knew of its place: rules decided
+// at the end (sealed classes, a classmethod's `cls`) classify the rest.
+struct LoadSite {
+  TSNode node;
+  bool base = false;         // among a class statement's bases
+  bool except_type = false;  // an except clause's exception types
+  bool annotation = false;   // inside an annotation
+};
+
+// A use that is harmless only if `callee` is the builtin of that name (print,
+// str, isinstance, ...): reported at the end when the cell binds that name
+// anywhere (a parameter, a local, a class attribute).
+struct BuiltinUse {
+  std::string callee;
+  TSNode node;
+  Rule rule;
+  std::string message;
+  bool own_class_too = false;  // `type(x) == C`: C may also be an own class (metaclass `type`)
 };
 
 struct PendingAccess {  // `self._x` or `super().__x__` in a method, decided at the end
@@ -192,17 +217,24 @@ class CellChecker {
   void RecordStore(TSNode store, TSNode object, bool mutation = false);
   void CheckCall(TSNode call, const Frame& frame);
   void CheckTypeResultUse(TSNode call);
+  bool TypeResultInBuiltins(TSNode call, const std::string& message);
   void CheckStringAnnotation(TSNode string);
   void EnterFunction(TSNode node, Frame& frame);
   void EnterClass(TSNode node, Frame& frame);
   bool CheckSelfAttribute(TSNode attribute, const Frame& frame);
   bool CheckSuperDunder(TSNode attribute, const Frame& frame);
+  void NoteClassRead(TSNode attribute, const Frame& frame);
   std::string ChainRoot(TSNode node);
   void NoteAssignment(TSNode target, TSNode value);
   bool ClassBodyMentions(const Method& method, std::string_view name);
   bool MentionsIn(TSNode node, std::string_view name);
   bool InstanceOnly(std::int32_t slot);
+  bool FamilyIsOwn(std::int32_t class_index);
   void CheckPendingFacts();
+  void CheckOwnMethods();
+  bool SafeClassDecorator(TSNode decorator, std::uint32_t class_start);
+  bool ShownOnly(const Use& use, TSNode node, Rule rule, std::string message);
+  bool IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names);
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
@@ -226,6 +258,13 @@ class CellChecker {
   NameSet caught_;                      // names bound to a caught exception
   NameSet host_names_;                  // names imported from a toolbox
   std::set<std::uint32_t> plain_callees_;  // `type` / `ExceptionGroup` as a call's callee
+  std::vector<LoadSite> loads_;         // every name read, for the sealed-class rules
+  std::vector<std::pair<TSNode, std::int32_t>> class_reads_;  // `type(x).m`, `super().m`: see NoteClassRead
+  std::vector<BuiltinUse> builtin_uses_;
+  NameSet shadowed_;                    // builtin names the cell binds outside the module scope
+  NameSet declared_;                    // names of global / nonlocal statements
+  std::map<std::int32_t, std::vector<TSNode>> class_decorators_;  // class index -> decorators
+  std::map<std::int32_t, bool> family_own_;  // FamilyIsOwn, decided once per class
 };
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
@@ -540,6 +579,7 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
         RecordStore(node, ts_node_child_by_field_id(node, grammar_.object));
       }
       frame.skip_attribute = CheckSelfAttribute(node, frame) || CheckSuperDunder(node, frame);
+      NoteClassRead(node, frame);
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
@@ -585,7 +625,9 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
   if (binds && frame.self_slot >= 0) {
     Method& method = methods_[static_cast<std::size_t>(frame.self_slot)];
     if (name == "super") method.binds_super = true;
-    if (name == method.self && method.kind != MethodKind::kRegular) {
+    if (name == method.self) method.rebinds_self = true;
+    if (name == method.self && method.kind != MethodKind::kRegular &&
+        method.kind != MethodKind::kClassMethod && method.kind != MethodKind::kOther) {
       Report(Rule::kPrivateAttribute, node,
              "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
              "the method's own first parameter");
@@ -597,12 +639,30 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
     facts_.NoteBinding(name, ts_node_start_byte(node), CellFacts::Source::kOther);
   }
   if (frame.except_alias && frame.role == Role::kBind) caught_.insert(name);
+  if (frame.role == Role::kGlobalDecl) declared_.insert(name);
+  // A parameter, a local or a class attribute named like a builtin: uses that
+  // rely on the builtin (`print(e.args)`, `isinstance(v, type)`) are not.
+  if ((binds && (frame.scope != Scope::kModule || frame.role == Role::kCompBind)) ||
+      frame.role == Role::kParam) {
+    shadowed_.insert(name);
+  }
   bool load = frame.role == Role::kLoad || frame.role == Role::kDottedLoad;
+  if (load) loads_.push_back(LoadSite{node, frame.in_bases, frame.except_type, frame.in_annotation});
   bool callee = plain_callees_.contains(ts_node_start_byte(node));
   if (load && name == "type" && !frame.in_annotation && !callee && !frame.type_is_local) {
-    Report(Rule::kConstructDenied, node,
-           "`type` as a value: called with three arguments it makes a class from a dict the "
-           "gate cannot see (dunder keys); only `type(x)` is allowed");
+    // `isinstance(v, type)` / `issubclass(c, (type, int))` only test against it.
+    Use use = ClassifyUse(node, grammar_, false);
+    bool tested = use.position == UsePosition::kArgument && use.count == 2 && use.index == 1 &&
+                  IsBuiltinCallee(use.other, {"isinstance", "issubclass"});
+    std::string message =
+        "`type` as a value: called with three arguments it makes a class from a dict the "
+        "gate cannot see (dunder keys); only `type(x)` and `isinstance(v, type)` are allowed";
+    if (!tested) {
+      Report(Rule::kConstructDenied, node, std::move(message));
+    } else {
+      builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), node,
+                                         Rule::kConstructDenied, std::move(message)});
+    }
   }
   if (load && (name == "ExceptionGroup" || name == "BaseExceptionGroup") && !frame.in_bases &&
       !frame.except_type && !callee) {
@@ -935,10 +995,13 @@ void CellChecker::EnterFunction(TSNode node, Frame& frame) {
       method.kind = MethodKind::kDunder;
     }
   } else if (decorators.size() == 1) {
+    method.kind = MethodKind::kOther;
     TSNode expression = ts_node_named_child(decorators[0], 0);
     NodeKind kind = grammar_.KindOf(expression);
     if (kind == NodeKind::kIdentifier && Name(expression) == "property") {
       method.kind = MethodKind::kGetter;
+    } else if (kind == NodeKind::kIdentifier && Name(expression) == "classmethod") {
+      method.kind = MethodKind::kClassMethod;
     } else if (kind == NodeKind::kAttribute) {
       TSNode object = ts_node_child_by_field_id(expression, grammar_.object);
       TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
@@ -948,6 +1011,8 @@ void CellChecker::EnterFunction(TSNode node, Frame& frame) {
         if (method.property == name) method.kind = MethodKind::kSetter;
       }
     }
+  } else {
+    method.kind = MethodKind::kOther;
   }
   methods_.push_back(std::move(method));
   frame.method_self = static_cast<std::int32_t>(methods_.size() - 1);
@@ -982,6 +1047,13 @@ void CellChecker::EnterClass(TSNode node, Frame& frame) {
   }
   uint32_t start = ts_node_start_byte(node);
   frame.class_slot = facts_.AddClass(name, start, frame.top_level, plain, std::move(bases));
+  TSNode decorated = ts_node_parent(node);
+  if (grammar_.KindOf(decorated) == NodeKind::kDecoratedDefinition) {
+    for (uint32_t i = 0; i < ts_node_named_child_count(decorated); ++i) {
+      TSNode child = ts_node_named_child(decorated, i);
+      if (grammar_.KindOf(child) == NodeKind::kDecorator) class_decorators_[frame.class_slot].push_back(child);
+    }
+  }
   if (frame.scope == Scope::kModule && !name.empty()) {
     facts_.NoteBinding(name, start, frame.top_level ? CellFacts::Source::kClass
                                                     : CellFacts::Source::kOther,
@@ -1037,16 +1109,37 @@ bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
     return false;  // `self._os`: the default check refuses it
   }
-  if (method.kind == MethodKind::kRegular) {
+  if (method.kind == MethodKind::kOther) {
     Report(Rule::kPrivateAttribute, attribute,
-           "attribute `" + attr + "` is private: `" + method.name + "` can be called as `"
-           "Class." + method.name + "(obj)` with any object as `" + method.self + "`, so `" +
-           method.self + "._x` is allowed only in __dunder__ methods and @property functions "
-           "(docs/gate.md)");
+           "attribute `" + attr + "` is private: `" + method.name + "` is a static method or "
+           "has a decorator the gate cannot follow, so its `" + method.self + "` may be any "
+           "object; `" + method.self + "._x` is allowed in plain methods, properties and "
+           "class methods (docs/gate.md)");
     return true;
   }
   accesses_.push_back(PendingAccess{attribute, frame.self_slot, true});
   return true;
+}
+
+// `type(x).m`, `super(C, x).m`, and `super().m` where the innermost function
+// is no plain method (a class method's `super()` reads off the class): m may
+// come back as a plain function. Decided at the end against the sealed methods.
+void CellChecker::NoteClassRead(TSNode attribute, const Frame& frame) {
+  TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
+  while (grammar_.KindOf(object) == NodeKind::kParenthesizedExpression) {
+    object = ts_node_named_child(object, 0);
+  }
+  if (grammar_.KindOf(object) != NodeKind::kCall) return;
+  TSNode function = ts_node_child_by_field_id(object, grammar_.function);
+  if (grammar_.KindOf(function) != NodeKind::kIdentifier) return;
+  std::string_view callee = Name(function);
+  if (callee != "type" && callee != "super") return;
+  TSNode arguments = ts_node_child_by_field_id(object, grammar_.arguments);
+  bool zero = ts_node_is_null(arguments) || ts_node_named_child_count(arguments) == 0;
+  // A zero-argument super() in a method: decided at the end from its kind
+  // and whether it rebinds `super`.
+  std::int32_t slot = callee == "super" && zero ? frame.self_slot : -1;
+  class_reads_.emplace_back(attribute, slot);
 }
 
 // `super().__init__(...)` in an instance-only method: the one way to read a
@@ -1112,7 +1205,8 @@ bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name)
     for (TSNode decorator : decorators) {
       TSNode expression = ts_node_named_child(decorator, 0);
       bool own_decorator =
-          (name == "property" && grammar_.KindOf(expression) == NodeKind::kIdentifier) ||
+          ((name == "property" || name == "classmethod") &&
+           grammar_.KindOf(expression) == NodeKind::kIdentifier) ||
           (name == method.property && grammar_.KindOf(expression) == NodeKind::kAttribute &&
            grammar_.KindOf(ts_node_child_by_field_id(expression, grammar_.object)) ==
                NodeKind::kIdentifier);
@@ -1136,10 +1230,19 @@ bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name)
 bool CellChecker::InstanceOnly(std::int32_t slot) {
   Method& method = methods_[static_cast<std::size_t>(slot)];
   if (method.instance_only >= 0) return method.instance_only == 1;
-  bool only = !method.binds_super;
+  // `nonlocal self` in a nested function rebinds it unseen by the method's walk.
+  bool only = !method.binds_super && !declared_.contains(method.self);
   switch (method.kind) {
-    case MethodKind::kRegular:
+    case MethodKind::kOther:
       only = false;
+      break;
+    case MethodKind::kRegular:
+      // Only its first parameter when the class is sealed (CheckOwnMethods).
+      only = only && !method.rebinds_self && !ClassBodyMentions(method, method.name);
+      break;
+    case MethodKind::kClassMethod:
+      only = only && !method.rebinds_self && !ClassBodyMentions(method, method.name) &&
+             !ClassBodyMentions(method, "classmethod");
       break;
     case MethodKind::kDunder:
       only = only && !ClassBodyMentions(method, method.name);
@@ -1158,6 +1261,198 @@ bool CellChecker::InstanceOnly(std::int32_t slot) {
   return only;
 }
 
+// A class decorator that is known not to read methods off the class it gets:
+// `dataclass`, `total_ordering`, `final`, `unique` (optionally called), from
+// a name the cell imported from an allowed module before the class.
+bool CellChecker::SafeClassDecorator(TSNode decorator, std::uint32_t class_start) {
+  TSNode expression = ts_node_named_child(decorator, 0);
+  if (grammar_.KindOf(expression) == NodeKind::kCall) {
+    expression = ts_node_child_by_field_id(expression, grammar_.function);
+  }
+  std::string last;
+  if (grammar_.KindOf(expression) == NodeKind::kIdentifier) {
+    last = Name(expression);
+  } else if (grammar_.KindOf(expression) == NodeKind::kAttribute) {
+    TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
+    if (ts_node_is_null(attribute)) return false;
+    last = Name(attribute);
+    TSNode object = ts_node_child_by_field_id(expression, grammar_.object);
+    while (grammar_.KindOf(object) == NodeKind::kAttribute) {
+      object = ts_node_child_by_field_id(object, grammar_.object);
+    }
+    if (grammar_.KindOf(object) != NodeKind::kIdentifier) return false;
+    expression = object;
+  } else {
+    return false;
+  }
+  if (last != "dataclass" && last != "total_ordering" && last != "final" && last != "unique") {
+    return false;
+  }
+  return facts_.IsSafeImport(Name(expression), class_start);
+}
+
+bool CellChecker::IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names) {
+  if (ts_node_is_null(callee) || grammar_.KindOf(callee) != NodeKind::kIdentifier) return false;
+  std::string_view name = Name(callee);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A value shown and dropped: the only argument of str/repr/len/ascii
+// (any positional argument of print), or an f-string field. Records the
+// builtin it relies on; false when the use is anything else.
+bool CellChecker::ShownOnly(const Use& use, TSNode node, Rule rule, std::string message) {
+  if (use.position == UsePosition::kInterpolation) return true;
+  if (use.position != UsePosition::kArgument || use.in_tuple) return false;
+  bool shown = IsBuiltinCallee(use.other, {"print"}) ||
+               (use.count == 1 && IsBuiltinCallee(use.other, {"str", "repr", "len", "ascii"}));
+  if (!shown) return false;
+  builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), node, rule, std::move(message)});
+  return true;
+}
+
+// `self._x` in a plain method and `cls._x` in a class method trust their first
+// parameter. Python passes a plain method anything as `self` only when the
+// method is read off the class, so every class deriving from one that has such
+// a method is sealed: its name (and a class method's `cls`) may only be
+// called, tested (isinstance/issubclass, `is`, `except`, a class pattern),
+// used as a bare base, annotated outside class bodies, or have attributes read
+// that are not those methods; `type(x).m` and `super().m` off a class are
+// refused for them, and its decorators must be known ones (docs/gate.md).
+void CellChecker::CheckOwnMethods() {
+  NameSet plain_methods;  // names of plain methods that read self._x
+  std::vector<std::int32_t> owners;
+  for (const PendingAccess& access : accesses_) {
+    if (!access.private_attribute) continue;
+    const Method& method = methods_[static_cast<std::size_t>(access.method)];
+    if (method.kind == MethodKind::kRegular) {
+      plain_methods.insert(method.name);
+      owners.push_back(method.class_index);
+      if (method.name.size() > 2 && method.name.starts_with("_") && method.name.ends_with("_")) {
+        Report(Rule::kPrivateAttribute, access.node,
+               "`" + method.self + "._x` in `" + method.name + "`: enum and other standard "
+               "bases call `_sunder_` hooks off the class (`_missing_(value)`), with any object "
+               "as `" + method.self + "`; make it a @classmethod or rename it");
+      }
+    }
+  }
+  // `cls._x` alone needs nothing more: a class method is bound to the class.
+  if (plain_methods.empty()) return;
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  NameSet sealed;  // names of sealed classes
+  for (std::int32_t index : facts_.Descendants(owners)) {
+    const std::string& name = facts_.ClassName(index);
+    sealed.insert(name);
+    for (TSNode decorator : class_decorators_[index]) {
+      if (!SafeClassDecorator(decorator, facts_.ClassStart(index))) {
+        Report(Rule::kPrivateAttribute, decorator,
+               "a decorator of class `" + name + "`, whose methods read `self._x`: it gets the "
+               "class and could call a method with any object as `self`; only `dataclass`, "
+               "`total_ordering`, `final` and `unique` imported in this cell are allowed");
+      }
+    }
+  }
+  auto sealed_use = [&](const LoadSite& load, std::string_view name) {
+    if (load.except_type) return true;
+    if (load.base) {  // a bare base: that class is sealed too
+      return grammar_.KindOf(ts_node_parent(ts_node_parent(load.node))) == NodeKind::kClassDefinition;
+    }
+    if (load.annotation) {  // a class body's annotation is kept (dataclasses.fields(C)[0].type)
+      TSNode up = load.node;
+      while (!ts_node_is_null(up) && grammar_.KindOf(up) != NodeKind::kType) up = ts_node_parent(up);
+      TSNode owner = ts_node_parent(up);
+      if (grammar_.KindOf(owner) != NodeKind::kAssignment) return true;
+      TSNode block = ts_node_parent(owner);
+      if (std::string_view(ts_node_type(block)) == "expression_statement") block = ts_node_parent(block);
+      return grammar_.KindOf(ts_node_parent(block)) != NodeKind::kClassDefinition;
+    }
+    Use use = ClassifyUse(load.node, grammar_, false);
+    switch (use.position) {
+      case UsePosition::kCallee:
+      case UsePosition::kIdentity:
+      case UsePosition::kClassPattern:
+      case UsePosition::kInterpolation:
+        return true;
+      case UsePosition::kAttributeObject:
+        return !ts_node_is_null(use.other) && !plain_methods.contains(Name(use.other));
+      case UsePosition::kEquality: {  // `type(x) == C`: no code of the cell's runs
+        TSNode function = grammar_.KindOf(use.other) == NodeKind::kCall
+                              ? ts_node_child_by_field_id(use.other, grammar_.function)
+                              : TSNode{};
+        return IsBuiltinCallee(function, {"type"});
+      }
+      case UsePosition::kArgument:
+        if (ShownOnly(use, load.node, Rule::kPrivateAttribute,
+                      "`" + std::string(name) + "` shown by a local function")) {
+          return true;
+        }
+        if (use.count == 2 && use.index == 1 && IsBuiltinCallee(use.other, {"isinstance", "issubclass"})) {
+          builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), load.node,
+                                             Rule::kPrivateAttribute,
+                                             "`" + std::string(name) + "` passed to a local `" +
+                                                 std::string(Name(use.other)) + "`"});
+          return true;
+        }
+        return false;
+      default:
+        return false;
+    }
+  };
+  auto refuse = [&](TSNode node, const std::string& name, std::string_view what) {
+    Report(Rule::kPrivateAttribute, node,
+           std::string(what) + " `" + name + "` used as a value: its class has methods that read "
+           "`self._x`, and a method read off the class takes any object as `self`; use it to "
+           "make instances, in isinstance/issubclass/`is`/`except`, as a base, or read "
+           "attributes other than those methods (docs/gate.md)");
+  };
+  for (const LoadSite& load : loads_) {
+    std::string name(Name(load.node));
+    if (sealed.contains(name) && !sealed_use(load, name)) refuse(load.node, name, "class");
+  }
+  // Every class method's `cls` is a class, maybe a sealed one.
+  for (const Method& method : methods_) {
+    if (method.kind != MethodKind::kClassMethod) continue;
+    uint32_t begin = ts_node_start_byte(method.node), end = ts_node_end_byte(method.node);
+    for (const LoadSite& load : loads_) {
+      uint32_t at = ts_node_start_byte(load.node);
+      if (at < begin || at >= end || Name(load.node) != method.self) continue;
+      if (!sealed_use(load, method.self)) refuse(load.node, method.self, "class method parameter");
+    }
+  }
+  for (const auto& [attribute, slot] : class_reads_) {
+    TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+    if (ts_node_is_null(name) || !plain_methods.contains(Name(name))) continue;
+    if (slot >= 0) {
+      const Method& method = methods_[static_cast<std::size_t>(slot)];
+      if (!method.binds_super && method.kind != MethodKind::kClassMethod &&
+          method.kind != MethodKind::kOther) {
+        continue;  // super() in a method that gets an instance: a bound method
+      }
+    }
+    std::string attr(Name(name));
+    Report(Rule::kPrivateAttribute, attribute,
+           "`." + attr + "` read off a class (`type(x)`, `super(...)`, `super()` in a class "
+           "method): a method that reads `self._x` comes back as a plain function that takes "
+           "any object as `self`; call it on an instance");
+  }
+}
+
+// The class and every class of the cell deriving from it are the cell's own:
+// an instance of a subclass with a host base (`class D(A, Base)`, Base from
+// an earlier cell) would carry the host's private state into A's methods,
+// and a class method of A would get D as `cls`.
+bool CellChecker::FamilyIsOwn(std::int32_t class_index) {
+  auto [it, inserted] = family_own_.emplace(class_index, true);
+  if (!inserted) return it->second;
+  for (std::int32_t index : facts_.Descendants({class_index})) {
+    if (!facts_.ClassIsOwn(index)) {
+      it->second = false;
+      break;
+    }
+  }
+  return it->second;
+}
+
 // The rules decided once the cell is seen: own classes, super() routes,
 // caught exceptions and their aliases, bases rooted at a toolbox.
 void CellChecker::CheckPendingFacts() {
@@ -1165,27 +1460,41 @@ void CellChecker::CheckPendingFacts() {
     const Method& method = methods_[static_cast<std::size_t>(access.method)];
     TSNode name = ts_node_child_by_field_id(access.node, grammar_.attribute);
     std::string attr(Name(name));
-    if (!InstanceOnly(access.method)) {
+    bool plain = method.kind == MethodKind::kRegular || method.kind == MethodKind::kClassMethod;
+    if (!access.private_attribute && plain) {
+      Report(Rule::kDunderAttribute, access.node,
+             "`super()." + attr + "` in `" + method.name + "`: method dunders are read through "
+             "super() only inside __dunder__ methods and properties, which Python calls on "
+             "instances itself");
+    } else if (!InstanceOnly(access.method)) {
+      std::string used = method.kind == MethodKind::kGetter || method.kind == MethodKind::kSetter
+                             ? std::string("property")
+                             : method.name;
       Report(access.private_attribute ? Rule::kPrivateAttribute : Rule::kDunderAttribute,
              access.node,
-             "`" + attr + "` in `" + method.name + "`: its class body also uses `" +
-                 (method.kind == MethodKind::kDunder ? method.name : std::string("property")) +
-                 "` (or rebinds `super`), so the method may get any object as `" +
-                 method.self + "`");
-    } else if (access.private_attribute && !facts_.ClassIsOwn(method.class_index)) {
+             "`" + attr + "` in `" + method.name + "`: its class body also uses `" + used +
+                 "`, or the method rebinds `" + method.self + "` or `super` (also through "
+                 "`nonlocal`), so the method may get any object as `" + method.self + "`");
+    } else if (access.private_attribute && !FamilyIsOwn(method.class_index)) {
       Report(Rule::kPrivateAttribute, access.node,
              "attribute `" + attr + "` is private, and the gate cannot see that the class owns "
              "it: `self._x` is allowed in a top-level class whose bases are builtins, classes "
-             "imported in this cell or classes defined above it in this cell (docs/gate.md)");
+             "imported in this cell or classes defined above it in this cell, and so are the "
+             "bases of every class of the cell that derives from it (docs/gate.md)");
     }
   }
+  CheckOwnMethods();
   NameSet caught = facts_.ResolveAliases(caught_);
   for (const PendingRoot& carrier : carriers_) {
     bool from_exception = carrier.root.empty() ? !caught.empty() : caught.contains(carrier.root);
-    if (from_exception) {
-      Report(Rule::kAttributeDenied, carrier.node,
-             "`." + carrier.what + "` of a caught exception can hand back objects of the code "
-             "that raised it (a toolbox's internals): use `str(e)` or `repr(e)`");
+    if (!from_exception) continue;
+    std::string message = "`." + carrier.what + "` of a caught exception can hand back objects "
+                          "of the code that raised it (a toolbox's internals): show it only "
+                          "(`print(e." + carrier.what + ")`, `str(...)`, `repr(...)`, `len(...)`, "
+                          "an f-string field), or use `str(e)`";
+    Use use = carrier.root.empty() ? Use{} : ClassifyUse(carrier.node, grammar_, true);
+    if (!ShownOnly(use, carrier.node, Rule::kAttributeDenied, message)) {
+      Report(Rule::kAttributeDenied, carrier.node, std::move(message));
     }
   }
   NameSet host = host_names_;
@@ -1199,6 +1508,16 @@ void CellChecker::CheckPendingFacts() {
              "one `type()` returned: its instances would skip that class's __init__ and "
              "validation; use the toolbox's own constructors");
     }
+  }
+  for (const BuiltinUse& use : builtin_uses_) {
+    if (use.own_class_too && facts_.IsOwnClassName(use.callee)) continue;
+    if (IsBuiltinName(use.callee) && !shadowed_.contains(use.callee)) continue;
+    if (!IsBuiltinName(use.callee)) {
+      Report(use.rule, use.node, use.message);
+      continue;
+    }
+    Report(use.rule, use.node, use.message + " (here `" + use.callee + "` is bound in the cell, "
+           "so it may not be the builtin)");
   }
 }
 
@@ -1276,29 +1595,69 @@ void CellChecker::CheckCall(TSNode call, const Frame& frame) {
 // an f-string, a further call CheckCall bounds, or shown by print/str/repr/
 // isinstance/issubclass), never bound or passed on.
 void CellChecker::CheckTypeResultUse(TSNode call) {
-  TSNode parent = ts_node_parent(call);
-  std::string_view kind = ts_node_type(parent);
-  if (kind == "attribute" || kind == "call" || kind == "comparison_operator" ||
-      kind == "interpolation") {
-    return;
-  }
-  if (kind == "argument_list") {
-    TSNode outer = ts_node_parent(parent);
-    TSNode function = grammar_.KindOf(outer) == NodeKind::kCall
-                          ? ts_node_child_by_field_id(outer, grammar_.function)
-                          : TSNode{};
-    if (!ts_node_is_null(function) && grammar_.KindOf(function) == NodeKind::kIdentifier) {
-      std::string_view callee = Name(function);
-      if (callee == "print" || callee == "str" || callee == "repr" || callee == "isinstance" ||
-          callee == "issubclass") {
+  std::string message =
+      "`type(x)` kept or passed on as a value: it may be `type` itself (`type(int)`), which "
+      "makes classes from dicts; use it in place (`type(x).__name__`, `type(x) is int`, "
+      "`print(type(x))`)";
+  Use use = ClassifyUse(call, grammar_, false);
+  switch (use.position) {
+    case UsePosition::kAttributeObject:
+    case UsePosition::kCallee:
+    case UsePosition::kIdentity:
+    case UsePosition::kInterpolation:
+      return;
+    case UsePosition::kEquality:
+      // `==` may run the other operand's __eq__: a builtin class, an own class
+      // (its metaclass is `type`) or another type(y) only.
+      if (grammar_.KindOf(use.other) == NodeKind::kIdentifier) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), call,
+                                           Rule::kConstructDenied, message, true});
         return;
       }
-    }
+      if (grammar_.KindOf(use.other) == NodeKind::kCall &&
+          IsBuiltinCallee(ts_node_child_by_field_id(use.other, grammar_.function), {"type"})) {
+        return;
+      }
+      break;
+    case UsePosition::kArgument:
+      if (IsBuiltinCallee(use.other, {"isinstance", "issubclass"}) && !use.in_tuple) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), call,
+                                           Rule::kConstructDenied, message});
+        return;
+      }
+      if (ShownOnly(use, call, Rule::kConstructDenied, message)) return;
+      break;
+    default:
+      if (TypeResultInBuiltins(call, message)) return;
+      break;
   }
-  Report(Rule::kConstructDenied, call,
-         "`type(x)` kept or passed on as a value: it may be `type` itself (`type(int)`), which "
-         "makes classes from dicts; use it in place (`type(x).__name__`, `type(x) is int`, "
-         "`print(type(x))`)");
+  Report(Rule::kConstructDenied, call, std::move(message));
+}
+
+// `type(x) in (int, float)`: a container literal of builtin names only (no
+// __eq__ of the cell's runs).
+bool CellChecker::TypeResultInBuiltins(TSNode call, const std::string& message) {
+  TSNode comparison = ts_node_parent(call);
+  if (std::string_view(ts_node_type(comparison)) != "comparison_operator" ||
+      ts_node_child_count(comparison) != 3 || !ts_node_eq(ts_node_child(comparison, 0), call)) {
+    return false;
+  }
+  std::string_view op = ts_node_type(ts_node_child(comparison, 1));
+  TSNode container = ts_node_child(comparison, 2);
+  std::string_view kind = ts_node_type(container);
+  if ((op != "in" && op != "not in") || (kind != "tuple" && kind != "list" && kind != "set")) {
+    return false;
+  }
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < ts_node_named_child_count(container); ++i) {
+    TSNode element = ts_node_named_child(container, i);
+    if (grammar_.KindOf(element) != NodeKind::kIdentifier || !IsBuiltinName(Name(element))) return false;
+    names.emplace_back(Name(element));
+  }
+  for (std::string& name : names) {
+    builtin_uses_.push_back(BuiltinUse{std::move(name), call, Rule::kConstructDenied, message});
+  }
+  return true;
 }
 
 // A string in an annotation is code that typing evaluates later (typing's

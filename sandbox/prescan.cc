@@ -823,13 +823,12 @@ bool Analysis::Run() {
     // as a value, stores into split/derive/subgroup: left to the full path.
     if (name == "type" && !IsOp(prev, ".") && !IsOp(next, "(") && !IsOp(next, "=")) return false;
     if (name == "type" && IsOp(next, "(") && !IsOp(prev, ".")) {
-      // `type(x)` used in place: an attribute or a comparison (else the full path decides).
+      // `type(x)` used in place: an attribute or `is` (else the full path
+      // decides; `==` may run the other operand's __eq__ with the class).
       std::size_t close = CloseOf(i + 1);
       if (close + 1 >= t_.size()) return false;
       const Token& after = t_[close + 1];
-      if (!IsOp(after, ".") && !IsOp(after, "==") && !IsOp(after, "!=") && !IsName(after, "is")) {
-        return false;
-      }
+      if (!IsOp(after, ".") && !IsName(after, "is")) return false;
     }
     if (name == "class" && next.type == Tok::kName && IsOp(t_[i + 2], "(")) return false;
     if (name == "deepcopy" && (!IsOp(next, "(") || !CallIsPlain(i + 1))) return false;

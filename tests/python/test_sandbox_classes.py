@@ -136,6 +136,31 @@ CLASS_ATTACKS = [
 ]
 
 
+# A method that reads `self._x`, handed a module as self (the first attack
+# above), reached as a plain function in each way the gate seals off.
+PWN = "        self._deepcopy_dispatch[int] = lambda x, memo: 'pwned'\n"
+SEALED_ATTACKS = [
+    "class A:\n    def m(self):\n" + PWN + "import copy\nB = A\nB.m(copy)\n",
+    "class A:\n    def m(self):\n" + PWN + "import copy\ntype(A()).m(copy)\n",
+    "class A:\n    def m(self):\n" + PWN + "class B(A):\n    def n(self, o):\n        super(B, B).m(o)\n"
+    "import copy\nB().n(copy)\n",
+    "class A:\n    def m(self):\n" + PWN + "    @classmethod\n    def c(cls, o):\n        cls.m(o)\n"
+    "import copy\nA.c(copy)\n",
+    "import copy\ndef seal(k):\n    k.m(copy)\n    return k\n@seal\nclass A:\n    def m(self):\n" + PWN,
+    "from dataclasses import dataclass, fields\nimport copy\nclass A:\n    def m(self):\n" + PWN
+    + "@dataclass\nclass D:\n    a: A\nfields(D)[0].type.m(copy)\n",
+    "from enum import Enum\nimport copy\nclass C(Enum):\n    R = 1\n    def _missing_(self):\n" + PWN
+    + "try:\n    C(copy)\nexcept ValueError:\n    pass\n",
+]
+
+
+@pytest.mark.parametrize("code", SEALED_ATTACKS)
+def test_plain_method_reached_off_its_class_harms_and_is_refused(code) -> None:
+    harms_without_the_gate_and_is_refused_with_it(
+        code, lambda api: copy.deepcopy(1) == "pwned", make_toolbox,
+        lambda: copy._deepcopy_dispatch.__setitem__(int, copy._deepcopy_atomic))
+
+
 @pytest.mark.parametrize("code,harmed,undo", CLASS_ATTACKS)
 def test_class_attack_harms_without_the_gate_and_is_refused_with_it(code, harmed, undo) -> None:
     harms_without_the_gate_and_is_refused_with_it(code, harmed, make_toolbox, undo)
@@ -149,6 +174,12 @@ BENIGN = [
     "try:\n    int('x')\nexcept ValueError as e:\n    print(str(e), type(e).__name__)",
     "import copy\nc = copy.deepcopy({'a': [1]})\nprint(type(c).__name__, type(c) is dict)",
     "def f(x: 'C') -> 'C':\n    return x",
+    # #23 §5 follow-up: plain methods of sealed classes, shown exception args, type tests
+    "class Counter:\n    def __init__(self):\n        self._n = 0\n    def bump(self):\n        self._n += 1\n"
+    "        return self._n\n    @classmethod\n    def fresh(cls):\n        return cls()\n"
+    "c = Counter.fresh()\nc.bump()\nprint(isinstance(c, Counter), type(c) is Counter, Counter.__name__)",
+    "try:\n    int('x')\nexcept ValueError as e:\n    print(e.args, len(e.args), f'{e.args[0]}')",
+    "def f(v):\n    return isinstance(v, type)\nprint(f(int), type(1) == int, type(1) in (int, float))",
 ]
 
 

@@ -80,7 +80,7 @@ const std::vector<Case>& Cases() {
        "b = B(1.0, 'x')\nprint(b.open, b.input)\n", nullptr},
       {"self_private_in_regular_method",
        "class Counter:\n    def __init__(self):\n        self._n = 0\n"
-       "    def bump(self):\n        self._n += 1\n        return self._n\n", "private-attribute"},
+       "    def bump(self):\n        self._n += 1\n        return self._n\nc = Counter()\nc.bump()\n", nullptr},
       {"import_csv_io_still_refused", "import csv, io\n", "import-denied"},
       {"help_as_a_name_still_refused", "help(len)\n", "name-denied"},
       {"open_as_a_name_still_refused", "open('/etc/passwd')\n", "name-denied"},
@@ -109,9 +109,9 @@ const std::vector<Case>& Cases() {
       // Exceptions: attributes that hand back what the raising code held.
       {"key_error_args", "try:\n    tb.lookup(1)\nexcept KeyError as e:\n    k = e.args[0]\n", "attribute-denied"},
       {"stop_iteration_value", "try:\n    next(g)\nexcept StopIteration as s:\n    v = s.value\n", "attribute-denied"},
-      {"caught_then_aliased", "try:\n    next(g)\nexcept Exception as e:\n    err = e\nprint(err.value)\n", "attribute-denied"},
-      {"group_members_args", "try:\n    f()\nexcept ExceptionGroup as g:\n    for sub in g.exceptions:\n        print(sub.args)\n", "attribute-denied"},
-      {"exit_parameters", "class C:\n    def __enter__(self):\n        return self\n    def __exit__(self, t, v, trace):\n        print(v.args)\n", "attribute-denied"},
+      {"caught_then_aliased", "try:\n    next(g)\nexcept Exception as e:\n    err = e\nv = err.value\n", "attribute-denied"},
+      {"group_members_args", "try:\n    f()\nexcept ExceptionGroup as g:\n    for sub in g.exceptions:\n        a = sub.args\n", "attribute-denied"},
+      {"exit_parameters", "class C:\n    def __enter__(self):\n        return self\n    def __exit__(self, t, v, trace):\n        self.a = v.args\n", "attribute-denied"},
       {"unicode_error_object", "try:\n    b.decode()\nexcept UnicodeError as u:\n    d = u.object\n", "attribute-denied"},
       {"caught_in_keyword_pattern", "try:\n    f()\nexcept Exception as e:\n    match e:\n        case KeyError(args=a):\n            pass\n", "attribute-denied"},
       {"exception_context", "try:\n    f()\nexcept Exception as e:\n    c = e.__context__\n", "dunder-attribute"},
@@ -161,6 +161,60 @@ const std::vector<Case>& Cases() {
       {"class_inside_a_function", "def f():\n    class A:\n        def __init__(self):\n            self._x = 1\n", "private-attribute"},
       {"super_rebound", "class A:\n    def __init__(self, super):\n        super().__init__(tb)\n", "dunder-attribute"},
       {"explicit_dunder_call", "n = xs.__len__()\n", "dunder-attribute"},
+      // #23 §5 follow-up: self._x in plain methods of sealed classes (docs/gate.md).
+      {"sealed_class_aliased", "class A:\n    def m(self):\n        return self._x\nB = A\n", "private-attribute"},
+      {"sealed_class_in_a_list", "class A:\n    def m(self):\n        return self._x\nks = [A]\nks[0].m(tb)\n", "private-attribute"},
+      {"sealed_class_returned", "class A:\n    def m(self):\n        return self._x\ndef f():\n    return A\n", "private-attribute"},
+      {"sealed_class_passed", "class A:\n    def m(self):\n        return self._x\ndef f(k):\n    return k.m(tb)\nf(A)\n", "private-attribute"},
+      {"sealed_class_subscripted", "import typing\nclass A:\n    def m(self):\n        return self._x\ntyping.get_args(list[A])[0].m(tb)\n", "private-attribute"},
+      {"sealed_class_in_a_field_annotation",
+       "from dataclasses import dataclass, fields\nclass A:\n    def m(self):\n        return self._x\n"
+       "@dataclass\nclass D:\n    a: A\nfields(D)[0].type.m(tb)\n", "private-attribute"},
+      {"sealed_subclass_method", "class A:\n    def m(self):\n        return self._x\nclass B(A):\n    pass\nB.m(tb)\n", "private-attribute"},
+      {"sealed_base_name_bound_twice", "X = 1\nclass X:\n    def m(self):\n        return self._x\nclass B(X):\n    pass\nB.m(tb)\n", "private-attribute"},
+      {"method_read_off_type_of", "class A:\n    def m(self):\n        return self._x\ntype(A()).m(tb)\n", "private-attribute"},
+      {"method_read_off_super_with_arguments",
+       "class A:\n    def m(self):\n        return self._x\nclass B(A):\n    def n(self):\n        return super(B, B).m(tb)\n", "private-attribute"},
+      {"method_read_off_super_in_class_method",
+       "class A:\n    def m(self):\n        return self._x\n    @classmethod\n    def c(cls):\n        return super().m(tb)\n", "private-attribute"},
+      {"method_read_off_cls", "class A:\n    def m(self):\n        return self._x\n    @classmethod\n    def c(cls):\n        return cls.m(tb)\n", "private-attribute"},
+      {"cls_handed_out", "class A:\n    def m(self):\n        return self._x\n    @classmethod\n    def c(cls):\n        return cls\n", "private-attribute"},
+      {"super_parameter_in_plain_method", "class A:\n    def m(self, super):\n        return super().n(tb)\n    def n(self):\n        return self._x\n", "private-attribute"},
+      {"plain_method_leaked_by_the_class_body", "class A:\n    def m(self):\n        return self._x\n    n = m\n", "private-attribute"},
+      {"plain_method_as_a_default", "class A:\n    def m(self):\n        return self._x\n    def k(self, f=m):\n        return f\n", "private-attribute"},
+      {"static_method_private", "class A:\n    @staticmethod\n    def s(self):\n        return self._x\n", "private-attribute"},
+      {"other_decorator_private", "import functools\nclass A:\n    @functools.cache\n    def m(self):\n        return self._x\n", "private-attribute"},
+      {"class_decorator_gets_the_class", "def deco(c):\n    return c\n@deco\nclass A:\n    def m(self):\n        return self._x\n", "private-attribute"},
+      {"nonlocal_self_in_plain_method",
+       "class A:\n    def m(self):\n        def g():\n            nonlocal self\n            self = tb\n        g()\n        return self._x\n", "private-attribute"},
+      {"nonlocal_self_in_dunder",
+       "class A:\n    def __init__(self):\n        def g():\n            nonlocal self\n            self = tb\n        g()\n        self._x = 1\n", "private-attribute"},
+      {"enum_sunder_hook", "from enum import Enum\nclass C(Enum):\n    R = 1\n    def _missing_(self):\n        return self._x\n", "private-attribute"},
+      {"subclass_with_unknown_base", "class A:\n    def __len__(self):\n        return len(self._secret)\nclass D(A, Base):\n    pass\n", "private-attribute"},
+      {"class_method_with_unknown_subclass",
+       "class A:\n    _r = {}\n    @classmethod\n    def reg(cls, k):\n        cls._r[k] = 1\nclass D(A, Base):\n    pass\n", "private-attribute"},
+      {"sealed_class_uses",
+       "from dataclasses import dataclass\n@dataclass\nclass A:\n    n: int = 0\n    def m(self):\n        return self._x\n"
+       "    def k(self):\n        return A(self.n)\nclass B(A):\n    pass\na = B()\na.m()\n"
+       "print(A, f'{A}', A.__name__, type(a).__name__, isinstance(a, (A, int)), type(a) is A, type(a) == A)\n"
+       "def f(x: A) -> A:\n    return x\ntry:\n    pass\nexcept A:\n    pass\nmatch a:\n    case A():\n        pass\n", nullptr},
+      {"class_method_private",
+       "class Registry:\n    _items = {}\n    @classmethod\n    def add(cls, k, v):\n        cls._items[k] = v\n        return cls()\n"
+       "    def get(self, k):\n        return self._items[k]\nRegistry.add('a', 1).get('a')\n", nullptr},
+      // Caught exceptions: .args shown, never kept.
+      {"args_kept", "try:\n    tb.lookup(1)\nexcept KeyError as e:\n    k = e.args[0]\n", "attribute-denied"},
+      {"args_element_used", "try:\n    tb.lookup(1)\nexcept KeyError as e:\n    print(e.args[0].key)\n", "attribute-denied"},
+      {"args_to_a_local_print", "def f(print):\n    try:\n        tb.lookup(1)\n    except KeyError as e:\n        print(e.args)\n", "attribute-denied"},
+      {"args_shown",
+       "try:\n    int('x')\nexcept ValueError as e:\n    print(e.args)\n    print('failed:', e.args[0], len(e.args))\n"
+       "    msg = f'{e.args[0]!r}: {e.args}'\n    s = str(e.args) + repr(e.args[1:])\n", nullptr},
+      // type as a value and type(x) results.
+      {"isinstance_type", "def f(v):\n    return isinstance(v, type) or issubclass(v, (type, int))\n", nullptr},
+      {"isinstance_shadowed", "def f(isinstance, v):\n    return isinstance(v, type)\n", "construct-denied"},
+      {"type_of_compared", "print(type(x) == int, type(x) in (int, float), type(x) != type(1))\n", nullptr},
+      {"type_of_compared_with_an_instance", "class C:\n    def __eq__(self, o):\n        return o('X', (), {})\ntype(int) == C()\n", "construct-denied"},
+      {"type_of_in_an_instance_list", "ok = type(int) in [c]\n", "construct-denied"},
+      {"type_of_to_a_local_str", "def f(str):\n    return str(type(int))\n", "construct-denied"},
   };
   return cases;
 }
