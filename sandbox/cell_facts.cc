@@ -85,6 +85,34 @@ std::vector<std::int32_t> CellFacts::Descendants(const std::vector<std::int32_t>
   return found;
 }
 
+bool CellFacts::FamilyIsOwn(std::int32_t index) {
+  if (index < 0 || static_cast<std::size_t>(index) >= classes_.size()) return false;
+  if (family_not_own_.empty()) {
+    // From every class that is not own, up through the classes its bases
+    // may name: each class and each name is expanded once.
+    family_not_own_.assign(classes_.size(), false);
+    std::multimap<std::string_view, std::int32_t> by_name;
+    for (std::size_t i = 0; i < classes_.size(); ++i) by_name.emplace(classes_[i].name, static_cast<std::int32_t>(i));
+    std::vector<std::int32_t> todo;
+    for (std::size_t i = 0; i < classes_.size(); ++i) {
+      if (!ClassIsOwn(static_cast<std::int32_t>(i))) todo.push_back(static_cast<std::int32_t>(i));
+    }
+    std::set<std::string_view> names_done;
+    while (!todo.empty()) {
+      std::int32_t current = todo.back();
+      todo.pop_back();
+      if (family_not_own_[current]) continue;
+      family_not_own_[current] = true;
+      for (const Base& base : classes_[current].bases) {
+        if (!names_done.insert(base.root).second) continue;
+        auto [first, last] = by_name.equal_range(base.root);
+        for (auto it = first; it != last; ++it) todo.push_back(it->second);
+      }
+    }
+  }
+  return !family_not_own_[index];
+}
+
 bool CellFacts::IsOwnClassName(std::string_view name) {
   auto it = bindings_.find(name);
   return it != bindings_.end() && it->second.count == 1 && it->second.source == Source::kClass &&

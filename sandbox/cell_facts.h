@@ -51,6 +51,11 @@ class CellFacts {
   // `name` is bound once in the cell, by a class statement of an own class.
   bool IsOwnClassName(std::string_view name);
 
+  // The class and every class of the cell deriving from it (by name, see
+  // Descendants) are own: an instance of `class D(A, Base)`, Base from an
+  // earlier cell, would carry the host's private state into A's methods.
+  bool FamilyIsOwn(std::int32_t index);
+
   std::int32_t ClassCount() const { return static_cast<std::int32_t>(classes_.size()); }
   const std::string& ClassName(std::int32_t index) const { return classes_.at(index).name; }
   std::uint32_t ClassStart(std::int32_t index) const { return classes_.at(index).start; }
@@ -87,6 +92,7 @@ class CellFacts {
   std::map<std::string, Binding, std::less<>> bindings_;
   std::vector<ClassInfo> classes_;
   std::vector<std::pair<std::string, std::string>> aliases_;
+  std::vector<bool> family_not_own_;  // FamilyIsOwn, computed on first use
 };
 
 }  // namespace dolsot::sandbox

@@ -226,8 +226,12 @@ class CellChecker {
   void NoteClassRead(TSNode attribute, const Frame& frame);
   std::string ChainRoot(TSNode node);
   void NoteAssignment(TSNode target, TSNode value);
+  struct ClassBody {
+    std::map<std::string, int, std::less<>> mentions, defs, property_defs;
+  };
+  const ClassBody& BodyOf(TSNode class_node);
+  void CountNames(TSNode node, std::map<std::string, int, std::less<>>& counts);
   bool ClassBodyMentions(const Method& method, std::string_view name);
-  bool MentionsIn(TSNode node, std::string_view name);
   bool InstanceOnly(std::int32_t slot);
   bool FamilyIsOwn(std::int32_t class_index);
   void CheckPendingFacts();
@@ -264,7 +268,7 @@ class CellChecker {
   NameSet shadowed_;                    // builtin names the cell binds outside the module scope
   NameSet declared_;                    // names of global / nonlocal statements
   std::map<std::int32_t, std::vector<TSNode>> class_decorators_;  // class index -> decorators
-  std::map<std::int32_t, bool> family_own_;  // FamilyIsOwn, decided once per class
+  std::map<std::uint32_t, ClassBody> class_bodies_;  // by the class statement's start
 };
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
@@ -1159,32 +1163,37 @@ bool CellChecker::CheckSuperDunder(TSNode attribute, const Frame& frame) {
   return true;
 }
 
-// Whether identifier `name` occurs anywhere under `node` (NFKC-folded).
-bool CellChecker::MentionsIn(TSNode node, std::string_view name) {
-  if (ts_node_is_null(node)) return false;
+// Counts every identifier under `node` (NFKC-folded) into `counts`.
+void CellChecker::CountNames(TSNode node, std::map<std::string, int, std::less<>>& counts) {
+  if (ts_node_is_null(node)) return;
   TreeCursor cursor(node);
   uint32_t depth = 0;
   while (true) {
     TSNode current = ts_tree_cursor_current_node(cursor.get());
-    if (grammar_.KindOf(current) == NodeKind::kIdentifier && Name(current) == name) return true;
+    if (grammar_.KindOf(current) == NodeKind::kIdentifier) ++counts[std::string(Name(current))];
     if (ts_tree_cursor_goto_first_child(cursor.get())) {
       ++depth;
       continue;
     }
     while (!ts_tree_cursor_goto_next_sibling(cursor.get())) {
-      if (depth == 0 || !ts_tree_cursor_goto_parent(cursor.get())) return false;
+      if (depth == 0 || !ts_tree_cursor_goto_parent(cursor.get())) return;
       --depth;
     }
-    if (depth == 0) return false;
+    if (depth == 0) return;
   }
 }
 
-// Whether the class body, outside function bodies, reads or binds `name` in a
-// way that could hand out the method's function (`leak = __init__`) or make
-// its decorator something else (`property = staticmethod`). Conservative:
-// every occurrence counts but the method's own name and its decorator.
-bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name) {
-  TSNode body = ts_node_child_by_field_id(method.class_node, grammar_.body);
+// What a class body does with names outside function bodies, counted once
+// per class: every identifier of its statements, and of its defs' decorators,
+// parameters and return annotations, but the decorators `@property`,
+// `@classmethod` and `@x.setter` / `@x.deleter` (their names are checked
+// through `defs` and `property_defs`). Conservative: `leak = m`, `x = o.m`,
+// `def k(self, f=m)` all count as mentions of `m`.
+const CellChecker::ClassBody& CellChecker::BodyOf(TSNode class_node) {
+  auto [it, inserted] = class_bodies_.try_emplace(ts_node_start_byte(class_node));
+  ClassBody& summary = it->second;
+  if (!inserted) return summary;
+  TSNode body = ts_node_child_by_field_id(class_node, grammar_.body);
   uint32_t count = ts_node_is_null(body) ? 0 : ts_node_named_child_count(body);
   for (uint32_t i = 0; i < count; ++i) {
     TSNode statement = ts_node_named_child(body, i);
@@ -1198,31 +1207,57 @@ bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name)
       definition = ts_node_child_by_field_id(statement, grammar_.definition);
     }
     if (grammar_.KindOf(definition) != NodeKind::kFunctionDefinition) {
-      if (MentionsIn(statement, name)) return true;
+      CountNames(statement, summary.mentions);
       continue;
     }
-    // A def: its decorators, name, parameter defaults and annotations run in the class body.
+    TSNode def_name = ts_node_child_by_field_id(definition, grammar_.name);
+    std::string name = ts_node_is_null(def_name) ? "" : std::string(Name(def_name));
+    bool property_like = decorators.size() == 1;
     for (TSNode decorator : decorators) {
       TSNode expression = ts_node_named_child(decorator, 0);
-      bool own_decorator =
-          ((name == "property" || name == "classmethod") &&
-           grammar_.KindOf(expression) == NodeKind::kIdentifier) ||
-          (name == method.property && grammar_.KindOf(expression) == NodeKind::kAttribute &&
-           grammar_.KindOf(ts_node_child_by_field_id(expression, grammar_.object)) ==
-               NodeKind::kIdentifier);
-      if (!own_decorator && MentionsIn(decorator, name)) return true;
+      NodeKind kind = grammar_.KindOf(expression);
+      if (kind == NodeKind::kIdentifier &&
+          (Name(expression) == "property" || Name(expression) == "classmethod")) {
+        property_like = property_like && Name(expression) == "property";
+        continue;
+      }
+      TSNode object = kind == NodeKind::kAttribute ? ts_node_child_by_field_id(expression, grammar_.object)
+                                                   : TSNode{};
+      TSNode verb = kind == NodeKind::kAttribute ? ts_node_child_by_field_id(expression, grammar_.attribute)
+                                                 : TSNode{};
+      if (!ts_node_is_null(verb) && grammar_.KindOf(object) == NodeKind::kIdentifier &&
+          (Name(verb) == "setter" || Name(verb) == "deleter")) {
+        property_like = property_like && Name(object) == name;
+        continue;
+      }
+      property_like = false;
+      CountNames(decorator, summary.mentions);
     }
-    TSNode def_name = ts_node_child_by_field_id(definition, grammar_.name);
-    bool same_name = !ts_node_is_null(def_name) && Name(def_name) == name;
-    bool allowed_def = ts_node_eq(definition, method.node) ||
-                       (!method.property.empty() && name == method.property && !decorators.empty());
-    if (same_name && !allowed_def) return true;
-    if (MentionsIn(ts_node_child_by_field_id(definition, grammar_.parameters), name) ||
-        MentionsIn(ts_node_child_by_field_id(definition, grammar_.return_type), name)) {
-      return true;
-    }
+    ++summary.defs[name];
+    if (property_like) ++summary.property_defs[name];
+    CountNames(ts_node_child_by_field_id(definition, grammar_.parameters), summary.mentions);
+    CountNames(ts_node_child_by_field_id(definition, grammar_.return_type), summary.mentions);
   }
-  return false;
+  return summary;
+}
+
+// Whether the class body could hand out the method's function (`leak = m`, a
+// second def of the name) or make `name` something else than the one
+// definition (`property = staticmethod`).
+bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name) {
+  const ClassBody& body = BodyOf(method.class_node);
+  auto count = [](const std::map<std::string, int, std::less<>>& counts, std::string_view key) {
+    auto it = counts.find(key);
+    return it == counts.end() ? 0 : it->second;
+  };
+  if (count(body.mentions, name) != 0) return true;
+  // The property a setter extends: every def of that name is `@property` or
+  // `@p.setter` / `@p.deleter`. `property` / `classmethod`: no def of it.
+  if (!method.property.empty() && name == method.property) {
+    return count(body.defs, name) != count(body.property_defs, name);
+  }
+  if (name == method.name) return count(body.defs, name) != 1;
+  return count(body.defs, name) != 0;
 }
 
 // Whether Python can only call the method with an instance of its class as
@@ -1412,11 +1447,14 @@ void CellChecker::CheckOwnMethods() {
   // Every class method's `cls` is a class, maybe a sealed one.
   for (const Method& method : methods_) {
     if (method.kind != MethodKind::kClassMethod) continue;
+    // loads_ is in walk order, so by start byte: only the method's own range.
     uint32_t begin = ts_node_start_byte(method.node), end = ts_node_end_byte(method.node);
-    for (const LoadSite& load : loads_) {
-      uint32_t at = ts_node_start_byte(load.node);
-      if (at < begin || at >= end || Name(load.node) != method.self) continue;
-      if (!sealed_use(load, method.self)) refuse(load.node, method.self, "class method parameter");
+    auto first = std::lower_bound(loads_.begin(), loads_.end(), begin, [](const LoadSite& load, uint32_t at) {
+      return ts_node_start_byte(load.node) < at;
+    });
+    for (auto load = first; load != loads_.end() && ts_node_start_byte(load->node) < end; ++load) {
+      if (Name(load->node) != method.self) continue;
+      if (!sealed_use(*load, method.self)) refuse(load->node, method.self, "class method parameter");
     }
   }
   for (const auto& [attribute, slot] : class_reads_) {
@@ -1441,17 +1479,7 @@ void CellChecker::CheckOwnMethods() {
 // an instance of a subclass with a host base (`class D(A, Base)`, Base from
 // an earlier cell) would carry the host's private state into A's methods,
 // and a class method of A would get D as `cls`.
-bool CellChecker::FamilyIsOwn(std::int32_t class_index) {
-  auto [it, inserted] = family_own_.emplace(class_index, true);
-  if (!inserted) return it->second;
-  for (std::int32_t index : facts_.Descendants({class_index})) {
-    if (!facts_.ClassIsOwn(index)) {
-      it->second = false;
-      break;
-    }
-  }
-  return it->second;
-}
+bool CellChecker::FamilyIsOwn(std::int32_t class_index) { return facts_.FamilyIsOwn(class_index); }
 
 // The rules decided once the cell is seen: own classes, super() routes,
 // caught exceptions and their aliases, bases rooted at a toolbox.

@@ -151,6 +151,10 @@ SEALED_ATTACKS = [
     + "@dataclass\nclass D:\n    a: A\nfields(D)[0].type.m(copy)\n",
     "from enum import Enum\nimport copy\nclass C(Enum):\n    R = 1\n    def _missing_(self):\n" + PWN
     + "try:\n    C(copy)\nexcept ValueError:\n    pass\n",
+    # a "setter" of something that is no property keeps the function
+    "import copy\nclass Keep:\n    def __init__(self, f):\n        self.f = f\n    def setter(self, g):\n"
+    "        self.g = g\n        return self\nclass A:\n    @Keep\n    def n(self):\n        return 1\n"
+    "    @n.setter\n    def n(self, v):\n" + PWN + "A.n.g(copy, 0)\n",
 ]
 
 

@@ -198,6 +198,7 @@ const std::vector<Case>& Cases() {
        "    def k(self):\n        return A(self.n)\nclass B(A):\n    pass\na = B()\na.m()\n"
        "print(A, f'{A}', A.__name__, type(a).__name__, isinstance(a, (A, int)), type(a) is A, type(a) == A)\n"
        "def f(x: A) -> A:\n    return x\ntry:\n    pass\nexcept A:\n    pass\nmatch a:\n    case A():\n        pass\n", nullptr},
+      {"setter_of_a_decorated_def", "class A:\n    @stash\n    def n(self):\n        return 1\n    @n.setter\n    def n(self, v):\n        self._key = v\n", "private-attribute"},
       {"class_method_private",
        "class Registry:\n    _items = {}\n    @classmethod\n    def add(cls, k, v):\n        cls._items[k] = v\n        return cls()\n"
        "    def get(self, k):\n        return self._items[k]\nRegistry.add('a', 1).get('a')\n", nullptr},
