@@ -1297,33 +1297,29 @@ bool CellChecker::InstanceOnly(std::int32_t slot) {
 }
 
 // A class decorator that is known not to read methods off the class it gets:
-// `dataclass`, `total_ordering`, `final`, `unique` (optionally called), from
-// a name the cell imported from an allowed module before the class.
+// `dataclasses.dataclass`, `functools.total_ordering`, `typing.final`,
+// `enum.unique` (optionally called), through names the cell imported once
+// before the class (`from dataclasses import dataclass`, `import dataclasses`).
 bool CellChecker::SafeClassDecorator(TSNode decorator, std::uint32_t class_start) {
   TSNode expression = ts_node_named_child(decorator, 0);
   if (grammar_.KindOf(expression) == NodeKind::kCall) {
     expression = ts_node_child_by_field_id(expression, grammar_.function);
   }
-  std::string last;
-  if (grammar_.KindOf(expression) == NodeKind::kIdentifier) {
-    last = Name(expression);
-  } else if (grammar_.KindOf(expression) == NodeKind::kAttribute) {
+  // The dotted path the decorator names, through what the cell imported.
+  std::string suffix;
+  while (grammar_.KindOf(expression) == NodeKind::kAttribute) {
     TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
     if (ts_node_is_null(attribute)) return false;
-    last = Name(attribute);
-    TSNode object = ts_node_child_by_field_id(expression, grammar_.object);
-    while (grammar_.KindOf(object) == NodeKind::kAttribute) {
-      object = ts_node_child_by_field_id(object, grammar_.object);
-    }
-    if (grammar_.KindOf(object) != NodeKind::kIdentifier) return false;
-    expression = object;
-  } else {
-    return false;
+    suffix = "." + std::string(Name(attribute)) + suffix;
+    expression = ts_node_child_by_field_id(expression, grammar_.object);
   }
-  if (last != "dataclass" && last != "total_ordering" && last != "final" && last != "unique") {
-    return false;
-  }
-  return facts_.IsSafeImport(Name(expression), class_start);
+  if (grammar_.KindOf(expression) != NodeKind::kIdentifier) return false;
+  std::string root(Name(expression));
+  auto imported = imported_modules_.find(root);
+  if (imported == imported_modules_.end() || !facts_.IsSafeImport(root, class_start)) return false;
+  std::string path = imported->second + suffix;
+  return path == "dataclasses.dataclass" || path == "functools.total_ordering" ||
+         path == "typing.final" || path == "enum.unique";
 }
 
 bool CellChecker::IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names) {
@@ -1382,8 +1378,9 @@ void CellChecker::CheckOwnMethods() {
       if (!SafeClassDecorator(decorator, facts_.ClassStart(index))) {
         Report(Rule::kPrivateAttribute, decorator,
                "a decorator of class `" + name + "`, whose methods read `self._x`: it gets the "
-               "class and could call a method with any object as `self`; only `dataclass`, "
-               "`total_ordering`, `final` and `unique` imported in this cell are allowed");
+               "class and could call a method with any object as `self`; only `dataclasses.dataclass`, "
+               "`functools.total_ordering`, `typing.final` and `enum.unique`, imported in this "
+               "cell, are allowed");
       }
     }
   }

@@ -199,6 +199,11 @@ const std::vector<Case>& Cases() {
        "print(A, f'{A}', A.__name__, type(a).__name__, isinstance(a, (A, int)), type(a) is A, type(a) == A)\n"
        "def f(x: A) -> A:\n    return x\ntry:\n    pass\nexcept A:\n    pass\nmatch a:\n    case A():\n        pass\n", nullptr},
       {"setter_of_a_decorated_def", "class A:\n    @stash\n    def n(self):\n        return 1\n    @n.setter\n    def n(self, v):\n        self._key = v\n", "private-attribute"},
+      {"decorator_named_like_dataclass", "from html import escape as dataclass\n@dataclass\nclass A:\n    def m(self):\n        return self._x\n", "private-attribute"},
+      {"known_class_decorators",
+       "import dataclasses, functools\nfrom enum import Enum, unique\n@dataclasses.dataclass(frozen=True)\nclass A:\n    n: int = 0\n"
+       "    def m(self):\n        return self._x\n@functools.total_ordering\nclass B:\n    def __lt__(self, o):\n        return self._k < o.k\n"
+       "    def m(self):\n        return self._x\n@unique\nclass C(Enum):\n    R = 1\n    def m(self):\n        return self._value_\n", nullptr},
       {"class_method_private",
        "class Registry:\n    _items = {}\n    @classmethod\n    def add(cls, k, v):\n        cls._items[k] = v\n        return cls()\n"
        "    def get(self, k):\n        return self._items[k]\nRegistry.add('a', 1).get('a')\n", nullptr},
