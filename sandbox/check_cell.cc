@@ -234,6 +234,8 @@ class CellChecker {
   bool ClassBodyMentions(const Method& method, std::string_view name);
   bool InstanceOnly(std::int32_t slot);
   bool FamilyIsOwn(std::int32_t class_index);
+  bool SealedUse(const LoadSite& load, std::string_view name, const NameSet& plain_methods);
+  void CheckClassReads(const NameSet& plain_methods);
   void CheckPendingFacts();
   void CheckOwnMethods();
   bool SafeClassDecorator(TSNode decorator, std::uint32_t class_start);
@@ -1341,6 +1343,77 @@ bool CellChecker::ShownOnly(const Use& use, TSNode node, Rule rule, std::string 
   return true;
 }
 
+// A use of a sealed class's name (or a class method's `cls`) that cannot
+// hand a plain method out: see CheckOwnMethods.
+bool CellChecker::SealedUse(const LoadSite& load, std::string_view name,
+                            const NameSet& plain_methods) {
+  if (load.except_type) return true;
+  if (load.base) {  // a bare base: that class is sealed too
+    return grammar_.KindOf(ts_node_parent(ts_node_parent(load.node))) == NodeKind::kClassDefinition;
+  }
+  if (load.annotation) {  // a class body's annotation is kept (dataclasses.fields(C)[0].type)
+    TSNode up = load.node;
+    while (!ts_node_is_null(up) && grammar_.KindOf(up) != NodeKind::kType) up = ts_node_parent(up);
+    TSNode owner = ts_node_parent(up);
+    if (grammar_.KindOf(owner) != NodeKind::kAssignment) return true;
+    TSNode block = ts_node_parent(owner);
+    if (std::string_view(ts_node_type(block)) == "expression_statement") block = ts_node_parent(block);
+    return grammar_.KindOf(ts_node_parent(block)) != NodeKind::kClassDefinition;
+  }
+  Use use = ClassifyUse(load.node, grammar_, false);
+  switch (use.position) {
+    case UsePosition::kCallee:
+    case UsePosition::kIdentity:
+    case UsePosition::kClassPattern:
+    case UsePosition::kInterpolation:
+      return true;
+    case UsePosition::kAttributeObject:
+      return !ts_node_is_null(use.other) && !plain_methods.contains(Name(use.other));
+    case UsePosition::kEquality: {  // `type(x) == C`: no code of the cell's runs
+      TSNode function = grammar_.KindOf(use.other) == NodeKind::kCall
+                            ? ts_node_child_by_field_id(use.other, grammar_.function)
+                            : TSNode{};
+      return IsBuiltinCallee(function, {"type"});
+    }
+    case UsePosition::kArgument:
+      if (ShownOnly(use, load.node, Rule::kPrivateAttribute,
+                    "`" + std::string(name) + "` shown by a local function")) {
+        return true;
+      }
+      if (use.count == 2 && use.index == 1 && IsBuiltinCallee(use.other, {"isinstance", "issubclass"})) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), load.node,
+                                           Rule::kPrivateAttribute,
+                                           "`" + std::string(name) + "` passed to a local `" +
+                                               std::string(Name(use.other)) + "`"});
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+// `type(x).m`, `super(...).m`, `super()` where the innermost function gets
+// no instance: refused for the plain methods that read `self._x`.
+void CellChecker::CheckClassReads(const NameSet& plain_methods) {
+  for (const auto& [attribute, slot] : class_reads_) {
+    TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+    if (ts_node_is_null(name) || !plain_methods.contains(Name(name))) continue;
+    if (slot >= 0) {
+      const Method& method = methods_[static_cast<std::size_t>(slot)];
+      if (!method.binds_super && method.kind != MethodKind::kClassMethod &&
+          method.kind != MethodKind::kOther) {
+        continue;  // super() in a method that gets an instance: a bound method
+      }
+    }
+    std::string attr(Name(name));
+    Report(Rule::kPrivateAttribute, attribute,
+           "`." + attr + "` read off a class (`type(x)`, `super(...)`, `super()` in a class "
+           "method): a method that reads `self._x` comes back as a plain function that takes "
+           "any object as `self`; call it on an instance");
+  }
+}
+
 // `self._x` in a plain method and `cls._x` in a class method trust their first
 // parameter. Python passes a plain method anything as `self` only when the
 // method is read off the class, so every class deriving from one that has such
@@ -1384,52 +1457,6 @@ void CellChecker::CheckOwnMethods() {
       }
     }
   }
-  auto sealed_use = [&](const LoadSite& load, std::string_view name) {
-    if (load.except_type) return true;
-    if (load.base) {  // a bare base: that class is sealed too
-      return grammar_.KindOf(ts_node_parent(ts_node_parent(load.node))) == NodeKind::kClassDefinition;
-    }
-    if (load.annotation) {  // a class body's annotation is kept (dataclasses.fields(C)[0].type)
-      TSNode up = load.node;
-      while (!ts_node_is_null(up) && grammar_.KindOf(up) != NodeKind::kType) up = ts_node_parent(up);
-      TSNode owner = ts_node_parent(up);
-      if (grammar_.KindOf(owner) != NodeKind::kAssignment) return true;
-      TSNode block = ts_node_parent(owner);
-      if (std::string_view(ts_node_type(block)) == "expression_statement") block = ts_node_parent(block);
-      return grammar_.KindOf(ts_node_parent(block)) != NodeKind::kClassDefinition;
-    }
-    Use use = ClassifyUse(load.node, grammar_, false);
-    switch (use.position) {
-      case UsePosition::kCallee:
-      case UsePosition::kIdentity:
-      case UsePosition::kClassPattern:
-      case UsePosition::kInterpolation:
-        return true;
-      case UsePosition::kAttributeObject:
-        return !ts_node_is_null(use.other) && !plain_methods.contains(Name(use.other));
-      case UsePosition::kEquality: {  // `type(x) == C`: no code of the cell's runs
-        TSNode function = grammar_.KindOf(use.other) == NodeKind::kCall
-                              ? ts_node_child_by_field_id(use.other, grammar_.function)
-                              : TSNode{};
-        return IsBuiltinCallee(function, {"type"});
-      }
-      case UsePosition::kArgument:
-        if (ShownOnly(use, load.node, Rule::kPrivateAttribute,
-                      "`" + std::string(name) + "` shown by a local function")) {
-          return true;
-        }
-        if (use.count == 2 && use.index == 1 && IsBuiltinCallee(use.other, {"isinstance", "issubclass"})) {
-          builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), load.node,
-                                             Rule::kPrivateAttribute,
-                                             "`" + std::string(name) + "` passed to a local `" +
-                                                 std::string(Name(use.other)) + "`"});
-          return true;
-        }
-        return false;
-      default:
-        return false;
-    }
-  };
   auto refuse = [&](TSNode node, const std::string& name, std::string_view what) {
     Report(Rule::kPrivateAttribute, node,
            std::string(what) + " `" + name + "` used as a value: its class has methods that read "
@@ -1439,7 +1466,7 @@ void CellChecker::CheckOwnMethods() {
   };
   for (const LoadSite& load : loads_) {
     std::string name(Name(load.node));
-    if (sealed.contains(name) && !sealed_use(load, name)) refuse(load.node, name, "class");
+    if (sealed.contains(name) && !SealedUse(load, name, plain_methods)) refuse(load.node, name, "class");
   }
   // Every class method's `cls` is a class, maybe a sealed one.
   for (const Method& method : methods_) {
@@ -1451,25 +1478,10 @@ void CellChecker::CheckOwnMethods() {
     });
     for (auto load = first; load != loads_.end() && ts_node_start_byte(load->node) < end; ++load) {
       if (Name(load->node) != method.self) continue;
-      if (!sealed_use(*load, method.self)) refuse(load->node, method.self, "class method parameter");
+      if (!SealedUse(*load, method.self, plain_methods)) refuse(load->node, method.self, "class method parameter");
     }
   }
-  for (const auto& [attribute, slot] : class_reads_) {
-    TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
-    if (ts_node_is_null(name) || !plain_methods.contains(Name(name))) continue;
-    if (slot >= 0) {
-      const Method& method = methods_[static_cast<std::size_t>(slot)];
-      if (!method.binds_super && method.kind != MethodKind::kClassMethod &&
-          method.kind != MethodKind::kOther) {
-        continue;  // super() in a method that gets an instance: a bound method
-      }
-    }
-    std::string attr(Name(name));
-    Report(Rule::kPrivateAttribute, attribute,
-           "`." + attr + "` read off a class (`type(x)`, `super(...)`, `super()` in a class "
-           "method): a method that reads `self._x` comes back as a plain function that takes "
-           "any object as `self`; call it on an instance");
-  }
+  CheckClassReads(plain_methods);
 }
 
 // The class and every class of the cell deriving from it are the cell's own:
