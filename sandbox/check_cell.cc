@@ -1115,6 +1115,14 @@ bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
     return false;  // `self._os`: the default check refuses it
   }
+  if (method.kind == MethodKind::kRegular && !policy_.private_in_plain_methods) {
+    Report(Rule::kPrivateAttribute, attribute,
+           "attribute `" + attr + "` is private: a later cell can call `" + method.name +
+           "` as `Class." + method.name + "(obj)` with any object as `" + method.self + "`, so `" +
+           method.self + "._x` is allowed in __dunder__ methods, properties and class methods "
+           "(or with Policy.private_in_plain_methods; docs/gate.md)");
+    return true;
+  }
   if (method.kind == MethodKind::kOther) {
     Report(Rule::kPrivateAttribute, attribute,
            "attribute `" + attr + "` is private: `" + method.name + "` is a static method or "

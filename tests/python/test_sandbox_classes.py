@@ -14,6 +14,9 @@ import pytest
 from dolsot.sandbox import Policy, check_ast
 
 POLICY = Policy(toolboxes={"tb": "mytools_api"})
+# `self._x` in plain methods of sealed classes: off by default (a later cell
+# can read the method off the class, see test_plain_methods_two_cells).
+PLAIN = Policy(toolboxes={"tb": "mytools_api"}, private_in_plain_methods=True)
 
 # (cell, how to see its harm in the host, how to undo it)
 ATTACKS = [
@@ -37,7 +40,7 @@ ATTACKS = [
 ]
 
 
-def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo) -> None:
+def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo, policy=POLICY) -> None:
     """Runs `code` in an InProcessSession without a gate (it must do its harm,
     seen through `harmed(api)`), then with the gate (refused, no harm)."""
     inprocess = importlib.import_module("dolsot.inprocess")
@@ -51,7 +54,7 @@ def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo) 
         open_session.close()
         undo()
     api = make_api()
-    gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, POLICY))
+    gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, policy))
     try:
         result = gated.run("s", code)
         assert not result.ok and "rejected by the gate" in result.error
@@ -59,7 +62,7 @@ def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo) 
     finally:
         gated.close()
         undo()
-    assert check_ast(code, POLICY) != []
+    assert check_ast(code, policy) != []
 
 
 @pytest.mark.parametrize("code,harmed", ATTACKS)
@@ -161,8 +164,29 @@ SEALED_ATTACKS = [
 @pytest.mark.parametrize("code", SEALED_ATTACKS)
 def test_plain_method_reached_off_its_class_harms_and_is_refused(code) -> None:
     harms_without_the_gate_and_is_refused_with_it(
-        code, lambda api: copy.deepcopy(1) == "pwned", make_toolbox,
-        lambda: copy._deepcopy_dispatch.__setitem__(int, copy._deepcopy_atomic))
+        code, lambda api: copy.deepcopy(1) == "pwned", make_toolbox, undo_deepcopy, PLAIN)
+
+
+def undo_deepcopy() -> None:
+    copy._deepcopy_dispatch[int] = copy._deepcopy_atomic
+
+
+TWO_CELLS = ("class A:\n    def m(self):\n" + PWN, "import copy\nA.m(copy)\n")
+
+
+def test_plain_methods_two_cells() -> None:
+    """Why private_in_plain_methods is off by default: the gate sees one cell,
+    and in the second `A` is just a name. The default refuses the first cell."""
+    inprocess = importlib.import_module("dolsot.inprocess")
+    assert [f.rule for f in check_ast(TWO_CELLS[0], POLICY)] == ["private-attribute"]
+    assert check_ast(TWO_CELLS[0], PLAIN) == [] and check_ast(TWO_CELLS[1], PLAIN) == []
+    session = inprocess.InProcessSession(gate=lambda c: check_ast(c, PLAIN))
+    try:
+        assert session.run("s", TWO_CELLS[0]).ok and session.run("s", TWO_CELLS[1]).ok
+        assert copy.deepcopy(1) == "pwned", "the documented limit no longer holds: update docs/gate.md"
+    finally:
+        session.close()
+        undo_deepcopy()
 
 
 @pytest.mark.parametrize("code,harmed,undo", CLASS_ATTACKS)
@@ -178,10 +202,9 @@ BENIGN = [
     "try:\n    int('x')\nexcept ValueError as e:\n    print(str(e), type(e).__name__)",
     "import copy\nc = copy.deepcopy({'a': [1]})\nprint(type(c).__name__, type(c) is dict)",
     "def f(x: 'C') -> 'C':\n    return x",
-    # #23 §5 follow-up: plain methods of sealed classes, shown exception args, type tests
-    "class Counter:\n    def __init__(self):\n        self._n = 0\n    def bump(self):\n        self._n += 1\n"
-    "        return self._n\n    @classmethod\n    def fresh(cls):\n        return cls()\n"
-    "c = Counter.fresh()\nc.bump()\nprint(isinstance(c, Counter), type(c) is Counter, Counter.__name__)",
+    # #23 §5 follow-up: class methods, shown exception args, type tests
+    "class Registry:\n    _items = {}\n    @classmethod\n    def add(cls, k, v):\n        cls._items[k] = v\n"
+    "    def __len__(self):\n        return len(self._items)\nRegistry.add('a', 1)\nprint(len(Registry()))",
     "try:\n    int('x')\nexcept ValueError as e:\n    print(e.args, len(e.args), f'{e.args[0]}')",
     "def f(v):\n    return isinstance(v, type)\nprint(f(int), type(1) == int, type(1) in (int, float))",
 ]
@@ -190,3 +213,13 @@ BENIGN = [
 @pytest.mark.parametrize("code", BENIGN)
 def test_former_false_alarms_are_allowed(code) -> None:
     assert check_ast(code, Policy(toolboxes={"mt": "mytools"})) == []
+
+
+def test_plain_methods_of_a_sealed_class_with_the_policy() -> None:
+    code = ("class Counter:\n    def __init__(self):\n        self._n = 0\n    def bump(self):\n"
+            "        self._n += 1\n        return self._n\n    @classmethod\n    def fresh(cls):\n"
+            "        return cls()\nc = Counter.fresh()\nc.bump()\n"
+            "print(isinstance(c, Counter), type(c) is Counter, Counter.__name__)")
+    assert check_ast(code, PLAIN) == []
+    assert [f.rule for f in check_ast(code, POLICY)] == ["private-attribute"] * 2
+    assert PLAIN.private_in_plain_methods and not POLICY.private_in_plain_methods

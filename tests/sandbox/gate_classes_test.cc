@@ -225,10 +225,13 @@ const std::vector<Case>& Cases() {
   return cases;
 }
 
-Policy TestPolicy() {
+// The cases run with `self._x` in plain methods turned on (the sealing rules);
+// the default policy refuses every attack as well (it only refuses more).
+Policy TestPolicy(bool private_in_plain_methods = true) {
   Policy policy = DefaultPolicy();
   policy.AllowToolbox("tb", "mytools.api");
   policy.AllowToolbox("mt", "mytools");
+  policy.private_in_plain_methods = private_in_plain_methods;
   return policy;
 }
 
@@ -254,6 +257,26 @@ TEST_P(GateClassTest, BothPathsGiveTheExpectedVerdict) {
     EXPECT_TRUE(Has(full, c.rule)) << "expected [" << c.rule << "]:\n" << FormatFindings(full);
     EXPECT_TRUE(Has(gate, c.rule)) << "expected [" << c.rule << "]:\n" << FormatFindings(gate);
   }
+}
+
+TEST(GatePlainMethods, TheDefaultPolicyRefusesEveryAttackToo) {
+  Policy policy = TestPolicy(false);
+  for (const Case& c : Cases()) {
+    if (c.rule == nullptr) continue;
+    std::vector<Finding> gate = CheckCell(c.code, policy);
+    EXPECT_TRUE(Has(gate, c.rule)) << c.name << ": expected [" << c.rule << "]:\n"
+                                   << FormatFindings(gate);
+  }
+}
+
+// Off by default: a later cell could read the method off the class
+// (`A.m(copy)`), which the gate cannot see in that cell.
+TEST(GatePlainMethods, DefaultPolicyRefusesSelfPrivateInPlainMethods) {
+  const char* code = "class Counter:\n    def __init__(self):\n        self._n = 0\n"
+                     "    def bump(self):\n        self._n += 1\n";
+  EXPECT_TRUE(Has(CheckCell(code, TestPolicy(false)), "private-attribute"));
+  EXPECT_TRUE(CheckCell(code, TestPolicy(true)).empty());
+  EXPECT_FALSE(DefaultPolicy().private_in_plain_methods);
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, GateClassTest, ::testing::ValuesIn(Cases()),
