@@ -64,7 +64,8 @@ void AddToolboxes(Policy& policy, const py::object& toolboxes) {
 
 Policy MakePolicy(const py::object& allowed_modules, const py::object& denied_names,
                   const py::object& allowed_dunders, const py::object& toolboxes,
-                  std::size_t max_source_bytes, std::size_t max_findings) {
+                  std::size_t max_source_bytes, std::size_t max_findings,
+                  bool private_in_plain_methods) {
   Policy policy = sandbox::DefaultPolicy();
   policy.statement_oracle = CpythonStatementOracle();
   if (!allowed_modules.is_none()) policy.allowed_modules = NamesFrom(allowed_modules, "allowed_modules");
@@ -74,6 +75,7 @@ Policy MakePolicy(const py::object& allowed_modules, const py::object& denied_na
   if (max_findings == 0) throw py::value_error("max_findings must be at least 1");
   policy.max_source_bytes = max_source_bytes;
   policy.max_findings = max_findings;
+  policy.private_in_plain_methods = private_in_plain_methods;
   return policy;
 }
 
@@ -152,13 +154,14 @@ void BindSandbox(py::module_& m) {
       .def(py::init(&MakePolicy), py::kw_only(), py::arg("allowed_modules") = py::none(),
            py::arg("denied_names") = py::tuple(), py::arg("allowed_dunders") = py::none(),
            py::arg("toolboxes") = py::none(), py::arg("max_source_bytes") = std::size_t{8u << 20},
-           py::arg("max_findings") = std::size_t{50})
+           py::arg("max_findings") = std::size_t{50}, py::arg("private_in_plain_methods") = false)
       .def_property_readonly("allowed_modules", [](const Policy& p) { return FrozenSet(p.allowed_modules); })
       .def_property_readonly("denied_names", [](const Policy& p) { return FrozenSet(p.denied_names); })
       .def_property_readonly("allowed_dunders", [](const Policy& p) { return FrozenSet(p.allowed_dunders); })
       .def_property_readonly("toolbox_aliases", [](const Policy& p) { return FrozenSet(p.toolbox_aliases); })
       .def_readonly("max_source_bytes", &Policy::max_source_bytes)
       .def_readonly("max_findings", &Policy::max_findings)
+      .def_readonly("private_in_plain_methods", &Policy::private_in_plain_methods)
       .def("__repr__", [](const Policy& p) {
         return "Policy(" + std::to_string(p.allowed_modules.size()) + " allowed modules, " +
                std::to_string(p.toolbox_aliases.size()) + " toolboxes, " +

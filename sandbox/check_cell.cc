@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "sandbox/cell_facts.h"
 #include "sandbox/format_template.h"
 #include "sandbox/identifier.h"
 #include "sandbox/line_structure.h"
@@ -16,6 +18,7 @@
 #include "sandbox/python_grammar.h"
 #include "sandbox/source_text.h"
 #include "sandbox/tree_sitter_handles.h"
+#include "sandbox/use_position.h"
 
 namespace dolsot::sandbox {
 namespace {
@@ -48,9 +51,74 @@ struct Frame {
   std::uint32_t identifier_count = 0;  // dotted_name: how many components it has
   bool in_annotation = false;      // under a `type` node (an annotation)
   bool in_bases = false;           // a class definition's superclasses
-  bool own_private = false;        // the attribute name of `self._x` in a method
-  std::int32_t self_slot = -1;     // the enclosing method's self (self_names_), or -1
-  std::int32_t method_self = -1;   // a function definition: its own self, or -1
+  bool skip_attribute = false;     // the attribute name is checked elsewhere (`self._x`, super())
+  bool top_level = false;          // a statement directly in the module (or its definition)
+  bool class_name = false;         // the name a class statement binds
+  bool except_type = false;        // an except clause's exception types
+  bool except_alias = false;       // an except clause's `as` name
+  bool pattern_keyword = false;    // the attribute name of a keyword pattern (`case C(x=...)`)
+  bool type_is_local = false;      // inside a function with a parameter named `type`
+  bool type_parameter = false;     // a function definition: one of its parameters is `type`
+  std::int32_t class_slot = -1;    // the innermost class statement (CellFacts index), or -1
+  std::int32_t self_slot = -1;     // the enclosing method (methods_), or -1
+  std::int32_t method_self = -1;   // a function definition: its own methods_ entry, or -1
+};
+
+// How Python calls a method a cell defines: only instance-only methods are
+// sure to get an instance of their class as `self` (docs/gate.md).
+enum class MethodKind : std::uint8_t {
+  kRegular,      // no decorator: `A.m(anything)` calls it with any first argument, so
+                 // `self._x` in it needs the class sealed (docs/gate.md)
+  kDunder,       // an allowed __dunder__ method, no decorator: Python calls it on instances
+  kGetter,       // `@property`: `A.p` is the property, its function is never handed out
+  kSetter,       // `@p.setter` / `@p.deleter` of such a property
+  kClassMethod,  // `@classmethod`: `cls` is the class or a subclass, never anything else
+  kOther,        // `@staticmethod` or any other decorator: its first parameter is anything
+};
+
+struct Method {
+  TSNode node;          // the function_definition
+  TSNode class_node;    // its class_definition
+  std::int32_t class_index = -1;
+  std::string name;
+  std::string self;      // its first parameter
+  std::string property;  // kSetter: the property it extends
+  MethodKind kind = MethodKind::kRegular;
+  bool binds_super = false;  // `super` bound in it: super() may be anything
+  bool rebinds_self = false; // its first parameter bound again in it
+  std::int8_t instance_only = -1;  // decided at the end
+};
+
+// A name read as a value, with what the walk knew of its place: rules decided
+// at the end (sealed classes, a classmethod's `cls`) classify the rest.
+struct LoadSite {
+  TSNode node;
+  bool base = false;         // among a class statement's bases
+  bool except_type = false;  // an except clause's exception types
+  bool annotation = false;   // inside an annotation
+};
+
+// A use that is harmless only if `callee` is the builtin of that name (print,
+// str, isinstance, ...): reported at the end when the cell binds that name
+// anywhere (a parameter, a local, a class attribute).
+struct BuiltinUse {
+  std::string callee;
+  TSNode node;
+  Rule rule;
+  std::string message;
+  bool own_class_too = false;  // `type(x) == C`: C may also be an own class (metaclass `type`)
+};
+
+struct PendingAccess {  // `self._x` or `super().__x__` in a method, decided at the end
+  TSNode node;
+  std::int32_t method = -1;
+  bool private_attribute = true;  // else a dunder through super()
+};
+
+struct PendingRoot {  // an attribute or base whose root name is decided at the end
+  std::string root;
+  TSNode node;
+  std::string what;
 };
 
 // type(), enum classes called with names: both make classes from data.
@@ -144,12 +212,35 @@ class CellChecker {
   bool CheckAttribute(TSNode node, std::string_view name, std::string_view context);
   void CheckBinding(TSNode node, std::string_view name, Scope scope, std::string_view verb);
   void CheckImport(TSNode node, const Frame& frame);
+  bool IsToolboxModule(std::string_view dotted) const;
   std::string DottedPath(TSNode dotted, bool check_components);
   void RecordStore(TSNode store, TSNode object, bool mutation = false);
-  void CheckCall(TSNode call);
+  void CheckCall(TSNode call, const Frame& frame);
+  void CheckTypeResultUse(TSNode call);
+  bool TypeResultInBuiltins(TSNode call, const std::string& message);
   void CheckStringAnnotation(TSNode string);
   void EnterFunction(TSNode node, Frame& frame);
-  bool IsOwnPrivate(TSNode attribute, const Frame& frame);
+  void EnterClass(TSNode node, Frame& frame);
+  bool CheckSelfAttribute(TSNode attribute, const Frame& frame);
+  bool CheckSuperDunder(TSNode attribute, const Frame& frame);
+  void NoteClassRead(TSNode attribute, const Frame& frame);
+  std::string ChainRoot(TSNode node);
+  void NoteAssignment(TSNode target, TSNode value);
+  struct ClassBody {
+    std::map<std::string, int, std::less<>> mentions, defs, property_defs;
+  };
+  const ClassBody& BodyOf(TSNode class_node);
+  void CountNames(TSNode node, std::map<std::string, int, std::less<>>& counts);
+  bool ClassBodyMentions(const Method& method, std::string_view name);
+  bool InstanceOnly(std::int32_t slot);
+  bool FamilyIsOwn(std::int32_t class_index);
+  bool SealedUse(const LoadSite& load, std::string_view name, const NameSet& plain_methods);
+  void CheckClassReads(const NameSet& plain_methods);
+  void CheckPendingFacts();
+  void CheckOwnMethods();
+  bool SafeClassDecorator(TSNode decorator, std::uint32_t class_start);
+  bool ShownOnly(const Use& use, TSNode node, Rule rule, std::string message);
+  bool IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names);
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
@@ -165,7 +256,21 @@ class CellChecker {
   std::map<std::string, std::string, std::less<>> imported_modules_;  // bound name -> module
   std::vector<PendingStore> stores_;
   std::vector<PendingPath> paths_;
-  std::vector<std::string> self_names_;
+  std::vector<Method> methods_;
+  CellFacts facts_;
+  std::vector<PendingAccess> accesses_;
+  std::vector<PendingRoot> carriers_;   // `e.args` and the like: root may hold an exception
+  std::vector<PendingRoot> bases_;      // class bases: root may be a toolbox's class
+  NameSet caught_;                      // names bound to a caught exception
+  NameSet host_names_;                  // names imported from a toolbox
+  std::set<std::uint32_t> plain_callees_;  // `type` / `ExceptionGroup` as a call's callee
+  std::vector<LoadSite> loads_;         // every name read, for the sealed-class rules
+  std::vector<std::pair<TSNode, std::int32_t>> class_reads_;  // `type(x).m`, `super().m`: see NoteClassRead
+  std::vector<BuiltinUse> builtin_uses_;
+  NameSet shadowed_;                    // builtin names the cell binds outside the module scope
+  NameSet declared_;                    // names of global / nonlocal statements
+  std::map<std::int32_t, std::vector<TSNode>> class_decorators_;  // class index -> decorators
+  std::map<std::uint32_t, ClassBody> class_bodies_;  // by the class statement's start
 };
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
@@ -190,6 +295,7 @@ std::vector<Finding> CellChecker::Run(bool fast_path) {
   } else {
     Walk(root);
     CheckPendingStores();
+    CheckPendingFacts();
     // Refused already: no need to ask CPython (it costs about one ast.parse).
     if (policy_.statement_oracle && findings_.empty() && dropped_ == 0) CompareWithCpython(root);
   }
@@ -295,6 +401,13 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
   child.in_annotation = parent.in_annotation || kind == NodeKind::kType;
   child.in_bases = parent.in_bases;
   child.self_slot = parent.self_slot;
+  child.class_slot = parent.class_slot;
+  child.top_level = parent.kind == NodeKind::kModule ||
+                    (parent.kind == NodeKind::kDecoratedDefinition && parent.top_level);
+  child.except_type = parent.kind == NodeKind::kExceptClause ? kind != NodeKind::kBlock
+                                                             : parent.except_type;
+  child.except_alias = parent.except_alias;
+  child.type_is_local = parent.type_is_local;
   switch (parent.kind) {
     case NodeKind::kAssignment:
     case NodeKind::kAugmentedAssignment:
@@ -311,6 +424,8 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kAsPattern:
       if (field == g.alias) {
         child.role = Role::kBind;
+        child.except_alias = parent.except_type;  // `except E as e`
+        child.except_type = false;
       } else if (parent.role == Role::kPattern) {
         child.role = parent.after_as ? Role::kBind : Role::kPattern;
       } else {
@@ -322,11 +437,13 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kLambda:
       child.role = Role::kLoad;
       if (field == g.name) child.role = Role::kBind;
+      child.class_name = field == g.name && parent.kind == NodeKind::kClassDefinition;
       if (field == g.parameters) child.role = Role::kParam;
       // Type parameters stay loads: their bounds (`[T: bound]`) are expressions.
       if (field == g.body) {
         child.scope = parent.kind == NodeKind::kClassDefinition ? Scope::kClass : Scope::kFunction;
         child.self_slot = parent.kind == NodeKind::kFunctionDefinition ? parent.method_self : -1;
+        child.type_is_local = parent.type_is_local || parent.type_parameter;
         child.in_bases = false;
       }
       if (parent.kind == NodeKind::kClassDefinition && field == g.superclasses) child.in_bases = true;
@@ -340,7 +457,7 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
       break;
     case NodeKind::kAttribute:
       child.role = field == g.attribute ? Role::kAttrName : Role::kLoad;
-      child.own_private = field == g.attribute && parent.own_private;
+      child.skip_attribute = field == g.attribute && parent.skip_attribute;
       break;
     case NodeKind::kSubscript:
     case NodeKind::kCall:
@@ -365,6 +482,7 @@ Frame CellChecker::Derive(const Frame& parent, NodeKind kind, TSFieldId field) c
     case NodeKind::kKeywordPattern:
       child.role = (kind == NodeKind::kIdentifier && parent.identifiers == 0) ? Role::kAttrName
                                                                                : Role::kPattern;
+      child.pattern_keyword = child.role == Role::kAttrName;
       break;
     case NodeKind::kSplatPattern:
       child.role = Role::kBind;  // *rest / **rest captures
@@ -407,8 +525,17 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
     case NodeKind::kFunctionDefinition:
       EnterFunction(node, frame);
       return true;
+    case NodeKind::kClassDefinition:
+      EnterClass(node, frame);
+      return true;
+    case NodeKind::kAssignment:
+    case NodeKind::kForStatement:
+    case NodeKind::kForInClause:
+      NoteAssignment(ts_node_child_by_field_id(node, grammar_.left),
+                     ts_node_child_by_field_id(node, grammar_.right));
+      return true;
     case NodeKind::kCall:
-      CheckCall(node);
+      CheckCall(node, frame);
       return true;
     case NodeKind::kSubscript:
       // `m.table[k] = v`, `del m.table[k]`: a store into what a module holds.
@@ -457,11 +584,24 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
           frame.role == Role::kCompBind) {
         RecordStore(node, ts_node_child_by_field_id(node, grammar_.object));
       }
-      frame.own_private = IsOwnPrivate(node, frame);
+      frame.skip_attribute = CheckSelfAttribute(node, frame) || CheckSuperDunder(node, frame);
+      NoteClassRead(node, frame);
       TSNode name = ts_node_child_by_field_id(node, grammar_.attribute);
       if (!ts_node_is_null(name)) {
         std::string_view attribute = Name(name);
         TSNode object = ts_node_child_by_field_id(node, grammar_.object);
+        if (IsExceptionCarrier(attribute)) {
+          carriers_.push_back(PendingRoot{ChainRoot(object), node, std::string(attribute)});
+          attribute = Name(name);
+        }
+        bool store = frame.role == Role::kBind || frame.role == Role::kDelete ||
+                     frame.role == Role::kCompBind;
+        if (store && (attribute == "split" || attribute == "derive" || attribute == "subgroup")) {
+          Report(Rule::kConstructDenied, node,
+                 "assigning `." + std::string(attribute) + "`: `except*` calls an exception "
+                 "group's split() and derive() and CPython 3.11 trusts what they return");
+          attribute = Name(name);
+        }
         if (IsDeniedModuleLeaf(attribute) && grammar_.KindOf(object) == NodeKind::kIdentifier) {
           std::string leaf(attribute);
           paths_.push_back(PendingPath{std::string(Name(object)), std::move(leaf), node});
@@ -488,14 +628,65 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
   bool binds = frame.role == Role::kBind || frame.role == Role::kCompBind ||
                frame.role == Role::kDelete || frame.role == Role::kGlobalDecl ||
                frame.role == Role::kPattern;
-  if (binds && frame.self_slot >= 0 && name == self_names_[frame.self_slot]) {
-    Report(Rule::kPrivateAttribute, node,
-           "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
-           "the method's own first parameter");
+  if (binds && frame.self_slot >= 0) {
+    Method& method = methods_[static_cast<std::size_t>(frame.self_slot)];
+    if (name == "super") method.binds_super = true;
+    if (name == method.self) method.rebinds_self = true;
+    if (name == method.self && method.kind != MethodKind::kRegular &&
+        method.kind != MethodKind::kClassMethod && method.kind != MethodKind::kOther) {
+      Report(Rule::kPrivateAttribute, node,
+             "rebinding " + Spelled(node, name) + " in a method: `self._x` is allowed only on "
+             "the method's own first parameter");
+    }
+  }
+  bool module_binding = (binds && frame.role != Role::kCompBind && frame.scope == Scope::kModule) ||
+                        frame.role == Role::kGlobalDecl;
+  if (module_binding && !frame.class_name) {
+    facts_.NoteBinding(name, ts_node_start_byte(node), CellFacts::Source::kOther);
+  }
+  if (frame.except_alias && frame.role == Role::kBind) caught_.insert(name);
+  if (frame.role == Role::kGlobalDecl) declared_.insert(name);
+  // A parameter, a local or a class attribute named like a builtin: uses that
+  // rely on the builtin (`print(e.args)`, `isinstance(v, type)`) are not.
+  if ((binds && (frame.scope != Scope::kModule || frame.role == Role::kCompBind)) ||
+      frame.role == Role::kParam) {
+    shadowed_.insert(name);
+  }
+  bool load = frame.role == Role::kLoad || frame.role == Role::kDottedLoad;
+  if (load) loads_.push_back(LoadSite{node, frame.in_bases, frame.except_type, frame.in_annotation});
+  bool callee = plain_callees_.contains(ts_node_start_byte(node));
+  if (load && name == "type" && !frame.in_annotation && !callee && !frame.type_is_local) {
+    // `isinstance(v, type)` / `issubclass(c, (type, int))` only test against it.
+    Use use = ClassifyUse(node, grammar_, false);
+    bool tested = use.position == UsePosition::kArgument && use.count == 2 && use.index == 1 &&
+                  IsBuiltinCallee(use.other, {"isinstance", "issubclass"});
+    std::string message =
+        "`type` as a value: called with three arguments it makes a class from a dict the "
+        "gate cannot see (dunder keys); only `type(x)` and `isinstance(v, type)` are allowed";
+    if (!tested) {
+      Report(Rule::kConstructDenied, node, std::move(message));
+    } else {
+      builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), node,
+                                         Rule::kConstructDenied, std::move(message)});
+    }
+  }
+  if (load && (name == "ExceptionGroup" || name == "BaseExceptionGroup") && !frame.in_bases &&
+      !frame.except_type && !callee) {
+    Report(Rule::kConstructDenied, node,
+           Spelled(node, name) + " as a value (it could become a base class: CPython 3.11 "
+           "trusts its subclasses' split()): only raise it (`ExceptionGroup(...)`) or catch it");
+  }
+  if ((load || frame.role == Role::kAttrName) && name == "deepcopy" && !callee) {
+    Report(Rule::kConstructDenied, node,
+           "`deepcopy` as a value (it could be called with a memo, which substitutes objects "
+           "inside the copy): call `copy.deepcopy(x)` directly");
   }
   switch (frame.role) {
     case Role::kAttrName:
-      if (frame.own_private) return;
+      if (frame.skip_attribute) return;
+      if (frame.pattern_keyword && IsExceptionCarrier(name)) {
+        carriers_.push_back(PendingRoot{"", node, name});
+      }
       CheckAttribute(node, name, "attribute");
       return;
     case Role::kKeywordName:
@@ -553,8 +744,15 @@ std::optional<std::pair<Rule, std::string_view>> CellChecker::AttributeVerdict(
   }
   if (IsInternalAttribute(name)) return Verdict{Rule::kInternalAttribute, "reaches interpreter internals"};
   if (IsDunder(name)) {
-    if (policy_.allowed_dunders.contains(name)) return std::nullopt;
-    return Verdict{Rule::kDunderAttribute, "is not an allowed dunder"};
+    if (!policy_.allowed_dunders.contains(name)) {
+      return Verdict{Rule::kDunderAttribute, "is not an allowed dunder"};
+    }
+    if (IsDataDunder(name)) return std::nullopt;
+    // `A.__init__(obj)` runs a method on any object, a toolbox's included.
+    return Verdict{Rule::kDunderAttribute,
+                   "is a method Python calls on instances itself: use the builtin (`len(x)`, "
+                   "`next(it)`, `repr(x)`), or call it as `super().<name>(...)` inside a "
+                   "__dunder__ method"};
   }
   if (name.starts_with("_")) return Verdict{Rule::kPrivateAttribute, "is private"};
   if (IsDeniedAttribute(name)) return Verdict{Rule::kAttributeDenied, "leads to a module or runs code"};
@@ -655,6 +853,13 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
     std::string module = from_import ? from_path + "." + bound : bound;
     if (!from_import && !ts_node_is_null(alias)) module = DottedPath(target, false);
     if (!ts_node_is_null(alias)) bound = std::string(Name(alias));
+    bool toolbox = IsToolboxModule(from_import ? from_path : module);
+    if (toolbox) host_names_.insert(bound);
+    if (frame.scope == Scope::kModule) {
+      facts_.NoteBinding(bound, ts_node_start_byte(node),
+                         frame.top_level && !toolbox ? CellFacts::Source::kSafeImport
+                                                     : CellFacts::Source::kOther);
+    }
     imported_modules_[bound] = std::move(module);
     // `import tb` (the toolbox itself, no alias) keeps the alias's meaning.
     bool imports_toolbox_itself = !from_import && ts_node_is_null(alias) &&
@@ -664,6 +869,16 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
     }
     imported_names_.insert(bound);
   }
+}
+
+// `a.b.c` is a toolbox's module or inside one.
+bool CellChecker::IsToolboxModule(std::string_view dotted) const {
+  for (std::string_view path = dotted; !path.empty();) {
+    if (policy_.toolbox_modules.contains(path) || policy_.toolbox_aliases.contains(path)) return true;
+    std::size_t dot = path.rfind('.');
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+  }
+  return false;
 }
 
 // An attribute store `obj.a.b = ...` (or del / for / comprehension target):
@@ -745,50 +960,634 @@ void CellChecker::CheckPendingStores() {
   }
 }
 
-// A method (a def directly in a class body): its first parameter is its self.
+// A method (a def directly in a class body): its first parameter is its self,
+// its decorators decide how Python calls it (MethodKind). `__exit__`'s
+// exception and traceback parameters hold a caught exception.
 void CellChecker::EnterFunction(TSNode node, Frame& frame) {
   frame.method_self = -1;
-  if (frame.scope != Scope::kClass) return;
   TSNode parameters = ts_node_child_by_field_id(node, grammar_.parameters);
-  if (ts_node_is_null(parameters) || ts_node_named_child_count(parameters) == 0) return;
+  uint32_t count = ts_node_is_null(parameters) ? 0 : ts_node_named_child_count(parameters);
+  TSNode name_node = ts_node_child_by_field_id(node, grammar_.name);
+  std::string name = ts_node_is_null(name_node) ? "" : std::string(Name(name_node));
+  bool binds_super = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode parameter = ts_node_named_child(parameters, i);
+    if (grammar_.KindOf(parameter) != NodeKind::kIdentifier) {
+      parameter = ts_node_named_child(parameter, 0);  // typed or default: its name first
+    }
+    if (ts_node_is_null(parameter) || grammar_.KindOf(parameter) != NodeKind::kIdentifier) continue;
+    std::string parameter_name(Name(parameter));
+    if (parameter_name == "super") binds_super = true;
+    if (parameter_name == "type") frame.type_parameter = true;
+    if (i > 0 && (name == "__exit__" || name == "__aexit__")) caught_.insert(parameter_name);
+  }
+  if (frame.scope != Scope::kClass || frame.class_slot < 0 || count == 0) return;
   TSNode first = ts_node_named_child(parameters, 0);
   if (grammar_.KindOf(first) != NodeKind::kIdentifier) return;  // *args, defaults, ...
-  self_names_.emplace_back(Name(first));
-  frame.method_self = static_cast<std::int32_t>(self_names_.size() - 1);
+  Method method{node, ts_node_parent(ts_node_parent(node)), frame.class_slot,
+                name, std::string(Name(first))};
+  method.binds_super = binds_super;
+  TSNode decorated = ts_node_parent(node);
+  std::vector<TSNode> decorators;
+  if (grammar_.KindOf(decorated) == NodeKind::kDecoratedDefinition) {
+    method.class_node = ts_node_parent(ts_node_parent(decorated));
+    for (uint32_t i = 0; i < ts_node_named_child_count(decorated); ++i) {
+      TSNode child = ts_node_named_child(decorated, i);
+      if (grammar_.KindOf(child) == NodeKind::kDecorator) decorators.push_back(child);
+    }
+  }
+  if (decorators.empty()) {
+    if (IsDunder(name) && policy_.allowed_dunders.contains(name) && !IsDataDunder(name)) {
+      method.kind = MethodKind::kDunder;
+    }
+  } else if (decorators.size() == 1) {
+    method.kind = MethodKind::kOther;
+    TSNode expression = ts_node_named_child(decorators[0], 0);
+    NodeKind kind = grammar_.KindOf(expression);
+    if (kind == NodeKind::kIdentifier && Name(expression) == "property") {
+      method.kind = MethodKind::kGetter;
+    } else if (kind == NodeKind::kIdentifier && Name(expression) == "classmethod") {
+      method.kind = MethodKind::kClassMethod;
+    } else if (kind == NodeKind::kAttribute) {
+      TSNode object = ts_node_child_by_field_id(expression, grammar_.object);
+      TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
+      std::string verb = ts_node_is_null(attribute) ? "" : std::string(Name(attribute));
+      if (grammar_.KindOf(object) == NodeKind::kIdentifier && (verb == "setter" || verb == "deleter")) {
+        method.property = Name(object);
+        if (method.property == name) method.kind = MethodKind::kSetter;
+      }
+    }
+  } else {
+    method.kind = MethodKind::kOther;
+  }
+  methods_.push_back(std::move(method));
+  frame.method_self = static_cast<std::int32_t>(methods_.size() - 1);
 }
 
-// `self._x` in a method of a class the cell defines: the cell's own private
-// state, unless `_x` names what leads to a module or internals (`self._os`:
-// `A.m(random)` passes a module as self).
-bool CellChecker::IsOwnPrivate(TSNode attribute, const Frame& frame) {
+// A class statement: what CellFacts needs to decide whether it is the cell's
+// own, and bases rooted at a toolbox refused (an instance of a toolbox's
+// class made without its __init__, private hooks overridden).
+void CellChecker::EnterClass(TSNode node, Frame& frame) {
+  TSNode name_node = ts_node_child_by_field_id(node, grammar_.name);
+  std::string name = ts_node_is_null(name_node) ? "" : std::string(Name(name_node));
+  TSNode superclasses = ts_node_child_by_field_id(node, grammar_.superclasses);
+  uint32_t count = ts_node_is_null(superclasses) ? 0 : ts_node_named_child_count(superclasses);
+  bool plain = true;
+  std::vector<CellFacts::Base> bases;
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode base = ts_node_named_child(superclasses, i);
+    if (grammar_.KindOf(base) == NodeKind::kComment) continue;
+    std::string root = ChainRoot(base);
+    if (!root.empty()) bases_.push_back(PendingRoot{root, base, name});
+    TSNode chain = base;
+    while (grammar_.KindOf(chain) == NodeKind::kSubscript) {
+      chain = ts_node_child_by_field_id(chain, grammar_.value);
+    }
+    bool bare = grammar_.KindOf(chain) == NodeKind::kIdentifier;
+    TSNode walk = chain;
+    while (grammar_.KindOf(walk) == NodeKind::kAttribute) {
+      walk = ts_node_child_by_field_id(walk, grammar_.object);
+    }
+    if (grammar_.KindOf(walk) != NodeKind::kIdentifier) plain = false;  // calls, splats, keywords
+    bases.push_back(CellFacts::Base{root, bare});
+  }
+  uint32_t start = ts_node_start_byte(node);
+  frame.class_slot = facts_.AddClass(name, start, frame.top_level, plain, std::move(bases));
+  TSNode decorated = ts_node_parent(node);
+  if (grammar_.KindOf(decorated) == NodeKind::kDecoratedDefinition) {
+    for (uint32_t i = 0; i < ts_node_named_child_count(decorated); ++i) {
+      TSNode child = ts_node_named_child(decorated, i);
+      if (grammar_.KindOf(child) == NodeKind::kDecorator) class_decorators_[frame.class_slot].push_back(child);
+    }
+  }
+  if (frame.scope == Scope::kModule && !name.empty()) {
+    facts_.NoteBinding(name, start, frame.top_level ? CellFacts::Source::kClass
+                                                    : CellFacts::Source::kOther,
+                       frame.class_slot);
+  }
+}
+
+// The name at the root of `a.b[c](d).e`: what a value is read from.
+std::string CellChecker::ChainRoot(TSNode node) {
+  for (std::size_t steps = 0; steps <= policy_.max_depth && !ts_node_is_null(node); ++steps) {
+    switch (grammar_.KindOf(node)) {
+      case NodeKind::kIdentifier:
+        return std::string(Name(node));
+      case NodeKind::kAttribute:
+        node = ts_node_child_by_field_id(node, grammar_.object);
+        break;
+      case NodeKind::kSubscript:
+        node = ts_node_child_by_field_id(node, grammar_.value);
+        break;
+      case NodeKind::kCall:
+        node = ts_node_child_by_field_id(node, grammar_.function);
+        break;
+      case NodeKind::kParenthesizedExpression:
+        node = ts_node_named_child(node, 0);
+        break;
+      default:
+        return {};
+    }
+  }
+  return {};
+}
+
+// `x = e` / `for x in e.exceptions`: x may hold what the root of the value holds.
+void CellChecker::NoteAssignment(TSNode target, TSNode value) {
+  if (ts_node_is_null(target) || ts_node_is_null(value)) return;
+  if (grammar_.KindOf(target) != NodeKind::kIdentifier) return;
+  std::string root = ChainRoot(value);
+  if (!root.empty()) facts_.NoteAlias(std::string(Name(target)), std::move(root));
+}
+
+// `self._x` where self is a method's first parameter: decided at the end for
+// instance-only methods, refused with the reason in any other method.
+bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (frame.self_slot < 0) return false;
+  const Method& method = methods_[static_cast<std::size_t>(frame.self_slot)];
   TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
   TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
   if (grammar_.KindOf(object) != NodeKind::kIdentifier || ts_node_is_null(name)) return false;
-  if (Name(object) != self_names_[frame.self_slot]) return false;
+  if (Name(object) != method.self) return false;
   std::string attr(Name(name));
   if (!attr.starts_with("_") || attr.starts_with("__")) return false;
   std::string_view bare = std::string_view(attr).substr(1);
-  return !bare.empty() && !AttributeVerdict(bare) && !IsBuiltinName(bare) &&
-         !IsInternalAttribute(attr);
+  if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
+    return false;  // `self._os`: the default check refuses it
+  }
+  if (method.kind == MethodKind::kRegular && !policy_.private_in_plain_methods) {
+    Report(Rule::kPrivateAttribute, attribute,
+           "attribute `" + attr + "` is private: a later cell can call `" + method.name +
+           "` as `Class." + method.name + "(obj)` with any object as `" + method.self + "`, so `" +
+           method.self + "._x` is allowed in __dunder__ methods, properties and class methods "
+           "(or with Policy.private_in_plain_methods; docs/gate.md)");
+    return true;
+  }
+  if (method.kind == MethodKind::kOther) {
+    Report(Rule::kPrivateAttribute, attribute,
+           "attribute `" + attr + "` is private: `" + method.name + "` is a static method or "
+           "has a decorator the gate cannot follow, so its `" + method.self + "` may be any "
+           "object; `" + method.self + "._x` is allowed in plain methods, properties and "
+           "class methods (docs/gate.md)");
+    return true;
+  }
+  accesses_.push_back(PendingAccess{attribute, frame.self_slot, true});
+  return true;
+}
+
+// `type(x).m`, `super(C, x).m`, and `super().m` where the innermost function
+// is no plain method (a class method's `super()` reads off the class): m may
+// come back as a plain function. Decided at the end against the sealed methods.
+void CellChecker::NoteClassRead(TSNode attribute, const Frame& frame) {
+  TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
+  while (grammar_.KindOf(object) == NodeKind::kParenthesizedExpression) {
+    object = ts_node_named_child(object, 0);
+  }
+  if (grammar_.KindOf(object) != NodeKind::kCall) return;
+  TSNode function = ts_node_child_by_field_id(object, grammar_.function);
+  if (grammar_.KindOf(function) != NodeKind::kIdentifier) return;
+  std::string_view callee = Name(function);
+  if (callee != "type" && callee != "super") return;
+  TSNode arguments = ts_node_child_by_field_id(object, grammar_.arguments);
+  bool zero = ts_node_is_null(arguments) || ts_node_named_child_count(arguments) == 0;
+  // A zero-argument super() in a method: decided at the end from its kind
+  // and whether it rebinds `super`.
+  std::int32_t slot = callee == "super" && zero ? frame.self_slot : -1;
+  class_reads_.emplace_back(attribute, slot);
+}
+
+// `super().__init__(...)` in an instance-only method: the one way to read a
+// method dunder as an attribute (decided at the end).
+bool CellChecker::CheckSuperDunder(TSNode attribute, const Frame& frame) {
+  TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+  if (ts_node_is_null(name)) return false;
+  std::string attr(Name(name));
+  if (!IsDunder(attr) || IsDataDunder(attr) || !policy_.allowed_dunders.contains(attr)) return false;
+  TSNode object = ts_node_child_by_field_id(attribute, grammar_.object);
+  if (grammar_.KindOf(object) != NodeKind::kCall || frame.self_slot < 0) return false;
+  TSNode function = ts_node_child_by_field_id(object, grammar_.function);
+  TSNode arguments = ts_node_child_by_field_id(object, grammar_.arguments);
+  if (grammar_.KindOf(function) != NodeKind::kIdentifier || Name(function) != "super") return false;
+  if (!ts_node_is_null(arguments) && ts_node_named_child_count(arguments) != 0) return false;
+  accesses_.push_back(PendingAccess{attribute, frame.self_slot, false});
+  return true;
+}
+
+// Counts every identifier under `node` (NFKC-folded) into `counts`.
+void CellChecker::CountNames(TSNode node, std::map<std::string, int, std::less<>>& counts) {
+  if (ts_node_is_null(node)) return;
+  TreeCursor cursor(node);
+  uint32_t depth = 0;
+  while (true) {
+    TSNode current = ts_tree_cursor_current_node(cursor.get());
+    if (grammar_.KindOf(current) == NodeKind::kIdentifier) ++counts[std::string(Name(current))];
+    if (ts_tree_cursor_goto_first_child(cursor.get())) {
+      ++depth;
+      continue;
+    }
+    while (!ts_tree_cursor_goto_next_sibling(cursor.get())) {
+      if (depth == 0 || !ts_tree_cursor_goto_parent(cursor.get())) return;
+      --depth;
+    }
+    if (depth == 0) return;
+  }
+}
+
+// What a class body does with names outside function bodies, counted once
+// per class: every identifier of its statements, and of its defs' decorators,
+// parameters and return annotations, but the decorators `@property`,
+// `@classmethod` and `@x.setter` / `@x.deleter` (their names are checked
+// through `defs` and `property_defs`). Conservative: `leak = m`, `x = o.m`,
+// `def k(self, f=m)` all count as mentions of `m`.
+const CellChecker::ClassBody& CellChecker::BodyOf(TSNode class_node) {
+  auto [it, inserted] = class_bodies_.try_emplace(ts_node_start_byte(class_node));
+  ClassBody& summary = it->second;
+  if (!inserted) return summary;
+  TSNode body = ts_node_child_by_field_id(class_node, grammar_.body);
+  uint32_t count = ts_node_is_null(body) ? 0 : ts_node_named_child_count(body);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode statement = ts_node_named_child(body, i);
+    TSNode definition = statement;
+    std::vector<TSNode> decorators;
+    if (grammar_.KindOf(statement) == NodeKind::kDecoratedDefinition) {
+      for (uint32_t j = 0; j < ts_node_named_child_count(statement); ++j) {
+        TSNode child = ts_node_named_child(statement, j);
+        if (grammar_.KindOf(child) == NodeKind::kDecorator) decorators.push_back(child);
+      }
+      definition = ts_node_child_by_field_id(statement, grammar_.definition);
+    }
+    if (grammar_.KindOf(definition) != NodeKind::kFunctionDefinition) {
+      CountNames(statement, summary.mentions);
+      continue;
+    }
+    TSNode def_name = ts_node_child_by_field_id(definition, grammar_.name);
+    std::string name = ts_node_is_null(def_name) ? "" : std::string(Name(def_name));
+    bool property_like = decorators.size() == 1;
+    for (TSNode decorator : decorators) {
+      TSNode expression = ts_node_named_child(decorator, 0);
+      NodeKind kind = grammar_.KindOf(expression);
+      if (kind == NodeKind::kIdentifier &&
+          (Name(expression) == "property" || Name(expression) == "classmethod")) {
+        property_like = property_like && Name(expression) == "property";
+        continue;
+      }
+      TSNode object = kind == NodeKind::kAttribute ? ts_node_child_by_field_id(expression, grammar_.object)
+                                                   : TSNode{};
+      TSNode verb = kind == NodeKind::kAttribute ? ts_node_child_by_field_id(expression, grammar_.attribute)
+                                                 : TSNode{};
+      if (!ts_node_is_null(verb) && grammar_.KindOf(object) == NodeKind::kIdentifier &&
+          (Name(verb) == "setter" || Name(verb) == "deleter")) {
+        property_like = property_like && Name(object) == name;
+        continue;
+      }
+      property_like = false;
+      CountNames(decorator, summary.mentions);
+    }
+    ++summary.defs[name];
+    if (property_like) ++summary.property_defs[name];
+    CountNames(ts_node_child_by_field_id(definition, grammar_.parameters), summary.mentions);
+    CountNames(ts_node_child_by_field_id(definition, grammar_.return_type), summary.mentions);
+  }
+  return summary;
+}
+
+// Whether the class body could hand out the method's function (`leak = m`, a
+// second def of the name) or make `name` something else than the one
+// definition (`property = staticmethod`).
+bool CellChecker::ClassBodyMentions(const Method& method, std::string_view name) {
+  const ClassBody& body = BodyOf(method.class_node);
+  auto count = [](const std::map<std::string, int, std::less<>>& counts, std::string_view key) {
+    auto it = counts.find(key);
+    return it == counts.end() ? 0 : it->second;
+  };
+  if (count(body.mentions, name) != 0) return true;
+  // The property a setter extends: every def of that name is `@property` or
+  // `@p.setter` / `@p.deleter`. `property` / `classmethod`: no def of it.
+  if (!method.property.empty() && name == method.property) {
+    return count(body.defs, name) != count(body.property_defs, name);
+  }
+  if (name == method.name) return count(body.defs, name) != 1;
+  return count(body.defs, name) != 0;
+}
+
+// Whether Python can only call the method with an instance of its class as
+// `self`: see MethodKind; `super` not rebound in it.
+bool CellChecker::InstanceOnly(std::int32_t slot) {
+  Method& method = methods_[static_cast<std::size_t>(slot)];
+  if (method.instance_only >= 0) return method.instance_only == 1;
+  // `nonlocal self` in a nested function rebinds it unseen by the method's walk.
+  bool only = !method.binds_super && !declared_.contains(method.self);
+  switch (method.kind) {
+    case MethodKind::kOther:
+      only = false;
+      break;
+    case MethodKind::kRegular:
+      // Only its first parameter when the class is sealed (CheckOwnMethods).
+      only = only && !method.rebinds_self && !ClassBodyMentions(method, method.name);
+      break;
+    case MethodKind::kClassMethod:
+      only = only && !method.rebinds_self && !ClassBodyMentions(method, method.name) &&
+             !ClassBodyMentions(method, "classmethod");
+      break;
+    case MethodKind::kDunder:
+      only = only && !ClassBodyMentions(method, method.name);
+      break;
+    case MethodKind::kGetter:
+      only = only && !ClassBodyMentions(method, "property");
+      break;
+    case MethodKind::kSetter:
+      // Every mention of the property's name must be a def decorated with
+      // @property or @p.setter/@p.deleter, so `p` is a property here.
+      only = only && !ClassBodyMentions(method, "property") &&
+             !ClassBodyMentions(method, method.property);
+      break;
+  }
+  method.instance_only = only ? 1 : 0;
+  return only;
+}
+
+// A class decorator that is known not to read methods off the class it gets:
+// `dataclasses.dataclass`, `functools.total_ordering`, `typing.final`,
+// `enum.unique` (optionally called), through names the cell imported once
+// before the class (`from dataclasses import dataclass`, `import dataclasses`).
+bool CellChecker::SafeClassDecorator(TSNode decorator, std::uint32_t class_start) {
+  TSNode expression = ts_node_named_child(decorator, 0);
+  if (grammar_.KindOf(expression) == NodeKind::kCall) {
+    expression = ts_node_child_by_field_id(expression, grammar_.function);
+  }
+  // The dotted path the decorator names, through what the cell imported.
+  std::string suffix;
+  while (grammar_.KindOf(expression) == NodeKind::kAttribute) {
+    TSNode attribute = ts_node_child_by_field_id(expression, grammar_.attribute);
+    if (ts_node_is_null(attribute)) return false;
+    suffix = "." + std::string(Name(attribute)) + suffix;
+    expression = ts_node_child_by_field_id(expression, grammar_.object);
+  }
+  if (grammar_.KindOf(expression) != NodeKind::kIdentifier) return false;
+  std::string root(Name(expression));
+  auto imported = imported_modules_.find(root);
+  if (imported == imported_modules_.end() || !facts_.IsSafeImport(root, class_start)) return false;
+  std::string path = imported->second + suffix;
+  return path == "dataclasses.dataclass" || path == "functools.total_ordering" ||
+         path == "typing.final" || path == "enum.unique";
+}
+
+bool CellChecker::IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names) {
+  if (ts_node_is_null(callee) || grammar_.KindOf(callee) != NodeKind::kIdentifier) return false;
+  std::string_view name = Name(callee);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A value shown and dropped: the only argument of str/repr/len/ascii
+// (any positional argument of print), or an f-string field. Records the
+// builtin it relies on; false when the use is anything else.
+bool CellChecker::ShownOnly(const Use& use, TSNode node, Rule rule, std::string message) {
+  if (use.position == UsePosition::kInterpolation) return true;
+  if (use.position != UsePosition::kArgument || use.in_tuple) return false;
+  bool shown = IsBuiltinCallee(use.other, {"print"}) ||
+               (use.count == 1 && IsBuiltinCallee(use.other, {"str", "repr", "len", "ascii"}));
+  if (!shown) return false;
+  builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), node, rule, std::move(message)});
+  return true;
+}
+
+// A use of a sealed class's name (or a class method's `cls`) that cannot
+// hand a plain method out: see CheckOwnMethods.
+bool CellChecker::SealedUse(const LoadSite& load, std::string_view name,
+                            const NameSet& plain_methods) {
+  if (load.except_type) return true;
+  if (load.base) {  // a bare base: that class is sealed too
+    return grammar_.KindOf(ts_node_parent(ts_node_parent(load.node))) == NodeKind::kClassDefinition;
+  }
+  if (load.annotation) {  // a class body's annotation is kept (dataclasses.fields(C)[0].type)
+    TSNode up = load.node;
+    while (!ts_node_is_null(up) && grammar_.KindOf(up) != NodeKind::kType) up = ts_node_parent(up);
+    TSNode owner = ts_node_parent(up);
+    if (grammar_.KindOf(owner) != NodeKind::kAssignment) return true;
+    TSNode block = ts_node_parent(owner);
+    if (std::string_view(ts_node_type(block)) == "expression_statement") block = ts_node_parent(block);
+    return grammar_.KindOf(ts_node_parent(block)) != NodeKind::kClassDefinition;
+  }
+  Use use = ClassifyUse(load.node, grammar_, false);
+  switch (use.position) {
+    case UsePosition::kCallee:
+    case UsePosition::kIdentity:
+    case UsePosition::kClassPattern:
+    case UsePosition::kInterpolation:
+      return true;
+    case UsePosition::kAttributeObject:
+      return !ts_node_is_null(use.other) && !plain_methods.contains(Name(use.other));
+    case UsePosition::kEquality: {  // `type(x) == C`: no code of the cell's runs
+      TSNode function = grammar_.KindOf(use.other) == NodeKind::kCall
+                            ? ts_node_child_by_field_id(use.other, grammar_.function)
+                            : TSNode{};
+      return IsBuiltinCallee(function, {"type"});
+    }
+    case UsePosition::kArgument:
+      if (ShownOnly(use, load.node, Rule::kPrivateAttribute,
+                    "`" + std::string(name) + "` shown by a local function")) {
+        return true;
+      }
+      if (use.count == 2 && use.index == 1 && IsBuiltinCallee(use.other, {"isinstance", "issubclass"})) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), load.node,
+                                           Rule::kPrivateAttribute,
+                                           "`" + std::string(name) + "` passed to a local `" +
+                                               std::string(Name(use.other)) + "`"});
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+// `type(x).m`, `super(...).m`, `super()` where the innermost function gets
+// no instance: refused for the plain methods that read `self._x`.
+void CellChecker::CheckClassReads(const NameSet& plain_methods) {
+  for (const auto& [attribute, slot] : class_reads_) {
+    TSNode name = ts_node_child_by_field_id(attribute, grammar_.attribute);
+    if (ts_node_is_null(name) || !plain_methods.contains(Name(name))) continue;
+    if (slot >= 0) {
+      const Method& method = methods_[static_cast<std::size_t>(slot)];
+      if (!method.binds_super && method.kind != MethodKind::kClassMethod &&
+          method.kind != MethodKind::kOther) {
+        continue;  // super() in a method that gets an instance: a bound method
+      }
+    }
+    std::string attr(Name(name));
+    Report(Rule::kPrivateAttribute, attribute,
+           "`." + attr + "` read off a class (`type(x)`, `super(...)`, `super()` in a class "
+           "method): a method that reads `self._x` comes back as a plain function that takes "
+           "any object as `self`; call it on an instance");
+  }
+}
+
+// `self._x` in a plain method and `cls._x` in a class method trust their first
+// parameter. Python passes a plain method anything as `self` only when the
+// method is read off the class, so every class deriving from one that has such
+// a method is sealed: its name (and a class method's `cls`) may only be
+// called, tested (isinstance/issubclass, `is`, `except`, a class pattern),
+// used as a bare base, annotated outside class bodies, or have attributes read
+// that are not those methods; `type(x).m` and `super().m` off a class are
+// refused for them, and its decorators must be known ones (docs/gate.md).
+void CellChecker::CheckOwnMethods() {
+  NameSet plain_methods;  // names of plain methods that read self._x
+  std::vector<std::int32_t> owners;
+  for (const PendingAccess& access : accesses_) {
+    if (!access.private_attribute) continue;
+    const Method& method = methods_[static_cast<std::size_t>(access.method)];
+    if (method.kind == MethodKind::kRegular) {
+      plain_methods.insert(method.name);
+      owners.push_back(method.class_index);
+      if (method.name.size() > 2 && method.name.starts_with("_") && method.name.ends_with("_")) {
+        Report(Rule::kPrivateAttribute, access.node,
+               "`" + method.self + "._x` in `" + method.name + "`: enum and other standard "
+               "bases call `_sunder_` hooks off the class (`_missing_(value)`), with any object "
+               "as `" + method.self + "`; make it a @classmethod or rename it");
+      }
+    }
+  }
+  // `cls._x` alone needs nothing more: a class method is bound to the class.
+  if (plain_methods.empty()) return;
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  NameSet sealed;  // names of sealed classes
+  for (std::int32_t index : facts_.Descendants(owners)) {
+    const std::string& name = facts_.ClassName(index);
+    sealed.insert(name);
+    for (TSNode decorator : class_decorators_[index]) {
+      if (!SafeClassDecorator(decorator, facts_.ClassStart(index))) {
+        Report(Rule::kPrivateAttribute, decorator,
+               "a decorator of class `" + name + "`, whose methods read `self._x`: it gets the "
+               "class and could call a method with any object as `self`; only `dataclasses.dataclass`, "
+               "`functools.total_ordering`, `typing.final` and `enum.unique`, imported in this "
+               "cell, are allowed");
+      }
+    }
+  }
+  auto refuse = [&](TSNode node, const std::string& name, std::string_view what) {
+    Report(Rule::kPrivateAttribute, node,
+           std::string(what) + " `" + name + "` used as a value: its class has methods that read "
+           "`self._x`, and a method read off the class takes any object as `self`; use it to "
+           "make instances, in isinstance/issubclass/`is`/`except`, as a base, or read "
+           "attributes other than those methods (docs/gate.md)");
+  };
+  for (const LoadSite& load : loads_) {
+    std::string name(Name(load.node));
+    if (sealed.contains(name) && !SealedUse(load, name, plain_methods)) refuse(load.node, name, "class");
+  }
+  // Every class method's `cls` is a class, maybe a sealed one.
+  for (const Method& method : methods_) {
+    if (method.kind != MethodKind::kClassMethod) continue;
+    // loads_ is in walk order, so by start byte: only the method's own range.
+    uint32_t begin = ts_node_start_byte(method.node), end = ts_node_end_byte(method.node);
+    auto first = std::lower_bound(loads_.begin(), loads_.end(), begin, [](const LoadSite& load, uint32_t at) {
+      return ts_node_start_byte(load.node) < at;
+    });
+    for (auto load = first; load != loads_.end() && ts_node_start_byte(load->node) < end; ++load) {
+      if (Name(load->node) != method.self) continue;
+      if (!SealedUse(*load, method.self, plain_methods)) refuse(load->node, method.self, "class method parameter");
+    }
+  }
+  CheckClassReads(plain_methods);
+}
+
+// The class and every class of the cell deriving from it are the cell's own:
+// an instance of a subclass with a host base (`class D(A, Base)`, Base from
+// an earlier cell) would carry the host's private state into A's methods,
+// and a class method of A would get D as `cls`.
+bool CellChecker::FamilyIsOwn(std::int32_t class_index) { return facts_.FamilyIsOwn(class_index); }
+
+// The rules decided once the cell is seen: own classes, super() routes,
+// caught exceptions and their aliases, bases rooted at a toolbox.
+void CellChecker::CheckPendingFacts() {
+  for (const PendingAccess& access : accesses_) {
+    const Method& method = methods_[static_cast<std::size_t>(access.method)];
+    TSNode name = ts_node_child_by_field_id(access.node, grammar_.attribute);
+    std::string attr(Name(name));
+    bool plain = method.kind == MethodKind::kRegular || method.kind == MethodKind::kClassMethod;
+    if (!access.private_attribute && plain) {
+      Report(Rule::kDunderAttribute, access.node,
+             "`super()." + attr + "` in `" + method.name + "`: method dunders are read through "
+             "super() only inside __dunder__ methods and properties, which Python calls on "
+             "instances itself");
+    } else if (!InstanceOnly(access.method)) {
+      std::string used = method.kind == MethodKind::kGetter || method.kind == MethodKind::kSetter
+                             ? std::string("property")
+                             : method.name;
+      Report(access.private_attribute ? Rule::kPrivateAttribute : Rule::kDunderAttribute,
+             access.node,
+             "`" + attr + "` in `" + method.name + "`: its class body also uses `" + used +
+                 "`, or the method rebinds `" + method.self + "` or `super` (also through "
+                 "`nonlocal`), so the method may get any object as `" + method.self + "`");
+    } else if (access.private_attribute && !FamilyIsOwn(method.class_index)) {
+      Report(Rule::kPrivateAttribute, access.node,
+             "attribute `" + attr + "` is private, and the gate cannot see that the class owns "
+             "it: `self._x` is allowed in a top-level class whose bases are builtins, classes "
+             "imported in this cell or classes defined above it in this cell, and so are the "
+             "bases of every class of the cell that derives from it (docs/gate.md)");
+    }
+  }
+  CheckOwnMethods();
+  NameSet caught = facts_.ResolveAliases(caught_);
+  for (const PendingRoot& carrier : carriers_) {
+    bool from_exception = carrier.root.empty() ? !caught.empty() : caught.contains(carrier.root);
+    if (!from_exception) continue;
+    std::string message = "`." + carrier.what + "` of a caught exception can hand back objects "
+                          "of the code that raised it (a toolbox's internals): show it only "
+                          "(`print(e." + carrier.what + ")`, `str(...)`, `repr(...)`, `len(...)`, "
+                          "an f-string field), or use `str(e)`";
+    Use use = carrier.root.empty() ? Use{} : ClassifyUse(carrier.node, grammar_, true);
+    if (!ShownOnly(use, carrier.node, Rule::kAttributeDenied, message)) {
+      Report(Rule::kAttributeDenied, carrier.node, std::move(message));
+    }
+  }
+  NameSet host = host_names_;
+  host.insert(policy_.toolbox_aliases.begin(), policy_.toolbox_aliases.end());
+  host.insert("type");
+  host = facts_.ResolveAliases(std::move(host));
+  for (const PendingRoot& base : bases_) {
+    if (host.contains(base.root) && base.root != "type") {
+      Report(Rule::kConstructDenied, base.node,
+             "class `" + base.what + "` derives from `" + base.root + "`, a toolbox's class or "
+             "one `type()` returned: its instances would skip that class's __init__ and "
+             "validation; use the toolbox's own constructors");
+    }
+  }
+  for (const BuiltinUse& use : builtin_uses_) {
+    if (use.own_class_too && facts_.IsOwnClassName(use.callee)) continue;
+    if (IsBuiltinName(use.callee) && !shadowed_.contains(use.callee)) continue;
+    if (!IsBuiltinName(use.callee)) {
+      Report(use.rule, use.node, use.message);
+      continue;
+    }
+    Report(use.rule, use.node, use.message + " (here `" + use.callee + "` is bound in the cell, "
+           "so it may not be the builtin)");
+  }
 }
 
 // Calls that make classes or change module tables.
-void CellChecker::CheckCall(TSNode call) {
+void CellChecker::CheckCall(TSNode call, const Frame& frame) {
   TSNode function = ts_node_child_by_field_id(call, grammar_.function);
   TSNode arguments = ts_node_child_by_field_id(call, grammar_.arguments);
+  NodeKind function_kind = grammar_.KindOf(function);
   std::string callee;
-  if (grammar_.KindOf(function) == NodeKind::kIdentifier) {
+  if (function_kind == NodeKind::kIdentifier) {
     callee = Name(function);
-  } else if (grammar_.KindOf(function) == NodeKind::kAttribute) {
+    // `type(...)` and `ExceptionGroup(...)` are the uses of these names that
+    // CheckIdentifier lets through (the arguments are checked here).
+    if (callee == "type" || callee == "ExceptionGroup" || callee == "BaseExceptionGroup" ||
+        callee == "deepcopy") {
+      plain_callees_.insert(ts_node_start_byte(function));
+    }
+  } else if (function_kind == NodeKind::kAttribute) {
     TSNode attribute = ts_node_child_by_field_id(function, grammar_.attribute);
     if (!ts_node_is_null(attribute)) callee = Name(attribute);
+    if (callee == "deepcopy") plain_callees_.insert(ts_node_start_byte(attribute));
     if (IsMutatingMethod(callee)) {
       RecordStore(function, ts_node_child_by_field_id(function, grammar_.object), true);
     }
   }
-  bool type_call = callee == "type" && grammar_.KindOf(function) == NodeKind::kIdentifier;
-  if (!type_call && !IsEnumClassName(callee)) return;
   uint32_t positional = 0;
   bool other = false;  // keywords, splats
   uint32_t count = ts_node_is_null(arguments) ? 0 : ts_node_named_child_count(arguments);
@@ -802,15 +1601,108 @@ void CellChecker::CheckCall(TSNode call) {
       ++positional;
     }
   }
+  bool type_call = callee == "type" && function_kind == NodeKind::kIdentifier;
+  // `type(x)` is a class; called again it may be a metaclass (`type(int)` is `type`).
+  bool type_result_call = false;
+  if (function_kind == NodeKind::kCall) {
+    TSNode inner = ts_node_child_by_field_id(function, grammar_.function);
+    type_result_call = grammar_.KindOf(inner) == NodeKind::kIdentifier && Name(inner) == "type";
+  }
+  if (type_call && positional == 1 && !other && !frame.type_is_local && !frame.in_bases) {
+    CheckTypeResultUse(call);
+  }
+  if (type_call && frame.in_bases) {
+    Report(Rule::kConstructDenied, call,
+           "a base class computed by `type()`: it may be a toolbox's class, an exception group "
+           "or `type` itself; name the base class");
+  }
   if (type_call && (positional != 1 || other)) {
     Report(Rule::kConstructDenied, call,
            "`type()` with more than one argument makes a class from a dict the gate cannot "
            "see (dunder keys): define the class with `class`");
-  } else if (!type_call && (positional > 1 || other)) {
+  } else if (type_result_call && (positional > 2 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "calling what `type(x)` returns with three arguments or a splat: when `x` is a "
+           "class that is a metaclass, which makes a class from a dict the gate cannot see");
+  } else if (callee == "deepcopy" && (positional > 1 || other)) {
+    Report(Rule::kConstructDenied, call,
+           "`deepcopy` with a memo: the memo substitutes objects inside the copy, which builds "
+           "an instance of any class without its __init__; call `copy.deepcopy(x)`");
+  } else if (!type_call && IsEnumClassName(callee) && (positional > 1 || other)) {
     Report(Rule::kConstructDenied, call,
            "the Enum functional API makes a class from names the gate cannot see: define "
            "the enum with `class " + callee + "`");
   }
+}
+
+// `type(x)` is a class, and `type(int)` is `type` itself, which makes classes
+// from dicts: the result is used in place only (an attribute, a comparison,
+// an f-string, a further call CheckCall bounds, or shown by print/str/repr/
+// isinstance/issubclass), never bound or passed on.
+void CellChecker::CheckTypeResultUse(TSNode call) {
+  std::string message =
+      "`type(x)` kept or passed on as a value: it may be `type` itself (`type(int)`), which "
+      "makes classes from dicts; use it in place (`type(x).__name__`, `type(x) is int`, "
+      "`print(type(x))`)";
+  Use use = ClassifyUse(call, grammar_, false);
+  switch (use.position) {
+    case UsePosition::kAttributeObject:
+    case UsePosition::kCallee:
+    case UsePosition::kIdentity:
+    case UsePosition::kInterpolation:
+      return;
+    case UsePosition::kEquality:
+      // `==` may run the other operand's __eq__: a builtin class, an own class
+      // (its metaclass is `type`) or another type(y) only.
+      if (grammar_.KindOf(use.other) == NodeKind::kIdentifier) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), call,
+                                           Rule::kConstructDenied, message, true});
+        return;
+      }
+      if (grammar_.KindOf(use.other) == NodeKind::kCall &&
+          IsBuiltinCallee(ts_node_child_by_field_id(use.other, grammar_.function), {"type"})) {
+        return;
+      }
+      break;
+    case UsePosition::kArgument:
+      if (IsBuiltinCallee(use.other, {"isinstance", "issubclass"}) && !use.in_tuple) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), call,
+                                           Rule::kConstructDenied, message});
+        return;
+      }
+      if (ShownOnly(use, call, Rule::kConstructDenied, message)) return;
+      break;
+    default:
+      if (TypeResultInBuiltins(call, message)) return;
+      break;
+  }
+  Report(Rule::kConstructDenied, call, std::move(message));
+}
+
+// `type(x) in (int, float)`: a container literal of builtin names only (no
+// __eq__ of the cell's runs).
+bool CellChecker::TypeResultInBuiltins(TSNode call, const std::string& message) {
+  TSNode comparison = ts_node_parent(call);
+  if (std::string_view(ts_node_type(comparison)) != "comparison_operator" ||
+      ts_node_child_count(comparison) != 3 || !ts_node_eq(ts_node_child(comparison, 0), call)) {
+    return false;
+  }
+  std::string_view op = ts_node_type(ts_node_child(comparison, 1));
+  TSNode container = ts_node_child(comparison, 2);
+  std::string_view kind = ts_node_type(container);
+  if ((op != "in" && op != "not in") || (kind != "tuple" && kind != "list" && kind != "set")) {
+    return false;
+  }
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < ts_node_named_child_count(container); ++i) {
+    TSNode element = ts_node_named_child(container, i);
+    if (grammar_.KindOf(element) != NodeKind::kIdentifier || !IsBuiltinName(Name(element))) return false;
+    names.emplace_back(Name(element));
+  }
+  for (std::string& name : names) {
+    builtin_uses_.push_back(BuiltinUse{std::move(name), call, Rule::kConstructDenied, message});
+  }
+  return true;
 }
 
 // A string in an annotation is code that typing evaluates later (typing's

@@ -7,7 +7,9 @@ namespace dolsot::sandbox {
 
 void Policy::AllowToolbox(std::string alias, std::string module) {
   toolbox_aliases.insert(std::move(alias));
-  if (!module.empty()) allowed_modules.insert(std::move(module));
+  if (module.empty()) return;
+  toolbox_modules.insert(module);
+  allowed_modules.insert(std::move(module));
 }
 
 bool Policy::IsModuleAllowed(std::string_view dotted_module) const {

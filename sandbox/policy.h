@@ -36,11 +36,19 @@ struct Policy {
   // Names the session binds to toolboxes (inject aliases). Always importable,
   // never rebound, never assigned into.
   NameSet toolbox_aliases;
+  // The modules those aliases are bound to (AllowToolbox fills both): their
+  // classes are the host's, never a base the gate can vouch for.
+  NameSet toolbox_modules;
   // Extra names denied as names and as attributes (the fixed list in rules.cc
   // always applies).
   NameSet denied_names;
   // __dunder__ names a cell may define and use (a class's own __init__, ...).
   NameSet allowed_dunders;
+  // `self._x` in plain methods (no decorator) of the cell's own classes,
+  // sealed within the cell (docs/gate.md, "The cell's own classes"). Off by
+  // default: a later cell can still read the method off the class (`A.m(obj)`),
+  // which a cell-by-cell gate cannot see; turn it on where that is accepted.
+  bool private_in_plain_methods = false;
   // Larger cells are rejected (source-limit) before parsing.
   std::size_t max_source_bytes = 8u << 20;
   // Deeper syntax trees are rejected (source-limit); CPython's own parser

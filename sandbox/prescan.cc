@@ -579,7 +579,8 @@ class Analysis {
       return false;
     }
     if (name == "format" || name == "format_map") return false;
-    if (IsDunder(name)) return policy_.allowed_dunders.contains(name);
+    // Method dunders only through super() (CheckCell decides): give up.
+    if (IsDunder(name)) return policy_.allowed_dunders.contains(name) && IsDataDunder(name);
     return !name.starts_with("_");
   }
   bool BindingOk(std::string_view bound, bool module_scope) const {
@@ -592,6 +593,7 @@ class Analysis {
   bool TargetsAreNameChains() const;
   bool AnnotationsHoldNoStrings() const;
   bool CallIsPlain(std::size_t open) const;
+  std::size_t CloseOf(std::size_t open) const;
 
   const std::vector<Token>& t_;
   const Policy& policy_;
@@ -776,8 +778,22 @@ bool Analysis::CallIsPlain(std::size_t open) const {
   return false;
 }
 
+// The index of the bracket that closes t_[open] (the kEnd token if none).
+std::size_t Analysis::CloseOf(std::size_t open) const {
+  std::size_t depth = 0;
+  for (std::size_t j = open; j < t_.size(); ++j) {
+    if (IsOpenBracket(t_[j])) ++depth;
+    if (IsCloseBracket(t_[j]) && --depth == 0) return j;
+    if (t_[j].type == Tok::kEnd) return j;
+  }
+  return t_.size() - 1;
+}
+
 bool Analysis::Run() {
   if (!TargetsAreNameChains() || !AnnotationsHoldNoStrings()) return false;
+  // A caught exception's payload (`e.args`, `s.value`) is decided by the full
+  // path from the whole cell: give up when both could be there.
+  bool catches = false, carrier = false;
   static const Token kStart{Tok::kNewline, false, true, {}};
   for (std::size_t i = 0; i < t_.size(); ++i) {
     const Token& tok = t_[i];
@@ -803,6 +819,25 @@ bool Analysis::Run() {
     if (name == "type" && IsOp(next, "(") && !IsOp(prev, ".") && !CallIsPlain(i + 1)) {
       return false;
     }
+    // `type` as a value, `type(x)(...)`, class bases, deepcopy with a memo or
+    // as a value, stores into split/derive/subgroup: left to the full path.
+    if (name == "type" && !IsOp(prev, ".") && !IsOp(next, "(") && !IsOp(next, "=")) return false;
+    if (name == "type" && IsOp(next, "(") && !IsOp(prev, ".")) {
+      // `type(x)` used in place: an attribute or `is` (else the full path
+      // decides; `==` may run the other operand's __eq__ with the class).
+      std::size_t close = CloseOf(i + 1);
+      if (close + 1 >= t_.size()) return false;
+      const Token& after = t_[close + 1];
+      if (!IsOp(after, ".") && !IsName(after, "is")) return false;
+    }
+    if (name == "class" && next.type == Tok::kName && IsOp(t_[i + 2], "(")) return false;
+    if (name == "deepcopy" && (!IsOp(next, "(") || !CallIsPlain(i + 1))) return false;
+    if (IsOp(prev, ".") && !IsOp(next, "(") &&
+        (name == "split" || name == "derive" || name == "subgroup")) {
+      return false;
+    }
+    if (name == "except" || name == "__exit__" || name == "__aexit__") catches = true;
+    if (IsOp(prev, ".") && IsExceptionCarrier(name)) carrier = true;
     // Soft keywords: match/case statements and `type X = ...` aliases.
     if (clause_start && (name == "match" || name == "case")) return false;
     if (clause_start && name == "type" && next.type == Tok::kName) return false;
@@ -836,6 +871,7 @@ bool Analysis::Run() {
       if (mutation || subscript || store) store_roots_.push_back(name);
     }
   }
+  if (catches && carrier) return false;
   std::sort(imported_.begin(), imported_.end());  // n log n, also for huge cells
   for (std::string_view root : store_roots_) {
     if (policy_.toolbox_aliases.contains(root) || policy_.allowed_modules.contains(root) ||

@@ -58,6 +58,11 @@ constexpr std::pair<std::string_view, NodeKind> kNamedKinds[] = {
     {"type", NodeKind::kType},
     {"except_group_clause", NodeKind::kExceptGroupClause},
     {"parenthesized_expression", NodeKind::kParenthesizedExpression},
+    {"except_clause", NodeKind::kExceptClause},
+    {"decorated_definition", NodeKind::kDecoratedDefinition},
+    {"decorator", NodeKind::kDecorator},
+    {"module", NodeKind::kModule},
+    {"block", NodeKind::kBlock},
 };
 
 TSFieldId Field(const TSLanguage* language, const char* name) {
@@ -95,6 +100,7 @@ PythonGrammar Build() {
   grammar.guard = Field(language, "guard");
   grammar.function = Field(language, "function");
   grammar.arguments = Field(language, "arguments");
+  grammar.definition = Field(language, "definition");
   return grammar;
 }
 

@@ -92,12 +92,16 @@ constexpr std::string_view kInternalAttributes[] = {
 // singledispatch's `register`; make_dataclass's namespace and field names),
 // `register` (abc's virtual subclasses, singledispatch), and `obj`
 // (AttributeError.obj hands back the object a lookup failed on).
+// Metaclasses (`ABCMeta`, `EnumMeta`, `EnumType`): calling one makes a class
+// from a dict the gate cannot see; `mro` hands back base classes as values;
+// `fget` / `fset` / `fdel` hand back a property's functions, which then take
+// any object as `self` (see docs/gate.md, "The cell's own classes").
 constexpr std::string_view kDeniedAttributes[] = {
-    "FileType", "ForwardRef", "argparse", "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
-    "copyreg", "ctypes", "doctest", "evaluate_forward_ref", "fcntl", "ftplib", "gc", "get_field", "get_type_hints", "glob",
+    "ABCMeta", "EnumMeta", "EnumType", "FileType", "ForwardRef", "argparse", "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
+    "copyreg", "ctypes", "doctest", "evaluate_forward_ref", "fcntl", "fdel", "fget", "fset", "ftplib", "gc", "get_field", "get_type_hints", "glob",
     "global_enum", "http", "importlib", "inspect", "io", "keyword", "linecache", "logging",
     "make_dataclass", "marshal",
-    "mmap", "modules", "multiprocessing", "nt", "obj", "operator", "os", "pathlib", "pdb",
+    "mmap", "modules", "mro", "multiprocessing", "nt", "obj", "operator", "os", "pathlib", "pdb",
     "pickle", "platform", "popen", "posix", "pty", "register", "resource", "runpy", "select",
     "selectors", "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl",
     "subprocess", "sys", "sysconfig", "system", "tarfile", "tempfile", "threading",
@@ -135,7 +139,22 @@ constexpr std::string_view kDefaultAllowedDunders[] = {
     "__slots__", "__str__", "__sub__", "__truediv__", "__trunc__", "__version__", "__xor__",
 };
 
+// Allowed dunders that are data, not methods: readable as attributes of
+// anything. Every other allowed dunder is a method Python calls itself on an
+// instance; as an attribute it is read only through `super()` (CheckCell).
+constexpr std::string_view kDataDunders[] = {
+    "__all__", "__debug__", "__doc__", "__future__", "__module__", "__name__",
+    "__qualname__", "__slots__", "__version__",
+};
+
+// Attributes through which an exception hands back objects of the code that
+// raised it (KeyError's key in `args`, StopIteration's `value`, the data a
+// UnicodeError failed on in `object`): refused on a caught exception.
+constexpr std::string_view kExceptionCarriers[] = {"args", "object", "value"};
+
 static_assert(std::ranges::is_sorted(kAlwaysDenied));
+static_assert(std::ranges::is_sorted(kDataDunders));
+static_assert(std::ranges::is_sorted(kExceptionCarriers));
 static_assert(std::ranges::is_sorted(kInternalAttributes));
 static_assert(std::ranges::is_sorted(kDeniedOnlyAsNames));
 static_assert(std::ranges::is_sorted(kDeniedModulePaths));
@@ -169,6 +188,9 @@ bool IsDeniedModuleLeaf(std::string_view name) { return Contains(kDeniedModuleLe
 bool IsMutatingMethod(std::string_view name) { return Contains(kMutatingMethods, name); }
 bool IsInternalAttribute(std::string_view name) { return Contains(kInternalAttributes, name); }
 bool IsDeniedAttribute(std::string_view name) { return Contains(kDeniedAttributes, name); }
+
+bool IsDataDunder(std::string_view name) { return Contains(kDataDunders, name); }
+bool IsExceptionCarrier(std::string_view name) { return Contains(kExceptionCarriers, name); }
 
 bool IsDunder(std::string_view name) {
   return name.size() > 4 && name.starts_with("__") && name.ends_with("__");

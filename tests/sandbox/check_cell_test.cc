@@ -340,7 +340,7 @@ const std::vector<Benign>& BenignCells() {
       {"walrus_local", "def f(xs):\n    if (n := len(xs)) > 3:\n        return n\n"},
       {"async_code", "async def main():\n    async with lock:\n        await tb.fetch()\n"},
       {"lambda_sort", "data.sort(key=lambda row: (row[1], -row[0]))\n"},
-      {"try_except", "try:\n    x = int('a')\nexcept ValueError as err:\n    print(err.args)\nfinally:\n    pass\n"},
+      {"try_except", "try:\n    x = int('a')\nexcept ValueError as err:\n    print(err)\nfinally:\n    pass\n"},
       {"with_statement", "with tb.session() as s, tb.lock() as l:\n    s.get()\n"},
       {"global_ordinary", "counter = 0\ndef bump():\n    global counter\n    counter += 1\n"},
       {"unicode_identifiers", "caf\xc3\xa9 = 1\n\xce\xbb = caf\xc3\xa9 + 1\nprint(\xce\xbb)\n"},
