@@ -8,31 +8,43 @@
 #      as a development install (the dolsot package, the dolsot CLI and
 #      dolsot-worker), so nothing is compiled a second time for a wheel; the
 #      wheel and the sdist are built and tested by tests/python/test_install.py.
-# Quick when nothing changed. Usage: scripts/setup.sh [--no-package]
+# Quick when nothing changed. Usage: scripts/setup.sh [--tests] [--no-package]
+#   --tests       also what only the tests need: clang and its sanitizer runtimes,
+#                 which build the AST gate's fuzzer (scripts/test.sh passes it)
+#   --no-package  do not put the build into .venv
 set -euo pipefail
+FOR_TESTS=0; PACKAGE=1
+for arg in "$@"; do
+  case "$arg" in
+    --tests) FOR_TESTS=1 ;;
+    --no-package) PACKAGE=0 ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --tests, --no-package)" >&2; exit 2 ;;
+  esac
+done
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
 # --- 1. Debian packages -------------------------------------------------------
 # Pinned per Debian release; an unknown release takes the candidate and says so.
-# clang and its runtimes build the AST gate's fuzzer (a short run is a test).
-# redis-server: the RedisStore tests start their own on a free loopback port.
+# clang and its runtimes build the AST gate's fuzzer (a short run is a test):
+# installed with --tests only. redis-server: the RedisStore tests start their
+# own on a free loopback port.
 codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
 case "$codename" in
   bookworm)
     PACKAGES=(libcli11-dev=2.1.2+ds-1 libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
-              nlohmann-json3-dev=3.11.2-2
-              clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12
-              redis-server=5:7.0.15-1~deb12u10) ;;
+              nlohmann-json3-dev=3.11.2-2 redis-server=5:7.0.15-1~deb12u10)
+    FUZZ_PACKAGES=(clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12) ;;
   trixie)
     PACKAGES=(libcli11-dev=2.4.1+ds-2 libgtest-dev=1.16.0-1 libgmock-dev=1.16.0-1
-              nlohmann-json3-dev=3.11.3-1
-              clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3+b1
-              redis-server) ;;
+              nlohmann-json3-dev=3.11.3-1 redis-server)
+    FUZZ_PACKAGES=(clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3+b1) ;;
   *)
-    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev clang redis-server) ;;
+    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev redis-server)
+    FUZZ_PACKAGES=(clang) ;;
 esac
+((FOR_TESTS)) && PACKAGES+=("${FUZZ_PACKAGES[@]}")
 missing=()
 for spec in "${PACKAGES[@]}"; do
   pkg="${spec%%=*}"
@@ -77,7 +89,9 @@ export PATH="$ROOT/.venv/bin:$PATH"
 
 # --- 3 and 4. the build -----------------------------------------------------
 # CMake fetches the tree-sitter sdists into .deps/ with pip (hash-checked).
-if [[ ! -f build/build.ninja ]]; then
+# Configured again when packages came meanwhile (clang for --tests after a
+# demo: the fuzzer's targets appear only once CMake finds it).
+if [[ ! -f build/build.ninja ]] || ((${#missing[@]})); then
   say "configuring build/"
   cmake -S . -B build -G Ninja -DPython_EXECUTABLE="$ROOT/.venv/bin/python" \
         -DCMAKE_INSTALL_PREFIX="$ROOT/build/install" >/dev/null
@@ -85,7 +99,7 @@ fi
 say "building"
 cmake --build build -j "$(nproc)" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 
-if [[ "${1:-}" != "--no-package" ]]; then
+if ((PACKAGE)); then
   # The build tree's package (build/python/dolsot, with its _dolsot module) on
   # .venv's path, and its two programs on .venv's bin/: what `pip install .`
   # would install, from the one build. A dolsot pip installed earlier goes.

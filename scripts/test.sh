@@ -5,7 +5,7 @@
 # installs the sdist and the wheel the way users do (marked `packaging`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/setup.sh" --tests
 export PATH="$ROOT/.venv/bin:$PATH"
 
 echo "== ctest (GoogleTest) =="
