@@ -7,6 +7,7 @@
 
 #if __has_include("sandbox/ast_gate.h")
 #include "sandbox/ast_gate.h"
+#include "sandbox/cpython_oracle_process.h"
 #define DOLSOT_CLI_HAS_AST_GATE 1
 #endif
 
@@ -28,6 +29,10 @@ Status AttachGate(ReplOptions& options) {
   // Toolbox aliases are allowed imports and protected from rebinding.
   sandbox::Policy policy = sandbox::DefaultPolicy();
   for (const auto& [alias, module] : options.toolboxes) policy.AllowToolbox(alias, module);
+  // The CLI embeds no CPython: the interpreter the cells run on answers
+  // where the cell's statements start (a `python -I -S` child), so a cell
+  // tree-sitter reads differently from CPython is refused here too.
+  policy.statement_oracle = sandbox::MakeCpythonProcessOracle(options.python_executable);
   options.ast_gate = MakeAstGate(std::move(policy));
   return Status::Ok();
 #else
@@ -63,7 +68,6 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   // checkpoint, which is its state before the cell, and the Result still
   // says exactly what the session holds (LiveSession: restored, no cell yet).
   options.snapshots = false;
-  if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
   options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
@@ -74,6 +78,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
       options.python_executable = WorkerInterpreter(*worker, DOLSOT_BUILD_PYTHON_EXECUTABLE);
     }
   }
+  if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();
   return std::unique_ptr<Backend>(std::move(repl).value());

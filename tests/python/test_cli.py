@@ -519,6 +519,21 @@ def test_gate_lets_a_harmless_cell_run(dolsot):
     assert (proc.returncode, out(proc)) == (0, "45\n"), err(proc)
 
 
+def test_the_gate_reads_the_cell_with_the_workers_cpython_too(dolsot, held_session):
+    # The CLI embeds no CPython: the worker's own interpreter (a python -I -S
+    # child) tells the gate where the cell's statements start. tree-sitter
+    # reads `type X = int` on every version; CPython only from 3.12 on.
+    proc = dolsot("--session", "v", "import sys\nsys.version_info[:2]")
+    version = tuple(int(n) for n in out(proc).strip("()\n").split(","))
+    proc = dolsot("--session", held_session, "--gate", "type X = int\nprint('ran')")
+    if version < (3, 12):
+        assert proc.returncode == 1, err(proc)
+        assert "[syntax-error] CPython cannot parse the cell: SyntaxError" in err(proc), err(proc)
+        assert out(proc) == ""  # rejected before anything ran
+    else:
+        assert (proc.returncode, out(proc)) == (0, "ran\n"), err(proc)
+
+
 def test_without_the_gate_the_same_cell_runs(dolsot):
     proc = dolsot("--session", "g", "import os\nos.sep")
     assert (proc.returncode, out(proc)) == (0, "'/'\n"), err(proc)

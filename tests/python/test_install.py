@@ -13,6 +13,9 @@
    package's console script run by the venv's python; no shipped binary
    carries a path of the build machine, a RUNPATH or a libpython.
 5. ``pip install "<clone>[typecheck,dspy]"`` resolves the extras to the pins.
+6. Every other supported CPython minor version (3.10 to 3.13) that the machine
+   has builds the same sdist into its own wheel, and that wheel runs Repl,
+   InProcessSession and CLI cells in its venv's interpreter.
 (4, the C++ install, is ctest's cpp_host_example: tests/cpp_host/.)
 
 Slow (each build compiles the project): marked ``packaging`` (deselect with
@@ -136,6 +139,17 @@ def sdist(sdist_clone, packaging_root):
     run([sys.executable, "-m", "build", "--sdist", "--outdir", outdir, sdist_clone],
         cwd=packaging_root, env=clean_env())
     (archive,) = outdir.glob("dolsot-*.tar.gz")
+    # A copy elsewhere for the other Python versions' builds (wheel_venv
+    # deletes the original to prove the installed wheel does not need it).
+    kept = packaging_root / "sdist-kept"
+    kept.mkdir()
+    shutil.copy2(archive, kept / archive.name)
+    return archive
+
+
+@pytest.fixture(scope="session")
+def kept_sdist(sdist, packaging_root):
+    (archive,) = (packaging_root / "sdist-kept").glob("dolsot-*.tar.gz")
     return archive
 
 
@@ -362,3 +376,84 @@ def test_the_extras_resolve_to_their_pins(packaging_root):
     test_pins = dict(re.findall(r"^([\w.-]+)==(\S+)$", (ROOT / "requirements" / "test.txt").read_text(), re.M))
     for name, version in pins.items():
         assert test_pins.get(name) == version, (name, version)
+
+
+# ----------------------------------------------------- other Python versions --
+
+SUPPORTED_MINORS = ["3.10", "3.11", "3.12", "3.13"]
+OTHER_MINORS = [m for m in SUPPORTED_MINORS if m != "%d.%d" % sys.version_info[:2]]
+
+
+def find_python(minor: str) -> str | None:
+    """An interpreter of CPython `minor` with venv, ensurepip and its C
+    headers (a build needs Python.h), or None: Debian's python3.X, a pyenv
+    installation, or one on PATH."""
+    candidates = [f"/usr/bin/python{minor}", f"/usr/local/bin/python{minor}"]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += sorted(str(p) for p in pyenv.glob(f"{minor}.*/bin/python{minor}"))
+    on_path = shutil.which(f"python{minor}")
+    if on_path and "/shims/" not in on_path:  # a pyenv shim may point at another version
+        candidates.append(on_path)
+    probe = ("import sys, sysconfig, os, venv, ensurepip; "
+             "print('%d.%d' % sys.version_info[:2], "
+             "os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))")
+    for candidate in candidates:
+        if not Path(candidate).exists():
+            continue
+        out = subprocess.run([candidate, "-c", probe], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.split() == [minor, "True"]:
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("minor", OTHER_MINORS)
+def test_each_supported_python_builds_the_sdist_and_runs_cells_in_its_venv(
+        minor, kept_sdist, tmp_path_factory):
+    python = find_python(minor)
+    if python is None:
+        pytest.skip(f"no CPython {minor} with venv and its headers on this machine "
+                    f"(Debian: apt-get install python{minor}-dev python{minor}-venv)")
+    root = tmp_path_factory.mktemp(f"py{minor}")
+    venv_python = make_venv(root / "venv", python)
+    # pip's defaults, as a user of that Python types it: an isolated build
+    # environment with that Python's own build requirements.
+    run([venv_python, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", root / "wheelhouse",
+         kept_sdist], cwd=root, env=clean_env())
+    (wheel_file,) = (root / "wheelhouse").glob("dolsot-*.whl")
+    tag = "cp" + minor.replace(".", "")
+    assert f"-{tag}-{tag}-" in wheel_file.name, wheel_file.name
+    run([venv_python, "-m", "pip", "install", wheel_file], cwd=root, env=clean_env())
+
+    work = root / "work"
+    work.mkdir()
+    (work / "mytools.py").write_text(TOOLBOX)
+    env = clean_env(DOLSOT_CACHE_DIR=str(work / "cache"), DOLSOT_TYPECHECK="0",
+                    PYTHONPATH=str(work))
+    version, prefix = venv_identity(venv_python)
+    assert version.startswith(minor + ".")
+    host = textwrap.dedent(f'''
+        import dolsot
+        from dolsot.store import MemoryStore
+        for backend in (dolsot.Repl({{"mt": "mytools"}}, store=MemoryStore()),
+                        dolsot.InProcessSession({{"mt": "mytools"}})):
+            assert backend.run("s", "x = mt.add(40, 2)").ok
+            r = backend.run("s", {WHO!r} + "; print(x)")
+            assert r.ok, r.error
+            print(r.stdout.strip().replace("\\n", " "))
+            backend.close()
+    ''')
+    out = run([venv_python, "-c", host], cwd=work, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("(")]
+    assert len(lines) == 2, out.stdout
+    for line in lines:
+        cell, answer = line.rsplit(" ", 1)
+        assert answer == "42", line
+        assert who(cell)[:3] == (version, prefix, str(venv_python))
+
+    cli = venv_python.parent / "dolsot"
+    run([cli, "--toolbox", "mytools:mt", "--session", "v", "x = mt.add(20, 1)"], cwd=work, env=env)
+    assert run([cli, "--session", "v", "x * 2"], cwd=work, env=env).stdout == "42\n"
+    cell_version, cell_prefix, _, argv0 = who(run([cli, "--session", "v", WHO], cwd=work,
+                                                  env=env).stdout)
+    assert (cell_version, cell_prefix) == (version, prefix)
+    assert argv0 == str(venv_python.parent / "dolsot-worker")
