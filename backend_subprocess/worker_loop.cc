@@ -30,6 +30,7 @@
 #include "backend_subprocess/session_process.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_runner.h"
+#include "embedded/huge_page_arenas.h"
 
 namespace dolsot {
 namespace {
@@ -366,6 +367,13 @@ StatusOr<Frame> ReadReleasingGil(int fd, protocol::Deadline deadline) {
 int WorkerFdFromEnvironment() { return FdFromEnvironment(kWorkerFdVariable); }
 
 int RunWorker(int socket_fd) {
+  // Before the session's objects exist: their arenas then sit in huge pages,
+  // which makes the rollback fork after every cell copy 512 times fewer
+  // page-table entries (embedded/huge_page_arenas.h). DOLSOT_HUGE_PAGES=0
+  // keeps CPython's own arenas.
+  if (const char* huge = std::getenv("DOLSOT_HUGE_PAGES"); huge == nullptr || std::string(huge) != "0") {
+    InstallHugePageArenas();
+  }
   UniqueFd host(socket_fd);
   ::fcntl(socket_fd, F_SETFD, FD_CLOEXEC);
   // Stray writes to fd 1 (threads, C code) must not reach a CLI's stdout.

@@ -33,8 +33,11 @@ import time
 
 CHILD = r"""
 import json, os, statistics, sys, tempfile, time
-config, mb, cells, pace, pyconsole = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-STATE = f"state = [bytearray(1024) for _ in range({mb} * 1024)]"
+config, mb, cells, pace, pyconsole, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
+if kind == "objects":  # small objects (dicts, strs, ints): CPython's own arenas, ~200 B a row
+    STATE = f"state = [{{'k': i, 'v': str(i)}} for i in range({mb} * 5000)]"
+else:  # 1 KiB buffers: malloc's heap
+    STATE = f"state = [bytearray(1024) for _ in range({mb} * 1024)]"
 lat = []
 if config == "pyconsole":
     import importlib.machinery, importlib.util
@@ -78,11 +81,12 @@ CONFIGS = {
 }
 
 
-def measure(pythonpath, config, mb, cells, pace, pyconsole):
+def measure(pythonpath, config, mb, cells, pace, pyconsole, extra_env=None, kind="bytes"):
     env = dict(os.environ, PYTHONPATH=pythonpath or os.environ.get("PYTHONPATH", ""))
+    env.update(extra_env or {})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([sys.executable, "-c", CHILD, config, str(mb), str(cells), str(pace),
-                          pyconsole or ""], env=env, check=True, capture_output=True, text=True)
+                          pyconsole or "", kind], env=env, check=True, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, json.loads(out.stdout.strip().splitlines()[-1])["latency"]
@@ -100,27 +104,42 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--paced-cells", type=int, default=30)
     parser.add_argument("--b2b-cells", type=int, default=100)
+    parser.add_argument("--compare-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                        help="also run the rollback-on configurations with these variables set "
+                             "(an A/B of a setting in the same run); repeatable")
+    parser.add_argument("--state", choices=["bytes", "objects"], default="bytes",
+                        help="the session's state: 1 KiB bytearrays (malloc's heap) or small "
+                             "dicts (CPython's arenas)")
+    parser.add_argument("--configs", help="comma-separated subset of on:async,on:off,off:off")
     parser.add_argument("--write")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    runs = [("pyconsole kernel (peer)", None, "pyconsole")]
-    runs += [(name, None, config) for name, config in CONFIGS.items()]
+    runs = [("pyconsole kernel (peer)", None, "pyconsole", None)]
+    if args.configs:
+        wanted = set(args.configs.split(","))
+        for name in [n for n, c in CONFIGS.items() if c not in wanted]:
+            del CONFIGS[name]
+    runs += [(name, None, config, None) for name, config in CONFIGS.items()]
     if args.base_pythonpath:
-        runs += [(f"before: {name}", args.base_pythonpath, config)
+        runs += [(f"before: {name}", args.base_pythonpath, config, None)
                  for name, config in CONFIGS.items() if config == "on:async"]
+    for spec in args.compare_env:
+        extra = dict(item.split("=", 1) for item in spec.split(","))
+        runs += [(f"{name}, {spec}", None, config, extra)
+                 for name, config in CONFIGS.items() if config.startswith("on:")]
     phases = {"paced": (args.paced_cells, 0.05), "b2b": (args.b2b_cells, 0.0), "none": (0, 0.0)}
     samples = {}  # (name, mb, phase) -> [(cpu, latency)]
     load = os.getloadavg()[0]
     for _ in range(args.rounds):
         for mb in sizes:
-            for name, path, config in runs:
+            for name, path, config, extra in runs:
                 for phase, (cells, pace) in phases.items():
                     samples.setdefault((name, mb, phase), []).append(
-                        measure(path, config, mb, cells, pace, args.pyconsole))
+                        measure(path, config, mb, cells, pace, args.pyconsole, extra, args.state))
     report = ["# CPU per cell, including background work\n",
               f"One run on {os.cpu_count()} cores, load average {load:.1f} at start and "
               f"{os.getloadavg()[0]:.1f} at the end; Python {sys.version.split()[0]}; cell `1+1`; "
-              f"medians of {args.rounds} rounds; {args.paced_cells} cells 50 ms apart, "
+              f"state of {args.state}; medians of {args.rounds} rounds; {args.paced_cells} cells 50 ms apart, "
               f"{args.b2b_cells} back to back. CPU per cell = (CPU of the whole process tree "
               "with N cells - CPU with none) / N.\n"]
 
@@ -138,7 +157,7 @@ def main():
         report.append("| configuration | " + " | ".join(f"{mb} MB" for mb in sizes) + " |")
         report.append("|---" * (len(sizes) + 1) + "|")
         peer = {mb: per_cell("pyconsole kernel (peer)", mb, phase) for mb in sizes}
-        for name, _, _ in runs:
+        for name, *_ in runs:
             cells = []
             for mb in sizes:
                 cpu = per_cell(name, mb, phase)
@@ -148,7 +167,7 @@ def main():
         report.append(f"\n## Latency per cell, {title} (median)\n")
         report.append("| configuration | " + " | ".join(f"{mb} MB" for mb in sizes) + " |")
         report.append("|---" * (len(sizes) + 1) + "|")
-        for name, _, _ in runs:
+        for name, *_ in runs:
             report.append(f"| {name} | " + " | ".join(ms(latency(name, mb, phase)) for mb in sizes)
                           + " |")
     text = "\n".join(report) + "\n"

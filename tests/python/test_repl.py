@@ -613,3 +613,59 @@ def test_close_saves_the_last_state_after_a_slow_checkpoint_was_superseded():
         assert r.run("s", "x = 2").ok
     with Repl(store=store, typecheck=False) as again:
         assert again.run("s", "x, len(big), f()").value == "(2, 200000, 1)"
+
+
+# --- huge pages under the session's objects (#22) ------------------------------
+
+def _thp_mode():
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return None
+    return text[text.index("[") + 1:text.index("]")]
+
+
+BUILD_ROWS = "data = [{'k': i, 'v': str(i)} for i in range(300000)]"
+ANON_HUGE_KIB = ("int(next(line.split()[1] for line in open('/proc/self/smaps_rollup') "
+                 "if line.startswith('AnonHugePages:')))")
+
+
+@pytest.mark.skipif(_thp_mode() not in ("madvise", "always"),
+                    reason="transparent huge pages are off on this kernel")
+def test_a_sessions_objects_sit_in_huge_pages_unless_turned_off(monkeypatch):
+    # The runner forks its rollback snapshot after every cell: with the
+    # session's arenas in huge pages that fork copies 512 times fewer
+    # page-table entries (embedded/huge_page_arenas.h).
+    with_huge = Repl(store=MemoryStore(), typecheck=False)
+    try:
+        assert with_huge.run("s", BUILD_ROWS).ok
+        huge_kib = int(with_huge.run("s", ANON_HUGE_KIB).value)
+    finally:
+        with_huge.close()
+    assert huge_kib >= 16 * 1024, huge_kib  # most of ~60 MB of dicts and strs
+    monkeypatch.setenv("DOLSOT_HUGE_PAGES", "0")
+    without = Repl(store=MemoryStore(), typecheck=False)
+    try:
+        assert without.run("s", BUILD_ROWS).ok
+        plain_kib = int(without.run("s", ANON_HUGE_KIB).value)
+    finally:
+        without.close()
+    assert plain_kib < huge_kib / 4, (plain_kib, huge_kib)
+
+
+def test_rollback_is_exact_for_state_in_huge_page_arenas():
+    # A killed cell that rewrote every row: the snapshot (a fork sharing the
+    # huge pages copy-on-write) still holds the rows as they were.
+    repl = Repl(store=MemoryStore(), typecheck=False)
+    try:
+        assert repl.run("s", BUILD_ROWS).ok
+        killed = repl.run("s", "for d in data:\n    d['k'] = -1\n    d['v'] += 'x'\nwhile True:\n    pass",
+                          timeout=3)
+        assert killed.exit_code == 124, killed.error
+        check = repl.run("s", "sum(d['k'] for d in data), sum(len(d['v']) for d in data)")
+        assert check.ok, check.error
+        assert check.value == repr((sum(range(300000)), sum(len(str(i)) for i in range(300000))))
+        # And the session goes on from there.
+        assert repl.run("s", "data.append({'k': 1, 'v': ''}); len(data)").value == "300001"
+    finally:
+        repl.close()
