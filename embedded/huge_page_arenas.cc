@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -13,6 +14,11 @@ namespace dolsot {
 namespace {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
+// CPython frees an arena as soon as it empties and takes a new one moments
+// later (a cell's temporaries): the last few freed keep their memory, so
+// that churn costs no zeroing of fresh (huge) pages. Beyond them, a freed
+// arena's memory goes back to the kernel.
+constexpr std::size_t kWarmArenas = 16;
 
 struct Chunk {
   char* base;
@@ -26,9 +32,11 @@ struct State {
   PyObjectArenaAllocator previous{};
   std::size_t chunk_bytes = 0;
   std::vector<Chunk> chunks;
-  char* next = nullptr;  // bump pointer in chunks.back()
+  char* next = nullptr;       // bump pointer in chunks.back()
+  char* committed = nullptr;  // [chunk, committed) is read-write, the rest PROT_NONE
   char* end = nullptr;
-  std::vector<void*> freed;  // arenas of arena_size, memory returned
+  std::vector<void*> warm;   // freed arenas of arena_size, memory kept (at most kWarmArenas)
+  std::vector<void*> freed;  // freed arenas of arena_size, memory returned
   std::size_t arena_size = 0;
   std::size_t in_use = 0;
   std::size_t fallbacks = 0;
@@ -40,11 +48,13 @@ State& Arenas() {
   return *state;
 }
 
-// A chunk_bytes chunk aligned to a huge page, advised for THP; nullptr on failure.
+// A chunk_bytes chunk aligned to a huge page, advised for THP, reserved
+// PROT_NONE (made read-write 2 MiB at a time as arenas are handed out, so
+// what scans a process's writable mappings, such as HotPages, never walks
+// the unused rest); nullptr on failure.
 char* MapChunk(std::size_t bytes) {
   const std::size_t span = bytes + kHugePage;
-  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+  void* raw = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   auto start = reinterpret_cast<std::uintptr_t>(raw);
   std::uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
@@ -53,6 +63,17 @@ char* MapChunk(std::size_t bytes) {
   if (start + span > tail) ::munmap(reinterpret_cast<void*>(tail), start + span - tail);
   ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
   return reinterpret_cast<char*>(aligned);
+}
+
+// Makes [s.next, s.next + size) read-write; false when it cannot.
+bool Commit(State& s, std::size_t size) {
+  if (s.next + size <= s.committed) return true;
+  std::size_t grow = static_cast<std::size_t>(s.next + size - s.committed);
+  grow = std::min<std::size_t>((grow + kHugePage - 1) & ~(kHugePage - 1),
+                               static_cast<std::size_t>(s.end - s.committed));
+  if (::mprotect(s.committed, grow, PROT_READ | PROT_WRITE) != 0) return false;
+  s.committed += grow;
+  return true;
 }
 
 bool InChunks(const State& s, const void* p) {
@@ -65,22 +86,26 @@ bool InChunks(const State& s, const void* p) {
 
 void* Allocate(void* /*ctx*/, std::size_t size) {
   State& s = Arenas();
-  if (size == s.arena_size && !s.freed.empty()) {
-    void* p = s.freed.back();
-    s.freed.pop_back();
-    ++s.in_use;
-    return p;
+  if (size == s.arena_size) {
+    for (std::vector<void*>* list : {&s.warm, &s.freed}) {
+      if (list->empty()) continue;
+      void* p = list->back();
+      list->pop_back();
+      ++s.in_use;
+      return p;
+    }
   }
   if (size <= s.chunk_bytes && (s.next == nullptr || static_cast<std::size_t>(s.end - s.next) < size)) {
     if (s.chunks.size() < s.chunks.capacity()) {
       if (char* base = MapChunk(s.chunk_bytes)) {
         s.chunks.push_back({base, s.chunk_bytes});
         s.next = base;
+        s.committed = base;
         s.end = base + s.chunk_bytes;
       }
     }
   }
-  if (s.next != nullptr && static_cast<std::size_t>(s.end - s.next) >= size) {
+  if (s.next != nullptr && static_cast<std::size_t>(s.end - s.next) >= size && Commit(s, size)) {
     void* p = s.next;
     s.next += size;
     if (s.arena_size == 0) s.arena_size = size;
@@ -99,6 +124,10 @@ void Free(void* /*ctx*/, void* p, std::size_t size) {
     return;
   }
   --s.in_use;
+  if (size == s.arena_size && s.warm.size() < kWarmArenas) {
+    s.warm.push_back(p);
+    return;
+  }
   ::madvise(p, size, MADV_DONTNEED);  // the memory goes back; the address is kept
   if (size == s.arena_size && s.freed.size() < s.freed.capacity()) s.freed.push_back(p);
 }
@@ -123,6 +152,7 @@ bool InstallHugePageArenas(std::size_t chunk_bytes) {
   // arena's memory still goes back, its address is not reused): the vectors
   // never grow once installed.
   s.chunks.reserve((std::size_t{1} << 40) / chunk_bytes);
+  s.warm.reserve(kWarmArenas);
   s.freed.reserve(std::size_t{1} << 16);
   PyObject_GetArenaAllocator(&s.previous);
   PyObjectArenaAllocator mine{nullptr, Allocate, Free};
@@ -135,7 +165,7 @@ bool InHugePageArenas(const void* address) { return InChunks(Arenas(), address);
 
 HugePageArenaStats GetHugePageArenaStats() {
   const State& s = Arenas();
-  return {s.installed, s.chunks.size(), s.in_use, s.freed.size(), s.fallbacks};
+  return {s.installed, s.chunks.size(), s.in_use, s.warm.size() + s.freed.size(), s.fallbacks};
 }
 
 }  // namespace dolsot

@@ -15,9 +15,10 @@
 // allocator, as before.
 //
 // Chunks are reserved as arenas are needed (64 MiB of address space at a
-// time, so an RLIMIT_AS cap is not spent on reservations); a freed arena's
-// memory goes back to the kernel (MADV_DONTNEED) and its address is reused
-// first. Arenas CPython allocated before Install() are freed by CPython's own
+// time, so an RLIMIT_AS cap is not spent on reservations). The last 16 freed
+// arenas keep their memory (CPython frees and retakes arenas as a cell's
+// temporaries come and go); beyond those a freed arena's memory goes back to
+// the kernel (MADV_DONTNEED). Freed addresses are reused first. Arenas CPython allocated before Install() are freed by CPython's own
 // allocator. Needs the GIL (CPython calls the allocator with it held).
 #pragma once
 
@@ -29,7 +30,7 @@ struct HugePageArenaStats {
   bool installed = false;
   std::size_t chunks = 0;          // reserved chunks
   std::size_t arenas_in_use = 0;   // arenas handed out from chunks, not freed
-  std::size_t arenas_freed = 0;    // on the free list (memory returned)
+  std::size_t arenas_freed = 0;    // freed, kept for reuse (the last 16 with their memory)
   std::size_t fallbacks = 0;       // arenas that came from CPython's allocator
 };
 
