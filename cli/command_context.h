@@ -24,6 +24,9 @@ struct BackendSettings {
   bool gate = false;                             // run the AST gate before the cell
   std::optional<std::size_t> max_repr;           // nullopt: DOLSOT_MAX_REPR / default
   std::optional<std::size_t> max_text;           // nullopt: DOLSOT_MAX_TEXT / default
+  // Per-cell rollback snapshots: for a long-lived server (dolsot mcp), whose
+  // sessions stay live between cells. A one-cell call needs none.
+  bool snapshots = false;
 };
 
 using BackendFactory =
