@@ -119,6 +119,13 @@ CLI::App* AddMcpCommand(CLI::App& app, McpArgs& args) {
       "mcp",
       "Serve the Model Context Protocol on stdin/stdout (tools: run, sessions, reset) until "
       "stdin closes; sessions stay live between calls");
+  mcp->footer(
+      "Tools: run(session, code, timeout?), sessions(), reset(session or \"all\").\n"
+      "One JSON-RPC message per line on stdin, one answer per line on stdout; what a cell\n"
+      "writes to fd 1 goes to stderr. Sessions stay live and are checkpointed to\n"
+      "DOLSOT_CACHE_DIR after every cell. Exits 0 when stdin closes or on SIGTERM.\n"
+      "In an MCP host's configuration:\n"
+      "  {\"command\": \"dolsot\", \"args\": [\"mcp\", \"--toolbox\", \"mytools:mt\"]}");
   AddBackendOptions(*mcp, args.backend);
   return mcp;
 }
