@@ -126,6 +126,25 @@ def test_initialize_and_the_tools_with_their_schemas(server):
     assert tools["sessions"].annotations.read_only_hint is True
 
 
+def test_the_sdks_high_level_client_falls_back_to_initialize(server):
+    # mcp.Client's default mode probes server/discover (the 2026 stateless
+    # revision), which dolsot does not offer (-32601); the client then
+    # negotiates with initialize, as it does with every handshake-era server.
+    from mcp import Client
+
+    params = StdioServerParameters(command=str(CLI), args=["mcp"], env=server.env,
+                                   cwd=str(server.toolbox_dir))
+
+    async def main():
+        async with Client(params) as client:
+            result = await client.call_tool("run", {"session": "auto", "code": "3 * 3"})
+            return client.protocol_version, result
+
+    version, result = run_async(main())
+    assert version == "2025-11-25"
+    assert result.structured_content["value"] == "9"
+
+
 def test_state_is_kept_across_run_calls(server):
     async def main():
         async with server.session() as session:
