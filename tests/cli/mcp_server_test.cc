@@ -44,6 +44,10 @@ class FakeBackend final : public Backend {
     } else if (code == "fail") {
       result = Result::Failure(Outcome::kError, 3, "mytools.ToolError: nope", {"x"});
       result.error_type = "ToolError";
+    } else if (code == "unsaved") {
+      result.held = {"y"};
+      result.save_error = "disk full";
+      result.error = "warning: checkpoint not saved: disk full";
     } else if (code == "figure") {
       result.images = {std::string("\x89PNG", 4)};
     } else if (code == "refuse") {
@@ -276,6 +280,16 @@ TEST_F(McpServerTest, AFailedCellIsAToolErrorWithItsExitCode) {
   EXPECT_EQ(result["structuredContent"]["outcome"], "error");
   EXPECT_NE(result["content"][0]["text"].get<std::string>().find("ToolError: nope"),
             std::string::npos);
+}
+
+TEST_F(McpServerTest, ACellWhoseStateWasNotSavedIsAToolError) {
+  // It ran, but the next call would not see what it did (the CLI's exit 75).
+  Initialize();
+  Call(1, "run", Json{{"session", "work"}, {"code", "unsaved"}});
+  Json result = ReplyTo(1)["result"];
+  EXPECT_EQ(result["isError"], true);
+  EXPECT_EQ(result["structuredContent"]["ok"], true);
+  EXPECT_EQ(result["structuredContent"]["save_error"], "disk full");
 }
 
 TEST_F(McpServerTest, FiguresBecomeImageBlocks) {

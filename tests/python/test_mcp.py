@@ -357,6 +357,11 @@ def test_bad_input_is_answered_and_the_server_keeps_serving(server):
         send(proc, b'{"jsonrpc":"2.0","id":1,"method":"p\xff"}')
         reply = receive(proc)
         assert reply["error"]["code"] == -32700 and "UTF-8" in reply["error"]["message"]
+        # 9 MiB in one line, past the 8 MiB a message may have: refused, skipped.
+        send(proc, b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"' + b"a" * (9 << 20)
+             + b'"}}')
+        reply = receive(proc)
+        assert reply["error"]["code"] == -32600 and "longer than" in reply["error"]["message"]
         send(proc, {"jsonrpc": "2.0", "id": 2, "method": "resources/list"})
         reply = receive(proc)
         assert (reply["id"], reply["error"]["code"]) == (2, -32601)
