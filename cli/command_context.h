@@ -24,6 +24,13 @@ struct BackendSettings {
   bool gate = false;                             // run the AST gate before the cell
   std::optional<std::size_t> max_repr;           // nullopt: DOLSOT_MAX_REPR / default
   std::optional<std::size_t> max_text;           // nullopt: DOLSOT_MAX_TEXT / default
+  // Per-cell rollback snapshots: for a long-lived server (dolsot mcp), whose
+  // sessions stay live between cells. A one-cell call needs none.
+  bool snapshots = false;
+  // The Result returns once its checkpoint is durable (checkpoint mode
+  // `sync`, what a one-cell call needs); false: written in the background
+  // while the next cell runs, flushed when the backend closes (`async`).
+  bool durable_each_cell = true;
 };
 
 using BackendFactory =

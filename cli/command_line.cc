@@ -28,6 +28,7 @@ constexpr const char* kFooter = R"FOOTER(Examples:
   dolsot --list-sessions
   dolsot --reset work
   dolsot --reset all
+  dolsot mcp --toolbox mytools:mt           # an MCP server on stdio (dolsot mcp --help)
 
 Output: stdout gets what the cell printed, then the value of its trailing
 expression; stderr gets the error, and the "session now holds: ..." banner.
@@ -42,7 +43,8 @@ DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
 DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
-A code argument starting with '-' goes after "--": dolsot --session s -- "-1")FOOTER";
+A code argument starting with '-' (or the word mcp) goes after "--":
+dolsot --session s -- "-1")FOOTER";
 
 struct Parser {
   CLI::App app{kDescription, "dolsot"};
@@ -50,6 +52,7 @@ struct Parser {
   std::vector<CLI::Option*> run;
   CLI::Option* list_sessions = nullptr;
   CLI::Option* reset = nullptr;
+  CLI::App* mcp = nullptr;
 };
 
 void Configure(Parser& parser, CommandLine& line) {
@@ -59,6 +62,7 @@ void Configure(Parser& parser, CommandLine& line) {
   parser.run = AddRunOptions(app, line.run);
   parser.list_sessions = AddListSessionsOptions(app, line.list_sessions);
   parser.reset = AddResetOptions(app, line.reset);
+  parser.mcp = AddMcpCommand(app, line.mcp);
   parser.json = app.add_flag("--json", line.json,
                              "Print the Result (or the session list) as one JSON document");
 }
@@ -66,6 +70,18 @@ void Configure(Parser& parser, CommandLine& line) {
 // --list-sessions and --reset each stand alone (--json aside). Checked here
 // rather than with CLI11's excludes() to keep --help readable.
 std::optional<std::string> ConflictingOptions(const Parser& parser) {
+  if (parser.mcp->parsed()) {
+    std::vector<const CLI::Option*> top_level(parser.run.begin(), parser.run.end());
+    top_level.insert(top_level.end(), {parser.list_sessions, parser.reset, parser.json});
+    for (const CLI::Option* option : top_level) {
+      if (option->count() > 0) {
+        const std::string name = option->get_name();
+        return "mcp cannot be combined with " + (name == "code" ? std::string("code to run") : name) +
+               " (its options go after the word mcp)";
+      }
+    }
+    return std::nullopt;
+  }
   const bool listing = parser.list_sessions->count() > 0;
   const bool resetting = parser.reset->count() > 0;
   if (listing && resetting) return "--list-sessions and --reset cannot be combined";
@@ -100,7 +116,8 @@ std::optional<std::string> EmptyOptionValue(int argc, const char* const* argv) {
   return std::nullopt;
 }
 
-Action ChooseAction(const CommandLine& line) {
+Action ChooseAction(const Parser& parser, const CommandLine& line) {
+  if (parser.mcp->parsed()) return Action::kMcp;
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
   return Action::kRun;
@@ -132,7 +149,7 @@ CommandLine Parse(int argc, const char* const* argv, std::ostream& out, std::ost
     line.exit_code = UsageError(err, *conflict);
     return line;
   }
-  line.action = ChooseAction(line);
+  line.action = ChooseAction(parser, line);
   return line;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/list_sessions_command.h"
+#include "cli/mcp_command.h"
 #include "cli/reset_command.h"
 #include "cli/run_command.h"
 
@@ -19,6 +20,7 @@ enum class Action {
   kRun,           // run one cell
   kListSessions,  // --list-sessions
   kReset,         // --reset SID|all
+  kMcp,           // the mcp subcommand
   kExit,          // --help, --version or a usage error: already printed
 };
 
@@ -29,6 +31,7 @@ struct CommandLine {
   RunArgs run;
   ListSessionsArgs list_sessions;
   ResetArgs reset;
+  McpArgs mcp;
 };
 
 // Parses argv (argv[0] is the program). --help and --version print to `out`

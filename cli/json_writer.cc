@@ -21,6 +21,18 @@ Json OptionalString(const std::optional<std::string>& text) {
 }  // namespace
 
 std::string ResultToJson(const Result& result, const std::vector<std::string>& image_paths) {
+  return Dump(ResultJsonValue(result, image_paths));
+}
+
+std::string SessionsToJson(const std::vector<SessionInfo>& sessions) {
+  return Dump(SessionsJsonValue(sessions));
+}
+
+std::string ResetToJson(std::string_view target, int removed) {
+  return Dump(ResetJsonValue(target, removed));
+}
+
+Json ResultJsonValue(const Result& result, const std::vector<std::string>& image_paths) {
   Json json = Json::object();
   json["ok"] = result.ok;
   json["value"] = OptionalString(result.value);
@@ -34,10 +46,10 @@ std::string ResultToJson(const Result& result, const std::vector<std::string>& i
   json["save_error"] = OptionalString(result.save_error);
   json["text"] = result.Text();
   json["images"] = image_paths;
-  return Dump(json);
+  return json;
 }
 
-std::string SessionsToJson(const std::vector<SessionInfo>& sessions) {
+Json SessionsJsonValue(const std::vector<SessionInfo>& sessions) {
   Json json = Json::array();
   for (const auto& session : sessions) {
     Json entry = Json::object();
@@ -47,14 +59,14 @@ std::string SessionsToJson(const std::vector<SessionInfo>& sessions) {
     entry["last_used"] = std::isfinite(session.last_used) ? Json(session.last_used) : Json(nullptr);
     json.push_back(std::move(entry));
   }
-  return Dump(json);
+  return json;
 }
 
-std::string ResetToJson(std::string_view target, int removed) {
+Json ResetJsonValue(std::string_view target, int removed) {
   Json json = Json::object();
   json["reset"] = std::string(target);
   json["removed"] = removed;
-  return Dump(json);
+  return json;
 }
 
 }  // namespace dolsot::cli

@@ -4,6 +4,7 @@
 // host's JSON parser.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,5 +23,12 @@ std::string ResultToJson(const Result& result, const std::vector<std::string>& i
 std::string SessionsToJson(const std::vector<SessionInfo>& sessions);
 // {"reset": target, "removed": count}.
 std::string ResetToJson(std::string_view target, int removed);
+
+// The same documents as JSON values, for a protocol that embeds them
+// (dolsot mcp's structured content).
+nlohmann::ordered_json ResultJsonValue(const Result& result,
+                                       const std::vector<std::string>& image_paths = {});
+nlohmann::ordered_json SessionsJsonValue(const std::vector<SessionInfo>& sessions);
+nlohmann::ordered_json ResetJsonValue(std::string_view target, int removed);
 
 }  // namespace dolsot::cli

@@ -15,15 +15,19 @@ CLI::Option* AddListSessionsOptions(CLI::App& app, ListSessionsArgs& args) {
                       "List stored sessions (id, size, last used) and exit");
 }
 
+void SortMostRecentFirst(std::vector<SessionInfo>& sessions) {
+  std::sort(sessions.begin(), sessions.end(), [](const SessionInfo& a, const SessionInfo& b) {
+    return a.last_used != b.last_used ? a.last_used > b.last_used : a.id < b.id;
+  });
+}
+
 int ListSessionsCommand(const ListSessionsArgs& args, const CommandContext& context) {
   auto backend = context.open_backend(BackendSettings{});
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   auto sessions = (*backend)->Sessions();
   Status closed = (*backend)->Close();
   if (!sessions.ok()) return ReportError(context.err, sessions.status());
-  std::sort(sessions->begin(), sessions->end(), [](const SessionInfo& a, const SessionInfo& b) {
-    return a.last_used != b.last_used ? a.last_used > b.last_used : a.id < b.id;
-  });
+  SortMostRecentFirst(*sessions);
   if (context.json) {
     context.out << SessionsToJson(*sessions) << '\n';
   } else if (sessions->empty()) {

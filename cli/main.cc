@@ -1,6 +1,6 @@
 // The dolsot command: parses the arguments and hands them to one command.
 // Everything else lives in the command files (run_command, list_sessions_
-// command, reset_command); CPython is never started in this process.
+// command, reset_command, mcp_command); CPython is never started in this process.
 #include <unistd.h>
 
 #include <iostream>
@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
       return ListSessionsCommand(line.list_sessions, context);
     case Action::kReset:
       return ResetCommand(line.reset, context);
+    case Action::kMcp:
+      return McpCommand(line.mcp, context);
     case Action::kExit:
       break;
   }

@@ -62,12 +62,13 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   options.config.timeout_seconds = settings.timeout_seconds;
   options.config.max_repr = settings.max_repr;
   options.config.max_text = settings.max_text;
-  options.checkpoint = CheckpointMode::kSync;
-  // No snapshot (a fork per call): the one cell of a call runs in a
+  options.checkpoint = settings.durable_each_cell ? CheckpointMode::kSync : CheckpointMode::kAsync;
+  // A one-cell call takes no snapshot (a fork per call): its cell runs in a
   // session just restored from the store, so a killed cell goes back to that
   // checkpoint, which is its state before the cell, and the Result still
   // says exactly what the session holds (LiveSession: restored, no cell yet).
-  options.snapshots = false;
+  // A server's sessions stay live between cells: they need the snapshot.
+  options.snapshots = settings.snapshots;
   options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};

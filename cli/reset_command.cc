@@ -8,16 +8,13 @@
 #include "core/session_id.h"
 
 namespace dolsot::cli {
-namespace {
 
-std::string Describe(const std::string& target, int removed) {
+std::string DescribeReset(const std::string& target, int removed) {
   if (target == kAllSessions) {
     return "removed " + std::to_string(removed) + (removed == 1 ? " session" : " sessions");
   }
   return removed > 0 ? "removed session " + target : "no session named " + target + " (nothing removed)";
 }
-
-}  // namespace
 
 CLI::Option* AddResetOptions(CLI::App& app, ResetArgs& args) {
   return app.add_option("--reset", args.target,
@@ -38,7 +35,7 @@ int ResetCommand(const ResetArgs& args, const CommandContext& context) {
   if (context.json) {
     context.out << ResetToJson(target, *removed) << '\n';
   } else {
-    context.out << Describe(target, *removed) << '\n';
+    context.out << DescribeReset(target, *removed) << '\n';
   }
   context.out.flush();
   if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';

@@ -22,4 +22,7 @@ CLI::Option* AddResetOptions(CLI::App& app, ResetArgs& args);
 
 int ResetCommand(const ResetArgs& args, const CommandContext& context);
 
+// "removed session s", "no session named s (nothing removed)", "removed 3 sessions".
+std::string DescribeReset(const std::string& target, int removed);
+
 }  // namespace dolsot::cli

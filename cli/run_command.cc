@@ -32,12 +32,9 @@ StatusOr<std::string> ObtainCode(const RunArgs& args, const CommandContext& cont
   return ReadCode(context.in);
 }
 
-// Everything that can be refused before the backend is opened.
+// Everything about the cell that can be refused before the backend is opened.
 Status CheckRequest(const RunArgs& args, const std::string& code) {
   if (!args.session) return InvalidArgument(MissingSessionMessage());
-  if (args.timeout_seconds) DOLSOT_RETURN_IF_ERROR(CheckTimeout(*args.timeout_seconds, "--timeout"));
-  if (args.max_repr && *args.max_repr < 0) return InvalidArgument("--max-repr must be >= 0 (0: no cap)");
-  if (args.max_text && *args.max_text < 0) return InvalidArgument("--max-text must be >= 0 (0: no cap)");
   DOLSOT_RETURN_IF_ERROR(CheckCode(code));
   return ValidateRunRequest(*args.session, code);
 }
@@ -50,13 +47,19 @@ void EndLine(std::ostream& stream, const std::string& text) {
 }  // namespace
 
 std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
-  return {
+  std::vector<CLI::Option*> options{
       app.add_option("code", args.code_words,
                      "Python code to run (several words are joined with spaces); read from "
                      "stdin when omitted"),
       app.add_option("-s,--session", args.session,
                      "Session id whose state the cell reads and updates (required to run code)")
-          ->type_name("SID"),
+          ->type_name("SID")};
+  for (CLI::Option* option : AddBackendOptions(app, args)) options.push_back(option);
+  return options;
+}
+
+std::vector<CLI::Option*> AddBackendOptions(CLI::App& app, BackendArgs& args) {
+  return {
       app.add_option("--toolbox", args.toolbox_specs,
                      "Import MODULE into the session as ALIAS (repeatable)")
           ->type_name("MODULE:ALIAS")
@@ -111,6 +114,18 @@ StatusOr<std::map<std::string, std::string>> ParseToolboxSpecs(
   return toolboxes;
 }
 
+StatusOr<BackendSettings> ResolveBackendArgs(const BackendArgs& args) {
+  auto toolboxes = ParseToolboxSpecs(args.toolbox_specs);
+  if (!toolboxes.ok()) return toolboxes.status();
+  if (args.timeout_seconds) DOLSOT_RETURN_IF_ERROR(CheckTimeout(*args.timeout_seconds, "--timeout"));
+  if (args.max_repr && *args.max_repr < 0) return InvalidArgument("--max-repr must be >= 0 (0: no cap)");
+  if (args.max_text && *args.max_text < 0) return InvalidArgument("--max-text must be >= 0 (0: no cap)");
+  BackendSettings settings{std::move(*toolboxes), args.timeout_seconds, args.gate};
+  if (args.max_repr) settings.max_repr = static_cast<std::size_t>(*args.max_repr);
+  if (args.max_text) settings.max_text = static_cast<std::size_t>(*args.max_text);
+  return settings;
+}
+
 std::string MissingSessionMessage() {
   return "--session is required to run code.\n"
          "  State (variables, imports, DataFrames) persists per session id, so pass a\n"
@@ -120,17 +135,14 @@ std::string MissingSessionMessage() {
 
 int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (!args.session) return ReportError(context.err, InvalidArgument(MissingSessionMessage()));
-  auto toolboxes = ParseToolboxSpecs(args.toolbox_specs);
-  if (!toolboxes.ok()) return ReportError(context.err, toolboxes.status());
+  auto settings = ResolveBackendArgs(args);
+  if (!settings.ok()) return ReportError(context.err, settings.status());
   auto code = ObtainCode(args, context);
   if (!code.ok()) return ReportError(context.err, code.status());
   if (Status checked = CheckRequest(args, *code); !checked.ok()) {
     return ReportError(context.err, checked);
   }
-  BackendSettings settings{std::move(*toolboxes), args.timeout_seconds, args.gate};
-  if (args.max_repr) settings.max_repr = static_cast<std::size_t>(*args.max_repr);
-  if (args.max_text) settings.max_text = static_cast<std::size_t>(*args.max_text);
-  auto backend = context.open_backend(settings);
+  auto backend = context.open_backend(*settings);
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   RunOptions options;
   options.should_stop = context.interrupted;

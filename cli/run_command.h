@@ -20,12 +20,9 @@ class Option;
 
 namespace dolsot::cli {
 
-struct RunArgs {
-  std::optional<std::string> session;
-  // The code: `code` when set (tests), else the positional words joined
-  // with spaces (as dolsot 0.4 does), else stdin.
-  std::optional<std::string> code;
-  std::vector<std::string> code_words;
+// The flags that configure the backend, shared by the run command and
+// `dolsot mcp`: --toolbox, --timeout, --gate, --max-repr, --max-text.
+struct BackendArgs {
   std::vector<std::string> toolbox_specs;
   std::optional<double> timeout_seconds;
   bool gate = false;
@@ -33,9 +30,22 @@ struct RunArgs {
   std::optional<long long> max_text;  // --max-text
 };
 
+struct RunArgs : BackendArgs {
+  std::optional<std::string> session;
+  // The code: `code` when set (tests), else the positional words joined
+  // with spaces (as dolsot 0.4 does), else stdin.
+  std::optional<std::string> code;
+  std::vector<std::string> code_words;
+};
+
 // Registers the run options on `app`; returns them so other commands can
 // declare themselves incompatible with them.
 std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args);
+// Registers the backend flags alone (a subcommand's), in the same order.
+std::vector<CLI::Option*> AddBackendOptions(CLI::App& app, BackendArgs& args);
+// The settings those flags ask for: the toolbox specs parsed, --timeout,
+// --max-repr and --max-text checked; kInvalidArgument naming the flag.
+StatusOr<BackendSettings> ResolveBackendArgs(const BackendArgs& args);
 
 // "MODULE:ALIAS" -> {alias, module}. kInvalidArgument when the colon, the
 // module or the alias is missing, or either is not a Python name.

@@ -152,5 +152,42 @@ TEST(CommandLineTest, VersionPrintsTheVersion) {
   EXPECT_EQ(p.out.rfind("dolsot ", 0), 0u);
 }
 
+TEST(CommandLineTest, McpTakesTheBackendFlags) {
+  Parsed p = Parse({"mcp", "--toolbox", "mytools:mt", "--timeout", "60", "--gate", "--max-text", "900"});
+  EXPECT_EQ(p.line.action, Action::kMcp) << p.err;
+  EXPECT_EQ(p.line.mcp.backend.toolbox_specs, std::vector<std::string>{"mytools:mt"});
+  EXPECT_EQ(p.line.mcp.backend.timeout_seconds, 60.0);
+  EXPECT_TRUE(p.line.mcp.backend.gate);
+  EXPECT_EQ(p.line.mcp.backend.max_text, 900);
+  EXPECT_TRUE(p.line.run.toolbox_specs.empty()) << "the run command's flags are untouched";
+}
+
+TEST(CommandLineTest, McpDoesNotCombineWithTheRunCommandsWork) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--session", "s", "mcp"}, {"--json", "mcp"}, {"--list-sessions", "mcp"},
+           {"--reset", "all", "mcp"}, {"mcp", "--session", "s"}, {"mcp", "1 + 1"}}) {
+    Parsed p = Parse(args);
+    EXPECT_EQ(p.line.action, Action::kExit) << args[0] << " " << args[1];
+    EXPECT_EQ(p.line.exit_code, kExitUsage);
+    EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
+  }
+  Parsed p = Parse({"--session", "s", "mcp"});
+  EXPECT_NE(p.err.find("mcp cannot be combined with --session"), std::string::npos) << p.err;
+}
+
+TEST(CommandLineTest, TheWordMcpAsCodeGoesAfterTheDoubleDash) {
+  Parsed p = Parse({"--session", "s", "--", "mcp"});
+  EXPECT_EQ(p.line.action, Action::kRun);
+  EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"mcp"});
+}
+
+TEST(CommandLineTest, McpHelpDescribesTheSubcommand) {
+  Parsed p = Parse({"mcp", "--help"});
+  EXPECT_EQ(p.line.exit_code, kExitOk);
+  EXPECT_NE(p.out.find("Model Context Protocol"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("--toolbox"), std::string::npos);
+  EXPECT_EQ(p.out.find("--session"), std::string::npos) << "not a flag of mcp";
+}
+
 }  // namespace
 }  // namespace dolsot::cli

@@ -1,23 +1,39 @@
 """What the tests read of the process tree, from /proc: a process's children,
-all its descendants, and whether a pid still runs (a zombie does not)."""
+all its descendants, and whether a pid still runs (a zombie does not).
+
+The kernel lists a child under the thread that started it: by default only
+the main thread's children are read; every_thread=True reads every thread's
+(a multi-threaded host such as `dolsot mcp` starts its worker from a
+request's thread)."""
 
 from __future__ import annotations
 
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except FileNotFoundError:
-        return []
+import os
 
 
-def descendants(pid: int) -> list[int]:
-    out, todo = [], children(pid)
+def children(pid: int, every_thread: bool = False) -> list[int]:
+    tasks = [str(pid)]
+    if every_thread:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            return []
+    out = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(p) for p in f.read().split())
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def descendants(pid: int, every_thread: bool = False) -> list[int]:
+    out, todo = [], children(pid, every_thread)
     while todo:
         child = todo.pop()
         out.append(child)
-        todo.extend(children(child))
+        todo.extend(children(child, every_thread))
     return out
 
 
