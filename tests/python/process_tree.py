@@ -43,3 +43,21 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
+    """Waits (on a pidfd, no polling loop) until `pid` has exited; fails after
+    `seconds`. A pid already gone returns at once."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(seconds * 1000):
+            raise AssertionError(f"process {pid} still runs after {seconds} s")
+    finally:
+        os.close(fd)

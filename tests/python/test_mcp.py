@@ -25,7 +25,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from process_tree import alive, descendants
+from process_tree import alive, descendants, wait_until_gone
 from test_cli import CLI, TOOLBOX
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -310,6 +310,34 @@ def test_a_restarted_server_restores_the_session(server):
     assert restored.structured_content["value"] == "3.14", text_of(restored)
 
 
+def test_with_sync_checkpoints_a_killed_server_loses_nothing_it_answered(server):
+    # --checkpoint sync: each cell's state is on disk before its answer, so
+    # even SIGKILL right after the answer costs nothing (async, the default,
+    # flushes at a clean stop instead).
+    proc = server.popen("--checkpoint", "sync")
+    try:
+        initialize(proc)
+        send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "run", "arguments": {"session": "d", "code": "kept = 41 + 1"}}})
+        assert receive(proc)["result"]["isError"] is False
+        tree = descendants(proc.pid, every_thread=True)
+        proc.kill()
+        proc.wait()
+        for pid in tree:  # the worker and the session's processes follow the host
+            wait_until_gone(pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    async def restarted():
+        async with server.session() as session:
+            return await session.call_tool("run", {"session": "d", "code": "kept"})
+
+    result = run_async(restarted())
+    assert result.structured_content["value"] == "42", text_of(result)
+
+
 def test_figures_come_back_as_image_blocks(server):
     pytest.importorskip("matplotlib")
     code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
@@ -419,7 +447,8 @@ def test_stdin_closed_or_sigterm_stops_cells_and_leaves_no_process(server, tmp_p
 def test_bad_flags_are_refused_before_serving(server):
     for args, phrase in [(["--timeout", "0"], "--timeout"),
                          (["--toolbox", "nocolon"], "nocolon"),
-                         (["--max-text", "-1"], "--max-text")]:
+                         (["--max-text", "-1"], "--max-text"),
+                         (["--checkpoint", "never"], "--checkpoint")]:
         proc = subprocess.run([str(CLI), "mcp", *args], input=b"", capture_output=True,
                               env=server.full_env(), cwd=server.toolbox_dir, timeout=30)
         assert proc.returncode == 2, (args, proc.stderr)
