@@ -21,9 +21,11 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def dolsot(tmp_path):
-    return Dolsot(tmp_path)
+@pytest.fixture(params=["direct", "serve"])
+def dolsot(tmp_path, request):
+    helper = Dolsot(tmp_path, serve=request.param == "serve")
+    yield helper
+    helper.stop_servers()
 
 
 def _ty() -> str | None:
