@@ -192,7 +192,8 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
        "absolute"},
       {"{\"v\":1,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
        ErrorCode::kInvalidArgument, "NAME=value"},
-      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"gate\":\"yes\"}",
+      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
+       "\"gate\":\"yes\"}",
        ErrorCode::kInvalidArgument, "'gate' is not a boolean"},
   };
   for (const auto& c : cases) {

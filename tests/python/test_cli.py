@@ -100,10 +100,12 @@ class Dolsot:
                               cwd=self.toolbox_dir, timeout=timeout)
 
 
-    def server_status(self, cache_dir: str | None = None) -> dict:
+    def server_status(self, cache_dir: str | None = None, must: bool = True) -> dict | None:
         proc = subprocess.run([str(CLI), "serve", "--status", "--json"], capture_output=True,
                               env={**self.env, "DOLSOT_CACHE_DIR": cache_dir or str(self.cache_dir)},
                               timeout=60)
+        if not must and proc.returncode == 2:
+            return None  # a cache dir the CLI refuses (a test's hostile one): no server there
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
@@ -113,7 +115,9 @@ class Dolsot:
         for cache_dir in sorted(self.cache_dirs):
             if not pathlib.Path(cache_dir).is_dir() or pathlib.Path(cache_dir).is_symlink():
                 continue
-            status = self.server_status(cache_dir)
+            status = self.server_status(cache_dir, must=False)
+            if status is None:
+                continue
             tree = [status["pid"], *descendants(status["pid"])] if status["running"] else []
             proc = subprocess.run([str(CLI), "serve", "--stop"], capture_output=True, timeout=180,
                                   env={**self.env, "DOLSOT_CACHE_DIR": cache_dir})
