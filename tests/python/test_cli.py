@@ -244,9 +244,23 @@ def test_a_cell_whose_state_cannot_be_saved_exits_75_and_says_why(dolsot):
         import resource
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    server = None
+    if dolsot.serve:
+        # The server writes the checkpoint: it is the one whose disk is full.
+        socket_path = pathlib.Path(dolsot.server_status()["socket"])
+        dolsot.stop_servers()
+        server = subprocess.Popen([str(CLI), "serve"], env=dolsot.env, preexec_fn=full_disk,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not socket_path.exists():  # it listens once the socket is there
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.01)
     proc = subprocess.run([str(CLI), "--session", "s", "--json", "y = 2"], capture_output=True,
                           env=dolsot.env, cwd=dolsot.toolbox_dir, timeout=60,
-                          preexec_fn=full_disk)
+                          preexec_fn=None if server else full_disk)
+    if server:
+        dolsot.stop_servers()
+        assert server.wait(timeout=60) == 0
     assert proc.returncode == 75, err(proc)
     result = json.loads(out(proc))
     assert result["ok"] is True and result["save_error"], result
