@@ -306,9 +306,9 @@ def test_another_user_is_refused_and_runs_its_own(served):
     os.chmod(status["socket"], 0o777)
     try:
         probe = ("import socket,sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
-                 "s.sendall(b'\\x00\\x00\\x00\\x02{}')\ns.settimeout(30)\n"
-                 "try:\n    print(repr(s.recv(100)))\n"
-                 "except ConnectionResetError:\n    print(repr(b''))")
+                 "s.settimeout(30)\n"
+                 "try:\n    s.sendall(b'\\x00\\x00\\x00\\x02{}')\n    print(repr(s.recv(100)))\n"
+                 "except (ConnectionResetError, BrokenPipeError):\n    print(repr(b''))")
         proc = subprocess.run(["python3", "-c", probe, status["socket"]], user=uid,
                               capture_output=True, text=True, timeout=60)
     finally:
