@@ -236,6 +236,25 @@ StatusOr<std::optional<ServeReply>> AskRunningServer(const ServePaths& paths,
   return std::optional<ServeReply>(std::move(reply).value());
 }
 
+// The paths for `serve --stop` / `--status`, or nullopt after printing why not.
+std::optional<ServePaths> PathsOrReport(std::ostream& err) {
+  auto paths = PathsForThisCall();
+  if (paths.ok()) return std::move(paths).value();
+  err << "dolsot: error: " << paths.status().message() << '\n';
+  return std::nullopt;
+}
+
+// Asks the running server `request`; nullopt (after printing why) on failure.
+std::optional<std::optional<ServeReply>> AskOrReport(const ServePaths& paths, RequestType type,
+                                                     std::ostream& err, UniqueFd* keep) {
+  ServeRequest request;
+  request.type = type;
+  auto reply = AskRunningServer(paths, request, keep);
+  if (reply.ok()) return std::move(reply).value();
+  err << "dolsot: error: " << reply.status().message() << '\n';
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool ServeEnabled(const EnvLookup& env, bool no_serve_flag) {
@@ -330,19 +349,11 @@ void ReleaseFromServer(const std::string& target, std::ostream& err) {
 }
 
 int StopServer(std::ostream& out, std::ostream& err, bool json) {
-  auto paths = PathsForThisCall();
-  if (!paths.ok()) {
-    err << "dolsot: error: " << paths.status().message() << '\n';
-    return kExitUsage;
-  }
-  ServeRequest request;
-  request.type = RequestType::kStop;
+  auto paths = PathsOrReport(err);
+  if (!paths) return kExitUsage;
   UniqueFd fd;
-  auto reply = AskRunningServer(*paths, request, &fd);
-  if (!reply.ok()) {
-    err << "dolsot: error: " << reply.status().message() << '\n';
-    return kExitFailure;
-  }
+  auto reply = AskOrReport(*paths, RequestType::kStop, err, &fd);
+  if (!reply) return kExitFailure;
   const bool ran = reply->has_value();
   if (ran) {
     // The server closes this connection last, after its lock: EOF means gone.
@@ -362,18 +373,10 @@ int StopServer(std::ostream& out, std::ostream& err, bool json) {
 }
 
 int PrintServerStatus(std::ostream& out, std::ostream& err, bool json) {
-  auto paths = PathsForThisCall();
-  if (!paths.ok()) {
-    err << "dolsot: error: " << paths.status().message() << '\n';
-    return kExitUsage;
-  }
-  ServeRequest request;
-  request.type = RequestType::kStatus;
-  auto reply = AskRunningServer(*paths, request, nullptr);
-  if (!reply.ok()) {
-    err << "dolsot: error: " << reply.status().message() << '\n';
-    return kExitFailure;
-  }
+  auto paths = PathsOrReport(err);
+  if (!paths) return kExitUsage;
+  auto reply = AskOrReport(*paths, RequestType::kStatus, err, nullptr);
+  if (!reply) return kExitFailure;
   if (!reply->has_value()) {
     if (json) {
       out << nlohmann::json{{"running", false}, {"cache_dir", paths->cache_dir},

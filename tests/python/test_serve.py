@@ -51,6 +51,17 @@ def popen(served, *args, env=None):
                             cwd=served.toolbox_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def start_sleeping_cell(served, tmp_path):
+    """x = 1 in session s, then a call setting x = 2 that is inside its
+    60 s sleep when this returns."""
+    assert served("--session", "s", "x = 1").returncode == 0
+    marker = tmp_path / "running"
+    client = popen(served, "--session", "s",
+                   f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
+    wait_for(marker)
+    return client
+
+
 def test_live_state_survives_between_calls(served, tmp_path):
     """A thread and an open file are not checkpointable: direct mode loses them."""
     path = tmp_path / "f.txt"
@@ -114,11 +125,7 @@ def test_kill_9_between_calls(served):
 
 
 def test_kill_9_during_a_call(served, tmp_path):
-    assert served("--session", "s", "x = 1").returncode == 0
-    marker = tmp_path / "running"
-    client = popen(served, "--session", "s",
-                   f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
-    wait_for(marker)
+    client = start_sleeping_cell(served, tmp_path)
     tree = server_tree(served)
     os.kill(tree[0], signal.SIGKILL)
     stdout, stderr = client.communicate(timeout=30)
@@ -160,6 +167,18 @@ def test_eight_concurrent_calls_on_eight_sessions_and_on_one(served):
     assert out(proc) == "8\n"
 
 
+def test_clients_racing_to_start_a_server_share_one(served):
+    calls = [popen(served, "--session", f"r{i}", f"{i} * 2") for i in range(8)]
+    results = [(c.wait(timeout=120), *c.communicate()) for c in calls]
+    assert [(rc, stdout) for rc, stdout, _ in results] == [(0, f"{i * 2}\n".encode())
+                                                          for i in range(8)]
+    assert all(b"server" not in stderr for _, _, stderr in results)  # no note: none was gone
+    status = served.server_status()
+    log = pathlib.Path(status["socket"]).parent / "dolsot-serve.log"
+    assert log.read_text().count("listening on") == 1
+    assert sorted(status["live_sessions"]) == [f"r{i}" for i in range(8)]
+
+
 def test_idle_server_exits_and_checkpoints(served):
     env = {"DOLSOT_SERVE_IDLE": "1"}
     proc = served("--session", "s", "x = 3", env=env)
@@ -174,11 +193,7 @@ def test_idle_server_exits_and_checkpoints(served):
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_is_forwarded_and_the_session_rolls_back(served, tmp_path, signal_number):
-    assert served("--session", "s", "x = 1").returncode == 0
-    marker = tmp_path / "running"
-    client = popen(served, "--session", "s",
-                   f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
-    wait_for(marker)
+    client = start_sleeping_cell(served, tmp_path)
     client.send_signal(signal_number)
     stdout, stderr = client.communicate(timeout=30)
     assert client.returncode == 130, stderr
@@ -189,11 +204,7 @@ def test_ctrl_c_is_forwarded_and_the_session_rolls_back(served, tmp_path, signal
 
 
 def test_a_client_that_dies_interrupts_its_cell(served, tmp_path):
-    assert served("--session", "s", "x = 1").returncode == 0
-    marker = tmp_path / "running"
-    client = popen(served, "--session", "s",
-                   f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
-    wait_for(marker)
+    client = start_sleeping_cell(served, tmp_path)
     client.kill()
     client.wait(timeout=10)
     start = time.monotonic()
