@@ -146,13 +146,14 @@ Status SpawnServer(const ServePaths& paths) {
   return Status(ErrorCode::kUnavailable, "the server did not start (see " + paths.log + ")");
 }
 
-// Connects to the server, starting one when none listens. `restarted` is
-// set when a server had been there and was gone.
-StatusOr<UniqueFd> ConnectOrStart(const ServePaths& paths, bool& restarted) {
+// Connects to the server, starting one when none listens (unless `start`
+// is false: then an invalid fd). `restarted` is set when a server had been
+// there and was gone.
+StatusOr<UniqueFd> ConnectOrStart(const ServePaths& paths, bool start, bool& restarted) {
   UniqueFd fd;
   auto connected = Connect(paths.socket, fd);
   if (!connected.ok()) return connected.status();
-  if (*connected == Connected::kYes) return fd;
+  if (*connected == Connected::kYes || !start) return fd;
   restarted = *connected == Connected::kStale;
   // One starter at a time; the next one finds the server listening.
   UniqueFd start_lock(::open(paths.start_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -296,7 +297,10 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.env.emplace_back(*e);
 
   bool restarted = false;
-  auto fd = ConnectOrStart(*paths, restarted);
+  // --list-sessions and --reset use a server that runs (it holds live
+  // sessions) but start none: the store is all there is then.
+  auto fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
+  if (fd.ok() && !fd->valid()) return std::nullopt;
   if (!fd.ok()) {
     context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
                 << "); running directly\n";

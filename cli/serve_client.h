@@ -20,7 +20,8 @@ bool ServeEnabled(const EnvLookup& env, bool no_serve_flag);
 // Runs `line` (kRun, kListSessions or kReset) through the server: the exit
 // code, or nullopt when it has to run directly (a server could not be
 // reached or started: one stderr line says so, or, when the configuration
-// itself is bad, direct mode reports it exactly as always).
+// itself is bad, direct mode reports it exactly as always). A run starts a
+// server when none runs; a list or a reset uses one only when it runs.
 std::optional<int> CallServer(const CommandLine& line, const CommandContext& context);
 
 // Direct mode: asks the server of this cache directory, when one runs, to

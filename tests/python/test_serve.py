@@ -346,3 +346,9 @@ def test_another_user_is_refused_and_runs_its_own(served):
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert served("--session", "s", "x").returncode == 0  # root's server is unharmed
+
+
+def test_list_and_reset_start_no_server(served):
+    assert out(served("--list-sessions")) == "no sessions\n"
+    assert out(served("--reset", "all")) == "removed 0 sessions\n"
+    assert served.server_status()["running"] is False
