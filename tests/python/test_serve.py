@@ -352,3 +352,20 @@ def test_list_and_reset_start_no_server(served):
     assert out(served("--list-sessions")) == "no sessions\n"
     assert out(served("--reset", "all")) == "removed 0 sessions\n"
     assert served.server_status()["running"] is False
+
+
+def test_a_hung_server_costs_a_bounded_wait(served):
+    """A stopped (SIGSTOP) server: the call gives up after the cell's timeout
+    plus the client's 60 s margin, says so in one line and exits 1."""
+    assert served("--session", "s", "x = 1").returncode == 0
+    pid = served.server_status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        proc = served("--session", "s", "--timeout", "1", "x", timeout=120)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert proc.returncode == 1 and proc.stdout == b""
+    lines = err(proc).splitlines()
+    assert len(lines) == 1 and "did not answer in time" in lines[0], err(proc)
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
