@@ -564,6 +564,7 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     auto options = ReplOptionsFor(settings, env);
     if (!options.ok()) return options.status();
     options->snapshots = true;  // a killed cell goes back to its state before it
+    options->checkpoint = CheckpointMode::kSync;  // every finished cell durable
     options->store = store_;
     options->worker_directory = request.cwd;
     options->worker_base_environment = request.env;
