@@ -85,7 +85,10 @@ class Repl::Impl {
                &closer_) {
     settings_.toolboxes = options_.toolboxes;
     settings_.python_path = options_.python_path;
-    settings_.cwd = CurrentDirectory();
+    settings_.cwd =
+        options_.worker_directory.empty() ? CurrentDirectory() : options_.worker_directory;
+    placement_.directory = options_.worker_directory;
+    placement_.base_environment = options_.worker_base_environment;
     settings_.snapshots = options_.snapshots;
     settings_.checkpoint = options_.checkpoint;
     settings_.max_repr = config_.max_repr;
@@ -99,6 +102,8 @@ class Repl::Impl {
   StatusOr<int> Reset(std::string_view target);
   Status Close();
   Status Branch(std::string_view source, std::string_view target);
+  Status Release(std::string_view sid);
+  std::vector<std::string> LiveSessions();
   std::size_t max_text() const { return config_.max_text; }
   int WorkerPid() {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -138,6 +143,7 @@ class Repl::Impl {
   Config config_;
   std::shared_ptr<SessionStore> store_;
   WorkerSettings settings_;
+  WorkerPlacement placement_;
   std::vector<std::string> command_;
   std::mutex mutex_;  // guards slots_, worker_, closed_
   std::map<std::string, std::shared_ptr<SessionSlot>> slots_;
@@ -179,7 +185,8 @@ StatusOr<std::shared_ptr<WorkerProcess>> Repl::Impl::Worker(Deadline deadline) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
   if (!worker_) {
-    auto started = WorkerProcess::Start(command_, options_.worker_environment, settings_, deadline);
+    auto started = WorkerProcess::Start(command_, options_.worker_environment, settings_, deadline,
+                                        placement_);
     if (!started.ok()) return started.status();
     worker_ = std::move(started).value();
   }
@@ -582,6 +589,41 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   return Status::Ok();
 }
 
+Status Repl::Impl::Release(std::string_view sid_view) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid_view));
+  std::string sid(sid_view);
+  std::shared_ptr<SessionSlot> slot;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto found = slots_.find(sid);
+    if (found == slots_.end()) return Status::Ok();
+    slot = found->second;
+  }
+  std::lock_guard<FifoMutex> turn(slot->turn);
+  if (!slot->live) return Status::Ok();
+  Status evicted = Evict(sid, *slot);
+  if (!evicted.ok()) return Status(evicted.code(), "cannot release session '" + sid + "': it " + evicted.message());
+  return Status::Ok();
+}
+
+std::vector<std::string> Repl::Impl::LiveSessions() {
+  std::map<std::string, std::shared_ptr<SessionSlot>> copy;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    copy = slots_;
+  }
+  std::vector<std::string> out;
+  for (auto& [sid, slot] : copy) {
+    if (slot->turn.try_lock()) {
+      bool live = slot->live != nullptr;
+      slot->turn.unlock();
+      if (!live) continue;
+    }
+    out.push_back(sid);  // busy: live, or becoming live
+  }
+  return out;
+}
+
 Status Repl::Impl::Close() {
   std::map<std::string, std::shared_ptr<SessionSlot>> copy;
   std::shared_ptr<WorkerProcess> worker;
@@ -673,5 +715,7 @@ Status Repl::Branch(std::string_view source, std::string_view target) {
   return impl_->Branch(source, target);
 }
 int Repl::WorkerPid() const { return impl_->WorkerPid(); }
+Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
+std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }
 
 }  // namespace dolsot

@@ -61,6 +61,13 @@ struct ReplOptions {
   std::vector<std::string> typecheck_path;
   // Extra "NAME=value" environment entries for the worker process.
   std::vector<std::string> worker_environment;
+  // The worker's working directory, which its sys.path starts with (a
+  // server runs a caller's cells where that caller runs); empty: the
+  // host's cwd when the Repl is created.
+  std::string worker_directory;
+  // The environment the worker starts from instead of the host's ("NAME=
+  // value" entries; worker_environment is added to it). nullopt: the host's.
+  std::optional<std::vector<std::string>> worker_base_environment;
 };
 
 // Thread safety: as Backend. Calls on different sessions run in parallel;
@@ -86,6 +93,15 @@ class Repl final : public Backend {
   // A new live session `new_id` holding a copy of `source_id`'s state
   // (restored from the store first when not live). `new_id` must be unused.
   Status Branch(std::string_view source_id, std::string_view new_id) override;
+
+  // Session `session_id` leaves this Repl: once a cell running in it has
+  // finished, its state is checkpointed to the store (in every checkpoint
+  // mode) and its process ends; the next Run restores it. OK when it is not
+  // live here. When the checkpoint cannot be saved the session stays live
+  // and the error says so.
+  Status Release(std::string_view session_id);
+  // The ids of the sessions live in this Repl (sorted).
+  std::vector<std::string> LiveSessions();
 
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;

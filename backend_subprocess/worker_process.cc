@@ -64,17 +64,23 @@ std::string SelfDirectory() {
 // file actions cannot clobber while they dup2 onto 2, 3 and 4.
 UniqueFd Lift(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 10)); }
 
-// The environment of the worker: ours without the worker's own variables,
-// `extra_env`, then those variables.
+// The environment of the worker: ours (or `base` when given) without the
+// worker's own variables, `extra_env`, then those variables.
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra_env,
-                                           bool captures_stderr) {
+                                           bool captures_stderr,
+                                           const std::optional<std::vector<std::string>>& base) {
   std::vector<std::string> out;
   std::string fd_var = std::string(kWorkerFdVariable) + "=";
   std::string stderr_var = std::string(kWorkerStderrFdVariable) + "=";
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, fd_var.c_str(), fd_var.size()) == 0) continue;
-    if (std::strncmp(*e, stderr_var.c_str(), stderr_var.size()) == 0) continue;
-    out.emplace_back(*e);
+  auto keep = [&](const char* e) {
+    if (std::strncmp(e, fd_var.c_str(), fd_var.size()) == 0) return;
+    if (std::strncmp(e, stderr_var.c_str(), stderr_var.size()) == 0) return;
+    out.emplace_back(e);
+  };
+  if (base) {
+    for (const auto& e : *base) keep(e.c_str());
+  } else {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) keep(*e);
   }
   for (const auto& e : extra_env) out.push_back(e);
   out.push_back(fd_var + std::to_string(kChildChannelFd));
@@ -86,7 +92,7 @@ std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra
 // a file, that file as its fd 2 and the host's own stderr as its fd 4.
 StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
                       const std::vector<std::string>& extra_env, int channel_fd,
-                      int startup_stderr) {
+                      int startup_stderr, const WorkerPlacement& placement) {
   if (command.empty()) return InvalidArgument("the worker command is empty");
   UniqueFd channel = Lift(channel_fd);
   if (!channel) return IoError(std::string("fcntl: ") + std::strerror(errno));
@@ -96,7 +102,7 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
     host_stderr = Lift(2);  // none (fd 2 closed): no capture either
     if (!capture || !host_stderr) capture.Reset();
   }
-  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid());
+  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid(), placement.base_environment);
   std::vector<char*> envp, argv;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -111,6 +117,9 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
   if (capture) {
     posix_spawn_file_actions_adddup2(&actions, capture.get(), 2);
     posix_spawn_file_actions_adddup2(&actions, host_stderr.get(), kChildHostStderrFd);
+  }
+  if (!placement.directory.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, placement.directory.c_str());
   }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -130,7 +139,9 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return Status(ErrorCode::kUnavailable,
-                  "cannot start the worker '" + command[0] + "': " + std::strerror(rc));
+                  "cannot start the worker '" + command[0] + "'" +
+                      (placement.directory.empty() ? "" : " in " + placement.directory) + ": " +
+                      std::strerror(rc));
   }
   return pid;
 }
@@ -224,12 +235,13 @@ std::vector<std::string> DefaultWorkerCommand() {
 
 StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
-    const WorkerSettings& settings, protocol::Deadline deadline) {
+    const WorkerSettings& settings, protocol::Deadline deadline,
+    const WorkerPlacement& placement) {
   auto pair = protocol::SocketPair();
   if (!pair.ok()) return pair.status();
   // Without a memory file the worker writes to our stderr from the start.
   UniqueFd startup_stderr(::memfd_create("dolsot-worker-stderr", MFD_CLOEXEC));
-  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get());
+  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get(), placement);
   if (!pid.ok()) return pid.status();
   pair->second.Reset();
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(

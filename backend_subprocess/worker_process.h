@@ -38,10 +38,21 @@ std::vector<std::string> DefaultWorkerCommand();
 // with); "" when neither exists.
 std::string WorkerInterpreter(const std::string& worker_path, const std::string& built_with);
 
+// Where a worker runs and what environment it starts from (a server
+// running workers on behalf of several callers gives each its own).
+struct WorkerPlacement {
+  // The worker's working directory; empty: the host's.
+  std::string directory;
+  // The environment the worker starts from ("NAME=value" entries) instead
+  // of the host's; the worker's own variables are still set.
+  std::optional<std::vector<std::string>> base_environment;
+};
+
 class WorkerProcess {
  public:
   // Spawns `command` (its own process group, stdin /dev/null, the channel as
-  // fd 3 named by DOLSOT_WORKER_FD, `extra_env` added) and completes the
+  // fd 3 named by DOLSOT_WORKER_FD, `extra_env` added, in `placement`'s
+  // directory and environment when given) and completes the
   // handshake. A toolbox that fails to import is kInvalidToolbox. Until the
   // handshake the worker's stderr goes to a memory file the host reads
   // (never a pipe, so it cannot fill up and stall the worker): a worker
@@ -51,7 +62,8 @@ class WorkerProcess {
   // DOLSOT_WORKER_STDERR_FD, until the worker takes it over).
   static StatusOr<std::unique_ptr<WorkerProcess>> Start(
       const std::vector<std::string>& command, const std::vector<std::string>& extra_env,
-      const WorkerSettings& settings, protocol::Deadline deadline);
+      const WorkerSettings& settings, protocol::Deadline deadline,
+      const WorkerPlacement& placement = {});
   ~WorkerProcess();  // Stop()
 
   WorkerProcess(const WorkerProcess&) = delete;

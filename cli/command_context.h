@@ -4,6 +4,8 @@
 // it in from the process; tests pass string streams and a fake backend.
 #pragma once
 
+#include <fcntl.h>
+
 #include <functional>
 #include <istream>
 #include <map>
@@ -49,6 +51,8 @@ struct CommandContext {
   StopCheck interrupted;
   // Where the figures a cell returns are written (cli/image_files.h).
   std::string image_directory = ".";
+  // What image_directory is relative to (the server: the caller's cwd).
+  int image_base_fd = AT_FDCWD;
 };
 
 // The exit code for a failure found before or around a run: caller mistakes,

@@ -40,7 +40,9 @@ input or bad configuration (nothing ran, the session is untouched).
 
 Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
 DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
-DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
+DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SERVE (0: no server), DOLSOT_SERVE_IDLE.
+Calls go through a per-user server (started on demand) that keeps sessions
+live between calls: dolsot serve --status, dolsot serve --stop.
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
 A code argument starting with '-' (or the word mcp) goes after "--":
@@ -65,6 +67,8 @@ void Configure(Parser& parser, CommandLine& line) {
   parser.mcp = AddMcpCommand(app, line.mcp);
   parser.json = app.add_flag("--json", line.json,
                              "Print the Result (or the session list) as one JSON document");
+  app.add_flag("--no-serve", line.no_serve,
+               "Run directly, not through the server that keeps sessions live (as DOLSOT_SERVE=0)");
 }
 
 // --list-sessions and --reset each stand alone (--json aside). Checked here

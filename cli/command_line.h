@@ -28,6 +28,7 @@ struct CommandLine {
   Action action = Action::kExit;
   int exit_code = 0;  // for kExit
   bool json = false;
+  bool no_serve = false;  // --no-serve: run directly, not through the server
   RunArgs run;
   ListSessionsArgs list_sessions;
   ResetArgs reset;

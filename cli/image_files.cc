@@ -31,7 +31,8 @@ Status WriteAll(int fd, const std::string& bytes) {
 
 StatusOr<std::vector<std::string>> WriteImageFiles(std::string_view directory,
                                                    std::string_view session_id,
-                                                   const std::vector<std::string>& images) {
+                                                   const std::vector<std::string>& images,
+                                                   int base_fd) {
   std::vector<std::string> paths;
   const std::string prefix = directory == "." ? "" : std::string(directory) + "/";
   int number = 1;
@@ -40,7 +41,7 @@ StatusOr<std::vector<std::string>> WriteImageFiles(std::string_view directory,
     std::string path;
     for (; number <= kMaxNumber; ++number) {
       path = prefix + "dolsot-" + std::string(session_id) + "-" + std::to_string(number) + ".png";
-      file = UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+      file = UniqueFd(::openat(base_fd, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
       if (file || errno != EEXIST) break;
     }
     if (!file) {

@@ -1,21 +1,42 @@
-// The dolsot command: parses the arguments and hands them to one command.
+// The dolsot command: parses the arguments and hands them to one command,
+// through the server (serve_client.h) unless DOLSOT_SERVE=0 / --no-serve.
 // Everything else lives in the command files (run_command, list_sessions_
-// command, reset_command, mcp_command); CPython is never started in this process.
+// command, reset_command, mcp_command, serve_command); CPython is never
+// started in this process.
 #include <unistd.h>
 
 #include <iostream>
+#include <string_view>
 
 #include "cli/command_line.h"
 #include "cli/interrupt.h"
 #include "cli/repl_backend.h"
+#include "cli/serve_client.h"
+#include "cli/serve_command.h"
+#include "core/session_id.h"
 
 int main(int argc, char** argv) {
   using namespace dolsot::cli;
   std::ios::sync_with_stdio(false);
+  if (argc > 1 && std::string_view(argv[1]) == "serve") {
+    return ServeCommand(argc - 1, argv + 1, std::cout, std::cerr);
+  }
   InstallInterruptHandlers();
   CommandLine line = ParseCommandLine(argc, argv, std::cout, std::cerr);
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
                          line.json, OpenReplBackend, UnixNow, InterruptRequested};
+  // dolsot mcp holds its own Repl for its whole life: never through the server.
+  if (line.action != Action::kExit && line.action != Action::kMcp) {
+    if (ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve)) {
+      if (auto code = CallServer(line, context)) return *code;
+    } else if (line.action == Action::kRun && line.run.session &&
+               dolsot::ValidateSessionId(*line.run.session).ok()) {
+      ReleaseFromServer(*line.run.session, std::cerr);
+    } else if (line.action == Action::kReset && line.reset.target &&
+               dolsot::ValidateResetTarget(*line.reset.target).ok()) {
+      ReleaseFromServer(*line.reset.target, std::cerr);
+    }
+  }
   switch (line.action) {
     case Action::kRun:
       return RunCommand(line.run, context);

@@ -11,7 +11,6 @@
 #define DOLSOT_CLI_HAS_AST_GATE 1
 #endif
 
-#include <cstdlib>
 #include <sstream>
 
 #ifndef DOLSOT_BUILD_TREE_WORKER
@@ -43,10 +42,10 @@ Status AttachGate(ReplOptions& options) {
 
 // Where the worker's sys.path starts: the cwd ("") and PYTHONPATH's entries.
 // The type gate looks for toolbox modules there.
-std::vector<std::string> TypecheckPath() {
+std::vector<std::string> TypecheckPath(const EnvLookup& env) {
   std::vector<std::string> path{""};
-  if (const char* env = std::getenv("PYTHONPATH")) {
-    std::istringstream entries(env);
+  if (auto value = env("PYTHONPATH")) {
+    std::istringstream entries(*value);
     for (std::string entry; std::getline(entries, entry, ':');) {
       if (!entry.empty()) path.push_back(entry);
     }
@@ -56,7 +55,7 @@ std::vector<std::string> TypecheckPath() {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings) {
+StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvLookup& env) {
   ReplOptions options;
   options.toolboxes = settings.toolboxes;
   options.config.timeout_seconds = settings.timeout_seconds;
@@ -69,7 +68,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   // says exactly what the session holds (LiveSession: restored, no cell yet).
   // A server's sessions stay live between cells: they need the snapshot.
   options.snapshots = settings.snapshots;
-  options.typecheck_path = TypecheckPath();
+  options.typecheck_path = TypecheckPath(env);
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
     // The type gate resolves imports against the worker's own interpreter:
@@ -79,8 +78,16 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
       options.python_executable = WorkerInterpreter(*worker, DOLSOT_BUILD_PYTHON_EXECUTABLE);
     }
   }
+  // After the worker is found: the gate asks the worker's interpreter where
+  // a cell's statements start (sandbox/cpython_oracle_process.h).
   if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
-  auto repl = Repl::Create(std::move(options));
+  return options;
+}
+
+StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings) {
+  auto options = ReplOptionsFor(settings, ProcessEnvironment());
+  if (!options.ok()) return options.status();
+  auto repl = Repl::Create(std::move(options).value());
   if (!repl.ok()) return repl.status();
   return std::unique_ptr<Backend>(std::move(repl).value());
 }

@@ -5,9 +5,16 @@
 
 #include <memory>
 
+#include "backend_subprocess/repl.h"
 #include "cli/command_context.h"
+#include "core/config.h"
 
 namespace dolsot::cli {
+
+// The ReplOptions for `settings`, seen from the environment `env` (PYTHONPATH
+// for the type gate): synchronous checkpoints, the worker beside the CLI,
+// the AST gate when asked for. Snapshots off (the caller may turn them on).
+StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvLookup& env);
 
 // A BackendFactory for main.cc.
 StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings);

@@ -133,12 +133,18 @@ std::string MissingSessionMessage() {
          "  left behind, e.g.: dolsot --session task-42 \"x = 1\"";
 }
 
-int RunCommand(const RunArgs& args, const CommandContext& context) {
-  if (!args.session) return ReportError(context.err, InvalidArgument(MissingSessionMessage()));
+StatusOr<std::string> ReadRunCode(const RunArgs& args, const CommandContext& context) {
+  if (!args.session) return InvalidArgument(MissingSessionMessage());
   auto settings = ResolveBackendArgs(args);
-  if (!settings.ok()) return ReportError(context.err, settings.status());
-  auto code = ObtainCode(args, context);
+  if (!settings.ok()) return settings.status();
+  return ObtainCode(args, context);
+}
+
+int RunCommand(const RunArgs& args, const CommandContext& context) {
+  auto code = ReadRunCode(args, context);
   if (!code.ok()) return ReportError(context.err, code.status());
+  auto settings = ResolveBackendArgs(args);  // checked by ReadRunCode already
+  if (!settings.ok()) return ReportError(context.err, settings.status());
   if (Status checked = CheckRequest(args, *code); !checked.ok()) {
     return ReportError(context.err, checked);
   }
@@ -153,7 +159,8 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   }
   Status closed = (*backend)->Close();
   if (!result.ok()) return ReportError(context.err, result.status());
-  auto image_paths = WriteImageFiles(context.image_directory, *args.session, result->images);
+  auto image_paths = WriteImageFiles(context.image_directory, *args.session, result->images,
+                                     context.image_base_fd);
   PrintResult(*result, context, image_paths.ok() ? *image_paths : std::vector<std::string>{});
   if (!image_paths.ok()) context.err << "dolsot: warning: " << image_paths.status().message() << '\n';
   if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';

@@ -57,6 +57,11 @@ StatusOr<std::map<std::string, std::string>> ParseToolboxSpecs(
 // Why --session is required, for the usage error when it is missing.
 std::string MissingSessionMessage();
 
+// The first checks of a run (--session given, the backend flags) and its
+// code (the argument, else stdin): what a client of the server does itself
+// before it sends the code, with RunCommand's errors.
+StatusOr<std::string> ReadRunCode(const RunArgs& args, const CommandContext& context);
+
 // Checks the request, opens the backend, runs the cell, prints the Result
 // and returns the exit code. Nothing reaches the session unless every check
 // passes.

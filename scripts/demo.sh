@@ -29,6 +29,8 @@ agent() {
   echo
 }
 
+# CLI calls go through a server that keeps the session live; stop it at the end.
+trap 'dolsot serve --stop >/dev/null 2>&1 || true' EXIT
 dolsot --reset demo >/dev/null 2>&1 || true
 TB=(--toolbox mytools:mt --session demo)
 

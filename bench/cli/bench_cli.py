@@ -73,6 +73,7 @@ def main() -> None:
     (work / "tbox.py").write_text("def twice(n: int) -> int:\n    return 2 * n\n")
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
     base_env["DOLSOT_TYPECHECK"] = "0"
+    base_env["DOLSOT_SERVE"] = "0"  # direct mode (bench/serve measures the server)
     ours_env = {**base_env, "DOLSOT_CACHE_DIR": str(work / "ours")}
     peer_env = {**base_env, "DOLSOT_CACHE_DIR": str(work / "peer")}
     if args.numpy_site:

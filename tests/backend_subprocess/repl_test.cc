@@ -3,6 +3,9 @@
 #include "backend_subprocess/repl.h"
 
 #include <thread>
+#include <fstream>
+#include <filesystem>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +13,8 @@
 #include "backend_subprocess/protocol.h"
 #include "core/memory_store.h"
 #include "tests/backend_subprocess/repl_test_support.h"
+
+extern char** environ;
 
 namespace dolsot {
 namespace {
@@ -194,6 +199,67 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   Result again = MustRun(*repl, "one", "a");
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
   EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
+}
+
+// A server runs each caller's cells in that caller's directory and
+// environment: the worker starts there, sys.path starts there, and the
+// host's own environment does not leak in.
+TEST(Repl, WorkerDirectoryAndBaseEnvironment) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("dolsot-repl-placement-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "placed_module.py") << "WHERE = 'placed'\n";
+  }
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.worker_directory = dir.string();
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.push_back("DOLSOT_PLACEMENT_PROBE=from-the-caller");
+  options.worker_base_environment = env;
+  ::setenv("DOLSOT_HOST_ONLY_PROBE", "host", 1);
+  auto repl = std::move(Repl::Create(options)).value();
+  EXPECT_EQ(MustRun(*repl, "p", "import os; os.getcwd()").value, "'" + dir.string() + "'");
+  EXPECT_EQ(MustRun(*repl, "p", "import placed_module; placed_module.WHERE").value, "'placed'");
+  EXPECT_EQ(MustRun(*repl, "p", "os.environ.get('DOLSOT_PLACEMENT_PROBE')").value,
+            "'from-the-caller'");
+  EXPECT_EQ(MustRun(*repl, "p", "str(os.environ.get('DOLSOT_HOST_ONLY_PROBE'))").value, "'None'");
+  ::unsetenv("DOLSOT_HOST_ONLY_PROBE");
+  EXPECT_TRUE(repl->Close().ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Repl, AMissingWorkerDirectoryIsNamedInTheError) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.config.typecheck = false;
+  options.worker_directory = "/nonexistent/dolsot-no-such-directory";
+  auto repl = std::move(Repl::Create(options)).value();
+  auto result = repl->Run("p", "1", {});
+  // Nothing ran: a refusal, or a failed Result naming the directory.
+  const std::string why = result.ok() ? result->error.value_or("") : result.status().message();
+  EXPECT_FALSE(result.ok() && result->ok);
+  EXPECT_NE(why.find("/nonexistent/dolsot-no-such-directory"), std::string::npos) << why;
+}
+
+// Release: the session's state goes to the store and its process ends; the
+// next run restores it (a live-only object, a thread, does not survive).
+TEST(Repl, ReleaseCheckpointsAndEndsTheLiveSession) {
+  auto store = std::make_shared<MemoryStore>();
+  auto repl = MakeRepl(store, CheckpointMode::kOff);
+  MustRun(*repl, "r", "x = 41");
+  MustRun(*repl, "other", "y = 1");
+  EXPECT_EQ(repl->LiveSessions(), (std::vector<std::string>{"other", "r"}));
+  ASSERT_TRUE(repl->Release("r").ok());
+  EXPECT_EQ(repl->LiveSessions(), (std::vector<std::string>{"other"}));
+  auto stored = store->Load("r");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->has_value());  // checkpointed although checkpoints are off
+  EXPECT_EQ(MustRun(*repl, "r", "x + 1").value, "42");
+  EXPECT_TRUE(repl->Release("never-ran").ok());
+  EXPECT_FALSE(repl->Release("bad id!").ok());
 }
 
 // A checkpoint bigger than one frame may hold goes in parts both ways: to

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from process_tree import alive, descendants
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -65,9 +67,11 @@ TOOLBOX = textwrap.dedent('''
 
 
 class Dolsot:
-    """Runs the CLI with a private cache dir and a toolbox directory on PYTHONPATH."""
+    """Runs the CLI with a private cache dir and a toolbox directory on PYTHONPATH,
+    through the server (serve=True) or directly (DOLSOT_SERVE=0)."""
 
-    def __init__(self, tmp_path: pathlib.Path):
+    def __init__(self, tmp_path: pathlib.Path, serve: bool = False):
+        self.serve = serve
         self.cache_dir = tmp_path / "cache"
         self.toolbox_dir = tmp_path / "toolboxes"
         self.toolbox_dir.mkdir()
@@ -78,13 +82,17 @@ class Dolsot:
         (self.toolbox_dir / "crashing_tools.py").write_text(
             "import ctypes\nctypes.string_at(0)\n")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
-        self.env.update(DOLSOT_CACHE_DIR=str(self.cache_dir), DOLSOT_TYPECHECK="0")
+        self.env.update(DOLSOT_CACHE_DIR=str(self.cache_dir), DOLSOT_TYPECHECK="0",
+                        DOLSOT_SERVE="1" if serve else "0")
         self.env.pop("PYTHONPATH", None)
+        self.cache_dirs = {str(self.cache_dir)}  # every one a server may have started for
 
     def __call__(self, *args, stdin: bytes | str | None = None, env: dict | None = None,
                  timeout: float = 60) -> subprocess.CompletedProcess:
         if isinstance(stdin, str):
             stdin = stdin.encode()
+        if env and env.get("DOLSOT_CACHE_DIR"):
+            self.cache_dirs.add(env["DOLSOT_CACHE_DIR"])
         # The toolboxes are importable from the working directory, which the
         # worker puts first on sys.path (as `python -c` does).
         return subprocess.run([str(CLI), *args], input=stdin if stdin is not None else b"",
@@ -92,9 +100,44 @@ class Dolsot:
                               cwd=self.toolbox_dir, timeout=timeout)
 
 
-@pytest.fixture
-def dolsot(tmp_path):
-    return Dolsot(tmp_path)
+    def server_status(self, cache_dir: str | None = None, must: bool = True) -> dict | None:
+        proc = subprocess.run([str(CLI), "serve", "--status", "--json"], capture_output=True,
+                              env={**self.env, "DOLSOT_CACHE_DIR": cache_dir or str(self.cache_dir)},
+                              timeout=60)
+        if not must and proc.returncode == 2:
+            return None  # a cache dir the CLI refuses (a test's hostile one): no server there
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def stop_servers(self):
+        """Stops the server of every cache dir this helper used; asserts that
+        nothing of it (server, workers, sessions) is left running."""
+        for cache_dir in sorted(self.cache_dirs):
+            if not pathlib.Path(cache_dir).is_dir() or pathlib.Path(cache_dir).is_symlink():
+                continue
+            status = self.server_status(cache_dir, must=False)
+            if status is None:
+                continue
+            tree = [status["pid"], *descendants(status["pid"])] if status["running"] else []
+            proc = subprocess.run([str(CLI), "serve", "--stop"], capture_output=True, timeout=180,
+                                  env={**self.env, "DOLSOT_CACHE_DIR": cache_dir})
+            assert proc.returncode == 0, proc.stderr
+            assert_gone(tree)
+
+
+def assert_gone(pids, seconds: float = 10):
+    """Every pid has exited (bounded poll of /proc: they are not our children)."""
+    deadline = time.monotonic() + seconds
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in pids if alive(p)], [p for p in pids if alive(p)]
+
+
+@pytest.fixture(params=["direct", "serve"])
+def dolsot(tmp_path, request):
+    helper = Dolsot(tmp_path, serve=request.param == "serve")
+    yield helper
+    helper.stop_servers()
 
 
 def out(proc) -> str:
@@ -201,9 +244,23 @@ def test_a_cell_whose_state_cannot_be_saved_exits_75_and_says_why(dolsot):
         import resource
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    server = None
+    if dolsot.serve:
+        # The server writes the checkpoint: it is the one whose disk is full.
+        socket_path = pathlib.Path(dolsot.server_status()["socket"])
+        dolsot.stop_servers()
+        server = subprocess.Popen([str(CLI), "serve"], env=dolsot.env, preexec_fn=full_disk,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not socket_path.exists():  # it listens once the socket is there
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.01)
     proc = subprocess.run([str(CLI), "--session", "s", "--json", "y = 2"], capture_output=True,
                           env=dolsot.env, cwd=dolsot.toolbox_dir, timeout=60,
-                          preexec_fn=full_disk)
+                          preexec_fn=None if server else full_disk)
+    if server:
+        dolsot.stop_servers()
+        assert server.wait(timeout=60) == 0
     assert proc.returncode == 75, err(proc)
     result = json.loads(out(proc))
     assert result["ok"] is True and result["save_error"], result
@@ -540,7 +597,8 @@ def test_without_the_gate_the_same_cell_runs(dolsot):
 
 
 def test_a_timed_out_cell_reports_what_the_session_still_holds(tmp_path):
-    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0")
+    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0",
+               DOLSOT_SERVE="0")
     cli = str(CLI)
     subprocess.run([cli, "--session", "s", "kept = 1"], env=env, capture_output=True, timeout=60, check=True)
     out = subprocess.run([cli, "--session", "s", "--timeout", "1", "while True: pass"],

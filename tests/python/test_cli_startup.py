@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 
+from process_tree import alive
 from test_cli import CLI, Dolsot, _cli_is_built, err, out  # noqa: F401 (autouse)
 
 pytestmark = [
@@ -21,9 +23,11 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def dolsot(tmp_path):
-    return Dolsot(tmp_path)
+@pytest.fixture(params=["direct", "serve"])
+def dolsot(tmp_path, request):
+    helper = Dolsot(tmp_path, serve=request.param == "serve")
+    yield helper
+    helper.stop_servers()
 
 
 def _ty() -> str | None:
@@ -118,6 +122,15 @@ def test_nothing_a_cell_started_outlives_the_call(dolsot, tmp_path):
     assert proc.returncode == 0, err(proc)
     pids = [int(p) for p in pid_file.read_text().split()]
     assert len(pids) == 2
+    if dolsot.serve:
+        # Live with the session between calls; gone (reaped) with the server.
+        assert all(alive(pid) for pid in pids)
+        dolsot.stop_servers()
+        deadline = time.monotonic() + 10
+        while any(pathlib.Path(f"/proc/{pid}").exists() for pid in pids):
+            assert time.monotonic() < deadline, pids
+            time.sleep(0.02)
+        return
     for pid in pids:
         # Killed and reaped before the CLI exited: no process, not even a zombie.
         assert not pathlib.Path(f"/proc/{pid}").exists(), pid

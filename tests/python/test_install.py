@@ -66,6 +66,7 @@ def clean_env(**extra):
     own_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and p != own_bin and ROOT.as_posix() not in p)
+    env["DOLSOT_SERVE"] = "0"  # about installs: direct mode, no server left behind
     env.update(extra)
     return env
 

@@ -49,7 +49,8 @@ def test_installed_cli_runs_cells_in_the_interpreter_it_was_built_against(tmp_pa
     # The installed worker must load its own libpython, not the first one the
     # system's loader finds (a Debian libpython of another patch release).
     bindir = Path(sys.executable).parent
-    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0")
+    env = dict(os.environ, DOLSOT_CACHE_DIR=str(tmp_path / "cache"), DOLSOT_TYPECHECK="0",
+               DOLSOT_SERVE="0")  # about the install: direct mode, no server left behind
     out = subprocess.run([str(bindir / "dolsot"), "--session", "v", "import sys; print(sys.version)"],
                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr

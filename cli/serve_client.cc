@@ -1,0 +1,414 @@
+// Connecting to, starting and talking to the server.
+#include "cli/serve_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <linux/close_range.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "cli/interrupt.h"
+#include "cli/serve_paths.h"
+#include "cli/serve_protocol.h"
+#include "cli/worker_locator.h"
+#include "core/exit_codes.h"
+#include "core/unique_fd.h"
+
+extern char** environ;
+
+namespace dolsot::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A started server says it listens within this (it starts no worker).
+constexpr auto kStartWait = std::chrono::seconds(30);
+// Beyond the cell's timeout: a worker's start, a session's restore, a
+// checkpoint, a call queued behind another on the same session.
+constexpr double kReplyMarginSeconds = 60;
+constexpr auto kStopWait = std::chrono::seconds(120);
+
+enum class Connected { kYes, kNoServer, kStale };
+
+// Connects to `socket`; kStale when a socket file is there but nobody
+// listens (a server that was killed), kNoServer when there is none.
+StatusOr<Connected> Connect(const std::string& socket, UniqueFd& fd) {
+  fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket.size() >= sizeof(address.sun_path)) return InvalidArgument("socket path too long");
+  std::memcpy(address.sun_path, socket.c_str(), socket.size() + 1);
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int error = errno;
+    fd.Reset();
+    if (error == ENOENT) return Connected::kNoServer;
+    if (error == ECONNREFUSED) return Connected::kStale;
+    return Status(ErrorCode::kUnavailable, "cannot connect to " + socket + ": " + std::strerror(error));
+  }
+  ucred peer{};
+  socklen_t length = sizeof peer;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::getuid()) {
+    fd.Reset();
+    return Status(ErrorCode::kPermission, socket + " is served by uid " + std::to_string(peer.uid) +
+                                              ", not by us; refusing it");
+  }
+  return Connected::kYes;
+}
+
+// Spawns `dolsot serve` detached (setsid, double fork: our child exits at
+// once and is reaped here; stdin and stdout /dev/null, stderr the log) and
+// waits until it listens. The start lock is held by the caller.
+Status SpawnServer(const ServePaths& paths) {
+  const std::string exe = CurrentExecutablePath();
+  if (exe.empty()) return Status(ErrorCode::kUnavailable, "cannot find this program (/proc/self/exe)");
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+  UniqueFd ready_read(ready[0]), ready_write(ready[1]);
+  // Everything the child needs, made before fork (only async-signal-safe
+  // calls after it).
+  const std::string ready_arg = std::to_string(ready_write.get());
+  std::vector<std::string> args = {"dolsot", "serve", "--ready-fd", ready_arg};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "DOLSOT_CACHE_DIR=", 17) != 0) env_strings.emplace_back(*e);
+  }
+  env_strings.push_back("DOLSOT_CACHE_DIR=" + paths.cache_dir);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  UniqueFd log(::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!log || !null) return IoError("cannot open " + paths.log + ": " + std::strerror(errno));
+
+  pid_t child = ::fork();
+  if (child < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    ::dup2(null.get(), 0);
+    ::dup2(null.get(), 1);
+    ::dup2(log.get(), 2);
+    // Nothing of the caller's stays open in the server (a pipe the caller's
+    // own caller waits on would never see EOF): every fd from 3 up closes
+    // on exec but the readiness pipe.
+    if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
+      for (int fd = 3; fd < 4096; ++fd) {
+        if (fd != ready_write.get()) ::close(fd);
+      }
+    }
+    ::fcntl(ready_write.get(), F_SETFD, 0);  // this one survives exec
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    if (::chdir("/") != 0) ::_exit(127);
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  ready_write.Reset();
+  std::string answer;
+  const auto deadline = Clock::now() + kStartWait;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status(ErrorCode::kTimeout, "the server did not start in time");
+    pollfd p{ready_read.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buffer[64];
+    ssize_t got = ::read(ready_read.get(), buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    answer.append(buffer, static_cast<std::size_t>(got));
+  }
+  if (answer == "ready\n" || answer == "busy\n") return Status::Ok();
+  return Status(ErrorCode::kUnavailable, "the server did not start (see " + paths.log + ")");
+}
+
+// Connects to the server, starting one when none listens (unless `start`
+// is false: then an invalid fd). `restarted` is set when a server had been
+// there and was gone.
+StatusOr<UniqueFd> ConnectOrStart(const ServePaths& paths, bool start, bool& restarted) {
+  UniqueFd fd;
+  auto connected = Connect(paths.socket, fd);
+  if (!connected.ok()) return connected.status();
+  if (*connected == Connected::kYes || !start) return fd;
+  restarted = *connected == Connected::kStale;
+  // One starter at a time; the next one finds the server listening.
+  UniqueFd start_lock(::open(paths.start_lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!start_lock) return IoError("cannot open " + paths.start_lock + ": " + std::strerror(errno));
+  while (::flock(start_lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return IoError(std::string("flock: ") + std::strerror(errno));
+  }
+  connected = Connect(paths.socket, fd);
+  if (!connected.ok()) return connected.status();
+  if (*connected == Connected::kYes) return fd;
+  DOLSOT_RETURN_IF_ERROR(SpawnServer(paths));
+  connected = Connect(paths.socket, fd);
+  if (!connected.ok()) return connected.status();
+  if (*connected != Connected::kYes) {
+    return Status(ErrorCode::kUnavailable, "the server started but does not listen (see " + paths.log + ")");
+  }
+  return fd;
+}
+
+StatusOr<ServePaths> PathsForThisCall() {
+  const EnvLookup env = ProcessEnvironment();
+  auto cache_dir = CanonicalCacheDir(env);
+  if (!cache_dir.ok()) return cache_dir.status();
+  return ResolveServePaths(*cache_dir, env);
+}
+
+std::string CurrentDirectory() {
+  std::string buffer(4096, '\0');
+  if (::getcwd(buffer.data(), buffer.size()) == nullptr) return "";
+  buffer.resize(std::strlen(buffer.c_str()));
+  return buffer;
+}
+
+// Seconds the client waits for the answer to a run.
+double ReplyWaitSeconds(const RunArgs& run) {
+  double timeout = kDefaultTimeoutSeconds;
+  if (run.timeout_seconds) {
+    timeout = *run.timeout_seconds;
+  } else if (auto config = ResolveConfig(ConfigOverrides{}); config.ok()) {
+    timeout = config->timeout_seconds;
+  }
+  return timeout + kReplyMarginSeconds;
+}
+
+// Sends `request` and reads the reply; Ctrl-C / SIGTERM during a run send
+// an interrupt frame.
+StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_seconds) {
+  DOLSOT_RETURN_IF_ERROR(WriteFrame(fd, EncodeRequest(request), kMaxRequestFrame));
+  bool interrupt_sent = false;
+  auto wait = [&]() -> Status {
+    if (InterruptRequested() && !interrupt_sent) {
+      interrupt_sent = true;
+      ServeRequest interrupt;
+      interrupt.type = RequestType::kInterrupt;
+      (void)WriteFrame(fd, EncodeRequest(interrupt), kMaxRequestFrame);
+    }
+    return Status::Ok();
+  };
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(wait_seconds));
+  auto frame = ReadFrame(fd, kMaxResponseFrame, deadline, wait);
+  if (!frame.ok()) return frame.status();
+  auto reply = DecodeReply(*frame);
+  if (!reply.ok()) return reply.status();
+  if (reply->type == ReplyType::kError) {
+    return Status(ErrorCode::kInternal, "the dolsot server refused the request: " + reply->message);
+  }
+  return reply;
+}
+
+// A request to the running server, if one runs (no start): nullopt when none.
+StatusOr<std::optional<ServeReply>> AskRunningServer(const ServePaths& paths,
+                                                     const ServeRequest& request, UniqueFd* keep) {
+  UniqueFd fd;
+  auto connected = Connect(paths.socket, fd);
+  if (!connected.ok()) return connected.status();
+  if (*connected != Connected::kYes) return std::optional<ServeReply>();
+  auto reply = Exchange(fd.get(), request, std::chrono::duration<double>(kStopWait).count());
+  if (!reply.ok()) return reply.status();
+  if (keep) *keep = std::move(fd);
+  return std::optional<ServeReply>(std::move(reply).value());
+}
+
+// The paths for `serve --stop` / `--status`, or nullopt after printing why not.
+std::optional<ServePaths> PathsOrReport(std::ostream& err) {
+  auto paths = PathsForThisCall();
+  if (paths.ok()) return std::move(paths).value();
+  err << "dolsot: error: " << paths.status().message() << '\n';
+  return std::nullopt;
+}
+
+// Asks the running server `request`; nullopt (after printing why) on failure.
+std::optional<std::optional<ServeReply>> AskOrReport(const ServePaths& paths, RequestType type,
+                                                     std::ostream& err, UniqueFd* keep) {
+  ServeRequest request;
+  request.type = type;
+  auto reply = AskRunningServer(paths, request, keep);
+  if (reply.ok()) return std::move(reply).value();
+  err << "dolsot: error: " << reply.status().message() << '\n';
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool ServeEnabled(const EnvLookup& env, bool no_serve_flag) {
+  if (no_serve_flag) return false;
+  auto value = env("DOLSOT_SERVE");
+  if (!value) return true;
+  return !(*value == "0" || *value == "false" || *value == "no" || *value == "off");
+}
+
+std::optional<int> CallServer(const CommandLine& line, const CommandContext& context) {
+  ServeRequest request;
+  request.json = line.json;
+  if (line.action == Action::kRun) {
+    auto code = ReadRunCode(line.run, context);
+    if (!code.ok()) return ReportError(context.err, code.status());
+    request.type = RequestType::kRun;
+    request.run = line.run;
+    request.run.code = std::move(code).value();
+    request.run.code_words.clear();
+  } else if (line.action == Action::kListSessions) {
+    request.type = RequestType::kList;
+  } else {
+    request.type = RequestType::kReset;
+    request.target = line.reset.target.value_or("");
+  }
+  request.cwd = CurrentDirectory();
+  // A configuration the store refuses, a cwd that is gone: direct mode
+  // reports it as it always does.
+  if (request.cwd.empty() || request.cwd[0] != '/') return std::nullopt;
+  auto paths = PathsForThisCall();
+  if (!paths.ok()) {
+    if (paths.status().code() == ErrorCode::kConfig || paths.status().code() == ErrorCode::kPermission) {
+      return std::nullopt;
+    }
+    context.err << "dolsot: note: the dolsot server is unavailable (" << paths.status().message()
+                << "); running directly\n";
+    return std::nullopt;
+  }
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.env.emplace_back(*e);
+
+  bool restarted = false;
+  // --list-sessions and --reset use a server that runs (it holds live
+  // sessions) but start none: the store is all there is then.
+  auto fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
+  if (fd.ok() && !fd->valid()) return std::nullopt;
+  if (!fd.ok()) {
+    context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
+                << "); running directly\n";
+    context.err.flush();
+    return std::nullopt;
+  }
+  if (restarted) {
+    context.err << "dolsot: note: the dolsot server was gone; started a new one (sessions are at "
+                   "their last checkpoint)\n";
+  }
+  StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
+  {
+    CellInProgress running;  // Ctrl-C / SIGTERM now interrupt the cell
+    reply = Exchange(fd->get(), request,
+                     line.action == Action::kRun ? ReplyWaitSeconds(line.run)
+                                                 : std::chrono::duration<double>(kStopWait).count());
+  }
+  if (!reply.ok()) {
+    const ErrorCode code = reply.status().code();
+    if (code == ErrorCode::kUnavailable || code == ErrorCode::kCorrupt) {
+      context.err << "dolsot: error: the dolsot server exited during the call; the session is at "
+                     "its last checkpoint (the cell may have run)\n";
+    } else if (code == ErrorCode::kTimeout) {
+      context.err << "dolsot: error: the dolsot server did not answer in time; gave up (the "
+                     "session is at its last checkpoint; see " << paths->log << ")\n";
+    } else {
+      context.err << "dolsot: error: " << reply.status().message() << '\n';
+    }
+    context.err.flush();
+    return kExitFailure;
+  }
+  context.out.write(reply->out.data(), static_cast<std::streamsize>(reply->out.size()));
+  context.out.flush();
+  context.err.write(reply->err.data(), static_cast<std::streamsize>(reply->err.size()));
+  context.err.flush();
+  return reply->exit_code;
+}
+
+void ReleaseFromServer(const std::string& target, std::ostream& err) {
+  auto paths = PathsForThisCall();
+  if (!paths.ok()) return;  // direct mode reports a bad configuration
+  ServeRequest request;
+  request.type = RequestType::kRelease;
+  request.target = target;
+  auto reply = AskRunningServer(*paths, request, nullptr);
+  if (!reply.ok()) {
+    err << "dolsot: warning: could not ask the dolsot server to release '" << target
+        << "': " << reply.status().message() << '\n';
+  }
+}
+
+int StopServer(std::ostream& out, std::ostream& err, bool json) {
+  auto paths = PathsOrReport(err);
+  if (!paths) return kExitUsage;
+  UniqueFd fd;
+  auto reply = AskOrReport(*paths, RequestType::kStop, err, &fd);
+  if (!reply) return kExitFailure;
+  const bool ran = reply->has_value();
+  if (ran) {
+    // The server closes this connection last, after its lock: EOF means gone.
+    auto frame = ReadFrame(fd.get(), kMaxResponseFrame, Clock::now() + kStopWait);
+    if (frame.ok() || frame.status().code() == ErrorCode::kTimeout) {
+      err << "dolsot: error: the dolsot server did not stop in time\n";
+      return kExitFailure;
+    }
+  }
+  if (json) {
+    out << nlohmann::json{{"stopped", ran}, {"cache_dir", paths->cache_dir}}.dump() << '\n';
+  } else {
+    out << (ran ? "stopped the dolsot server for " : "no dolsot server runs for ")
+        << paths->cache_dir << '\n';
+  }
+  return kExitOk;
+}
+
+int PrintServerStatus(std::ostream& out, std::ostream& err, bool json) {
+  auto paths = PathsOrReport(err);
+  if (!paths) return kExitUsage;
+  auto reply = AskOrReport(*paths, RequestType::kStatus, err, nullptr);
+  if (!reply) return kExitFailure;
+  if (!reply->has_value()) {
+    if (json) {
+      out << nlohmann::json{{"running", false}, {"cache_dir", paths->cache_dir},
+                            {"socket", paths->socket}}.dump() << '\n';
+    } else {
+      out << "no dolsot server runs for " << paths->cache_dir << '\n';
+    }
+    return kExitOk;
+  }
+  const ServeStatus& s = (*reply)->status;
+  if (json) {
+    nlohmann::ordered_json doc;
+    doc["running"] = true;
+    doc["pid"] = s.pid;
+    doc["socket"] = s.socket;
+    doc["cache_dir"] = s.cache_dir;
+    doc["uptime_seconds"] = s.uptime_seconds;
+    doc["live_sessions"] = s.live_sessions;
+    doc["profiles"] = s.profiles;
+    out << doc.dump() << '\n';
+    return kExitOk;
+  }
+  std::string live;
+  for (const auto& sid : s.live_sessions) live += (live.empty() ? "" : ", ") + sid;
+  out << "pid: " << s.pid << "\nsocket: " << s.socket << "\ncache dir: " << s.cache_dir
+      << "\nuptime: " << static_cast<long long>(s.uptime_seconds) << " s\nprofiles: " << s.profiles
+      << "\nlive sessions: " << (live.empty() ? "none" : live) << '\n';
+  return kExitOk;
+}
+
+}  // namespace dolsot::cli

@@ -1,0 +1,214 @@
+// The server's wire protocol: base64, frames (bounds, EOF, bad lengths),
+// request and reply encoding both ways, bad messages as errors.
+#include "cli/serve_protocol.h"
+
+#include "cli/base64.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/unique_fd.h"
+
+namespace dolsot::cli {
+namespace {
+
+struct SocketPair {
+  UniqueFd a, b;
+  SocketPair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    a = UniqueFd(fds[0]);
+    b = UniqueFd(fds[1]);
+  }
+};
+
+TEST(ServeBase64, RoundTripsEveryByteAndEveryPadding) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (std::size_t n = 0; n <= all.size(); n += 1) {
+    const std::string bytes = all.substr(0, n);
+    auto back = Base64Decode(Base64Encode(bytes));
+    ASSERT_TRUE(back.has_value()) << n;
+    EXPECT_EQ(*back, bytes);
+  }
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+}
+
+TEST(ServeBase64, RefusesWhatIsNotCanonicalBase64) {
+  for (const char* bad : {"Zm9", "Zm9v!mFy", "Z===", "Zm=v", "Zm9=Zm9v", "Zm9vYmF=x", "Zh=="}) {
+    EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
+  }
+}
+
+TEST(ServeFrames, RoundTripAndEof) {
+  SocketPair pair;
+  ASSERT_TRUE(WriteFrame(pair.a.get(), "hello", 100).ok());
+  ASSERT_TRUE(WriteFrame(pair.a.get(), "", 100).ok());
+  auto first = ReadFrame(pair.b.get(), 100, std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, "hello");
+  auto empty = ReadFrame(pair.b.get(), 100, std::nullopt);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*empty, "");
+  pair.a.Reset();
+  auto closed = ReadFrame(pair.b.get(), 100, std::nullopt);
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.status().code(), ErrorCode::kUnavailable);
+}
+
+TEST(ServeFrames, OversizedTruncatedAndSilentFramesAreErrors) {
+  {
+    SocketPair pair;
+    EXPECT_EQ(WriteFrame(pair.a.get(), std::string(11, 'x'), 10).code(),
+              ErrorCode::kInvalidArgument);
+    ASSERT_TRUE(WriteFrame(pair.a.get(), std::string(11, 'x'), 100).ok());
+    auto big = ReadFrame(pair.b.get(), 10, std::nullopt);
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.status().code(), ErrorCode::kCorrupt);
+    EXPECT_NE(big.status().message().find("over the limit"), std::string::npos);
+  }
+  {
+    SocketPair pair;  // a length of 0xffffffff: refused before any allocation
+    const unsigned char header[4] = {0xff, 0xff, 0xff, 0xff};
+    ASSERT_EQ(::write(pair.a.get(), header, 4), 4);
+    auto huge = ReadFrame(pair.b.get(), kMaxRequestFrame, std::nullopt);
+    ASSERT_FALSE(huge.ok());
+    EXPECT_EQ(huge.status().code(), ErrorCode::kCorrupt);
+  }
+  {
+    SocketPair pair;  // EOF inside a frame
+    const unsigned char partial[6] = {0, 0, 0, 9, 'a', 'b'};
+    ASSERT_EQ(::write(pair.a.get(), partial, 6), 6);
+    pair.a.Reset();
+    auto truncated = ReadFrame(pair.b.get(), 100, std::nullopt);
+    ASSERT_FALSE(truncated.ok());
+    EXPECT_EQ(truncated.status().code(), ErrorCode::kCorrupt);
+  }
+  {
+    SocketPair pair;  // nothing arrives: the deadline ends the wait
+    auto silent = ReadFrame(pair.b.get(), 100,
+                            std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+    ASSERT_FALSE(silent.ok());
+    EXPECT_EQ(silent.status().code(), ErrorCode::kTimeout);
+  }
+  {
+    SocketPair pair;  // the wait callback can end the read
+    int calls = 0;
+    auto stopped = ReadFrame(pair.b.get(), 100, std::nullopt, [&]() -> Status {
+      return ++calls == 2 ? Status(ErrorCode::kUnavailable, "stop") : Status::Ok();
+    });
+    ASSERT_FALSE(stopped.ok());
+    EXPECT_EQ(stopped.status().message(), "stop");
+    EXPECT_EQ(calls, 2);
+  }
+  {
+    SocketPair pair;  // a peer that is gone: an error, not SIGPIPE
+    pair.b.Reset();
+    EXPECT_EQ(WriteFrame(pair.a.get(), "x", 10).code(), ErrorCode::kUnavailable);
+  }
+}
+
+TEST(ServeMessages, ARunRequestRoundTripsWithArbitraryBytes) {
+  ServeRequest request;
+  request.type = RequestType::kRun;
+  request.json = true;
+  request.cwd = "/tmp/d\xff" "ir";
+  request.env = {"A=1", "B=\xc3(", "EMPTY="};
+  request.run.session = "s-1";
+  request.run.code = std::string("print('\xff')\0x", 13);
+  request.run.toolbox_specs = {"mytools:mt", "x:y"};
+  request.run.timeout_seconds = 2.5;
+  request.run.gate = true;
+  request.run.max_repr = 10;
+  auto back = DecodeRequest(EncodeRequest(request));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->type, RequestType::kRun);
+  EXPECT_TRUE(back->json);
+  EXPECT_EQ(back->cwd, request.cwd);
+  EXPECT_EQ(back->env, request.env);
+  EXPECT_EQ(back->run.session, request.run.session);
+  EXPECT_EQ(back->run.code, request.run.code);
+  EXPECT_EQ(back->run.toolbox_specs, request.run.toolbox_specs);
+  EXPECT_EQ(back->run.timeout_seconds, 2.5);
+  EXPECT_TRUE(back->run.gate);
+  EXPECT_EQ(back->run.max_repr, 10);
+  EXPECT_FALSE(back->run.max_text.has_value());
+}
+
+TEST(ServeMessages, OtherRequestsAndRepliesRoundTrip) {
+  ServeRequest reset;
+  reset.type = RequestType::kReset;
+  reset.cwd = "/";
+  reset.target = "all";
+  auto back = DecodeRequest(EncodeRequest(reset));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->type, RequestType::kReset);
+  EXPECT_EQ(back->target, "all");
+  for (RequestType type : {RequestType::kInterrupt, RequestType::kStatus, RequestType::kStop}) {
+    ServeRequest r;
+    r.type = type;
+    auto decoded = DecodeRequest(EncodeRequest(r));
+    ASSERT_TRUE(decoded.ok()) << RequestTypeName(type);
+    EXPECT_EQ(decoded->type, type);
+  }
+  ServeReply output;
+  output.out = std::string("a\0\xff", 3);
+  output.err = "dolsot: error: x\n";
+  output.exit_code = 124;
+  auto reply = DecodeReply(EncodeReply(output));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->out, output.out);
+  EXPECT_EQ(reply->err, output.err);
+  EXPECT_EQ(reply->exit_code, 124);
+  ServeReply status;
+  status.type = ReplyType::kStatus;
+  status.status.pid = 42;
+  status.status.live_sessions = {"a", "b"};
+  status.status.socket = "/s";
+  auto status_back = DecodeReply(EncodeReply(status));
+  ASSERT_TRUE(status_back.ok()) << status_back.status().ToString();
+  EXPECT_EQ(status_back->status.pid, 42);
+  EXPECT_EQ(status_back->status.live_sessions, status.status.live_sessions);
+  EXPECT_EQ(status_back->status.socket, "/s");
+}
+
+TEST(ServeMessages, BadMessagesAreNamedErrors) {
+  struct Case {
+    const char* frame;
+    ErrorCode code;
+    const char* phrase;
+  } cases[] = {
+      {"", ErrorCode::kInvalidArgument, "not a JSON object"},
+      {"[1]", ErrorCode::kInvalidArgument, "not a JSON object"},
+      {"{\"type\":\"run\"}", ErrorCode::kInvalidArgument, "no protocol version"},
+      {"{\"v\":99,\"type\":\"run\"}", ErrorCode::kUnavailable, "version 99"},
+      {"{\"v\":1,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
+      {"{\"v\":1,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
+      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
+       "missing field 'code'"},
+      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
+       ErrorCode::kInvalidArgument, "'code' is not base64"},
+      {"{\"v\":1,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
+       "absolute"},
+      {"{\"v\":1,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
+       ErrorCode::kInvalidArgument, "NAME=value"},
+      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
+       "\"gate\":\"yes\"}",
+       ErrorCode::kInvalidArgument, "'gate' is not a boolean"},
+  };
+  for (const auto& c : cases) {
+    auto decoded = DecodeRequest(c.frame);
+    ASSERT_FALSE(decoded.ok()) << c.frame;
+    EXPECT_EQ(decoded.status().code(), c.code) << c.frame;
+    EXPECT_NE(decoded.status().message().find(c.phrase), std::string::npos)
+        << c.frame << ": " << decoded.status().message();
+  }
+  auto reply = DecodeReply("{\"v\":1,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("exit_code"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dolsot::cli

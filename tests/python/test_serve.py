@@ -1,0 +1,371 @@
+"""The dolsot server (issue 19): CLI calls go through a per-user server that
+keeps sessions live between calls. What only the server does is tested here
+(live state, its failures, its users, its concurrency, idle exit, --status,
+--stop, Ctrl-C forwarding, mixing with direct mode); the whole CLI contract
+runs through it too (test_cli.py and test_cli_startup.py, both modes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from process_tree import alive, descendants
+from test_cli import CLI, Dolsot, _cli_is_built, assert_gone, err, out  # noqa: F401 (autouse)
+
+pytestmark = [pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def served(tmp_path):
+    helper = Dolsot(tmp_path, serve=True)
+    yield helper
+    helper.stop_servers()
+
+
+def wait_for(path: pathlib.Path, seconds: float = 30):
+    """A file the cell creates: the cell is running (bounded poll)."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def server_tree(served) -> list[int]:
+    status = served.server_status()
+    assert status["running"], status
+    return [status["pid"], *descendants(status["pid"])]
+
+
+def popen(served, *args, env=None):
+    return subprocess.Popen([str(CLI), *args], env={**served.env, **(env or {})},
+                            cwd=served.toolbox_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def start_sleeping_cell(served, tmp_path):
+    """x = 1 in session s, then a call setting x = 2 that is inside its
+    60 s sleep when this returns."""
+    assert served("--session", "s", "x = 1").returncode == 0
+    marker = tmp_path / "running"
+    client = popen(served, "--session", "s",
+                   f"x = 2\nopen({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
+    wait_for(marker)
+    return client
+
+
+def test_live_state_survives_between_calls(served, tmp_path):
+    """A thread and an open file are not checkpointable: direct mode loses them."""
+    path = tmp_path / "f.txt"
+    code = (f"import threading\nev = threading.Event()\nt = threading.Thread(target=ev.wait)\n"
+            f"t.start()\nf = open({str(path)!r}, 'w')\nn = 1")
+    first = served("--session", "live", code)
+    assert first.returncode == 0, err(first)
+    second = served("--session", "live", "f.write('kept'); f.flush(); (t.is_alive(), n)")
+    assert (second.returncode, out(second)) == (0, "(True, 1)\n"), err(second)
+    assert path.read_text() == "kept"
+    assert served("--session", "live", "ev.set(); t.join(); f.close()").returncode == 0
+    status = served.server_status()
+    assert status["running"] and "live" in status["live_sessions"]
+
+
+def test_status_and_stop(served):
+    assert served.server_status()["running"] is False
+    assert served("--session", "s", "x = 1").returncode == 0
+    status = served.server_status()
+    assert status["running"] and status["live_sessions"] == ["s"]
+    assert status["cache_dir"] == os.path.realpath(served.cache_dir)
+    text = subprocess.run([str(CLI), "serve", "--status"], env=served.env, capture_output=True,
+                          text=True, timeout=60)
+    assert f"pid: {status['pid']}\n" in text.stdout and "live sessions: s\n" in text.stdout
+    tree = server_tree(served)
+    stop = subprocess.run([str(CLI), "serve", "--stop"], env=served.env, capture_output=True,
+                          text=True, timeout=120)
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.startswith("stopped the dolsot server")
+    assert_gone(tree)
+    assert not pathlib.Path(status["socket"]).exists()
+    again = subprocess.run([str(CLI), "serve", "--stop"], env=served.env, capture_output=True,
+                           text=True, timeout=60)
+    assert (again.returncode, again.stdout.startswith("no dolsot server runs")) == (0, True)
+    # Stopped cleanly: the session was checkpointed and comes back.
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+
+
+def test_sigterm_is_a_clean_stop(served):
+    assert served("--session", "s", "x = 5").returncode == 0
+    tree = server_tree(served)
+    os.kill(tree[0], signal.SIGTERM)
+    assert_gone(tree)
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc), err(proc)) == (0, "5\n", "session now holds: x\n")
+
+
+def test_kill_9_between_calls(served):
+    assert served("--session", "s", "x = 1").returncode == 0
+    assert served("--session", "s", "y = 2").returncode == 0
+    tree = server_tree(served)
+    os.kill(tree[0], signal.SIGKILL)
+    assert_gone(tree)  # its workers and sessions end with it
+    proc = served("--session", "s", "(x, y)")
+    assert (proc.returncode, out(proc)) == (0, "(1, 2)\n"), err(proc)
+    lines = err(proc).splitlines()
+    assert len(lines) == 2 and "server was gone" in lines[0], err(proc)
+    assert lines[1] == "session now holds: x, y"
+    assert err(served("--session", "s", "x")) == "session now holds: x, y\n"
+
+
+def test_kill_9_during_a_call(served, tmp_path):
+    client = start_sleeping_cell(served, tmp_path)
+    tree = server_tree(served)
+    os.kill(tree[0], signal.SIGKILL)
+    stdout, stderr = client.communicate(timeout=30)
+    assert client.returncode == 1
+    assert stdout == b""
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1 and "server exited during the call" in lines[0], stderr
+    assert_gone(tree)
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)  # the last checkpoint
+
+
+def test_a_stale_socket_and_lock_are_replaced(served):
+    status = served.server_status()
+    sock_path = status["socket"]
+    served.cache_dir.mkdir(mode=0o700, exist_ok=True)
+    pathlib.Path(sock_path).parent.mkdir(mode=0o700, exist_ok=True)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(sock_path)  # a socket file nobody listens on, as a killed server leaves
+    stale.close()
+    (pathlib.Path(sock_path).parent / "dolsot-serve.lock").write_text("12345\n")
+    proc = served("--session", "s", "1 + 1")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+    assert "server was gone" in err(proc)
+    assert served.server_status()["running"]
+
+
+def test_eight_concurrent_calls_on_eight_sessions_and_on_one(served):
+    assert served("--session", "one", "n = 0").returncode == 0
+    calls = [popen(served, "--session", f"s{i}", f"v = {i}\nv * 10") for i in range(8)]
+    calls += [popen(served, "--session", "one", "n += 1\nn") for _ in range(8)]
+    results = [(c.wait(timeout=120), *c.communicate()) for c in calls]
+    for rc, stdout, stderr in results:
+        assert rc == 0, stderr
+    assert [r[1] for r in results[:8]] == [f"{i * 10}\n".encode() for i in range(8)]
+    # One session: one call at a time, each saw the one before it.
+    assert sorted(int(r[1]) for r in results[8:]) == list(range(1, 9))
+    proc = served("--session", "one", "n")
+    assert out(proc) == "8\n"
+
+
+def test_clients_racing_to_start_a_server_share_one(served):
+    calls = [popen(served, "--session", f"r{i}", f"{i} * 2") for i in range(8)]
+    results = [(c.wait(timeout=120), *c.communicate()) for c in calls]
+    assert [(rc, stdout) for rc, stdout, _ in results] == [(0, f"{i * 2}\n".encode())
+                                                          for i in range(8)]
+    assert all(b"server" not in stderr for _, _, stderr in results)  # no note: none was gone
+    status = served.server_status()
+    log = pathlib.Path(status["socket"]).parent / "dolsot-serve.log"
+    assert log.read_text().count("listening on") == 1
+    assert sorted(status["live_sessions"]) == [f"r{i}" for i in range(8)]
+
+
+def test_idle_server_exits_and_checkpoints(served):
+    env = {"DOLSOT_SERVE_IDLE": "1"}
+    proc = served("--session", "s", "x = 3", env=env)
+    assert proc.returncode == 0, err(proc)
+    status = served.server_status()
+    tree = [status["pid"], *descendants(status["pid"])]
+    assert_gone(tree, seconds=30)
+    assert not pathlib.Path(status["socket"]).exists()
+    proc = served("--session", "s", "x", env={"DOLSOT_SERVE": "0"})
+    assert out(proc) == "3\n", err(proc)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_is_forwarded_and_the_session_rolls_back(served, tmp_path, signal_number):
+    client = start_sleeping_cell(served, tmp_path)
+    client.send_signal(signal_number)
+    stdout, stderr = client.communicate(timeout=30)
+    assert client.returncode == 130, stderr
+    assert b"rolled back" in stderr
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+    assert served.server_status()["running"]
+
+
+def test_a_client_that_dies_interrupts_its_cell(served, tmp_path):
+    client = start_sleeping_cell(served, tmp_path)
+    client.kill()
+    client.wait(timeout=10)
+    start = time.monotonic()
+    proc = served("--session", "s", "x", timeout=50)
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+    assert time.monotonic() - start < 50  # the cell did not sleep its 60 s out
+
+
+def test_mixing_with_direct_mode_loses_nothing(served):
+    assert served("--session", "s", "x = 1").returncode == 0
+    direct = served("--session", "s", "x += 1\nx", env={"DOLSOT_SERVE": "0"})
+    assert (direct.returncode, out(direct), err(direct)) == (0, "2\n", "session now holds: x\n")
+    assert "s" not in served.server_status()["live_sessions"]  # released for direct mode
+    again = served("--session", "s", "x += 1\nx")
+    assert out(again) == "3\n", err(again)
+    flag = served("--no-serve", "--session", "s", "x")
+    assert out(flag) == "3\n", err(flag)
+    reset = served("--reset", "s", env={"DOLSOT_SERVE": "0"})
+    assert out(reset) == "removed session s\n"
+    gone = served("--session", "s", "x")
+    assert gone.returncode == 1 and "NameError" in err(gone)
+
+
+def test_reset_and_list_see_live_sessions(served):
+    assert served("--session", "a", "x = 1").returncode == 0
+    assert served("--session", "b", "x = 2").returncode == 0
+    listed = served("--list-sessions", "--json")
+    assert sorted(s["id"] for s in json.loads(out(listed))) == ["a", "b"]
+    assert out(served("--reset", "a")) == "removed session a\n"
+    assert served.server_status()["live_sessions"] == ["b"]
+    assert out(served("--reset", "all")) == "removed 1 session\n"
+    assert served.server_status()["live_sessions"] == []
+    proc = served("--session", "b", "x")
+    assert proc.returncode == 1 and "NameError" in err(proc)
+
+
+def test_profiles_follow_the_callers_cwd_and_environment(served, tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "where.py").write_text("WHO = 'elsewhere'\n")
+    assert served("--session", "p", "import os\nx = 1").returncode == 0
+    proc = subprocess.run([str(CLI), "--session", "p",
+                           "import os, where\n(os.getcwd(), where.WHO, os.environ['PROBE'], x)"],
+                          env={**served.env, "PROBE": "from-this-call"}, cwd=other,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out(proc) == f"({str(other)!r}, 'elsewhere', 'from-this-call', 1)\n"
+    assert served.server_status()["live_sessions"] == ["p"]
+
+
+def test_serve_as_a_cell_stays_reachable(served):
+    proc = served("-s", "x", "--", "serve")
+    assert proc.returncode == 1 and "NameError: name 'serve' is not defined" in err(proc)
+
+
+def test_a_foreground_server_refuses_a_second_one(served):
+    assert served("--session", "s", "1").returncode == 0
+    second = subprocess.run([str(CLI), "serve"], env=served.env, capture_output=True, text=True,
+                            timeout=60)
+    assert second.returncode == 1 and "already runs" in second.stderr
+
+
+def test_garbage_on_the_socket_gets_an_error_and_the_server_survives(served):
+    assert served("--session", "s", "x = 1").returncode == 0
+    path = served.server_status()["socket"]
+    for payload in [b"\x00\x00\x00\x05hello", b"\xff\xff\xff\xff", b'\x00\x00\x00\x02{}']:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(30)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        assert b'"type":"error"' in answer, answer
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+
+
+def _other_user() -> str | None:
+    name = "dolsot-serve-test"
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        pass
+    if shutil.which("useradd") is None:
+        return None
+    made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                           name], capture_output=True)
+    return name if made.returncode == 0 else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create and become a second user")
+def test_another_user_is_refused_and_runs_its_own(served):
+    user = _other_user()
+    if user is None:
+        pytest.skip("could not create a second user (useradd)")
+    uid = pwd.getpwnam(user).pw_uid
+    assert served("--session", "s", "x = 1").returncode == 0
+    status = served.server_status()
+    sock_dir = pathlib.Path(status["socket"]).parent
+    # Open the way to root's socket so that only the peer-credential check is left.
+    opened = []
+    for d in [sock_dir, *sock_dir.parents]:
+        if d == pathlib.Path("/"):
+            break
+        opened.append((d, d.stat().st_mode & 0o7777))
+        os.chmod(d, d.stat().st_mode | 0o011)
+    os.chmod(status["socket"], 0o777)
+    try:
+        probe = ("import socket,sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+                 "s.settimeout(30)\n"
+                 "try:\n    s.sendall(b'\\x00\\x00\\x00\\x02{}')\n    print(repr(s.recv(100)))\n"
+                 "except (ConnectionResetError, BrokenPipeError):\n    print(repr(b''))")
+        proc = subprocess.run(["python3", "-c", probe, status["socket"]], user=uid,
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        for d, mode in opened:
+            os.chmod(d, mode)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "b''"  # closed without an answer
+    log = (sock_dir / "dolsot-serve.log").read_text()
+    assert f"refused a connection from uid {uid}" in log
+    # Its own CLI call works, with its own cache dir and its own server.
+    home = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-other-"))
+    os.chown(home, uid, -1)
+    try:
+        env = {k: v for k, v in served.env.items() if k != "DOLSOT_CACHE_DIR"}
+        env.update(DOLSOT_CACHE_DIR=str(home / "cache"), HOME=str(home))
+        for args in (["--session", "o", "import os\nos.getuid()"], ["serve", "--stop"]):
+            mine = subprocess.run([str(CLI), *args], env=env, user=uid, cwd=home,
+                                  capture_output=True, text=True, timeout=120)
+            if mine.returncode != 0 and "Permission denied" in mine.stderr:
+                pytest.skip(f"the build is not readable by {user}: {mine.stderr.strip()}")
+            assert mine.returncode == 0, mine.stderr
+            if args[0] == "--session":
+                assert mine.stdout == f"{uid}\n"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert served("--session", "s", "x").returncode == 0  # root's server is unharmed
+
+
+def test_list_and_reset_start_no_server(served):
+    assert out(served("--list-sessions")) == "no sessions\n"
+    assert out(served("--reset", "all")) == "removed 0 sessions\n"
+    assert served.server_status()["running"] is False
+
+
+def test_a_hung_server_costs_a_bounded_wait(served):
+    """A stopped (SIGSTOP) server: the call gives up after the cell's timeout
+    plus the client's 60 s margin, says so in one line and exits 1."""
+    assert served("--session", "s", "x = 1").returncode == 0
+    pid = served.server_status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        proc = served("--session", "s", "--timeout", "1", "x", timeout=120)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert proc.returncode == 1 and proc.stdout == b""
+    lines = err(proc).splitlines()
+    assert len(lines) == 1 and "did not answer in time" in lines[0], err(proc)
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
