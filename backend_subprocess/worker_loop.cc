@@ -28,6 +28,7 @@
 
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_process.h"
+#include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_runner.h"
 
@@ -382,11 +383,25 @@ int RunWorker(int socket_fd) {
     (void)protocol::WriteFrame(host.get(), Tag::kHelloError, w.data());
     return 2;
   }
+  // The host (this worker's parent), which snapshots watch: see
+  // session_process.cc. Close-on-exec; a kernel without pidfds gives -1.
+  // Opened before a sandbox's PID namespace hides the host.
+  const pid_t host_pid = ::getppid();
+  UniqueFd host_pidfd(host_pid > 1 ? static_cast<int>(::syscall(SYS_pidfd_open, host_pid, 0)) : -1);
+  if (::getppid() != host_pid) host_pidfd.Reset();  // the host is gone already
   Status ready = SetSysPath(*settings);
+  SandboxReport sandbox;
+  if (ready.ok() && settings->sandbox) {
+    // Walls first: the toolboxes import inside them (from the same paths).
+    auto entered = EnterWorkerSandbox(*settings);
+    if (entered.ok()) sandbox = std::move(entered).value();
+    ready = entered.status();
+  }
   if (ready.ok()) ready = InstallCellIo();
   // Before the toolboxes: one of them may import matplotlib.
   if (ready.ok()) ready = InstallFigureBackend(/*force=*/true);
   if (ready.ok()) ready = ImportToolboxes(host.get(), *settings);
+  if (ready.ok() && settings->sandbox) ready = LockWorkerSandbox(*settings, &sandbox);
   if (!ready.ok()) {
     PayloadWriter w;
     w.U32(static_cast<std::uint32_t>(ready.code())).Str(ready.message());
@@ -394,16 +409,12 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // The host (this worker's parent), which snapshots watch: see
-  // session_process.cc. Close-on-exec; a kernel without pidfds gives -1.
-  const pid_t host_pid = ::getppid();
-  UniqueFd host_pidfd(host_pid > 1 ? static_cast<int>(::syscall(SYS_pidfd_open, host_pid, 0)) : -1);
-  if (::getppid() != host_pid) host_pidfd.Reset();  // the host is gone already
   ReapChildrenAsTheyExit();  // a session process forked later resets SIGCHLD
   ReapExited();              // what exited before the handler was there
   UseHostStderr();
   PayloadWriter w;
   w.U32(static_cast<std::uint32_t>(::getpid()));
+  w.Str(sandbox.Encode());  // empty without a sandbox
   if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;
 
   for (;;) {

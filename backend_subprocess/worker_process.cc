@@ -14,7 +14,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/worker_loop.h"
+#include "backend_subprocess/worker_sandbox.h"
+#include "sandbox/sandbox_setup.h"
 
 extern char** environ;
 
@@ -66,17 +69,32 @@ UniqueFd Lift(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 10)); }
 
 // The environment of the worker: ours without the worker's own variables,
 // `extra_env`, then those variables.
+// A sandboxed worker gets only the allow-list of the host's (and the
+// variables its interpreter needs to start, which it drops once started),
+// then the policy's.
+bool PassedToWorker(const char* entry, const SandboxPolicy* sandbox) {
+  if (sandbox == nullptr) return true;
+  const char* eq = std::strchr(entry, '=');
+  if (eq == nullptr) return false;
+  std::string name(entry, static_cast<std::size_t>(eq - entry));
+  return SandboxKeepsVariable(name) || name == "PYTHONPATH" || name == "PYTHONHOME";
+}
+
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra_env,
-                                           bool captures_stderr) {
+                                           bool captures_stderr, const SandboxPolicy* sandbox) {
   std::vector<std::string> out;
   std::string fd_var = std::string(kWorkerFdVariable) + "=";
   std::string stderr_var = std::string(kWorkerStderrFdVariable) + "=";
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, fd_var.c_str(), fd_var.size()) == 0) continue;
     if (std::strncmp(*e, stderr_var.c_str(), stderr_var.size()) == 0) continue;
+    if (!PassedToWorker(*e, sandbox)) continue;
     out.emplace_back(*e);
   }
   for (const auto& e : extra_env) out.push_back(e);
+  if (sandbox != nullptr) {
+    for (const auto& [name, value] : sandbox->env) out.push_back(name + "=" + value);
+  }
   out.push_back(fd_var + std::to_string(kChildChannelFd));
   if (captures_stderr) out.push_back(stderr_var + std::to_string(kChildHostStderrFd));
   return out;
@@ -86,7 +104,7 @@ std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra
 // a file, that file as its fd 2 and the host's own stderr as its fd 4.
 StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
                       const std::vector<std::string>& extra_env, int channel_fd,
-                      int startup_stderr) {
+                      int startup_stderr, const SandboxPolicy* sandbox) {
   if (command.empty()) return InvalidArgument("the worker command is empty");
   UniqueFd channel = Lift(channel_fd);
   if (!channel) return IoError(std::string("fcntl: ") + std::strerror(errno));
@@ -96,7 +114,7 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
     host_stderr = Lift(2);  // none (fd 2 closed): no capture either
     if (!capture || !host_stderr) capture.Reset();
   }
-  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid());
+  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid(), sandbox);
   std::vector<char*> envp, argv;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -229,7 +247,8 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   if (!pair.ok()) return pair.status();
   // Without a memory file the worker writes to our stderr from the start.
   UniqueFd startup_stderr(::memfd_create("dolsot-worker-stderr", MFD_CLOEXEC));
-  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get());
+  const SandboxPolicy* sandbox = settings.sandbox ? &*settings.sandbox : nullptr;
+  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get(), sandbox);
   if (!pid.ok()) return pid.status();
   pair->second.Reset();
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
@@ -274,6 +293,16 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   }
   if (reply->tag != Tag::kHelloOk) {
     return CorruptError(std::string("the worker answered HELLO with ") + protocol::TagName(reply->tag));
+  }
+  if (settings.sandbox) {
+    PayloadReader r(reply->payload);
+    (void)r.U32();
+    auto report = SandboxReport::Decode(r.Str());
+    if (!r.Finish("HELLO_OK").ok() || !report.ok()) {
+      return CorruptError("the worker's HELLO_OK carries no sandbox report");
+    }
+    worker->sandboxed_ = true;
+    worker->sandbox_report_ = std::move(report).value();
   }
   if (startup_stderr) ForwardToStderr(startup_stderr.get());
   return worker;
@@ -326,7 +355,16 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
   ProcessChannel channel;
   channel.socket = std::move(reply->fd);
   // The worker ran no cell: its word is taken (see process_identity.h).
-  channel.process = ProcessIdentity::Trusted(pid);
+  if (!sandboxed_) {
+    channel.process = ProcessIdentity::Trusted(pid);
+    return channel;
+  }
+  // A sandboxed worker names its child in its own PID namespace: the host
+  // finds it among the children of the worker (pid 1 there), itself the
+  // child of the process the host started.
+  std::optional<pid_t> host_pid = DescendantByInnermostPid(process_.pid(), pid, 2);
+  if (!host_pid) return CorruptError("the sandboxed worker named a session process it has not");
+  channel.process = ProcessIdentity::Trusted(*host_pid, pid);
   return channel;
 }
 
@@ -358,10 +396,12 @@ void WorkerProcess::Stop() {
     (void)protocol::WriteFrame(socket_.get(), Tag::kShutdown, {});
     socket_.Reset();
   }
+  pid_t pid = process_.pid();
   if (process_ && !process_.Wait(ChildProcess::Clock::now() + kExitGrace).ok()) {
     process_.Kill();
     (void)process_.Wait();
   }
+  if (pid > 0) RemoveSandboxCgroup(pid);  // a root host's sandboxed worker's
 }
 
 }  // namespace dolsot

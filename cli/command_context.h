@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "core/status.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot::cli {
 
@@ -24,6 +25,7 @@ struct BackendSettings {
   bool gate = false;                             // run the AST gate before the cell
   std::optional<std::size_t> max_repr;           // nullopt: DOLSOT_MAX_REPR / default
   std::optional<std::size_t> max_text;           // nullopt: DOLSOT_MAX_TEXT / default
+  std::optional<SandboxPolicy> sandbox;           // --sandbox (cli/sandbox_options.h)
 };
 
 using BackendFactory =

@@ -39,7 +39,7 @@ input or bad configuration (nothing ran, the session is untouched).
 
 Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
 DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
-DOLSOT_TYPECHECK, DOLSOT_TY_BIN.
+DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SANDBOX (1: --sandbox).
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
 A code argument starting with '-' goes after "--": dolsot --session s -- "-1")FOOTER";
@@ -103,6 +103,7 @@ std::optional<std::string> EmptyOptionValue(int argc, const char* const* argv) {
 Action ChooseAction(const CommandLine& line) {
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
+  if (line.run.sandbox.check) return Action::kSandboxCheck;
   return Action::kRun;
 }
 

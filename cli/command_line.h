@@ -19,6 +19,7 @@ enum class Action {
   kRun,           // run one cell
   kListSessions,  // --list-sessions
   kReset,         // --reset SID|all
+  kSandboxCheck,  // --sandbox --check
   kExit,          // --help, --version or a usage error: already printed
 };
 

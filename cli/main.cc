@@ -8,6 +8,7 @@
 #include "cli/command_line.h"
 #include "cli/interrupt.h"
 #include "cli/repl_backend.h"
+#include "cli/sandbox_check_command.h"
 
 int main(int argc, char** argv) {
   using namespace dolsot::cli;
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
       return ListSessionsCommand(line.list_sessions, context);
     case Action::kReset:
       return ResetCommand(line.reset, context);
+    case Action::kSandboxCheck:
+      return SandboxCheckCommand(line.run.sandbox, context);
     case Action::kExit:
       break;
   }

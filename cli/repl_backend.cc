@@ -63,6 +63,7 @@ StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settin
   // checkpoint, which is its state before the cell, and the Result still
   // says exactly what the session holds (LiveSession: restored, no cell yet).
   options.snapshots = false;
+  options.sandbox = settings.sandbox;
   if (settings.gate) DOLSOT_RETURN_IF_ERROR(AttachGate(options));
   options.typecheck_path = TypecheckPath();
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {

@@ -50,7 +50,8 @@ void EndLine(std::ostream& stream, const std::string& text) {
 }  // namespace
 
 std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
-  return {
+  std::vector<CLI::Option*> sandbox = AddSandboxOptions(app, args.sandbox);
+  std::vector<CLI::Option*> run = {
       app.add_option("code", args.code_words,
                      "Python code to run (several words are joined with spaces); read from "
                      "stdin when omitted"),
@@ -75,6 +76,8 @@ std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
                      "DOLSOT_MAX_TEXT, else 20000)")
           ->type_name("CHARS"),
   };
+  run.insert(run.end(), sandbox.begin(), sandbox.end());
+  return run;
 }
 
 StatusOr<std::pair<std::string, std::string>> ParseToolboxSpec(std::string_view spec) {
@@ -130,6 +133,9 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   BackendSettings settings{std::move(*toolboxes), args.timeout_seconds, args.gate};
   if (args.max_repr) settings.max_repr = static_cast<std::size_t>(*args.max_repr);
   if (args.max_text) settings.max_text = static_cast<std::size_t>(*args.max_text);
+  auto sandbox = SandboxPolicyFromArgs(args.sandbox);
+  if (!sandbox.ok()) return ReportSetupError(context.err, sandbox.status());
+  settings.sandbox = *sandbox;
   auto backend = context.open_backend(settings);
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   RunOptions options;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command_context.h"
+#include "cli/sandbox_options.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -31,6 +32,7 @@ struct RunArgs {
   bool gate = false;
   std::optional<long long> max_repr;  // --max-repr
   std::optional<long long> max_text;  // --max-text
+  SandboxArgs sandbox;                // --sandbox, --mount, --network, --memory
 };
 
 // Registers the run options on `app`; returns them so other commands can
