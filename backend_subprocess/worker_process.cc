@@ -16,7 +16,6 @@
 
 #include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/worker_loop.h"
-#include "backend_subprocess/worker_sandbox.h"
 #include "sandbox/sandbox_setup.h"
 
 extern char** environ;

@@ -167,11 +167,6 @@ std::vector<MountOp> g_plan;  // the worker's plan, kept for LockWorkerSandbox
 
 }  // namespace
 
-bool SandboxKeepsVariable(const std::string& name) {
-  return name == "PATH" || name == "LANG" || name == "TZ" || name == "TERM" ||
-         name.rfind("LC_", 0) == 0;
-}
-
 StatusOr<SandboxReport> EnterWorkerSandbox(WorkerSettings& settings) {
   MountPlanInputs inputs;
   inputs.system_paths = BaseSystemPaths();

@@ -22,8 +22,4 @@ StatusOr<SandboxReport> EnterWorkerSandbox(WorkerSettings& settings);
 // the policy's env, then rlimits, capabilities, Landlock and seccomp.
 Status LockWorkerSandbox(const WorkerSettings& settings, SandboxReport* report);
 
-// The environment variables a sandboxed worker keeps from its own start
-// (besides the policy's env): PATH, LANG, LC_*, TZ, TERM.
-bool SandboxKeepsVariable(const std::string& name);
-
 }  // namespace dolsot

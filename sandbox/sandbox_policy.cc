@@ -138,6 +138,11 @@ Status ValidateSandboxPolicy(const SandboxPolicy& policy) {
   return Status::Ok();
 }
 
+bool SandboxKeepsVariable(const std::string& name) {
+  return name == "PATH" || name == "LANG" || name == "TZ" || name == "TERM" ||
+         name.rfind("LC_", 0) == 0;
+}
+
 bool SandboxReport::Active(std::string_view name) const {
   for (const SandboxLayer& layer : layers) {
     if (layer.name == name) return layer.active;

@@ -59,6 +59,10 @@ struct SandboxPolicy {
 // mounts are kUnimplemented (not implemented yet).
 Status ValidateSandboxPolicy(const SandboxPolicy& policy);
 
+// The host variables a sandboxed worker keeps (besides the policy's env):
+// PATH, LANG, LC_*, TZ, TERM.
+bool SandboxKeepsVariable(const std::string& name);
+
 // Where a sandboxed worker's scratch lives inside the sandbox (its cwd,
 // HOME and TMPDIR).
 inline constexpr char kSandboxScratch[] = "/tmp";

@@ -345,7 +345,7 @@ def test_state_rollback_and_checkpoints(host_dirs):
                      sandbox=Sandbox()) as r:
         ok(r, "s", "x = [1, 2]")
         t = r.run("s", "x.append(3)\nwhile True: pass", timeout=1)
-        assert t.outcome == dolsot.Outcome.TIMEOUT or t.exit_code == 124, t
+        assert (t.outcome, t.exit_code) == (dolsot.Outcome.TIMEOUT, 124), t
         assert ok(r, "s", "x").value == "[1, 2]"
         crash = r.run("s", "x.append(4); import os; os._exit(3)")
         assert not crash.ok
@@ -375,6 +375,25 @@ def test_a_rolled_back_cell_leaves_no_process_running(repl):
     # rollback until the worker stops. Pinned here so the gap stays visible.
     alive_sleepers = ok(repl, "tree", "import os; [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/comm').read().strip() == 'sleep']").value
     assert alive_sleepers != "[]", alive_sleepers
+
+
+def test_interrupt_of_a_sandboxed_cell(repl, host_dirs):
+    fifo = host_dirs["out"] / "started"
+    os.mkfifo(fifo)
+    try:
+        ok(repl, "intr", "kept = 1")
+        results = []
+        cell = "kept = 2\nimport os\nos.close(os.open('/out/started', os.O_WRONLY))\nwhile True: pass"
+        runner = threading.Thread(target=lambda: results.append(repl.run("intr", cell)))
+        runner.start()
+        os.close(os.open(fifo, os.O_RDONLY))  # returns once the cell has opened it
+        repl.interrupt("intr")
+        runner.join(timeout=30)
+        assert not runner.is_alive()
+        assert (results[0].outcome, results[0].exit_code) == (dolsot.Outcome.INTERRUPTED, 130)
+        assert ok(repl, "intr", "kept").value == "1"
+    finally:
+        fifo.unlink()
 
 
 def test_worker_and_sessions_die_with_the_repl():
@@ -438,3 +457,41 @@ def test_unprivileged_host(world_readable_dir):
     assert p.returncode == 0, p.stderr
     assert f"RESULT True ({uid}, False, False)" in p.stdout, p.stdout + p.stderr
     assert "[on ] seccomp" in p.stdout and "[on ] user-namespace" in p.stdout, p.stdout
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _cli():
+    build = os.environ.get("DOLSOT_BUILD_DIR", os.path.join(os.path.dirname(REPO_README), "build"))
+    path = os.path.join(build, "cli", "dolsot")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is not built (cmake --build build)", pytrace=False)
+    return path
+
+
+def test_cli_sandbox_check_and_run(host_dirs, tmp_path):
+    env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / "cache"),
+           "DOLSOT_ESCAPE_SECRET": SECRET, "DOLSOT_TYPECHECK": "0"}
+    check = subprocess.run([_cli(), "--sandbox", "--check"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    for name in LAYERS:
+        assert f"[on ] {name}" in check.stdout, check.stdout
+    run = subprocess.run(
+        [_cli(), "--sandbox", "--mount", f"/data={host_dirs['data']}", "--memory", "512",
+         "--session", "cli", "import os; (open('/data/hello.txt').read(), "
+         "'DOLSOT_ESCAPE_SECRET' in os.environ, os.path.exists('/etc/shadow'))"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "('hello from the host\\n', False, False)" in run.stdout, run.stdout
+    # DOLSOT_SANDBOX=1 turns it on; a mount without it is a usage error.
+    on = subprocess.run([_cli(), "--session", "cli2", "open('/etc/passwd').read()"],
+                        env={**env, "DOLSOT_SANDBOX": "1"}, capture_output=True, text=True, timeout=60)
+    assert on.returncode == 1 and "FileNotFoundError" in on.stderr, (on.stdout, on.stderr)
+    bad = subprocess.run([_cli(), "--mount", "/x=/tmp", "--session", "c", "1"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "need --sandbox" in bad.stderr, bad.stderr
+    overlay = subprocess.run([_cli(), "--sandbox", "--mount", "/x=/tmp:overlay", "--session", "c", "1"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert overlay.returncode != 0 and "not implemented yet" in overlay.stderr, overlay.stderr
