@@ -10,9 +10,7 @@
 #include <vector>
 
 namespace dolsot {
-namespace {
-
-std::vector<pid_t> Children(pid_t pid) {
+std::vector<pid_t> ChildPids(pid_t pid) {
   std::vector<pid_t> out;
   std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   DIR* dir = ::opendir(tasks.c_str());
@@ -27,8 +25,6 @@ std::vector<pid_t> Children(pid_t pid) {
   ::closedir(dir);
   return out;
 }
-
-}  // namespace
 
 std::optional<pid_t> InnermostPid(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -48,7 +44,7 @@ std::optional<pid_t> DescendantByInnermostPid(pid_t ancestor, pid_t inner, int d
   for (int d = 0; d < depth && !level.empty(); ++d) {
     std::vector<pid_t> next;
     for (pid_t p : level) {
-      for (pid_t child : Children(p)) {
+      for (pid_t child : ChildPids(p)) {
         if (InnermostPid(child) == inner) return child;
         next.push_back(child);
       }

@@ -8,8 +8,13 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <vector>
 
 namespace dolsot {
+
+// The children of `pid` (of every thread), from /proc/<pid>/task/*/children;
+// none when it is gone.
+std::vector<pid_t> ChildPids(pid_t pid);
 
 // The pid host process `pid` has in its innermost PID namespace (its own
 // pid when it is in the host's); nullopt when it is gone.

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_process.h"
 #include "backend_subprocess/worker_sandbox.h"
@@ -119,22 +120,6 @@ Status ImportToolboxes(int host, const WorkerSettings& s) {
   return Status::Ok();
 }
 
-// The pids listed in /proc/<pid>/task/*/children (every thread's children),
-// appended to `out`. A process already gone lists none.
-void AppendChildren(pid_t pid, std::vector<pid_t>& out) {
-  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  DIR* dir = ::opendir(tasks.c_str());
-  if (dir == nullptr) return;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream list(tasks + "/" + entry->d_name + "/children");
-    for (long child; list >> child;) {
-      if (child > 0) out.push_back(static_cast<pid_t>(child));
-    }
-  }
-  ::closedir(dir);
-}
-
 // True when the kernel lists children in /proc (CONFIG_PROC_CHILDREN).
 bool HasChildrenLists() {
   static const bool has = [] {
@@ -152,9 +137,7 @@ std::set<pid_t> DescendantsFromChildrenLists() {
   while (!todo.empty()) {
     pid_t p = todo.back();
     todo.pop_back();
-    std::vector<pid_t> children;
-    AppendChildren(p, children);
-    for (pid_t child : children) {
+    for (pid_t child : ChildPids(p)) {
       if (out.insert(child).second) todo.push_back(child);
     }
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "backend_subprocess/fork_guard.h"
+#include "embedded/py_ref.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/sandbox_setup.h"
 
@@ -38,20 +39,16 @@ def paths(toolboxes):
     return out
 )";
 
+// The raised exception's str(), taken off the error indicator.
 std::string TakePythonError() {
-  PyObject *type, *value, *trace;
-  PyErr_Fetch(&type, &value, &trace);
+  Ref value(TakeRaisedException());
   std::string text = "a Python error";
-  if (value != nullptr) {
-    if (PyObject* s = PyObject_Str(value)) {
-      if (const char* utf8 = PyUnicode_AsUTF8(s)) text = utf8;
-      Py_DECREF(s);
-    }
+  if (value) {
+    Ref s(PyObject_Str(value.get()));
+    const char* utf8 = s ? PyUnicode_AsUTF8(s.get()) : nullptr;
+    if (utf8 != nullptr) text = utf8;
   }
   PyErr_Clear();
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(trace);
   return text;
 }
 
