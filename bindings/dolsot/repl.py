@@ -132,7 +132,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
 
     def sandbox_report(self) -> SandboxReport:
         """The layers this Repl's worker runs under (starting the worker if
-        needed). Raises ``ValueError`` for a Repl without a sandbox."""
+        needed). Raises ``ConfigError`` for a Repl without a sandbox, ``WorkerError``
+        when a layer asked for cannot be applied."""
         return SandboxReport(tuple(SandboxLayer(*layer) for layer in self._sandbox_layers()))
 
     def close(self) -> None:
