@@ -258,7 +258,9 @@ def test_signals_and_ptrace_do_not_leave_the_sandbox(repl):
     host = os.getpid()
     failed(repl, "proc2", f"import os, signal; os.kill({host}, signal.SIGKILL)", "ProcessLookupError", "PermissionError")
     # The worker is pid 1 here: a SIGKILL from inside its namespace is ignored.
-    ok(repl, "proc2", "import os, signal; os.kill(1, signal.SIGKILL)")
+    for sig in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
+        ok(repl, "proc2", f"import os, signal; os.kill(1, signal.{sig})")
+    ok(repl, "proc2-fresh", "1")  # the worker still opens sessions
     ok(repl, "proc2", "import os; os.getppid()")
     failed(repl, "proc2", textwrap.dedent("""
         import ctypes, os
