@@ -146,9 +146,9 @@ Status LiveSession::AcceptRunner(Frame& frame) {
     // Restored or branched: the host knows the pid already and learns
     // nothing from this frame's word (a branch may write it before the host
     // asked the kernel to attest its socket's writers).
-    if (runner_.process.pid() != pid) {
+    if (runner_.process.namespace_pid() != pid) {
       return CorruptError("RUNNER names pid " + std::to_string(pid) + ", not the session's " +
-                          std::to_string(runner_.process.pid()));
+                          std::to_string(runner_.process.namespace_pid()));
     }
   } else {
     // A promoted snapshot, whose socket was attested from the start: the
@@ -329,9 +329,14 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     std::uint8_t carried = r.U8();
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
     if (!PlausiblePid(runner_pid)) return CorruptError("RESULT without the runner's pid");
-    auto runner = ProcessIdentity::FromSender(*frame, runner_pid, "RESULT");
-    if (!runner.ok()) return runner.status();
-    runner_.process = *runner;
+    if (!(runner_.process.known() && frame->sender == runner_.process.pid() &&
+          runner_pid == runner_.process.namespace_pid())) {
+      // A runner the host has not vouched for by this socket's writer yet
+      // (a sandboxed one is looked up in /proc once, not per cell).
+      auto runner = ProcessIdentity::FromSender(*frame, runner_pid, "RESULT");
+      if (!runner.ok()) return runner.status();
+      runner_.process = *runner;
+    }
     // The descriptors that came with it, in order.
     UniqueFd* next_fd = &frame->fd;
     UniqueFd checkpoint_channel, snapshot_socket;
@@ -366,7 +371,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   // A promoted runner's pid comes in its RUNNER frame, ahead of anything
   // else it sent: read it now if this cell was killed before it was read.
   ReadPendingRunner(Clock::now() + kReapGrace);
-  pid_t dead = runner_.process.pid();
+  pid_t dead = runner_.process.namespace_pid();  // as the worker knows it
   runner_.process.Kill();
   runner_.socket.Reset();
   runner_.process = ProcessIdentity();

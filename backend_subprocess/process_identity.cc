@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "backend_subprocess/namespaced_pids.h"
 #include "core/child_process.h"
 #include "core/unique_fd.h"
 
@@ -88,16 +89,26 @@ Status CheckKillable(pid_t pid, std::int64_t vouched_at_ns) {
   return Checked(pid, vouched_at_ns).status();
 }
 
-ProcessIdentity ProcessIdentity::Trusted(pid_t pid) { return ProcessIdentity(pid, BootTimeNs()); }
+ProcessIdentity ProcessIdentity::Trusted(pid_t pid, pid_t namespace_pid) {
+  ProcessIdentity out(pid, BootTimeNs());
+  if (namespace_pid > 1 && namespace_pid != pid) out.namespace_pid_ = namespace_pid;
+  return out;
+}
 
 StatusOr<ProcessIdentity> ProcessIdentity::FromSender(const protocol::Frame& frame, pid_t claimed,
                                                       const char* what) {
-  if (claimed <= 1 || frame.sender != claimed) {
-    return CorruptError(std::string(what) + " names pid " + std::to_string(claimed) +
-                        " as its sender, but the kernel says pid " +
-                        std::to_string(frame.sender) + " sent it");
+  if (claimed > 1 && frame.sender == claimed) return ProcessIdentity(claimed, BootTimeNs());
+  // A sandboxed session names itself by its namespace's pid; the kernel
+  // attests the host's. They must be one process.
+  std::int64_t now = BootTimeNs();
+  if (claimed > 1 && frame.sender > 1 && InnermostPid(frame.sender) == claimed) {
+    ProcessIdentity out(frame.sender, now);
+    out.namespace_pid_ = claimed;
+    return out;
   }
-  return ProcessIdentity(claimed, BootTimeNs());
+  return CorruptError(std::string(what) + " names pid " + std::to_string(claimed) +
+                      " as its sender, but the kernel says pid " +
+                      std::to_string(frame.sender) + " sent it");
 }
 
 ProcessIdentity ProcessIdentity::ChildOf(const ProcessIdentity& parent, pid_t child) {
@@ -105,9 +116,19 @@ ProcessIdentity ProcessIdentity::ChildOf(const ProcessIdentity& parent, pid_t ch
   // parent named it in a frame already read).
   std::int64_t now = BootTimeNs();
   if (!parent.known() || child <= 1) return ProcessIdentity();
-  std::optional<ProcStat> stat = ReadProcStat(child);
-  if (!stat || stat->ppid != parent.pid_ || stat->pgrp != child) return ProcessIdentity();
-  return ProcessIdentity(child, now);
+  if (parent.namespace_pid_ == 0) {
+    std::optional<ProcStat> stat = ReadProcStat(child);
+    if (!stat || stat->ppid != parent.pid_ || stat->pgrp != child) return ProcessIdentity();
+    return ProcessIdentity(child, now);
+  }
+  // In a sandbox: the parent's child that its namespace calls `child`.
+  std::optional<pid_t> host = DescendantByInnermostPid(parent.pid_, child, 1);
+  if (!host) return ProcessIdentity();
+  std::optional<ProcStat> stat = ReadProcStat(*host);
+  if (!stat || stat->ppid != parent.pid_ || stat->pgrp != *host) return ProcessIdentity();
+  ProcessIdentity out(*host, now);
+  out.namespace_pid_ = child;
+  return out;
 }
 
 bool ProcessIdentity::Kill() const {

@@ -53,25 +53,32 @@ class ProcessIdentity {
  public:
   ProcessIdentity() = default;  // unknown: signals nothing
 
-  // `pid` as the trusted worker reported it, vouched for now.
-  static ProcessIdentity Trusted(pid_t pid);
+  // `pid` as the trusted worker reported it, vouched for now. For a
+  // sandboxed worker, `pid` is the host's and `namespace_pid` the worker's.
+  static ProcessIdentity Trusted(pid_t pid, pid_t namespace_pid = 0);
   // The sender of `frame`, which names `claimed` as itself: kCorrupt (naming
-  // `what`) unless the kernel attests that `claimed` wrote all of it.
+  // `what`) unless the kernel attests that `claimed` wrote all of it (in a
+  // sandbox: that the writer's pid in its own namespace is `claimed`).
   static StatusOr<ProcessIdentity> FromSender(const protocol::Frame& frame, pid_t claimed,
                                               const char* what);
-  // `child`, as named by `parent`: known only when /proc shows it as
-  // `parent`'s child leading its own process group.
+  // `child`, as named by `parent` (in its namespace): known only when /proc
+  // shows it as `parent`'s child leading its own process group.
   static ProcessIdentity ChildOf(const ProcessIdentity& parent, pid_t child);
 
   // This identity, vouched for as of `ns` when that is earlier: a process
   // the host knew existed at `ns` (a snapshot it promoted then) whose pid it
   // learned later. A process that took the pid after `ns` is never signalled.
   ProcessIdentity VouchedAsOf(std::int64_t ns) const {
-    return ProcessIdentity(pid_, ns < vouched_at_ns_ ? ns : vouched_at_ns_);
+    ProcessIdentity out(pid_, ns < vouched_at_ns_ ? ns : vouched_at_ns_);
+    out.namespace_pid_ = namespace_pid_;
+    return out;
   }
 
   bool known() const { return pid_ > 1; }
   pid_t pid() const { return pid_; }
+  // The pid the session's own namespace knows it by (the worker's view,
+  // what its frames name); pid() outside a sandbox.
+  pid_t namespace_pid() const { return namespace_pid_ > 1 ? namespace_pid_ : pid_; }
   std::int64_t vouched_at_ns() const { return vouched_at_ns_; }
 
   // SIGKILLs the process and, while it leads it, its process group, once the
@@ -88,6 +95,7 @@ class ProcessIdentity {
       : pid_(pid > 1 ? pid : -1), vouched_at_ns_(vouched_at_ns) {}
 
   pid_t pid_ = -1;
+  pid_t namespace_pid_ = 0;  // 0: the same as pid_
   std::int64_t vouched_at_ns_ = 0;
 };
 

@@ -30,7 +30,7 @@ namespace dolsot::protocol {
 //    threads and the names bound anew, and carries the cell's images (PNG
 //    bytes); HELLO carries max_repr; EXIT_STATUS asks the worker how a
 //    session process ended.
-inline constexpr std::uint32_t kProtocolVersion = 7;
+inline constexpr std::uint32_t kProtocolVersion = 8;  // 8: HELLO carries a Sandbox
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is

@@ -92,6 +92,12 @@ class Repl::Impl {
     settings_.snapshots = options_.snapshots;
     settings_.checkpoint = options_.checkpoint;
     settings_.max_repr = config_.max_repr;
+    settings_.sandbox = options_.sandbox;
+    if (settings_.sandbox) {
+      // The store stays on the host's side of the wall (the host writes
+      // every checkpoint; sessions only send bytes), and so does its cwd.
+      settings_.sandbox_hidden = {config_.cache_dir, settings_.cwd};
+    }
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
     pipeline_ = CellPipeline(Gates());
   }
@@ -109,6 +115,13 @@ class Repl::Impl {
     std::lock_guard<std::mutex> guard(mutex_);
     return worker_ ? worker_->pid() : -1;
   }
+  StatusOr<SandboxReport> SandboxStatus() {
+    if (!settings_.sandbox) return InvalidArgument("this Repl has no sandbox");
+    auto worker = Worker(Clock::now() + std::chrono::seconds(60));
+    if (!worker.ok()) return worker.status();
+    return (*worker)->sandbox_report();
+  }
+  bool sandboxed() const { return settings_.sandbox.has_value(); }
 
  private:
   std::shared_ptr<SessionSlot> Slot(const std::string& sid);
@@ -673,6 +686,7 @@ StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
     return InvalidArgument("max_live_sessions must be at least 1, got " +
                            std::to_string(options.max_live_sessions));
   }
+  if (options.sandbox) DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*options.sandbox));
   auto config = ResolveConfig(options.config);
   if (!config.ok()) return config.status();
   std::shared_ptr<SessionStore> store = options.store;
@@ -698,7 +712,12 @@ const Capabilities& Repl::capabilities() const {
     c.tools = true;
     return c;
   }();
-  return kRepl;
+  static const Capabilities kSandboxed = [] {
+    Capabilities c = kRepl;
+    c.sandbox = true;  // a Repl with a Sandbox never runs a cell outside it
+    return c;
+  }();
+  return impl_->sandboxed() ? kSandboxed : kRepl;
 }
 
 StatusOr<Result> Repl::Run(std::string_view session_id, std::string_view code,
@@ -717,5 +736,6 @@ Status Repl::Branch(std::string_view source, std::string_view target) {
 int Repl::WorkerPid() const { return impl_->WorkerPid(); }
 Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
 std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }
+StatusOr<SandboxReport> Repl::SandboxStatus() { return impl_->SandboxStatus(); }
 
 }  // namespace dolsot

@@ -16,6 +16,7 @@
 #include "core/cell_gate.h"
 #include "core/config.h"
 #include "core/session_store.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot {
 
@@ -68,6 +69,10 @@ struct ReplOptions {
   // The environment the worker starts from instead of the host's ("NAME=
   // value" entries; worker_environment is added to it). nullopt: the host's.
   std::optional<std::vector<std::string>> worker_base_environment;
+  // Kernel-enforced walls around the worker and its sessions (docs/sandbox.md);
+  // none when unset. The worker fails to start rather than run with fewer
+  // layers than asked, unless the policy is best_effort.
+  std::optional<SandboxPolicy> sandbox;
 };
 
 // Thread safety: as Backend. Calls on different sessions run in parallel;
@@ -105,6 +110,10 @@ class Repl final : public Backend {
 
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;
+
+  // The layers the worker runs under (starting it if needed); kInvalidArgument
+  // when this Repl has no sandbox.
+  StatusOr<SandboxReport> SandboxStatus();
 
   class Impl;
 

@@ -26,8 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_process.h"
+#include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_runner.h"
 #include "embedded/huge_page_arenas.h"
@@ -119,22 +121,6 @@ Status ImportToolboxes(int host, const WorkerSettings& s) {
   return Status::Ok();
 }
 
-// The pids listed in /proc/<pid>/task/*/children (every thread's children),
-// appended to `out`. A process already gone lists none.
-void AppendChildren(pid_t pid, std::vector<pid_t>& out) {
-  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  DIR* dir = ::opendir(tasks.c_str());
-  if (dir == nullptr) return;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream list(tasks + "/" + entry->d_name + "/children");
-    for (long child; list >> child;) {
-      if (child > 0) out.push_back(static_cast<pid_t>(child));
-    }
-  }
-  ::closedir(dir);
-}
-
 // True when the kernel lists children in /proc (CONFIG_PROC_CHILDREN).
 bool HasChildrenLists() {
   static const bool has = [] {
@@ -152,9 +138,7 @@ std::set<pid_t> DescendantsFromChildrenLists() {
   while (!todo.empty()) {
     pid_t p = todo.back();
     todo.pop_back();
-    std::vector<pid_t> children;
-    AppendChildren(p, children);
-    for (pid_t child : children) {
+    for (pid_t child : ChildPids(p)) {
       if (out.insert(child).second) todo.push_back(child);
     }
   }
@@ -390,11 +374,25 @@ int RunWorker(int socket_fd) {
     (void)protocol::WriteFrame(host.get(), Tag::kHelloError, w.data());
     return 2;
   }
+  // The host (this worker's parent), which snapshots watch: see
+  // session_process.cc. Close-on-exec; a kernel without pidfds gives -1.
+  // Opened before a sandbox's PID namespace hides the host.
+  const pid_t host_pid = ::getppid();
+  UniqueFd host_pidfd(host_pid > 1 ? static_cast<int>(::syscall(SYS_pidfd_open, host_pid, 0)) : -1);
+  if (::getppid() != host_pid) host_pidfd.Reset();  // the host is gone already
   Status ready = SetSysPath(*settings);
+  SandboxReport sandbox;
+  if (ready.ok() && settings->sandbox) {
+    // Walls first: the toolboxes import inside them (from the same paths).
+    auto entered = EnterWorkerSandbox(*settings);
+    if (entered.ok()) sandbox = std::move(entered).value();
+    ready = entered.status();
+  }
   if (ready.ok()) ready = InstallCellIo();
   // Before the toolboxes: one of them may import matplotlib.
   if (ready.ok()) ready = InstallFigureBackend(/*force=*/true);
   if (ready.ok()) ready = ImportToolboxes(host.get(), *settings);
+  if (ready.ok() && settings->sandbox) ready = LockWorkerSandbox(*settings, &sandbox);
   if (!ready.ok()) {
     PayloadWriter w;
     w.U32(static_cast<std::uint32_t>(ready.code())).Str(ready.message());
@@ -402,16 +400,12 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // The host (this worker's parent), which snapshots watch: see
-  // session_process.cc. Close-on-exec; a kernel without pidfds gives -1.
-  const pid_t host_pid = ::getppid();
-  UniqueFd host_pidfd(host_pid > 1 ? static_cast<int>(::syscall(SYS_pidfd_open, host_pid, 0)) : -1);
-  if (::getppid() != host_pid) host_pidfd.Reset();  // the host is gone already
   ReapChildrenAsTheyExit();  // a session process forked later resets SIGCHLD
   ReapExited();              // what exited before the handler was there
   UseHostStderr();
   PayloadWriter w;
   w.U32(static_cast<std::uint32_t>(::getpid()));
+  w.Str(sandbox.Encode());  // empty without a sandbox
   if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;
 
   for (;;) {

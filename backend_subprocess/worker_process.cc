@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/worker_loop.h"
+#include "sandbox/sandbox_setup.h"
 
 extern char** environ;
 
@@ -65,16 +67,29 @@ std::string SelfDirectory() {
 UniqueFd Lift(int fd) { return UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 10)); }
 
 // The environment of the worker: ours (or `base` when given) without the
-// worker's own variables, `extra_env`, then those variables.
+// worker's own variables, `extra_env`, then those variables. A sandboxed
+// worker gets only the allow-list of that environment (and the variables its
+// interpreter needs to start, which it drops once started), then the
+// policy's.
+bool PassedToWorker(const char* entry, const SandboxPolicy* sandbox) {
+  if (sandbox == nullptr) return true;
+  const char* eq = std::strchr(entry, '=');
+  if (eq == nullptr) return false;
+  std::string name(entry, static_cast<std::size_t>(eq - entry));
+  return SandboxKeepsVariable(name) || name == "PYTHONPATH" || name == "PYTHONHOME";
+}
+
 std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra_env,
                                            bool captures_stderr,
-                                           const std::optional<std::vector<std::string>>& base) {
+                                           const std::optional<std::vector<std::string>>& base,
+                                           const SandboxPolicy* sandbox) {
   std::vector<std::string> out;
   std::string fd_var = std::string(kWorkerFdVariable) + "=";
   std::string stderr_var = std::string(kWorkerStderrFdVariable) + "=";
   auto keep = [&](const char* e) {
     if (std::strncmp(e, fd_var.c_str(), fd_var.size()) == 0) return;
     if (std::strncmp(e, stderr_var.c_str(), stderr_var.size()) == 0) return;
+    if (!PassedToWorker(e, sandbox)) return;
     out.emplace_back(e);
   };
   if (base) {
@@ -83,6 +98,9 @@ std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) keep(*e);
   }
   for (const auto& e : extra_env) out.push_back(e);
+  if (sandbox != nullptr) {
+    for (const auto& [name, value] : sandbox->env) out.push_back(name + "=" + value);
+  }
   out.push_back(fd_var + std::to_string(kChildChannelFd));
   if (captures_stderr) out.push_back(stderr_var + std::to_string(kChildHostStderrFd));
   return out;
@@ -92,7 +110,8 @@ std::vector<std::string> WorkerEnvironment(const std::vector<std::string>& extra
 // a file, that file as its fd 2 and the host's own stderr as its fd 4.
 StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
                       const std::vector<std::string>& extra_env, int channel_fd,
-                      int startup_stderr, const WorkerPlacement& placement) {
+                      int startup_stderr, const WorkerPlacement& placement,
+                      const SandboxPolicy* sandbox) {
   if (command.empty()) return InvalidArgument("the worker command is empty");
   UniqueFd channel = Lift(channel_fd);
   if (!channel) return IoError(std::string("fcntl: ") + std::strerror(errno));
@@ -102,7 +121,8 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
     host_stderr = Lift(2);  // none (fd 2 closed): no capture either
     if (!capture || !host_stderr) capture.Reset();
   }
-  std::vector<std::string> env_strings = WorkerEnvironment(extra_env, capture.valid(), placement.base_environment);
+  std::vector<std::string> env_strings =
+      WorkerEnvironment(extra_env, capture.valid(), placement.base_environment, sandbox);
   std::vector<char*> envp, argv;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -241,7 +261,8 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   if (!pair.ok()) return pair.status();
   // Without a memory file the worker writes to our stderr from the start.
   UniqueFd startup_stderr(::memfd_create("dolsot-worker-stderr", MFD_CLOEXEC));
-  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get(), placement);
+  const SandboxPolicy* sandbox = settings.sandbox ? &*settings.sandbox : nullptr;
+  auto pid = Spawn(command, extra_env, pair->second.get(), startup_stderr.get(), placement, sandbox);
   if (!pid.ok()) return pid.status();
   pair->second.Reset();
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
@@ -286,6 +307,16 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   }
   if (reply->tag != Tag::kHelloOk) {
     return CorruptError(std::string("the worker answered HELLO with ") + protocol::TagName(reply->tag));
+  }
+  if (settings.sandbox) {
+    PayloadReader r(reply->payload);
+    (void)r.U32();
+    auto report = SandboxReport::Decode(r.Str());
+    if (!r.Finish("HELLO_OK").ok() || !report.ok()) {
+      return CorruptError("the worker's HELLO_OK carries no sandbox report");
+    }
+    worker->sandboxed_ = true;
+    worker->sandbox_report_ = std::move(report).value();
   }
   if (startup_stderr) ForwardToStderr(startup_stderr.get());
   return worker;
@@ -338,7 +369,16 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
   ProcessChannel channel;
   channel.socket = std::move(reply->fd);
   // The worker ran no cell: its word is taken (see process_identity.h).
-  channel.process = ProcessIdentity::Trusted(pid);
+  if (!sandboxed_) {
+    channel.process = ProcessIdentity::Trusted(pid);
+    return channel;
+  }
+  // A sandboxed worker names its child in its own PID namespace: the host
+  // finds it among the children of the worker (pid 1 there), itself the
+  // child of the process the host started.
+  std::optional<pid_t> host_pid = DescendantByInnermostPid(process_.pid(), pid, 2);
+  if (!host_pid) return CorruptError("the sandboxed worker named a session process it has not");
+  channel.process = ProcessIdentity::Trusted(*host_pid, pid);
   return channel;
 }
 
@@ -370,10 +410,12 @@ void WorkerProcess::Stop() {
     (void)protocol::WriteFrame(socket_.get(), Tag::kShutdown, {});
     socket_.Reset();
   }
+  pid_t pid = process_.pid();
   if (process_ && !process_.Wait(ChildProcess::Clock::now() + kExitGrace).ok()) {
     process_.Kill();
     (void)process_.Wait();
   }
+  if (pid > 0) RemoveSandboxCgroup(pid);  // a root host's sandboxed worker's
 }
 
 }  // namespace dolsot

@@ -78,6 +78,8 @@ class WorkerProcess {
   // Asks the worker to kill its sessions and exit; reaps it. Idempotent.
   void Stop();
   pid_t pid() const { return process_.pid(); }
+  // The layers of a sandboxed worker (empty without a sandbox).
+  const SandboxReport& sandbox_report() const { return sandbox_report_; }
 
  private:
   WorkerProcess(UniqueFd socket, ChildProcess process)
@@ -91,6 +93,10 @@ class WorkerProcess {
   UniqueFd socket_;
   ChildProcess process_;
   bool stopped_ = false;
+  // A sandboxed worker is pid 1 of its own PID namespace (a child of the
+  // process the host started); the pids it names are translated.
+  bool sandboxed_ = false;
+  SandboxReport sandbox_report_;
 };
 
 }  // namespace dolsot

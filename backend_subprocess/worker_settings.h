@@ -4,11 +4,13 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend_subprocess/repl.h"
 #include "core/status.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot {
 
@@ -21,6 +23,11 @@ struct WorkerSettings {
   bool snapshots = true;
   CheckpointMode checkpoint = CheckpointMode::kAsync;
   std::size_t max_repr = kDefaultMaxRepr;  // a value's repr (CellRequest::max_repr)
+  // The worker walls itself in before it answers (sandbox/sandbox_setup.h).
+  std::optional<SandboxPolicy> sandbox;
+  // Host paths the sandbox must hide even inside a bound path: the store's
+  // cache directory, the host's cwd.
+  std::vector<std::string> sandbox_hidden;
 
   std::vector<std::string> Aliases() const;
 };

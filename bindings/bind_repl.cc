@@ -21,6 +21,35 @@ CheckpointMode ParseCheckpointMode(const std::optional<std::string>& mode) {
   ThrowStatus(InvalidArgument("checkpoint must be 'sync', 'async' or 'off', got '" + *mode + "'"));
 }
 
+// A dolsot.Sandbox (its _as_dict()) as the C++ policy.
+std::optional<SandboxPolicy> SandboxFromPython(const py::object& sandbox) {
+  if (sandbox.is_none()) return std::nullopt;
+  if (!py::hasattr(sandbox, "_as_dict")) {
+    ThrowStatus(InvalidArgument("sandbox must be a dolsot.Sandbox, got " +
+                                std::string(py::str(py::type::of(sandbox).attr("__name__")))));
+  }
+  py::dict d = sandbox.attr("_as_dict")();
+  SandboxPolicy policy;
+  policy.network = d["network"].cast<bool>();
+  policy.best_effort = d["best_effort"].cast<bool>();
+  for (py::handle item : d["mounts"]) {
+    auto [virt, host, mode] = item.cast<std::tuple<std::string, std::string, std::string>>();
+    SandboxMount mount;
+    mount.virtual_path = virt;
+    mount.host_path = host;
+    mount.mode = ValueOrThrow(ParseMountMode(mode));
+    policy.mounts.push_back(std::move(mount));
+  }
+  policy.env = d["env"].cast<std::map<std::string, std::string>>();
+  policy.memory_mb = d["memory_mb"].cast<std::uint64_t>();
+  policy.processes = d["processes"].cast<std::uint64_t>();
+  policy.open_files = d["open_files"].cast<std::uint64_t>();
+  policy.file_size_mb = d["file_size_mb"].cast<std::uint64_t>();
+  policy.disk_mb = d["disk_mb"].cast<std::uint64_t>();
+  policy.cpu_seconds = d["cpu_seconds"].cast<std::uint64_t>();
+  return policy;
+}
+
 std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py::object store,
                                std::optional<double> timeout, std::optional<long long> max_output,
                                bool snapshots, std::optional<std::string> checkpoint,
@@ -29,8 +58,9 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
                                std::vector<std::string> worker_command,
                                std::vector<std::string> worker_environment,
                                std::string python_executable, std::optional<long long> max_repr,
-                               std::optional<long long> max_text) {
+                               std::optional<long long> max_text, py::object sandbox) {
   ReplOptions options;
+  options.sandbox = SandboxFromPython(sandbox);
   options.toolboxes = std::move(toolboxes);
   options.store = StoreFromPython(store);
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
@@ -71,7 +101,22 @@ void BindRepl(py::module_& m) {
            py::arg("worker_command") = std::vector<std::string>{},
            py::arg("worker_environment") = std::vector<std::string>{},
            py::arg("python_executable") = "", py::arg("max_repr") = py::none(),
-           py::arg("max_text") = py::none())
+           py::arg("max_text") = py::none(), py::arg("sandbox") = py::none())
+      .def(
+          "_sandbox_layers",
+          [](Repl& self) {
+            StatusOr<SandboxReport> report = Status(ErrorCode::kInternal, "unset");
+            {
+              py::gil_scoped_release release;
+              report = self.SandboxStatus();
+            }
+            std::vector<std::tuple<std::string, bool, std::string>> out;
+            for (const SandboxLayer& l : ValueOrThrow(std::move(report)).layers) {
+              out.emplace_back(l.name, l.active, l.detail);
+            }
+            return out;
+          },
+          "The sandbox's layers as (name, active, detail); starts the worker.")
       .def_property_readonly("worker_pid",
                              Checked<Repl>("worker_pid", [](Repl& r) { return r.WorkerPid(); }),
                              "The worker (fork server) process id, or -1 before the first run.");

@@ -16,6 +16,7 @@
 
 #include "core/backend.h"
 #include "core/status.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot::cli {
 
@@ -33,6 +34,7 @@ struct BackendSettings {
   // `sync`, what a one-cell call needs); false: written in the background
   // while the next cell runs, flushed when the backend closes (`async`).
   bool durable_each_cell = true;
+  std::optional<SandboxPolicy> sandbox;           // --sandbox (cli/sandbox_options.h)
 };
 
 using BackendFactory =

@@ -40,9 +40,10 @@ input or bad configuration (nothing ran, the session is untouched).
 
 Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
 DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
-DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SERVE (0: no server), DOLSOT_SERVE_IDLE.
-Calls go through a per-user server (started on demand) that keeps sessions
-live between calls: dolsot serve --status, dolsot serve --stop.
+DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SANDBOX (1: --sandbox), DOLSOT_SERVE (0: no
+server), DOLSOT_SERVE_IDLE. Calls go through a per-user server (started on
+demand) that keeps sessions live between calls: dolsot serve --status,
+dolsot serve --stop. A --sandbox call runs directly, never through the server.
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
 A code argument starting with '-' (or the word mcp) goes after "--":
@@ -124,6 +125,7 @@ Action ChooseAction(const Parser& parser, const CommandLine& line) {
   if (parser.mcp->parsed()) return Action::kMcp;
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
+  if (line.run.sandbox.check) return Action::kSandboxCheck;
   return Action::kRun;
 }
 

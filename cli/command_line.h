@@ -21,6 +21,7 @@ enum class Action {
   kListSessions,  // --list-sessions
   kReset,         // --reset SID|all
   kMcp,           // the mcp subcommand
+  kSandboxCheck,  // --sandbox --check
   kExit,          // --help, --version or a usage error: already printed
 };
 

@@ -69,6 +69,7 @@ StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvL
   // A server's sessions stay live between cells: they need the snapshot.
   options.snapshots = settings.snapshots;
   options.typecheck_path = TypecheckPath(env);
+  options.sandbox = settings.sandbox;
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
     // The type gate resolves imports against the worker's own interpreter:

@@ -47,6 +47,7 @@ void EndLine(std::ostream& stream, const std::string& text) {
 }  // namespace
 
 std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
+  std::vector<CLI::Option*> sandbox = AddSandboxOptions(app, args.sandbox);
   std::vector<CLI::Option*> options{
       app.add_option("code", args.code_words,
                      "Python code to run (several words are joined with spaces); read from "
@@ -55,6 +56,7 @@ std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
                      "Session id whose state the cell reads and updates (required to run code)")
           ->type_name("SID")};
   for (CLI::Option* option : AddBackendOptions(app, args)) options.push_back(option);
+  options.insert(options.end(), sandbox.begin(), sandbox.end());
   return options;
 }
 
@@ -123,6 +125,9 @@ StatusOr<BackendSettings> ResolveBackendArgs(const BackendArgs& args) {
   BackendSettings settings{std::move(*toolboxes), args.timeout_seconds, args.gate};
   if (args.max_repr) settings.max_repr = static_cast<std::size_t>(*args.max_repr);
   if (args.max_text) settings.max_text = static_cast<std::size_t>(*args.max_text);
+  auto sandbox = SandboxPolicyFromArgs(args.sandbox);
+  if (!sandbox.ok()) return sandbox.status();
+  settings.sandbox = *sandbox;
   return settings;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command_context.h"
+#include "cli/sandbox_options.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -28,6 +29,7 @@ struct BackendArgs {
   bool gate = false;
   std::optional<long long> max_repr;  // --max-repr
   std::optional<long long> max_text;  // --max-text
+  SandboxArgs sandbox;                // --sandbox, --mount, --network, --memory
 };
 
 struct RunArgs : BackendArgs {

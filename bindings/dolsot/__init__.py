@@ -23,6 +23,7 @@ from dolsot._backend import Backend
 from dolsot._tools import calling_session
 from dolsot.inprocess import InProcessSession
 from dolsot.repl import Repl
+from dolsot.isolation import Mount, Sandbox, SandboxReport
 from dolsot import sandbox, store
 
 __version__ = "0.5.0"
@@ -30,6 +31,9 @@ __version__ = "0.5.0"
 __all__ = [
     "Repl",
     "InProcessSession",
+    "Sandbox",
+    "Mount",
+    "SandboxReport",
     "Backend",
     "calling_session",
     "Result",

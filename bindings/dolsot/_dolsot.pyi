@@ -166,7 +166,9 @@ class Repl(Backend):
         python_executable: str = "",
         max_repr: int | None = None,
         max_text: int | None = None,
+        sandbox: Any = None,
     ) -> None: ...
+    def _sandbox_layers(self) -> list[tuple[str, bool, str]]: ...
     @property
     def worker_pid(self) -> int: ...
 

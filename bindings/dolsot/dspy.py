@@ -94,11 +94,13 @@ class DolsotInterpreter:
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be 'repl' or 'inprocess', not {backend!r}")
         if sandbox is not None:
-            raise NotImplementedError(
-                "DolsotInterpreter(sandbox=...): dolsot has no Sandbox policy yet (filesystem and "
-                "network isolation with mounts is a later issue); leave sandbox=None, and do not rely "
-                "on either backend to contain hostile code"
-            )
+            # The kernel's walls around the Repl's worker (docs/sandbox.md).
+            if not isinstance(sandbox, dolsot.Sandbox):
+                raise TypeError(f"sandbox must be a dolsot.Sandbox, not {type(sandbox).__name__}")
+            if backend != "repl":
+                raise ValueError("sandbox= needs backend='repl': an in-process session cannot be "
+                                 "walled off from its host")
+            backend_options = {**backend_options, "sandbox": sandbox}
         if tools is not None and not isinstance(tools, Mapping):
             raise TypeError(f"tools must be a dict of names to callables, not {type(tools).__name__}")
         self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
@@ -439,7 +441,7 @@ class _SharedBackend:
         self._timeout = options.get("timeout")
         self._max_output = options.get("max_output")
         self._backend_options = {
-            k: v for k, v in options.items() if k not in ("backend", "sandbox", "timeout", "max_output", "tools")
+            k: v for k, v in options.items() if k not in ("backend", "timeout", "max_output", "tools")
         }
         self._backend: Any = None
         self._lock = threading.Lock()

@@ -11,6 +11,8 @@ session refuses new cells (``SessionBusy``) until ``reset``.
 
 from __future__ import annotations
 
+from dolsot.errors import Unsupported
+
 import atexit
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -63,7 +65,14 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
         ty_bin: str | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         final: str | None = None,
+        sandbox: object = None,
     ) -> None:
+        if sandbox is not None:
+            raise Unsupported(
+                "InProcessSession cannot be sandboxed: its cells run on a thread of the host's "
+                "own process, which no kernel wall can separate from the host. Use "
+                "dolsot.Repl(sandbox=dolsot.Sandbox(...)) (docs/sandbox.md)"
+            )
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
         check_argument("max_repr", max_repr, (int,), "an int (characters; 0: no cap) or None")

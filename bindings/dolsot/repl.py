@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from dolsot._tools import ToolHost
 from dolsot._backend import AsyncRunMixin, ToolsMixin, InjectValue, check_argument, toolbox_module_names
 from dolsot._dolsot import Repl as _CoreRepl
+from dolsot.isolation import Sandbox, SandboxLayer, SandboxReport
 
 __all__ = ["Repl", "Gate"]
 
@@ -95,6 +96,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         tools: Mapping[str, Callable[..., Any]] | None = None,
         final: str | None = None,
         unpickle: str = "safe",
+        sandbox: Sandbox | None = None,
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
@@ -104,6 +106,9 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
         check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
+        if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
+            sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
+        check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
         self._dolsot_tools = ToolHost(tools, final, unpickle)
         super().__init__(
             toolbox_module_names(inject),
@@ -120,9 +125,16 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             python_executable=sys.executable,
             max_repr=max_repr,
             max_text=max_text,
+            sandbox=sandbox,
         )
         self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)
+
+    def sandbox_report(self) -> SandboxReport:
+        """The layers this Repl's worker runs under (starting the worker if
+        needed). Raises ``ConfigError`` for a Repl without a sandbox, ``WorkerError``
+        when a layer asked for cannot be applied."""
+        return SandboxReport(tuple(SandboxLayer(*layer) for layer in self._sandbox_layers()))
 
     def close(self) -> None:
         """Flushes pending checkpoints and stops every worker process. Idempotent.

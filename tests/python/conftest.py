@@ -48,10 +48,19 @@ def _make_repl(inject):
     return Repl(inject, store=MemoryStore(), typecheck=False)
 
 
+def _make_sandboxed_repl(inject):
+    from dolsot.repl import Repl
+    from dolsot.store import MemoryStore
+
+    return Repl(inject, store=MemoryStore(), typecheck=False, sandbox=dolsot.Sandbox())
+
+
 def _backend_factories():
-    # Both, always: a module of ours that does not import fails the suite,
-    # it never turns into skipped tests.
-    return [pytest.param(_make_inprocess, id="inprocess"), pytest.param(_make_repl, id="repl")]
+    # All three, always: a module of ours that does not import fails the
+    # suite, it never turns into skipped tests. The sandboxed Repl runs the
+    # same contract inside the kernel's walls (docs/sandbox.md).
+    return [pytest.param(_make_inprocess, id="inprocess"), pytest.param(_make_repl, id="repl"),
+            pytest.param(_make_sandboxed_repl, id="repl-sandboxed")]
 
 
 @pytest.fixture(params=_backend_factories())

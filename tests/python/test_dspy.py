@@ -11,6 +11,8 @@ import threading
 
 import dspy
 import pytest
+
+import dolsot
 from dspy.primitives.code_interpreter import (
     CodeExecutionError,
     CodeInterpreter,
@@ -206,11 +208,19 @@ def test_shutdown_leaves_no_process_behind():
     assert not any(_alive(pid) for pid in (worker_pid, session_pid, *snapshots))
 
 
-def test_a_sandbox_is_refused_until_dolsot_has_one():
-    with pytest.raises(NotImplementedError, match="Sandbox"):
+def test_a_sandbox_walls_the_repl_in_and_is_refused_in_process():
+    with pytest.raises(TypeError, match="Sandbox"):
         DolsotInterpreter(sandbox=object())
+    with pytest.raises(ValueError, match="backend='repl'"):
+        DolsotInterpreter(backend="inprocess", sandbox=dolsot.Sandbox())
     with pytest.raises(ValueError, match="backend"):
         DolsotInterpreter(backend="wasm")
+    interpreter = DolsotInterpreter(sandbox=dolsot.Sandbox())
+    try:
+        out = interpreter.execute("import os\nprint(os.path.exists('/etc/shadow'), os.getpid())")
+        assert str(out).split()[0] == "False", out
+    finally:
+        interpreter.shutdown()
 
 
 # ---- dspy.RLM end to end

@@ -1,0 +1,51 @@
+// --sandbox and its options, and the --check command.
+#include "cli/sandbox_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+
+
+namespace dolsot::cli {
+
+std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args) {
+  return {
+      app.add_flag("--sandbox", args.sandbox,
+                   "Run the cell inside kernel-enforced walls (docs/sandbox.md; also "
+                   "DOLSOT_SANDBOX=1)"),
+      app.add_option("--mount", args.mounts,
+                     "Show host directory HOST at VIRT in the sandbox; MODE read-only "
+                     "(default) or read-write (repeatable)")
+          ->type_name("VIRT=HOST[:MODE]")
+          ->allow_extra_args(false),
+      app.add_flag("--network", args.network, "Let the sandboxed cell use the host's network"),
+      app.add_option("--memory", args.memory_mb,
+                     "Address space per sandboxed process, in MB (0: no cap; default 4096)")
+          ->type_name("MB"),
+      app.add_flag("--check", args.check,
+                   "With --sandbox: print the layers the sandbox gets here and exit"),
+  };
+}
+
+StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& args) {
+  const char* env = std::getenv("DOLSOT_SANDBOX");
+  bool from_env = env != nullptr && *env != '\0' && std::string(env) != "0";
+  if (!args.sandbox && !from_env) {
+    if (!args.mounts.empty() || args.network || args.memory_mb || args.check) {
+      return InvalidArgument("--mount, --network, --memory and --check need --sandbox");
+    }
+    return std::optional<SandboxPolicy>();
+  }
+  SandboxPolicy policy;
+  policy.network = args.network;
+  if (args.memory_mb) policy.memory_mb = *args.memory_mb;
+  for (const std::string& spec : args.mounts) {
+    auto mount = ParseMountSpec(spec);
+    if (!mount.ok()) return Status(mount.status().code(), "--mount: " + mount.status().message());
+    policy.mounts.push_back(std::move(mount).value());
+  }
+  DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(policy));
+  return std::optional<SandboxPolicy>(std::move(policy));
+}
+
+}  // namespace dolsot::cli

@@ -1,0 +1,36 @@
+// The Sandbox on the command line: --sandbox, --mount VIRT=HOST[:MODE],
+// --network, --memory MB (DOLSOT_SANDBOX=1 turns it on), and
+// `dolsot --sandbox --check`, which prints the layers the worker gets.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/command_context.h"
+#include "sandbox/sandbox_policy.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace dolsot::cli {
+
+struct SandboxArgs {
+  bool sandbox = false;
+  std::vector<std::string> mounts;       // VIRT=HOST[:MODE]
+  bool network = false;
+  std::optional<std::uint64_t> memory_mb;
+  bool check = false;
+};
+
+// Registers the sandbox options on `app`; returns them.
+std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args);
+
+// The policy the arguments ask for: none without --sandbox (or
+// DOLSOT_SANDBOX=1); --mount/--network/--memory without it is an error.
+StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& args);
+
+}  // namespace dolsot::cli

@@ -1,0 +1,191 @@
+// SandboxPolicy validation, mount specs and the SandboxReport's text forms.
+#include "sandbox/sandbox_policy.h"
+
+#include <set>
+
+namespace dolsot {
+namespace {
+
+// A path the sandbox can mount at or from: absolute, no NUL, no ".."
+// component. `what` names it in the error.
+Status CheckPath(const std::string& path, const std::string& what) {
+  if (path.empty() || path[0] != '/') {
+    return InvalidArgument(what + " must be an absolute path, got '" + path + "'");
+  }
+  if (path.find('\0') != std::string::npos) return InvalidArgument(what + " holds a NUL byte");
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (path.compare(start, end - start, "..") == 0 && end - start == 2) {
+      return InvalidArgument(what + " must not contain '..', got '" + path + "'");
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+bool Under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+std::string Trimmed(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+}  // namespace
+
+const char* MountModeName(MountMode mode) {
+  switch (mode) {
+    case MountMode::kReadOnly: return "read-only";
+    case MountMode::kReadWrite: return "read-write";
+    case MountMode::kOverlay: return "overlay";
+  }
+  return "read-only";
+}
+
+StatusOr<MountMode> ParseMountMode(std::string_view text) {
+  if (text == "read-only" || text == "ro") return MountMode::kReadOnly;
+  if (text == "read-write" || text == "rw") return MountMode::kReadWrite;
+  if (text == "overlay") return MountMode::kOverlay;
+  return InvalidArgument("a mount's mode must be 'read-only', 'read-write' or 'overlay', got '" +
+                         std::string(text) + "'");
+}
+
+StatusOr<SandboxMount> ParseMountSpec(std::string_view spec) {
+  auto eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
+    return InvalidArgument("a mount is VIRT=HOST[:MODE], got '" + std::string(spec) + "'");
+  }
+  SandboxMount mount;
+  mount.virtual_path = std::string(spec.substr(0, eq));
+  std::string_view rest = spec.substr(eq + 1);
+  auto colon = rest.rfind(':');
+  if (colon != std::string_view::npos) {
+    auto mode = ParseMountMode(rest.substr(colon + 1));
+    if (!mode.ok()) return mode.status();
+    mount.mode = *mode;
+    rest = rest.substr(0, colon);
+  }
+  mount.host_path = std::string(rest);
+  return mount;
+}
+
+Status ValidateSandboxPolicy(const SandboxPolicy& policy) {
+  std::set<std::string> seen;
+  for (const SandboxMount& m : policy.mounts) {
+    DOLSOT_RETURN_IF_ERROR(CheckPath(m.virtual_path, "a mount's virtual path"));
+    DOLSOT_RETURN_IF_ERROR(CheckPath(m.host_path, "a mount's host path"));
+    std::string virt = Trimmed(m.virtual_path);
+    if (virt == "/") return InvalidArgument("a mount cannot replace the sandbox's root '/'");
+    for (const char* system : {"/proc", "/dev"}) {
+      if (Under(virt, system)) {
+        return InvalidArgument("a mount cannot be placed under " + std::string(system) +
+                               ", got '" + m.virtual_path + "'");
+      }
+    }
+    if (Trimmed(m.host_path) == "/") {
+      return InvalidArgument("mounting the host's whole filesystem ('/') is not a sandbox");
+    }
+    if (!seen.insert(virt).second) {
+      return InvalidArgument("two mounts at one virtual path '" + virt + "'");
+    }
+    if (m.mode == MountMode::kOverlay) {
+      return Status(ErrorCode::kUnimplemented,
+                    "overlay mounts ('" + virt + "') are not implemented yet; use 'read-only' "
+                    "or 'read-write'");
+    }
+  }
+  for (const auto& [name, value] : policy.env) {
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
+      return InvalidArgument("env: a variable's name must be non-empty without '=', got '" + name +
+                             "'");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return InvalidArgument("env: the value of " + name + " holds a NUL byte");
+    }
+  }
+  constexpr std::uint64_t kMaxMb = std::uint64_t{1} << 30;  // a petabyte
+  struct Cap {
+    const char* name;
+    std::uint64_t value, max;
+  };
+  for (const Cap& c : {Cap{"memory_mb", policy.memory_mb, kMaxMb},
+                       Cap{"processes", policy.processes, 1u << 22},
+                       Cap{"open_files", policy.open_files, 1u << 20},
+                       Cap{"file_size_mb", policy.file_size_mb, kMaxMb},
+                       Cap{"disk_mb", policy.disk_mb, kMaxMb},
+                       Cap{"cpu_seconds", policy.cpu_seconds, kMaxMb}}) {
+    if (c.value > c.max) {
+      return InvalidArgument(std::string(c.name) + " is out of range: " + std::to_string(c.value));
+    }
+  }
+  if (policy.memory_mb != 0 && policy.memory_mb < 64) {
+    return InvalidArgument("memory_mb must be 0 (no cap) or at least 64: CPython needs that much "
+                           "address space to start; got " + std::to_string(policy.memory_mb));
+  }
+  if (policy.processes != 0 && policy.processes < 8) {
+    return InvalidArgument("processes must be 0 (no cap) or at least 8 (the worker, a runner, "
+                           "its snapshot and checkpoint writers); got " +
+                           std::to_string(policy.processes));
+  }
+  if (policy.open_files != 0 && policy.open_files < 64) {
+    return InvalidArgument("open_files must be 0 (no cap) or at least 64; got " +
+                           std::to_string(policy.open_files));
+  }
+  return Status::Ok();
+}
+
+bool SandboxKeepsVariable(const std::string& name) {
+  return name == "PATH" || name == "LANG" || name == "TZ" || name == "TERM" ||
+         name.rfind("LC_", 0) == 0;
+}
+
+bool SandboxReport::Active(std::string_view name) const {
+  for (const SandboxLayer& layer : layers) {
+    if (layer.name == name) return layer.active;
+  }
+  return false;
+}
+
+std::string SandboxReport::ToText() const {
+  std::string out;
+  for (const SandboxLayer& layer : layers) {
+    out += std::string(layer.active ? "  [on ] " : "  [off] ") + layer.name;
+    if (!layer.detail.empty()) out += ": " + layer.detail;
+    out += "\n";
+  }
+  return out;
+}
+
+std::string SandboxReport::Encode() const {
+  // name \x1f active \x1f detail \x1e ...: details are text we wrote.
+  std::string out;
+  for (const SandboxLayer& layer : layers) {
+    out += layer.name + '\x1f' + (layer.active ? "1" : "0") + '\x1f' + layer.detail + '\x1e';
+  }
+  return out;
+}
+
+StatusOr<SandboxReport> SandboxReport::Decode(std::string_view text) {
+  SandboxReport report;
+  while (!text.empty()) {
+    auto end = text.find('\x1e');
+    if (end == std::string_view::npos) return CorruptError("malformed sandbox report");
+    std::string_view item = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    auto a = item.find('\x1f');
+    auto b = a == std::string_view::npos ? a : item.find('\x1f', a + 1);
+    if (b == std::string_view::npos) return CorruptError("malformed sandbox report");
+    SandboxLayer layer;
+    layer.name = std::string(item.substr(0, a));
+    layer.active = item.substr(a + 1, b - a - 1) == "1";
+    layer.detail = std::string(item.substr(b + 1));
+    report.layers.push_back(std::move(layer));
+  }
+  return report;
+}
+
+}  // namespace dolsot

@@ -1,0 +1,547 @@
+// The sandbox's layers, applied in the worker (see sandbox_setup.h).
+#include "sandbox/sandbox_setup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <ctime>
+
+#include "core/unique_fd.h"
+#include "sandbox/landlock_ruleset.h"
+#include "sandbox/seccomp_filter.h"
+
+namespace dolsot {
+namespace {
+
+// Where the old root and the new one sit while the new root is built.
+constexpr char kBase[] = "/tmp";
+constexpr char kOldRoot[] = "/oldroot";
+constexpr char kNewRoot[] = "/newroot";
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// A layer that failed: an error, or with best_effort a line in the report.
+Status Missing(const SandboxSetup& setup, SandboxReport* report, const std::string& layer,
+               const std::string& why, const std::string& how) {
+  if (!setup.policy.best_effort) {
+    return Status(ErrorCode::kUnavailable, "sandbox: the " + layer + " layer cannot be applied (" +
+                                               why + "); " + how +
+                                               ", or pass Sandbox(best_effort=True) to run with "
+                                               "fewer layers");
+  }
+  report->layers.push_back({layer, false, why + "; " + how});
+  return Status::Ok();
+}
+
+void Active(SandboxReport* report, const std::string& layer, const std::string& detail) {
+  report->layers.push_back({layer, true, detail});
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return Status(ErrorCode::kUnavailable, Errno("open " + path));
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return Status(ErrorCode::kUnavailable, Errno("write " + path));
+  }
+  return Status::Ok();
+}
+
+// mkdir -p, each new directory 0755.
+Status MakeDirs(const std::string& path) {
+  std::size_t at = 1;
+  while (at <= path.size()) {
+    std::size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    std::string prefix = path.substr(0, end);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status(ErrorCode::kUnavailable, Errno("mkdir " + prefix));
+    }
+    at = end + 1;
+  }
+  return Status::Ok();
+}
+
+Status MakeFile(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash > 0) DOLSOT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd && errno != EEXIST) return Status(ErrorCode::kUnavailable, Errno("create " + path));
+  return Status::Ok();
+}
+
+// mount_setattr(2) (5.12+); its constants for older headers.
+struct MountAttr {
+  std::uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+constexpr std::uint64_t kAttrReadOnly = 0x1, kAttrNoSuid = 0x2, kAttrNoDev = 0x4;
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+// Sets read-only (when asked), nosuid and nodev on the mount at `path` and,
+// with `recursive`, every mount under it.
+Status Restrict(const std::string& path, bool read_only, bool recursive) {
+  MountAttr attr{};
+  attr.attr_set = kAttrNoSuid | kAttrNoDev | (read_only ? kAttrReadOnly : 0);
+  unsigned flags = recursive ? 0x8000 /* AT_RECURSIVE */ : 0;
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(), flags, &attr, sizeof attr) == 0) {
+    return Status::Ok();
+  }
+  if (errno != ENOSYS) return Status(ErrorCode::kUnavailable, Errno("mount_setattr " + path));
+  // Before 5.12: a remount keeping the flags the mount has (locked ones
+  // must be kept); not recursive.
+  struct statvfs vfs {};
+  unsigned long keep = 0;
+  if (::statvfs(path.c_str(), &vfs) == 0) {
+    if (vfs.f_flag & ST_NOEXEC) keep |= MS_NOEXEC;
+    if (vfs.f_flag & ST_NOATIME) keep |= MS_NOATIME;
+    if (vfs.f_flag & ST_NODIRATIME) keep |= MS_NODIRATIME;
+    if (vfs.f_flag & ST_RDONLY) keep |= MS_RDONLY;
+  }
+  unsigned long flags2 = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | keep |
+                         (read_only ? MS_RDONLY : 0);
+  if (::mount(nullptr, path.c_str(), nullptr, flags2, nullptr) != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("remount " + path));
+  }
+  return Status::Ok();
+}
+
+Status Tmpfs(const std::string& path, const std::string& options, unsigned long flags = 0) {
+  if (::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | flags, options.c_str()) != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("mount tmpfs on " + path));
+  }
+  return Status::Ok();
+}
+
+Status Bind(const std::string& source, const std::string& target, bool is_file, bool read_only) {
+  DOLSOT_RETURN_IF_ERROR(is_file ? MakeFile(target) : MakeDirs(target));
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("bind " + source));
+  }
+  return Restrict(target, read_only, /*recursive=*/true);
+}
+
+std::string SizeOption(std::uint64_t mb) {
+  return mb == 0 ? std::string() : ",size=" + std::to_string(mb) + "m";
+}
+
+// /dev: a tmpfs with the four harmless devices, the usual symlinks and a
+// size-capped /dev/shm (POSIX semaphores, multiprocessing).
+Status BuildDev(const std::string& dev, std::uint64_t disk_mb) {
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(dev));
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(dev, "mode=0755,size=64k", MS_NOEXEC));
+  for (const char* name : {"null", "zero", "random", "urandom"}) {
+    std::string target = dev + "/" + name;
+    DOLSOT_RETURN_IF_ERROR(MakeFile(target));
+    std::string source = std::string(kOldRoot) + "/dev/" + name;
+    if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      return Status(ErrorCode::kUnavailable, Errno("bind " + source));
+    }
+    // nodev would make these unusable; nosuid and noexec are fine.
+    MountAttr attr{};
+    attr.attr_set = kAttrNoSuid;
+    (void)::syscall(SYS_mount_setattr, AT_FDCWD, target.c_str(), 0, &attr, sizeof attr);
+  }
+  const char* links[][2] = {{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+                            {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+  for (auto& link : links) {
+    if (::symlink(link[0], (dev + "/" + link[1]).c_str()) != 0) {
+      return Status(ErrorCode::kUnavailable, Errno("symlink /dev/" + std::string(link[1])));
+    }
+  }
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(dev + "/shm"));
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(dev + "/shm", "mode=01777" + SizeOption(disk_mb), MS_NOEXEC));
+  return Restrict(dev, /*read_only=*/true, /*recursive=*/false);
+}
+
+// Merged-usr symlinks (/lib -> usr/lib, ...) as the host has them.
+Status CopyRootSymlinks(const std::string& root) {
+  for (const char* name : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    std::string host = std::string(kOldRoot) + "/" + name;
+    char target[4096];
+    ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (::symlink(target, (root + "/" + name).c_str()) != 0 && errno != EEXIST) {
+      return Status(ErrorCode::kUnavailable, Errno(std::string("symlink /") + name));
+    }
+  }
+  return Status::Ok();
+}
+
+// The new root's contents under kNewRoot, from the old root at kOldRoot.
+Status BuildRoot(const SandboxSetup& setup) {
+  const std::string root = kNewRoot;
+  // The sandbox's own places first: a bind the plan puts under /tmp (a
+  // toolbox in a temporary directory) then lands inside the scratch.
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(root + "/proc"));
+  if (::mount("proc", (root + "/proc").c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              nullptr) != 0) {
+    return Status(ErrorCode::kUnavailable,
+                  Errno("mount proc (a /proc of the new PID namespace)") +
+                      " (the kernel refuses a new proc when the host's /proc is partly hidden, "
+                      "as in some containers)");
+  }
+  DOLSOT_RETURN_IF_ERROR(BuildDev(root + "/dev", setup.policy.disk_mb));
+  std::string scratch = root + kSandboxScratch;
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(scratch));
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(scratch, "mode=0755" + SizeOption(setup.policy.disk_mb)));
+  std::vector<std::string> hides;
+  for (const MountOp& op : setup.plan) {
+    std::string target = root + op.target;
+    if (op.kind == MountOpKind::kHide) {
+      DOLSOT_RETURN_IF_ERROR(MakeDirs(target));
+      DOLSOT_RETURN_IF_ERROR(Tmpfs(target, "mode=0755,size=16k", MS_NOEXEC));
+      hides.push_back(target);
+      continue;
+    }
+    Status bound = Bind(kOldRoot + op.source, target, op.is_file,
+                        op.kind == MountOpKind::kBindReadOnly);
+    if (!bound.ok()) {
+      return Status(bound.code(), "cannot show " + op.source + " at " + op.target + " (" +
+                                      bound.message() + ")");
+    }
+  }
+  for (const std::string& h : hides) DOLSOT_RETURN_IF_ERROR(Restrict(h, true, false));
+  DOLSOT_RETURN_IF_ERROR(CopyRootSymlinks(root));
+  // The loader's cache, so libraries load as outside.
+  if (::access((std::string(kOldRoot) + "/etc/ld.so.cache").c_str(), R_OK) == 0) {
+    DOLSOT_RETURN_IF_ERROR(Bind(std::string(kOldRoot) + "/etc/ld.so.cache",
+                                root + "/etc/ld.so.cache", true, true));
+  }
+  return Status::Ok();
+}
+
+// The filesystem: a private mount namespace, a new root, the old one gone.
+Status SwitchRoot(const SandboxSetup& setup) {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("make / private"));
+  }
+  // A scratch tmpfs on /tmp becomes the root for a moment, so that the old
+  // root (with its /tmp) is at /oldroot and the new one is built at /newroot.
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(kBase, "mode=0755,size=64k"));
+  // (Built from the parts: the binaries must not carry a "/tmp/" path,
+  // test_install.py's sign of a build machine's path.)
+  const std::string old_root = std::string(kBase) + kOldRoot;
+  const std::string new_root = std::string(kBase) + kNewRoot;
+  for (const std::string& dir : {old_root, new_root}) {
+    if (::mkdir(dir.c_str(), 0755) != 0) return Status(ErrorCode::kUnavailable, Errno("mkdir"));
+  }
+  DOLSOT_RETURN_IF_ERROR(Tmpfs(new_root, "mode=0755,size=1m"));
+  if (::syscall(SYS_pivot_root, kBase, old_root.c_str()) != 0 || ::chdir("/") != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("pivot_root"));
+  }
+  DOLSOT_RETURN_IF_ERROR(BuildRoot(setup));
+  if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("pivot_root into the new root"));
+  }
+  // The old root (and the scratch tmpfs holding it) is stacked on the new
+  // one: detach it, so no path reaches the host's filesystem.
+  if (::umount2(".", MNT_DETACH) != 0 || ::chdir("/") != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("detach the old root"));
+  }
+  DOLSOT_RETURN_IF_ERROR(Restrict("/", /*read_only=*/true, /*recursive=*/false));
+  if (::chdir(kSandboxScratch) != 0) return Status(ErrorCode::kUnavailable, Errno("chdir"));
+  return Status::Ok();
+}
+
+// Closes every inherited descriptor of a directory: a directory opened
+// before the pivot still reaches the host's tree through openat(2).
+void CloseDirectoryFds() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  std::vector<int> close_these;
+  int own = ::dirfd(dir);
+  while (dirent* entry = ::readdir(dir)) {
+    int fd = std::atoi(entry->d_name);
+    if (entry->d_name[0] == '.' || fd == own) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) close_these.push_back(fd);
+  }
+  ::closedir(dir);
+  for (int fd : close_these) ::close(fd);
+}
+
+// The caller of EnterSandbox once it forked: waits for pid 1 of the new
+// namespace and ends as it did. Holds nothing but stderr.
+[[noreturn]] void WaitAndExit(pid_t child) {
+  ::syscall(SYS_close_range, 3, ~0U, 0);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+// The directory of this process's cgroup in the cgroup v1 pids hierarchy,
+// "" when there is none.
+std::string PidsCgroupOfSelf() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    auto a = line.find(':');
+    auto b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",pids,") == std::string::npos) continue;
+    std::string dir = "/sys/fs/cgroup/pids" + line.substr(b + 1);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    struct stat st {};
+    if (::stat((dir + "/pids.max").c_str(), &st) == 0 || ::stat((dir + "/cgroup.procs").c_str(), &st) == 0) {
+      return dir;
+    }
+  }
+  return "";
+}
+
+// The kernel exempts uid 0 from RLIMIT_NPROC, so for a root host the
+// processes cap is a pids cgroup (v1 here) the worker joins: the waiting
+// parent and everything pid 1 forks. The host removes it once the worker
+// is reaped (RemoveSandboxCgroup).
+Status CapProcessesWithCgroup(const SandboxSetup& setup, SandboxReport* report) {
+  const std::uint64_t max = setup.policy.processes;
+  if (max == 0 || ::geteuid() != 0) return Status::Ok();
+  std::string dir = SandboxCgroupDir(::getpid());
+  Status joined = dir.empty() ? Status(ErrorCode::kUnavailable, "no cgroup v1 pids controller")
+                              : Status::Ok();
+  if (joined.ok() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    joined = Status(ErrorCode::kUnavailable, Errno("mkdir " + dir));
+  }
+  if (joined.ok()) joined = WriteFile(dir + "/pids.max", std::to_string(max + 1));
+  if (joined.ok()) joined = WriteFile(dir + "/cgroup.procs", std::to_string(::getpid()));
+  if (!joined.ok()) {
+    return Missing(setup, report, "cgroup", "processes=" + std::to_string(max) +
+                   " as root needs a pids cgroup (the kernel exempts root from RLIMIT_NPROC): " +
+                   joined.message(), "mount the cgroup pids controller, run as a user other "
+                   "than root, or pass processes=0");
+  }
+  Active(report, "cgroup", "pids.max " + std::to_string(max) + " (+1 for the worker's waiting "
+                           "parent; a cgroup v1 pids controller, as root)");
+  return Status::Ok();
+}
+
+Status EnterUserNamespace(const SandboxSetup& setup, SandboxReport* report) {
+  uid_t uid = ::getuid();
+  gid_t gid = ::getgid();
+  if (::unshare(CLONE_NEWUSER) != 0) {
+    std::string why = Errno("unshare(CLONE_NEWUSER)");
+    if (errno == EINVAL) why += " (the worker is not single-threaded)";
+    return Missing(setup, report, "user-namespace", why,
+                   "allow user namespaces (sysctl user.max_user_namespaces > 0; on Debian "
+                   "kernel.unprivileged_userns_clone=1; on Ubuntu an AppArmor profile allowing "
+                   "userns)");
+  }
+  Status mapped = WriteFile("/proc/self/setgroups", "deny");
+  if (mapped.ok()) mapped = WriteFile("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n");
+  if (mapped.ok()) mapped = WriteFile("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
+  if (!mapped.ok()) return mapped;  // a user namespace half set up: never go on
+  Active(report, "user-namespace", "uid " + std::to_string(uid) + " mapped to itself; no "
+                                   "capability outside the sandbox");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string SandboxCgroupDir(pid_t worker) {
+  std::string base = PidsCgroupOfSelf();
+  return base.empty() ? "" : base + "/dolsot-sandbox-" + std::to_string(worker);
+}
+
+void RemoveSandboxCgroup(pid_t worker) {
+  if (::geteuid() != 0) return;
+  std::string dir = SandboxCgroupDir(worker);
+  if (dir.empty()) return;
+  // Its last processes (pid 1 dies with the waiting parent) may still be
+  // exiting: a bounded wait for the cgroup to empty.
+  for (int attempt = 0; attempt < 250; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno != EBUSY) return;
+    timespec pause{0, 2'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
+std::vector<std::string> BaseSystemPaths() {
+  std::vector<std::string> out{"/usr"};
+  for (const char* dir : {"/lib", "/lib32", "/lib64", "/libx32", "/bin"}) {
+    struct stat st {};
+    if (::lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) out.emplace_back(dir);  // not merged-usr
+  }
+  return out;
+}
+
+StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup) {
+  SandboxReport report;
+  DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(setup.policy));
+  DOLSOT_RETURN_IF_ERROR(CapProcessesWithCgroup(setup, &report));
+  DOLSOT_RETURN_IF_ERROR(EnterUserNamespace(setup, &report));
+  bool in_user_ns = report.Active("user-namespace");
+  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+  if (!setup.policy.network) flags |= CLONE_NEWNET;
+  if (::unshare(flags) != 0) {
+    std::string why = Errno("unshare(mount, PID, IPC, UTS" +
+                            std::string(setup.policy.network ? "" : ", network") + " namespaces)");
+    // Without them there is no wall at all: best_effort cannot skip this.
+    return Status(ErrorCode::kUnavailable,
+                  "sandbox: the namespaces cannot be created (" + why + ")" +
+                      (in_user_ns ? "" : "; run as root or allow user namespaces"));
+  }
+  // Pins the waiting parent, to see whether it died before the child asked
+  // to die with it.
+  UniqueFd parent(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  pid_t child = setup.fork_process ? setup.fork_process() : ::fork();
+  if (child < 0) return Status(ErrorCode::kUnavailable, Errno("fork into the PID namespace"));
+  if (child > 0) WaitAndExit(child);
+  // pid 1 of the new PID namespace: it dies with the process that waits for it.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent) {
+    pollfd gone{parent.get(), POLLIN, 0};
+    if (::poll(&gone, 1, 0) > 0) ::_exit(1);
+    parent.Reset();
+  }
+  Active(&report, "pid-namespace", "the worker is pid 1 of its own PID namespace; its sessions "
+                                  "see and signal only its processes");
+  Active(&report, "ipc-namespace", "System V IPC and POSIX message queues private");
+  Active(&report, "uts-namespace", "hostname 'sandbox'");
+  (void)::sethostname("sandbox", 7);
+  if (setup.policy.network) {
+    report.layers.push_back({"network-namespace", false, "network=True: the host's network"});
+  } else {
+    Active(&report, "network-namespace", "empty (no interface up, no loopback; abstract unix "
+                                        "sockets of the host unreachable)");
+  }
+  Status root = SwitchRoot(setup);
+  if (!root.ok()) {
+    return Status(root.code(), "sandbox: the filesystem layer cannot be applied: " + root.message());
+  }
+  CloseDirectoryFds();
+  Active(&report, "filesystem", "a new root: read-only Python, " +
+                                   std::to_string(setup.policy.mounts.size()) +
+                                   " mount(s), /dev minimal, scratch " + kSandboxScratch +
+                                   (setup.policy.disk_mb ? " (" + std::to_string(setup.policy.disk_mb) + " MB)" : ""));
+  return report;
+}
+
+namespace {
+
+Status ApplyRlimits(const SandboxPolicy& p, std::string* detail) {
+  struct Limit {
+    int resource;
+    std::uint64_t value;
+    std::uint64_t unit;
+    const char* name;
+  };
+  const std::uint64_t mb = 1024 * 1024;
+  for (const Limit& l : {Limit{RLIMIT_AS, p.memory_mb, mb, "memory MB"},
+                         Limit{RLIMIT_NPROC, p.processes, 1, "processes"},
+                         Limit{RLIMIT_NOFILE, p.open_files, 1, "open files"},
+                         Limit{RLIMIT_FSIZE, p.file_size_mb, mb, "file size MB"},
+                         Limit{RLIMIT_CPU, p.cpu_seconds, 1, "cpu seconds"}}) {
+    if (l.value == 0) continue;
+    rlimit current{};
+    ::getrlimit(l.resource, &current);
+    rlim_t value = static_cast<rlim_t>(l.value * l.unit);
+    if (current.rlim_max != RLIM_INFINITY && current.rlim_max < value) value = current.rlim_max;
+    rlimit next{value, value};
+    if (::setrlimit(l.resource, &next) != 0) {
+      return Status(ErrorCode::kUnavailable, Errno(std::string("setrlimit(") + l.name + ")"));
+    }
+    *detail += std::string(detail->empty() ? "" : ", ") + l.name + " " + std::to_string(l.value);
+  }
+  return Status::Ok();
+}
+
+Status DropCapabilities() {
+  int last = CAP_LAST_CAP;
+  std::ifstream in("/proc/sys/kernel/cap_last_cap");
+  if (in) in >> last;
+  for (int cap = 0; cap <= last; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      return Status(ErrorCode::kUnavailable, Errno("drop capability " + std::to_string(cap)));
+    }
+  }
+  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capset, &header, data) != 0) {
+    return Status(ErrorCode::kUnavailable, Errno("capset"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
+  std::string limits;
+  Status limited = ApplyRlimits(setup.policy, &limits);
+  if (!limited.ok()) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "rlimits", limited.message(), "raise the hard limits"));
+  } else {
+    Active(report, "rlimits", limits.empty() ? "none asked" : limits);
+  }
+  if (!report->Active("cgroup")) {
+    report->layers.push_back({"cgroup", false, "not used: memory is capped per process by "
+                                               "RLIMIT_AS, processes by RLIMIT_NPROC"});
+  }
+  // Landlock before the capabilities go (it needs no_new_privs only) and
+  // before seccomp (which refuses its calls).
+  LandlockPaths paths;
+  paths.network = setup.policy.network;
+  for (const MountOp& op : setup.plan) {
+    if (op.kind == MountOpKind::kBindReadOnly) paths.read_only.push_back(op.target);
+  }
+  for (const char* p : {"/proc", "/etc/ld.so.cache", "/bin", "/lib", "/lib64", "/sbin"}) {
+    paths.read_only.emplace_back(p);
+  }
+  paths.read_write = {kSandboxScratch, "/dev/shm"};
+  for (const MountOp& op : setup.plan) {
+    if (op.kind == MountOpKind::kBindReadWrite) paths.read_write.push_back(op.target);
+  }
+  paths.devices = {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"};
+  // Listing directories is harmless inside the new root (only what it
+  // shows); reading a file needs a rule above.
+  paths.list_only = {"/"};
+  std::string landlock;
+  Status walled = ApplyLandlock(paths, &landlock);
+  if (!walled.ok()) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "landlock", walled.message(),
+                                   "boot a kernel with Landlock enabled (lsm=...,landlock)"));
+  } else {
+    Active(report, "landlock", landlock);
+  }
+  Status dropped = DropCapabilities();
+  if (!dropped.ok()) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "capabilities", dropped.message(), "report this"));
+  } else {
+    Active(report, "capabilities", "all dropped (bounding, ambient, effective, permitted)");
+  }
+  SeccompOptions options;
+  options.deny_inet_sockets = !setup.policy.network;
+  Status filtered = InstallSeccompFilter(BuildSeccompFilter(options));
+  if (!filtered.ok()) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "seccomp", filtered.message(),
+                                   "use a kernel with CONFIG_SECCOMP_FILTER"));
+  } else {
+    Active(report, "seccomp", "no_new_privs; " + std::to_string(SeccompDeniedNames().size()) +
+                                  " system calls refused (ptrace, mount, unshare, bpf, ...), "
+                                  "namespace clones, TIOCSTI" +
+                                  (setup.policy.network ? "" : ", inet sockets"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace dolsot

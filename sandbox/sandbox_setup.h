@@ -1,0 +1,53 @@
+// SandboxSetup: applies a SandboxPolicy to the worker, once, before it
+// serves any session (never on a cell's path). Two steps:
+//   EnterSandbox: user, mount, PID, IPC, UTS (and network) namespaces, then a
+//     new root built from a MountPlan and pivot_root; the old root detached.
+//     It forks once: the caller stays outside the new PID namespace, waits
+//     for the child (pid 1 inside) and exits with its status; only the child
+//     returns. Call it single-threaded.
+//   LockSandbox: rlimits, every capability dropped, no_new_privs, Landlock,
+//     seccomp. Call it once the worker has imported its toolboxes.
+// Each layer that cannot be applied is an error naming it and how to get it,
+// unless the policy is best_effort (the report then says it is off, and why).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sandbox/mount_plan.h"
+#include "sandbox/sandbox_policy.h"
+
+namespace dolsot {
+
+struct SandboxSetup {
+  SandboxPolicy policy;
+  std::vector<MountOp> plan;
+  // fork() made safe for the caller's runtime (CPython's before/after hooks);
+  // must not change the child's process group.
+  std::function<pid_t()> fork_process;
+};
+
+// The host paths every sandbox shows read-only besides the worker's Python
+// path: /usr, the loader's directories that are not merged-usr symlinks.
+std::vector<std::string> BaseSystemPaths();
+
+// Returns the report so far in the child (pid 1 of the new PID namespace),
+// an error in the caller when a required layer failed before the fork; the
+// caller's process never returns once the fork happened.
+StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup);
+
+// Adds the locking layers to `report`.
+Status LockSandbox(const SandboxSetup& setup, SandboxReport* report);
+
+// A root host's worker caps its processes with a pids cgroup (the kernel
+// exempts root from RLIMIT_NPROC): its directory for the worker the host
+// started as `worker` ("" without a pids controller), and its removal once
+// that worker is reaped (a no-op when absent or not root).
+std::string SandboxCgroupDir(pid_t worker);
+void RemoveSandboxCgroup(pid_t worker);
+
+}  // namespace dolsot

@@ -1,0 +1,499 @@
+"""The Sandbox (issue #16): every escape attempt fails with a clean error
+and leaves the session and the host working; the ordinary Repl features
+(state, rollback, checkpoints, branches, toolboxes) work inside it.
+
+Run as root here (CI); test_unprivileged_host runs a small host as an
+unprivileged user to check the other path. The Sandbox is not the AST gate
+(test_sandbox.py)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+
+import pytest
+
+import dolsot
+from dolsot import Mount, Sandbox
+from dolsot.errors import DolsotError, Unsupported
+from dolsot.store import FileStore, MemoryStore
+from process_tree import alive, descendants
+
+SECRET = "dolsot-escape-secret-" + uuid.uuid4().hex
+# A host file on no sys.path entry (the repository's README).
+REPO_README = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "README.md")
+
+# The layers a default Sandbox must have on this kernel (6.x, Landlock ABI >= 6).
+LAYERS = ["user-namespace", "pid-namespace", "ipc-namespace", "uts-namespace",
+          "network-namespace", "filesystem", "environment", "rlimits", "landlock",
+          "capabilities", "seccomp"]
+
+
+def ok(repl, sid, code, **kw):
+    r = repl.run(sid, code, **kw)
+    assert r.ok, (code, r.error, r.stdout)
+    return r
+
+
+def failed(repl, sid, code, *fragments, **kw):
+    """The cell fails with an error naming one of `fragments`; the session still works."""
+    r = repl.run(sid, code, **kw)
+    assert not r.ok, (code, r.value, r.stdout)
+    text = (r.error or "") + (r.stdout or "")
+    assert any(f in text for f in fragments), (code, text)
+    assert repl.run(sid, "1 + 1").value == "2"
+    return r
+
+
+@pytest.fixture(scope="module")
+def host_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sbx")
+    data = root / "data"
+    data.mkdir()
+    (data / "hello.txt").write_text("hello from the host\n")
+    out = root / "out"
+    out.mkdir()
+    secret_dir = root / "elsewhere"
+    secret_dir.mkdir()
+    (secret_dir / "secret.txt").write_text(SECRET)
+    cache = root / "cache"
+    cache.mkdir()
+    return {"root": root, "data": data, "out": out, "secret": secret_dir, "cache": cache}
+
+
+@pytest.fixture(scope="module")
+def repl(host_dirs):
+    os.environ["DOLSOT_ESCAPE_SECRET"] = SECRET
+    try:
+        r = dolsot.Repl(
+            store=FileStore(str(host_dirs["cache"])),
+            typecheck=False,
+            timeout=20,
+            sandbox=Sandbox(
+                mounts=[Mount("/data", host_dirs["data"]),
+                        Mount("/out", host_dirs["out"], "read-write")],
+                env={"GREETING": "hi"},
+                processes=64,
+                open_files=128,
+                file_size_mb=8,
+                disk_mb=16,
+                memory_mb=1024,
+            ),
+        )
+        ok(r, "warm", "1")
+    finally:
+        del os.environ["DOLSOT_ESCAPE_SECRET"]
+    yield r
+    r.close()
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def test_report_lists_every_layer_active(repl):
+    report = repl.sandbox_report()
+    for name in LAYERS:
+        assert report.active(name), (name, str(report))
+    assert "[on ] seccomp" in str(report)
+    assert repl.capabilities.sandbox
+    assert not dolsot.Repl(store=MemoryStore()).capabilities.sandbox
+
+
+def test_inprocess_session_refuses_a_sandbox():
+    with pytest.raises(Unsupported, match="cannot be sandboxed"):
+        dolsot.InProcessSession(sandbox=Sandbox())
+
+
+def test_bad_policies_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="mode"):
+        Mount("/x", str(tmp_path), "sideways")
+    with pytest.raises(DolsotError, match="not implemented yet"):
+        dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path), "overlay")]))
+    with pytest.raises(DolsotError, match=r"\.\."):
+        dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x/../etc", str(tmp_path))]))
+    with pytest.raises(ValueError, match="memory_mb"):
+        Sandbox(memory_mb=-1)
+    r = dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path / "missing"))]))
+    res = r.run("s", "1")  # the worker refuses to start: an error naming the path
+    r.close()
+    assert not res.ok and "does not exist" in res.error, res.error
+
+
+def test_best_effort_reports_each_layer():
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox(best_effort=True))
+    report = r.sandbox_report()
+    r.close()
+    # Everything is available here, so best_effort loses nothing; a layer
+    # that cannot be had fails closed without it (sandbox_setup_test.cc).
+    for name in LAYERS:
+        assert report.active(name), str(report)
+    # As root the processes cap is a pids cgroup (root is exempt from RLIMIT_NPROC).
+    assert report.active("cgroup") == (os.geteuid() == 0), str(report)
+
+
+# ---------------------------------------------------------------- filesystem
+
+
+def test_reads_outside_the_mounts_fail(repl, host_dirs):
+    for path in ["/etc/shadow", "/etc/passwd", "/root/.bash_history",
+                 str(host_dirs["secret"] / "secret.txt"), REPO_README]:
+        failed(repl, "fs", f"open({path!r}).read()", "FileNotFoundError", "PermissionError")
+    # The host's cwd and the store's cache directory are not there.
+    cwd_files = [f for f in os.listdir(os.getcwd()) if os.path.isfile(f)]
+    assert cwd_files
+    for name in cwd_files[:5]:
+        failed(repl, "fs", f"open({os.path.join(os.getcwd(), name)!r}).read()", "FileNotFoundError")
+    failed(repl, "fs", f"import os; os.listdir({str(host_dirs['cache'])!r})",
+           "FileNotFoundError", "PermissionError")
+    # What is there: only what Python needs, read-only.
+    top = ok(repl, "fs", "import os; sorted(os.listdir('/'))").value
+    assert "home" not in top and "etc" in top, top
+    assert ok(repl, "fs", "open('/data/hello.txt').read()").value == repr("hello from the host\n")
+
+
+def test_the_store_stays_on_the_host_side(repl, host_dirs):
+    ok(repl, "stored", "x = 41")
+    ok(repl, "stored", "x += 1")
+    # The host wrote the checkpoint; the session cannot see the directory.
+    assert any(host_dirs["cache"].rglob("*")), list(host_dirs["cache"].iterdir())
+    failed(repl, "stored", f"import os; os.listdir({str(host_dirs['cache'])!r})",
+           "FileNotFoundError", "PermissionError")
+
+
+def test_proc_shows_only_the_sandbox(repl):
+    host = os.getpid()
+    failed(repl, "proc", f"open('/proc/{host}/environ').read()", "FileNotFoundError", "ProcessLookupError")
+    failed(repl, "proc", f"open('/proc/{host}/mem', 'rb').read(1)", "FileNotFoundError", "ProcessLookupError")
+    pids = ok(repl, "proc", "import os; sorted(int(p) for p in os.listdir('/proc') if p.isdigit())").value
+    assert "1" in pids
+    assert str(host) not in pids.replace(",", " ").split() or host < 100, pids
+    env = ok(repl, "proc", textwrap.dedent("""
+        import os
+        seen = b''
+        for p in os.listdir('/proc'):
+            try:
+                seen += open(f'/proc/{p}/environ', 'rb').read()
+            except OSError:
+                pass
+        seen
+    """)).value
+    assert SECRET not in env
+    # /proc/self/root is the sandbox's root, not the host's.
+    failed(repl, "proc", "open('/proc/self/root/etc/shadow').read()", "FileNotFoundError")
+    failed(repl, "proc", "open('/proc/1/root/etc/shadow').read()", "FileNotFoundError", "PermissionError")
+
+
+def test_links_planted_in_a_writable_mount_lead_nowhere(repl, host_dirs):
+    out = host_dirs["out"]
+    (out / "escape").unlink(missing_ok=True)
+    os.symlink(str(host_dirs["secret"] / "secret.txt"), out / "escape")
+    failed(repl, "links", "open('/out/escape').read()", "FileNotFoundError")
+    ok(repl, "links", "import os; os.symlink('/etc/shadow', '/out/planted')")
+    failed(repl, "links", "open('/out/planted').read()", "FileNotFoundError")
+    failed(repl, "links", "open('/out/../../etc/shadow').read()", "FileNotFoundError")
+    failed(repl, "links", "import os; os.link('/data/hello.txt', '/out/hard')", "Error")
+    # Writes through the read-write mount reach the host (that is its point).
+    ok(repl, "links", "open('/out/written.txt', 'w').write('from the cell')")
+    assert (out / "written.txt").read_text() == "from the cell"
+    (out / "planted").unlink()
+    (out / "escape").unlink()
+
+
+def test_read_only_places_refuse_writes(repl, host_dirs):
+    failed(repl, "ro", "open('/data/new.txt', 'w')", "Read-only file system", "PermissionError")
+    assert not (host_dirs["data"] / "new.txt").exists()
+    failed(repl, "ro", "import sys; open(sys.prefix + '/evil.pth', 'w')", "Read-only file system", "PermissionError")
+    failed(repl, "ro", "open('/evil', 'w')", "Read-only file system", "PermissionError")
+    ok(repl, "ro", "open('/tmp/scratch.txt', 'w').write('x'); import os; os.getcwd()")
+
+
+# ---------------------------------------------------------------- network
+
+
+@pytest.fixture(scope="module")
+def listeners(host_dirs):
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    unix_path = str(host_dirs["root"] / "host.sock")
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(unix_path)
+    unix.listen()
+    abstract_name = "\0dolsot-escape-" + uuid.uuid4().hex
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind(abstract_name)
+    abstract.listen()
+    yield {"tcp": tcp.getsockname()[1], "unix": unix_path, "abstract": abstract_name}
+    for s in (tcp, unix, abstract):
+        s.close()
+
+
+def test_network_attempts_fail(repl, listeners):
+    port = listeners["tcp"]
+    net_errors = ("PermissionError", "OSError", "ConnectionRefusedError", "gaierror", "Network is unreachable")
+    failed(repl, "net", f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)", *net_errors)
+    failed(repl, "net", f"import socket; socket.create_connection(('::1', {port}), timeout=2)", *net_errors)
+    failed(repl, "net", f"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', {port}))", *net_errors)
+    failed(repl, "net", "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)", *net_errors)
+    failed(repl, "net", "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)", *net_errors)
+    failed(repl, "net", "import socket; socket.getaddrinfo('example.com', 80)", *net_errors)
+    failed(repl, "net", f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({listeners['unix']!r})",
+           "FileNotFoundError", "PermissionError")
+    failed(repl, "net", f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({listeners['abstract']!r})",
+           "ConnectionRefusedError", "PermissionError", "OSError")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def test_signals_and_ptrace_do_not_leave_the_sandbox(repl):
+    host = os.getpid()
+    failed(repl, "proc2", f"import os, signal; os.kill({host}, signal.SIGKILL)", "ProcessLookupError", "PermissionError")
+    # The worker is pid 1 here: a SIGKILL from inside its namespace is ignored.
+    for sig in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
+        ok(repl, "proc2", f"import os, signal; os.kill(1, signal.{sig})")
+    ok(repl, "proc2-fresh", "1")  # the worker still opens sessions
+    ok(repl, "proc2", "import os; os.getppid()")
+    failed(repl, "proc2", textwrap.dedent("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(16, 1, None, None) != 0:  # PTRACE_ATTACH
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    """), "Operation not permitted")
+    assert alive(host)
+
+
+def test_namespace_and_mount_calls_are_refused(repl):
+    for call in ["libc.unshare(0x10000000)", "libc.unshare(0x00020000)",
+                 "libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)",
+                 "libc.umount2(b'/data', 2)", "libc.setns(0, 0)"]:
+        failed(repl, "ns", textwrap.dedent(f"""
+            import ctypes, os
+            libc = ctypes.CDLL(None, use_errno=True)
+            if {call} != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        """), "Operation not permitted", "Bad file descriptor")
+    caps = ok(repl, "ns", "[l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs', 'Seccomp:'))]").value
+    assert "CapEff:\\t0000000000000000" in caps and "CapBnd:\\t0000000000000000" in caps, caps
+    assert "NoNewPrivs:\\t1" in caps and "Seccomp:\\t2" in caps, caps
+
+
+def test_a_setuid_binary_gains_nothing(repl):
+    mount = shutil.which("mount") or "/usr/bin/mount"
+    r = ok(repl, "suid", f"import subprocess; p = subprocess.run([{mount!r}, '-t', 'tmpfs', 'x', '/tmp'], capture_output=True, text=True); (p.returncode, p.stderr)")
+    assert not r.value.startswith("(0,"), r.value
+
+
+def test_fork_bomb_is_capped(repl):
+    failed(repl, "bomb", textwrap.dedent("""
+        import os
+        pids = []
+        try:
+            for _ in range(10000):
+                pid = os.fork()
+                if pid == 0:
+                    import time
+                    time.sleep(30)
+                    os._exit(0)
+                pids.append(pid)
+        finally:
+            for p in pids:
+                os.kill(p, 9)
+                os.waitpid(p, 0)
+    """), "BlockingIOError", "Resource temporarily unavailable")
+
+
+def test_memory_bomb_is_a_memory_error(repl):
+    failed(repl, "mem", "x = bytearray(4 * 1024 ** 3)", "MemoryError")
+    failed(repl, "mem", "x = [bytearray(64 * 1024 ** 2) for _ in range(64)]", "MemoryError")
+
+
+def test_disk_open_files_and_file_size_are_capped(repl):
+    failed(repl, "caps", textwrap.dedent("""
+        with open('/tmp/fill', 'wb') as f:
+            for _ in range(64):
+                f.write(b'x' * (1 << 20))
+                f.flush()
+    """), "No space left", "File too large")
+    ok(repl, "caps", "import os; os.remove('/tmp/fill')")
+    failed(repl, "caps", "fs = [open('/dev/null') for _ in range(1000)]", "Too many open files")
+    failed(repl, "caps", "open('/tmp/big', 'wb').write(b'x' * (12 << 20))", "File too large")
+    ok(repl, "caps", "import os; os.remove('/tmp/big')")
+
+
+def test_environment_is_scrubbed(repl):
+    env = ok(repl, "env", "import os; dict(os.environ)").value
+    assert SECRET not in env
+    assert "'GREETING': 'hi'" in env and "'HOME': '/tmp'" in env, env
+    raw = ok(repl, "env", "open('/proc/self/environ', 'rb').read()").value
+    assert SECRET not in raw
+
+
+# ---------------------------------------------------------------- the ordinary Repl
+
+
+def test_state_rollback_and_checkpoints(host_dirs):
+    cache = host_dirs["root"] / "cache2"
+    cache.mkdir()
+    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, timeout=3,
+                     sandbox=Sandbox()) as r:
+        ok(r, "s", "x = [1, 2]")
+        t = r.run("s", "x.append(3)\nwhile True: pass", timeout=1)
+        assert (t.outcome, t.exit_code) == (dolsot.Outcome.TIMEOUT, 124), t
+        assert ok(r, "s", "x").value == "[1, 2]"
+        crash = r.run("s", "x.append(4); import os; os._exit(3)")
+        assert not crash.ok
+        assert ok(r, "s", "x").value == "[1, 2]"
+        r.branch("s", "s2")
+        ok(r, "s2", "x.append(5)")
+        assert ok(r, "s", "x").value == "[1, 2]"
+        ok(r, "s", "y = 7")
+    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox()) as r:
+        assert ok(r, "s", "(x, y)").value == "([1, 2], 7)"
+
+
+def test_toolboxes_import_inside_the_sandbox(tmp_path, monkeypatch):
+    (tmp_path / "sbx_toolbox.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with dolsot.Repl({"tb": "sbx_toolbox"}, store=MemoryStore(), typecheck=False,
+                     sandbox=Sandbox()) as r:
+        assert ok(r, "s", "tb.double(21)").value == "42"
+
+
+def test_known_gap_setsid_processes_outlive_a_rollback(repl):
+    ok(repl, "tree", "import subprocess")
+    r = repl.run("tree", "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\nwhile True: pass",
+                 timeout=1)
+    assert not r.ok
+    # Not implemented yet: processes a cell started with setsid outlive its
+    # rollback until the worker stops. Pinned here so the gap stays visible.
+    alive_sleepers = ok(repl, "tree", "import os; [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/comm').read().strip() == 'sleep']").value
+    assert alive_sleepers != "[]", alive_sleepers
+
+
+def test_interrupt_of_a_sandboxed_cell(repl, host_dirs):
+    fifo = host_dirs["out"] / "started"
+    os.mkfifo(fifo)
+    try:
+        ok(repl, "intr", "kept = 1")
+        results = []
+        cell = "kept = 2\nimport os\nos.close(os.open('/out/started', os.O_WRONLY))\nwhile True: pass"
+        runner = threading.Thread(target=lambda: results.append(repl.run("intr", cell)))
+        runner.start()
+        os.close(os.open(fifo, os.O_RDONLY))  # returns once the cell has opened it
+        repl.interrupt("intr")
+        runner.join(timeout=30)
+        assert not runner.is_alive()
+        assert (results[0].outcome, results[0].exit_code) == (dolsot.Outcome.INTERRUPTED, 130)
+        assert ok(repl, "intr", "kept").value == "1"
+    finally:
+        fifo.unlink()
+
+
+def test_worker_and_sessions_die_with_the_repl():
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox())
+    ok(r, "a", "import subprocess; p = subprocess.Popen(['sleep', '300'], start_new_session=True)")
+    worker = r.worker_pid
+    tree = descendants(worker)
+    assert len(tree) >= 3, tree
+    r.close()
+    assert not alive(worker)
+    assert not [p for p in tree if alive(p)]
+
+
+# ---------------------------------------------------------------- as another user
+
+
+@pytest.fixture
+def world_readable_dir():
+    import tempfile
+    path = tempfile.mkdtemp(prefix="dolsot-unpriv-", dir="/tmp")
+    os.chmod(path, 0o755)
+    yield __import__("pathlib").Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_unprivileged_host(world_readable_dir):
+    tmp_path = world_readable_dir
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the unprivileged user")
+    python = "/usr/bin/python3"
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    if not os.path.exists(python) or not os.path.exists(useradd):
+        pytest.skip("no system python3 or useradd here")
+    user = "dolsotsbx"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run([useradd, "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+    uid = pwd.getpwnam(user).pw_uid
+    work = tmp_path / "unpriv"
+    work.mkdir()
+    os.chown(work, uid, -1)
+    package = os.path.dirname(os.path.dirname(dolsot.__file__))
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    script = work / "host.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, dolsot
+        from dolsot import Sandbox
+        from dolsot.store import MemoryStore
+        os.environ["DOLSOT_ESCAPE_SECRET"] = {SECRET!r}
+        r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox())
+        res = r.run("s", "import os; (os.getuid(), 'DOLSOT_ESCAPE_SECRET' in os.environ, os.path.exists('/etc/shadow'))")
+        print("RESULT", res.ok, res.value, res.error)
+        print("REPORT", r.sandbox_report())
+        r.close()
+    """))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join([package, *site]),
+           "DOLSOT_CACHE_DIR": str(work / "cache"), "HOME": str(work)}
+    p = subprocess.run([shutil.which("runuser") or "/usr/sbin/runuser", "-u", user, "--", python, str(script)], env=env, cwd=work,
+                       capture_output=True, text=True, timeout=120)
+    if "No module named" in p.stderr or "undefined symbol" in p.stderr:
+        pytest.skip("the build's extension does not load in the system python: " + p.stderr[-300:])
+    assert p.returncode == 0, p.stderr
+    assert f"RESULT True ({uid}, False, False)" in p.stdout, p.stdout + p.stderr
+    assert "[on ] seccomp" in p.stdout and "[on ] user-namespace" in p.stdout, p.stdout
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _cli():
+    build = os.environ.get("DOLSOT_BUILD_DIR", os.path.join(os.path.dirname(REPO_README), "build"))
+    path = os.path.join(build, "cli", "dolsot")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is not built (cmake --build build)", pytrace=False)
+    return path
+
+
+def test_cli_sandbox_check_and_run(host_dirs, tmp_path):
+    env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / "cache"),
+           "DOLSOT_ESCAPE_SECRET": SECRET, "DOLSOT_TYPECHECK": "0"}
+    check = subprocess.run([_cli(), "--sandbox", "--check"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    for name in LAYERS:
+        assert f"[on ] {name}" in check.stdout, check.stdout
+    run = subprocess.run(
+        [_cli(), "--sandbox", "--mount", f"/data={host_dirs['data']}", "--memory", "512",
+         "--session", "cli", "import os; (open('/data/hello.txt').read(), "
+         "'DOLSOT_ESCAPE_SECRET' in os.environ, os.path.exists('/etc/shadow'))"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "('hello from the host\\n', False, False)" in run.stdout, run.stdout
+    # DOLSOT_SANDBOX=1 turns it on; a mount without it is a usage error.
+    on = subprocess.run([_cli(), "--session", "cli2", "open('/etc/passwd').read()"],
+                        env={**env, "DOLSOT_SANDBOX": "1"}, capture_output=True, text=True, timeout=60)
+    assert on.returncode == 1 and "FileNotFoundError" in on.stderr, (on.stdout, on.stderr)
+    bad = subprocess.run([_cli(), "--mount", "/x=/tmp", "--session", "c", "1"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "need --sandbox" in bad.stderr, bad.stderr
+    overlay = subprocess.run([_cli(), "--sandbox", "--mount", "/x=/tmp:overlay", "--session", "c", "1"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert overlay.returncode != 0 and "not implemented yet" in overlay.stderr, overlay.stderr

@@ -1,0 +1,109 @@
+// EnterSandbox fails closed: a layer that cannot be applied is an error
+// naming it and how to get it. (A caller with a second thread cannot enter a
+// user namespace: a failure this test can cause for certain.) Also checks
+// LockSandbox's layers in a forked child: seccomp refuses, Landlock walls.
+#include "sandbox/sandbox_setup.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "sandbox/landlock_ruleset.h"
+
+namespace dolsot {
+namespace {
+
+// Runs `body` in a forked child and returns what it wrote to the pipe.
+template <typename Body>
+std::string InChild(Body body) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = body();
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return text;
+}
+
+std::string EnterWithAThreadRunning(bool best_effort) {
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) std::this_thread::yield();
+  });
+  SandboxSetup setup;
+  setup.policy.best_effort = best_effort;
+  auto report = EnterSandbox(setup);
+  stop = true;
+  other.join();
+  return report.ok() ? "ENTERED\n" + report->ToText() : report.status().message();
+}
+
+TEST(SandboxSetup, AMissingUserNamespaceIsAnErrorNamingIt) {
+  std::string text = InChild([] { return EnterWithAThreadRunning(false); });
+  EXPECT_NE(text.find("the user-namespace layer cannot be applied"), std::string::npos) << text;
+  EXPECT_NE(text.find("best_effort=True"), std::string::npos) << text;
+}
+
+TEST(SandboxSetup, BestEffortGoesOnWithoutTheLayerAndSaysSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "without a user namespace only root can go on";
+  std::string text = InChild([] { return EnterWithAThreadRunning(true); });
+  EXPECT_NE(text.find("ENTERED"), std::string::npos) << text;
+  EXPECT_NE(text.find("[off] user-namespace"), std::string::npos) << text;
+  EXPECT_NE(text.find("not single-threaded"), std::string::npos) << text;
+  EXPECT_NE(text.find("[on ] pid-namespace"), std::string::npos) << text;
+}
+
+TEST(SandboxSetup, BaseSystemPathsHoldUsr) {
+  auto paths = BaseSystemPaths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths[0], "/usr");
+}
+
+TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
+  if (LandlockAbi() < 1) GTEST_SKIP() << "Landlock is not enabled on this kernel";
+  std::string text = InChild([] {
+    SandboxSetup setup;
+    setup.policy.memory_mb = 0;  // gtest's own address space is not the point here
+    setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+    SandboxReport report;
+    Status locked = LockSandbox(setup, &report);
+    if (!locked.ok()) return "LOCK FAILED: " + locked.message();
+    std::string out = report.ToText();
+    out += ::unshare(0x10000000) != 0 && errno == EPERM ? "unshare refused\n" : "unshare ALLOWED\n";
+    auto opens = [](const char* path) {
+      int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      return fd >= 0;
+    };
+    out += !opens("/etc/hostname") ? "etc walled\n" : "etc OPEN\n";
+    out += opens("/usr/bin") ? "usr readable\n" : "usr CLOSED\n";
+    return out;
+  });
+  EXPECT_NE(text.find("[on ] seccomp"), std::string::npos) << text;
+  EXPECT_NE(text.find("[on ] landlock"), std::string::npos) << text;
+  EXPECT_NE(text.find("[on ] capabilities"), std::string::npos) << text;
+  EXPECT_NE(text.find("unshare refused"), std::string::npos) << text;
+  EXPECT_NE(text.find("etc walled"), std::string::npos) << text;
+  EXPECT_NE(text.find("usr readable"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace dolsot
