@@ -568,6 +568,11 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     options->store = store_;
     options->worker_directory = request.cwd;
     options->worker_base_environment = request.env;
+    // The type gate's "" (the cwd, as in sys.path) is the caller's cwd, where
+    // the worker runs, not the server's ("/").
+    for (std::string& dir : options->typecheck_path) {
+      if (dir.empty()) dir = request.cwd;
+    }
     ConfigOverrides& c = options->config;
     c.cache_dir = options_.paths.cache_dir;
     c.ttl_days = config->ttl_days;
