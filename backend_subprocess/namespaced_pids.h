@@ -12,7 +12,8 @@
 
 namespace dolsot {
 
-// The children of `pid` (of every thread), from /proc/<pid>/task/*/children;
+// The children of `pid` (of every thread), from /proc/<pid>/task/*/children,
+// or from every process's parent link where the kernel keeps no such lists;
 // none when it is gone.
 std::vector<pid_t> ChildPids(pid_t pid);
 

@@ -27,6 +27,7 @@
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
+#include "backend_subprocess/session_keeper.h"
 #include "backend_subprocess/tool_channel.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
@@ -159,8 +160,10 @@ class Background {
 
 class SessionProcess {
  public:
-  SessionProcess(UniqueFd socket, const WorkerSettings& settings, int host_pidfd)
+  SessionProcess(UniqueFd socket, const WorkerSettings& settings, int host_pidfd,
+                 UniqueFd keeper_link)
       : socket_(GuardedOrExit(std::move(socket))),
+        keeper_(GuardedOrExit(std::move(keeper_link))),
         settings_(settings),
         aliases_(settings.Aliases()),
         host_pidfd_(host_pidfd) {
@@ -365,6 +368,11 @@ class SessionProcess {
       AwaitExit(runner_pidfd_.get());
       runner_pidfd_.Reset();
     }
+    // What the dead runner's cells started in sessions of their own is
+    // killed before this process runs a cell (session_keeper.h).
+    Py_BEGIN_ALLOW_THREADS
+    AwaitSweep(keeper_.get(), 10'000);
+    Py_END_ALLOW_THREADS
     role_ = Role::kRunner;
     background_.Set(false);  // forked during post-cell work, under SCHED_BATCH
     if (Announce()) return;  // the new snapshot
@@ -777,6 +785,7 @@ class SessionProcess {
   PyObject* transport_ = nullptr;        // tools_.NewTransport(), made on first need
   PyObject* variable_cache_ = nullptr;   // name -> the value last received (a dict)
   GuardedFd socket_;  // guarded: a cell's forked children do not keep it
+  GuardedFd keeper_;  // the session end of the keeper's channel (session_keeper.h)
   const WorkerSettings& settings_;
   std::vector<std::string> aliases_;
   int host_pidfd_ = -1;  // the host process (inherited from the worker), or -1
@@ -819,8 +828,8 @@ int ForkProcess() {
 }
 
 void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
-                  int host_pidfd) {
-  SessionProcess process(std::move(socket), settings, host_pidfd);
+                  int host_pidfd, UniqueFd keeper_link) {
+  SessionProcess process(std::move(socket), settings, host_pidfd, std::move(keeper_link));
   process.Serve(expect_load);
 }
 

@@ -1,5 +1,6 @@
 // The session side of a live session: a process holding one session's
-// namespace (__main__.__dict__), forked from the worker. It runs every cell
+// namespace (__main__.__dict__), forked from the worker's child that keeps
+// the session (session_keeper.h). It runs every cell
 // (the runner); with rollback on, a child it forks after each cell (the
 // snapshot) holds the state as it was before the running cell and becomes
 // the runner when that cell is killed.
@@ -15,8 +16,10 @@ namespace dolsot {
 // Serves one session on `socket` until the host retires it or goes away.
 // `expect_load`: a fresh process that first restores a checkpoint (kLoad).
 // `host_pidfd`: a pidfd of the host process (or -1), which a snapshot watches.
+// `keeper_link`: the session end of its keeper's channel (session_keeper.h),
+// which this process and the engine's forks hold and a cell's forks do not.
 [[noreturn]] void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
-                               int host_pidfd);
+                               int host_pidfd, UniqueFd keeper_link);
 
 // Forks while single-threaded-safe for CPython (PyOS_BeforeFork/AfterFork_*).
 // The child gets its own process group. Returns the child's pid in the

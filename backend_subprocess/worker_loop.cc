@@ -4,8 +4,8 @@
 
 #include "backend_subprocess/worker_loop.h"
 
-#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -19,15 +19,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/exit_records.h"
 #include "backend_subprocess/namespaced_pids.h"
 #include "backend_subprocess/protocol.h"
+#include "backend_subprocess/session_keeper.h"
 #include "backend_subprocess/session_process.h"
 #include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
@@ -121,18 +121,8 @@ Status ImportToolboxes(int host, const WorkerSettings& s) {
   return Status::Ok();
 }
 
-// True when the kernel lists children in /proc (CONFIG_PROC_CHILDREN).
-bool HasChildrenLists() {
-  static const bool has = [] {
-    std::string self = std::to_string(::getpid());
-    return ::access(("/proc/" + self + "/task/" + self + "/children").c_str(), R_OK) == 0;
-  }();
-  return has;
-}
-
-// Every descendant of this process, from the children lists in /proc: a few
-// small reads instead of a scan of every process on the machine.
-std::set<pid_t> DescendantsFromChildrenLists() {
+// Every descendant of this process, from /proc.
+std::set<pid_t> Descendants() {
   std::set<pid_t> out;
   std::vector<pid_t> todo{::getpid()};
   while (!todo.empty()) {
@@ -145,57 +135,13 @@ std::set<pid_t> DescendantsFromChildrenLists() {
   return out;
 }
 
-// Every descendant of this process, from /proc (parent pid links).
-std::set<pid_t> Descendants() {
-  if (HasChildrenLists()) return DescendantsFromChildrenLists();
-  std::multimap<pid_t, pid_t> children;
-  if (DIR* dir = ::opendir("/proc")) {
-    while (dirent* entry = ::readdir(dir)) {
-      char* end;
-      long pid = std::strtol(entry->d_name, &end, 10);
-      if (*end != '\0' || pid <= 0) continue;
-      std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      auto close_paren = text.rfind(')');
-      if (close_paren == std::string::npos) continue;
-      std::istringstream rest(text.substr(close_paren + 1));
-      char state;
-      long ppid;
-      if (rest >> state >> ppid) children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
-    }
-    ::closedir(dir);
-  }
-  std::set<pid_t> out;
-  std::vector<pid_t> todo{::getpid()};
-  while (!todo.empty()) {
-    pid_t p = todo.back();
-    todo.pop_back();
-    auto [lo, hi] = children.equal_range(p);
-    for (auto it = lo; it != hi; ++it) {
-      if (out.insert(it->second).second) todo.push_back(it->second);
-    }
-  }
-  return out;
-}
-
-// How the last session processes reaped here ended, so the host can say why
-// a runner died (its snapshot, now the runner, is its child and cannot
-// reap it). Written by the SIGCHLD handler; read with SIGCHLD blocked.
-struct ExitRecord {
-  pid_t pid;
-  int status;
-};
-constexpr std::size_t kExitRecords = 256;
-ExitRecord g_exits[kExitRecords];
-std::size_t g_next_exit = 0;
-
+// How the session processes reaped here ended: a runner's keeper reaps it
+// (its parent, or its subreaper once its parent died), and keepers and
+// orphans that came here are reaped here; the host asks why one died.
 void ReapAndRecord() {  // async-signal-safe
   int status = 0;
   pid_t pid;
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    g_exits[g_next_exit % kExitRecords] = ExitRecord{pid, status};
-    ++g_next_exit;
-  }
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) exit_records::Record(pid, status);
 }
 
 // Blocks SIGCHLD while alive (the handler writes what the loop reads).
@@ -218,27 +164,26 @@ void ReapExited() {
   ReapAndRecord();
 }
 
-// The wait status of `pid`, once it has exited and been reaped here (this is
-// its parent, or its subreaper once its parent died), waiting up to `patience`
-// for a process that is dying; nullopt when it is not this worker's to reap.
+// The wait status of `pid`, once it has exited and been reaped by its
+// session's keeper (or here), waiting up to `patience` for a process that is
+// dying; nullopt when none is recorded.
 std::optional<int> ExitStatusOf(pid_t pid, std::chrono::milliseconds patience) {
   auto give_up = std::chrono::steady_clock::now() + patience;
   for (;;) {
     {
       ChildSignalsHeld held;
       ReapAndRecord();
-      std::size_t first = g_next_exit > kExitRecords ? g_next_exit - kExitRecords : 0;
-      for (std::size_t i = g_next_exit; i > first; --i) {
-        const ExitRecord& record = g_exits[(i - 1) % kExitRecords];
-        if (record.pid == pid) return record.status;
-      }
-      // Not reaped: a child still dying, or not this worker's at all.
-      siginfo_t info{};
-      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-        return std::nullopt;  // ECHILD: not our child
-      }
     }
+    if (std::optional<int> status = exit_records::Find(pid)) return status;
+    // Still there (dying, or a zombie its keeper is about to reap), or just
+    // reaped and being recorded: wait; long gone and never recorded: give up.
+    const bool exists = ::kill(pid, 0) == 0 || errno == EPERM;
     if (std::chrono::steady_clock::now() >= give_up) return std::nullopt;
+    if (!exists) {
+      timespec nap{0, 2'000'000};
+      ::nanosleep(&nap, nullptr);
+      return exit_records::Find(pid);
+    }
     timespec nap{0, 1'000'000};
     ::nanosleep(&nap, nullptr);
   }
@@ -285,21 +230,40 @@ void KillEverySession() {
   ReapExited();
 }
 
-// kOpen: forks a fresh session process; the host gets its channel.
+// kOpen: forks a fresh session's keeper, which forks the session process
+// (session_keeper.h); the host gets that process's channel and pid.
 Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd) {
   auto pair = protocol::SocketPair();
   if (!pair.ok()) return pair.status();
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+  UniqueFd report_read(report[0]), report_write(report[1]);
   int pid = ForkProcess();
   if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::close(host);
     pair->first.Reset();
+    report_read.Reset();
     ::signal(SIGCHLD, SIG_DFL);
-    ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd);
+    UniqueFd keeper_link = BecomeKeeper(report_write.Release());
+    ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd,
+                 std::move(keeper_link));
   }
   pair->second.Reset();
+  report_write.Reset();
+  std::uint32_t session_pid = 0;
+  ssize_t n;
+  Py_BEGIN_ALLOW_THREADS
+  pollfd p{report_read.get(), POLLIN, 0};
+  n = ::poll(&p, 1, 10'000) == 1 ? ::read(report_read.get(), &session_pid, sizeof(session_pid)) : -1;
+  Py_END_ALLOW_THREADS
   PayloadWriter w;
-  w.U32(static_cast<std::uint32_t>(pid));
+  if (n != static_cast<ssize_t>(sizeof(session_pid)) || session_pid <= 1) {
+    ::kill(pid, SIGKILL);  // a keeper that could not start its session
+    w.U32(0);
+    return protocol::WriteFrame(host, Tag::kOpened, w.data());  // the host reads a malformed OPENED
+  }
+  w.U32(session_pid);
   return protocol::WriteFrame(host, Tag::kOpened, w.data(), pair->first.get());
 }
 
@@ -400,6 +364,7 @@ int RunWorker(int socket_fd) {
     return 1;
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  exit_records::Share();     // before the first keeper: they record here
   ReapChildrenAsTheyExit();  // a session process forked later resets SIGCHLD
   ReapExited();              // what exited before the handler was there
   UseHostStderr();

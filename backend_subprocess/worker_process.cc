@@ -373,10 +373,10 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
     channel.process = ProcessIdentity::Trusted(pid);
     return channel;
   }
-  // A sandboxed worker names its child in its own PID namespace: the host
-  // finds it among the children of the worker (pid 1 there), itself the
-  // child of the process the host started.
-  std::optional<pid_t> host_pid = DescendantByInnermostPid(process_.pid(), pid, 2);
+  // A sandboxed worker names the session process in its own PID namespace:
+  // the host finds it below the worker (pid 1 there, itself the child of
+  // the process the host started) and the session's keeper.
+  std::optional<pid_t> host_pid = DescendantByInnermostPid(process_.pid(), pid, 3);
   if (!host_pid) return CorruptError("the sandboxed worker named a session process it has not");
   channel.process = ProcessIdentity::Trusted(*host_pid, pid);
   return channel;
