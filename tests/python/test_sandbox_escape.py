@@ -368,17 +368,17 @@ def test_toolboxes_import_inside_the_sandbox(tmp_path, monkeypatch):
         assert ok(r, "s", "tb.double(21)").value == "42"
 
 
-def test_known_gap_setsid_processes_outlive_a_rollback(repl):
+def test_setsid_processes_do_not_outlive_a_rollback(repl):
     ok(repl, "tree", "import subprocess")
     # A timeout long enough for Popen to return on a loaded machine: the
     # sleeper must exist before the cell is killed.
     r = repl.run("tree", "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\nwhile True: pass",
                  timeout=5)
     assert not r.ok
-    # Not implemented yet: processes a cell started with setsid outlive its
-    # rollback until the worker stops. Pinned here so the gap stays visible.
+    # The session's keeper swept them before the next cell ran (the sandbox's
+    # /proc shows only its own processes).
     alive_sleepers = ok(repl, "tree", "import os; [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/comm').read().strip() == 'sleep']").value
-    assert alive_sleepers != "[]", alive_sleepers
+    assert alive_sleepers == "[]", alive_sleepers
 
 
 def test_interrupt_of_a_sandboxed_cell(repl, host_dirs):

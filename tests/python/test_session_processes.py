@@ -1,0 +1,166 @@
+"""What a session's cells start and leave running (session_keeper.h): a
+rolled-back cell leaves nothing running, whatever its processes did to
+leave its process group (setsid, start_new_session=True, a shell's `&`); a
+cell that completes keeps its processes; a closed session leaves none; one
+session's rollback never touches another's processes; nothing becomes a
+zombie."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import dolsot
+from dolsot.store import MemoryStore
+from process_tree import alive, descendants, wait_until_gone
+
+# Starts three processes that leave the runner's process group, each its own
+# way, and names them: a child in a session of its own, a shell's background
+# job in a new session (its parent, the shell, exits at once), and a daemon
+# made by a double fork in Python.
+def start_escapers(token: str) -> str:
+    """The cell, with sleeps of `token`-unique lengths (other tests on the
+    machine run sleeps too)."""
+    return _ESCAPERS.replace("TOKEN", token)
+
+
+_ESCAPERS = """
+import os, subprocess
+own_session = subprocess.Popen(['sleep', '3000TOKEN'], start_new_session=True)
+job = subprocess.run("setsid sleep 3001TOKEN > /dev/null 2>&1 & echo $!", shell=True,
+                     capture_output=True, text=True).stdout.strip()
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.close(r)
+        os.write(w, str(os.getpid()).encode())
+        os.close(w)
+        os.execvp('sleep', ['sleep', '3002TOKEN'])
+    os._exit(0)
+os.close(w)
+daemon = os.read(r, 32).decode()
+os.close(r)
+escapers = [own_session.pid, int(job), int(daemon)]
+"""
+
+
+@pytest.fixture
+def repl():
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False)
+    yield r
+    r.close()
+
+
+def ok(repl, sid, code, **kw):
+    r = repl.run(sid, code, **kw)
+    assert r.ok, r.error
+    return r
+
+
+def token() -> str:
+    return str(os.getpid()) + str(time.monotonic_ns() % 100000)
+
+
+def sleepers_left(repl, sid, tok):
+    """The pids of this token's sleeps still running, from a cell of `sid`."""
+    return ok(repl, sid, "import os\n[p for p in os.listdir('/proc') if p.isdigit() and "
+                         f"'{tok}' in open(f'/proc/{{p}}/cmdline').read()]").value
+
+
+def escapers(repl, sid):
+    pids = [int(p) for p in ok(repl, sid, "escapers").value.strip("[]").split(",")]
+    assert len(pids) == 3 and all(alive(p) for p in pids), pids
+    return pids
+
+
+def test_a_timed_out_cell_leaves_nothing_it_started_running(repl):
+    ok(repl, "s", "kept = 1")
+    tok = token()
+    r = repl.run("s", start_escapers(tok) + "\nwhile True: pass", timeout=5)
+    assert r.outcome == dolsot.Outcome.TIMEOUT, r.error
+    # The rollback took `escapers` away: the processes are found by their
+    # command lines instead.
+    assert sleepers_left(repl, "s", tok) == "[]"
+    assert ok(repl, "s", "kept").value == "1"
+
+
+def test_a_rolled_back_cell_also_ends_what_earlier_cells_started(repl):
+    # Rolling back leaves the session as its snapshot holds it: a state with
+    # no process, as a pgid kill already ends the children that stayed in it.
+    ok(repl, "s", start_escapers(token()))
+    pids = escapers(repl, "s")
+    assert not repl.run("s", "while True: pass", timeout=1).ok
+    ok(repl, "s", "1")  # the promoted runner's first cell: the sweep is done
+    assert [p for p in pids if alive(p)] == []
+
+
+def test_a_crashed_cell_leaves_nothing_running_either(repl):
+    tok = token()
+    r = repl.run("s", start_escapers(tok) + "\nimport os; os._exit(9)")
+    assert r.outcome == dolsot.Outcome.CRASHED, r.error
+    assert sleepers_left(repl, "s", tok) == "[]"
+
+
+def test_processes_of_cells_that_complete_keep_running(repl):
+    ok(repl, "s", start_escapers(token()))
+    pids = escapers(repl, "s")
+    for i in range(3):
+        ok(repl, "s", f"x = {i}")
+    assert all(alive(p) for p in pids)
+
+
+def test_one_sessions_rollback_spares_another_sessions_processes(repl):
+    ok(repl, "a", start_escapers(token()))
+    pids = escapers(repl, "a")
+    assert not repl.run("b", "while True: pass", timeout=1).ok
+    ok(repl, "b", "1")
+    assert all(alive(p) for p in pids)
+
+
+def test_a_reset_session_leaves_nothing_its_cells_started(repl):
+    ok(repl, "a", start_escapers(token()))
+    ok(repl, "b", start_escapers(token()))
+    a, b = escapers(repl, "a"), escapers(repl, "b")
+    repl.reset("a")
+    for p in a:
+        wait_until_gone(p)
+    assert all(alive(p) for p in b)
+
+
+def test_a_closed_repl_leaves_nothing_any_session_started():
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False)
+    ok(r, "a", start_escapers(token()))
+    pids = escapers(r, "a")
+    worker = r.worker_pid
+    r.close()
+    assert not alive(worker)
+    for p in pids:
+        wait_until_gone(p)
+
+
+def test_processes_that_exit_on_their_own_leave_no_zombie(repl):
+    # Each shell's background job is reparented below the session; it must be
+    # reaped when it exits, however many a session starts.
+    ok(repl, "s", "import subprocess\nfor _ in range(40): subprocess.run('sleep 0 &', shell=True)")
+    ok(repl, "s", "1")
+    worker = repl.worker_pid
+
+    def zombies():
+        out = []
+        for p in descendants(worker):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        out.append(p)
+            except FileNotFoundError:
+                continue
+        return out
+
+    # Reaping is asynchronous (SIGCHLD): bounded wait for the event.
+    deadline = time.monotonic() + 20
+    while zombies() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert zombies() == []
