@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -251,11 +252,24 @@ Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd) {
   }
   pair->second.Reset();
   report_write.Reset();
+  // The keeper writes it as soon as it has forked; SIGCHLD (another
+  // session's keeper ending) interrupts the wait, which goes on.
   std::uint32_t session_pid = 0;
-  ssize_t n;
+  ssize_t n = -1;
   Py_BEGIN_ALLOW_THREADS
-  pollfd p{report_read.get(), POLLIN, 0};
-  n = ::poll(&p, 1, 10'000) == 1 ? ::read(report_read.get(), &session_pid, sizeof(session_pid)) : -1;
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+    pollfd p{report_read.get(), POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 1) {
+      do {
+        n = ::read(report_read.get(), &session_pid, sizeof(session_pid));
+      } while (n < 0 && errno == EINTR);
+    }
+    break;
+  }
   Py_END_ALLOW_THREADS
   PayloadWriter w;
   if (n != static_cast<ssize_t>(sizeof(session_pid)) || session_pid <= 1) {

@@ -1,7 +1,9 @@
 // Owning, signalling and reaping one child process (see child_process.h).
 #include "core/child_process.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -13,6 +15,9 @@
 #include <cerrno>
 #include <sstream>
 #include <utility>
+#include <vector>
+
+extern char** environ;
 
 namespace dolsot {
 namespace {
@@ -174,6 +179,50 @@ std::string DescribeWaitStatus(int status) {
     out << "ended with wait status " << status;
   }
   return out.str();
+}
+
+StatusOr<pid_t> SpawnWithStdio(const std::vector<std::string>& argv,
+                               const std::vector<std::string>* env, int io) {
+  if (argv.empty()) return Status(ErrorCode::kInvalidArgument, "nothing to run");
+  // dup2 onto itself would keep FD_CLOEXEC: give the child a copy off 0-2.
+  UniqueFd above;
+  if (io <= STDERR_FILENO) {
+    above.Reset(::fcntl(io, F_DUPFD_CLOEXEC, STDERR_FILENO + 1));
+    if (!above) return IoError(std::string("fcntl: ") + ::strerror(errno));
+    io = above.get();
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&actions, io, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, io, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  sigset_t all;
+  sigset_t none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
+  auto terminated = [](const std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+    out.push_back(nullptr);
+    return out;
+  };
+  std::vector<char*> args = terminated(argv);
+  std::vector<char*> envp;
+  if (env != nullptr) envp = terminated(*env);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(),
+                         env != nullptr ? envp.data() : environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return IoError("cannot run " + argv[0] + ": " + ::strerror(rc));
+  return pid;
 }
 
 }  // namespace dolsot

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -81,6 +82,15 @@ UniqueFd OpenPidfd(pid_t pid);
 // Sends `signal` through `pidfd` when it is one (it pins the process: no pid
 // reuse race), else to `pid`. 0, or -1 with errno set, as kill(2).
 int SendSignal(int pidfd, pid_t pid, int signal);
+
+// Starts `argv` (argv[0] a path) in a process group of its own with `io` as
+// its stdin and stdout, stderr /dev/null, every signal default and unblocked
+// (a host may ignore SIGPIPE or block signals; its helpers must not inherit
+// that), and `env` as its environment (nullptr: this process's). `io` may be
+// any descriptor, 0-2 included; this process's copy stays open. The child's
+// pid, for the caller to own (ChildProcess::Adopt with Group::kOwn).
+StatusOr<pid_t> SpawnWithStdio(const std::vector<std::string>& argv,
+                               const std::vector<std::string>* env, int io);
 
 // "exited with status 3", "killed by signal 9 (SIGKILL)": a wait status in
 // words, for error messages.

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,7 +17,6 @@
 #include "core/child_process.h"
 #include "core/unique_fd.h"
 
-extern char** environ;
 
 namespace dolsot::sandbox {
 namespace {
@@ -207,38 +205,14 @@ Status CpythonOracleProcess::StartLocked() {
   }
   UniqueFd host(pair[0]);
   UniqueFd child_end(pair[1]);
-  if (child_end.get() <= STDERR_FILENO) {  // dup2 onto itself would keep CLOEXEC
-    child_end.Reset(::fcntl(child_end.get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1));
-    if (!child_end) return Status(ErrorCode::kUnavailable, "fcntl: " + ErrnoText());
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&actions, child_end.get(), STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, child_end.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  sigset_t all;
-  sigset_t none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSIGMASK);
-  std::string dash_i = "-I", dash_s = "-S", dash_c = "-c", script = kScript;
-  char* argv[] = {python_.data(), dash_i.data(), dash_s.data(), dash_c.data(), script.data(),
-                  nullptr};
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, python_.c_str(), &actions, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  StatusOr<pid_t> spawned =
+      SpawnWithStdio({python_, "-I", "-S", "-c", kScript}, /*env=*/nullptr, child_end.get());
   child_end.Reset();
-  if (rc != 0) {
+  if (!spawned.ok()) {
     return Status(ErrorCode::kUnavailable,
-                  "cannot run " + python_ + " for the gate's statement check: " + std::strerror(rc));
+                  spawned.status().message() + " (the gate's statement check)");
   }
+  pid_t pid = *spawned;
   child_ = std::make_unique<Child>(ChildProcess::Adopt(pid, ChildProcess::Group::kOwn),
                                    std::move(host));
   return Status::Ok();

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +15,9 @@
 #include <filesystem>
 #include <string_view>
 #include <vector>
+
+#include "core/child_process.h"
+#include "core/unique_fd.h"
 
 extern char** environ;
 
@@ -48,44 +50,6 @@ std::vector<std::string> ChildEnvironment(const std::string& config_home) {
   return out;
 }
 
-std::vector<char*> NullTerminated(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// Starts `argv` in a new process group with `io` as its stdin and stdout,
-// stderr /dev/null, every signal default and unblocked (a host may ignore
-// SIGPIPE or block signals; ty must not inherit that).
-StatusOr<pid_t> SpawnWithStdio(std::vector<std::string> argv, std::vector<std::string> env,
-                               int io) {
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&actions, io, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, io, STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  sigset_t all;
-  sigset_t none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args = NullTerminated(argv);
-  std::vector<char*> envp = NullTerminated(env);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return IoError("cannot run " + argv[0] + ": " + std::strerror(rc));
-  return pid;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<TyProcess>> TyProcess::Spawn(const std::string& ty) {
@@ -98,15 +62,10 @@ StatusOr<std::unique_ptr<TyProcess>> TyProcess::Spawn(const std::string& ty) {
     return IoError("socketpair: " + ErrnoText());
   }
   process->channel_ = pair[0];
-  int child_end = pair[1];
-  // dup2 onto itself would keep FD_CLOEXEC: keep the child's end off 0-2.
-  if (child_end <= STDERR_FILENO) {
-    child_end = fcntl(pair[1], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    close(pair[1]);
-    if (child_end < 0) return IoError("fcntl: " + ErrnoText());
-  }
-  StatusOr<pid_t> pid = SpawnWithStdio({ty, "server"}, ChildEnvironment(*workspace), child_end);
-  close(child_end);
+  UniqueFd child_end(pair[1]);
+  std::vector<std::string> env = ChildEnvironment(*workspace);
+  StatusOr<pid_t> pid = SpawnWithStdio({ty, "server"}, &env, child_end.get());
+  child_end.Reset();
   if (!pid.ok()) return pid.status();
   process->pid_ = *pid;
   return process;

@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 #include "tests/support/test_pipe.h"
 
 namespace dolsot {
@@ -155,6 +158,46 @@ TEST(ChildProcess, AnEmptyOneOwnsNothing) {
   EXPECT_FALSE(none.TryReap().has_value());
   EXPECT_EQ(none.Wait().status().code(), ErrorCode::kUnavailable);
   EXPECT_FALSE(ChildProcess::Adopt(-1, Group::kOwn));
+}
+
+// The child reads and writes `io` as its stdin and stdout, even when `io`
+// is this process's own fd 0 (dup2 onto itself would leave it close-on-exec
+// in the child), in a process group of its own, with the environment given.
+TEST(SpawnWithStdio, TheChildTalksOnIoEvenWhenIoIsStdin) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  int saved_stdin = ::dup(STDIN_FILENO);
+  ASSERT_GE(saved_stdin, 0);
+  ASSERT_EQ(::dup3(sv[1], STDIN_FILENO, O_CLOEXEC), STDIN_FILENO);
+  std::vector<std::string> env = {"GREETING=got"};
+  auto pid = SpawnWithStdio({"/bin/sh", "-c", "read x; echo \"$GREETING:$x:$(cut -d' ' -f5 /proc/$$/stat)\""},
+                            &env, STDIN_FILENO);
+  ::dup2(saved_stdin, STDIN_FILENO);
+  ::close(saved_stdin);
+  ::close(sv[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ChildProcess child = ChildProcess::Adopt(*pid, Group::kOwn);
+  ASSERT_EQ(::write(sv[0], "hi\n", 3), 3);
+  std::string out;
+  char buf[128];
+  for (ssize_t n; (n = ::read(sv[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(sv[0]);
+  EXPECT_EQ(out, "got:hi:" + std::to_string(*pid) + "\n");
+  auto status = child.Wait();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+}
+
+TEST(SpawnWithStdio, AProgramThatCannotRunIsAnErrorNamingIt) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  auto pid = SpawnWithStdio({"/nonexistent/dolsot-helper"}, nullptr, sv[1]);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.status().message().find("cannot run /nonexistent/dolsot-helper"), std::string::npos)
+      << pid.status().message();
+  EXPECT_FALSE(SpawnWithStdio({}, nullptr, 0).ok());
 }
 
 }  // namespace
