@@ -57,26 +57,36 @@ void CheckpointSaver::Submit(std::string session_id, UniqueFd channel, std::uint
   // Its writer must stop now (a writer blocked on a full channel that no one
   // reads would hold up the session's next writer, which waits for it, and
   // with it every later checkpoint): shut down here, closed later.
+  if (superseded && superseded.get() == registered_) {
+    // The idle saver's wake-up: its readiness must not go with it (a close
+    // drops an event epoll_wait has not returned yet), so the new front
+    // channel is watched instead, below.
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, registered_, nullptr);
+    registered_ = -1;
+  }
   if (superseded) ::shutdown(superseded.get(), SHUT_RDWR);
   if (superseded && closer_ != nullptr) closer_->Add(std::move(superseded));
-  bool was_empty = queue_.empty();
-  int fd = channel.get();
   queue_.push_back(Job{std::move(session_id), std::move(channel), tag});
   ++submitted_;
   if (!thread_.joinable()) {
     StartLocked();
     return;  // it looks at the queue before it ever sleeps
   }
-  if (!was_empty || !idle_) return;  // the saver reaches this job by itself
+  if (!idle_) return;  // the saver reaches this job by itself
   if (!epoll_) {
     changed_.notify_all();  // no epoll: the saver waits on the condition variable
     return;
   }
-  // The saver sleeps in epoll_wait: it wakes once this channel is readable.
+  if (registered_ >= 0) return;  // it wakes when the front channel is readable
+  // The saver sleeps in epoll_wait: it wakes once the front channel is
+  // readable, and then takes the jobs in order.
+  int fd = queue_.front().channel.get();
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.fd = fd;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) == 0) {
+    registered_ = fd;
+  } else {
     std::uint64_t one = 1;
     (void)::write(wake_.get(), &one, sizeof(one));  // wake it now instead
   }
@@ -149,6 +159,7 @@ void CheckpointSaver::Loop() {
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      if (job.channel.get() == registered_) registered_ = -1;  // removed below
       reading_ = job.channel.get();
       handling_ = job.session_id;
     }

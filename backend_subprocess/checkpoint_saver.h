@@ -77,6 +77,7 @@ class CheckpointSaver {
   UniqueFd epoll_;   // the idle saver waits here: the front channel and wake_
   UniqueFd wake_;    // eventfd: Stop
   bool idle_ = false;  // the saver thread waits (or is about to) in epoll_wait
+  int registered_ = -1;  // the queued channel epoll_ watches for it, or -1
   std::uint64_t submitted_ = 0;
   std::uint64_t finished_ = 0;
   bool stopping_ = false;

@@ -191,10 +191,10 @@ std::optional<int> ExitStatusOf(pid_t pid, std::chrono::milliseconds patience) {
 }
 
 // SIGCHLD: reaps at once, and records how each child ended (ExitStatusOf).
-// The worker is a child subreaper, so a killed runner's snapshot, once
-// promoted, is reparented here, and so are the checkpoint writers of runners
-// that died; reaped only between frames (the host sends one per new session,
-// the loop wakes once a second), exited processes once piled up as zombies.
+// The worker's children are the sessions' keepers, and it is a child
+// subreaper, so what a keeper leaves when it dies comes here too; reaped
+// only between frames (the host sends one per new session, the loop wakes
+// once a second), exited processes would pile up as zombies.
 // waitpid is async-signal-safe; errno is kept.
 void ReapOnSigchld(int) {
   const int saved = errno;

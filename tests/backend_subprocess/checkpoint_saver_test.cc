@@ -113,6 +113,32 @@ TEST(CheckpointSaver, WakesForAChannelSubmittedWhileItSleeps) {
   }
 }
 
+// The idle saver watches only the front channel of its queue. When a newer
+// checkpoint of that session replaces it and the replaced channel is closed
+// at once (Repl::Reset closes what the host set aside before it flushes),
+// the saver must still wake for the jobs left: a close drops the readiness
+// epoll_wait had not returned yet, and Flush once hung there forever.
+TEST(CheckpointSaver, ReplacingTheWatchedChannelLosesNoWakeUp) {
+  Saved saved;
+  DeferredCloser closer(100);
+  CheckpointSaver saver(Recorder(saved), &closer);
+  for (int round = 0; round < 200; ++round) {
+    auto [first_host, first_writer] = Channel();
+    auto [other_host, other_writer] = Channel();
+    auto [newer_host, newer_writer] = Channel();
+    saver.Submit("a", std::move(first_host));  // watched while the saver sleeps
+    saver.Submit("b", std::move(other_host));
+    saver.Submit("a", std::move(newer_host));  // replaces the watched one
+    closer.CloseAll();
+    SendCheckpoint(other_writer.get(), "b" + std::to_string(round));
+    SendCheckpoint(newer_writer.get(), "a" + std::to_string(round));
+    saver.Flush();  // hangs (the test times out) if the wake-up was lost
+    ASSERT_GE(saved.items.size(), 2u);
+    std::lock_guard<std::mutex> guard(saved.mutex);
+    EXPECT_EQ(saved.items.back().second, "a" + std::to_string(round));
+  }
+}
+
 TEST(CheckpointSaver, StopGivesUpOnAWriterThatNeverSends) {
   Saved saved;
   CheckpointSaver saver(Recorder(saved));
