@@ -167,3 +167,39 @@ def test_processes_that_exit_on_their_own_leave_no_zombie(repl):
     while zombies_below_keepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert zombies_below_keepers() == []
+
+
+def test_a_cell_that_asks_the_keeper_for_sweeps_harms_nothing(repl):
+    # A cell can reach the keeper's channel (it runs in the runner, which holds
+    # it) and ask for a sweep at will: the keeper then kills only its own
+    # children that are no engine process of the session. The snapshot, the
+    # checkpoint writers and the runner are spared: a rollback still works.
+    ok(repl, "s", "kept = 1")
+    ok(repl, "s", start_escapers(token()))
+    pids = escapers(repl, "s")
+    forged = ok(repl, "s", """
+import os, socket
+sent = 0
+for name in os.listdir('/proc/self/fd'):
+    try:
+        s = socket.socket(fileno=os.dup(int(name)))
+    except OSError:
+        continue
+    try:
+        if s.type == socket.SOCK_SEQPACKET:
+            s.send(b'x')
+            sent += 1
+    except OSError:
+        pass
+    finally:
+        s.close()
+sent
+""")
+    assert forged.value == "1", forged.value
+    # What the keeper adopted is swept (the session's own orphans: it could
+    # kill them anyway); the runner's own children are not the keeper's.
+    for p in pids[1:]:
+        wait_until_gone(p)
+    assert alive(pids[0])
+    assert not repl.run("s", "kept = 2\nwhile True: pass", timeout=1).ok
+    assert ok(repl, "s", "kept").value == "1"
