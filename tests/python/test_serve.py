@@ -527,15 +527,16 @@ def test_a_whole_pending_file_is_preferred_and_a_torn_one_is_ignored(served):
         os.chmod(pending, 0o600)
         proc = served("--session", "s", "x")
         assert (proc.returncode, out(proc)) == (0, "1\n"), (name, err(proc))
+        served.stop_servers()  # the call's own checkpoint flushed
         assert not pending.exists(), name  # removed: the session file is the durable one
-        served.stop_servers()
     # A whole one is the newest checkpoint (a server killed before its flush):
     # restored, and made the session file.
     pending.write_bytes(whole)
     proc = served("--session", "s", "x", env={"DOLSOT_SERVE": "0"})
     assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
     assert not pending.exists()
-    assert (served.cache_dir / "s.session").read_bytes() == newer
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
 
 
 def test_a_symlinked_pending_file_is_refused(served, tmp_path):
