@@ -43,7 +43,7 @@ DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
 DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SANDBOX (1: --sandbox), DOLSOT_SERVE (0: no
 server), DOLSOT_SERVE_IDLE. Calls go through a per-user server (started on
 demand) that keeps sessions live between calls: dolsot serve --status,
-dolsot serve --stop. A --sandbox call runs directly, never through the server.
+dolsot serve --stop. A --sandbox call runs there under its own policy (docs/cli.md).
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
 A code argument starting with '-' (or the word mcp) goes after "--":

@@ -12,7 +12,6 @@
 #include "cli/interrupt.h"
 #include "cli/repl_backend.h"
 #include "cli/sandbox_check_command.h"
-#include "cli/sandbox_options.h"
 #include "cli/serve_client.h"
 #include "cli/serve_command.h"
 #include "core/session_id.h"
@@ -28,16 +27,12 @@ int main(int argc, char** argv) {
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
                          line.json, OpenReplBackend, UnixNow, InterruptRequested};
   // dolsot mcp holds its own Repl for its whole life, and --sandbox --check
-  // looks at this machine: never through the server. A sandboxed run is
-  // never served either: the server's Repls carry no Sandbox policy, so it
-  // runs directly (after asking a running server to let go of the session).
-  const bool sandboxed = line.action == Action::kRun && [&] {
-    auto policy = SandboxPolicyFromArgs(line.run.sandbox);
-    return !policy.ok() || policy->has_value();
-  }();
+  // looks at this machine: never through the server. A sandboxed run goes
+  // through it like any other: its policy is part of the request and of the
+  // worker profile (serve_profile.h).
   if (line.action != Action::kExit && line.action != Action::kMcp &&
       line.action != Action::kSandboxCheck) {
-    if (!sandboxed && ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve)) {
+    if (ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve)) {
       if (auto code = CallServer(line, context)) return *code;
     } else if (line.action == Action::kRun && line.run.session &&
                dolsot::ValidateSessionId(*line.run.session).ok()) {

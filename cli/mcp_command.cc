@@ -13,6 +13,7 @@
 
 #include "cli/json_rpc.h"
 #include "cli/mcp_server.h"
+#include "cli/sandbox_options.h"
 #include "core/exit_codes.h"
 #include "core/unique_fd.h"
 
@@ -125,9 +126,17 @@ CLI::App* AddMcpCommand(CLI::App& app, McpArgs& args) {
       "writes to fd 1 goes to stderr. Sessions stay live and are checkpointed to\n"
       "DOLSOT_CACHE_DIR after every cell (--checkpoint async: while the next one runs,\n"
       "flushed at exit; sync: before the answer). Exits 0 when stdin closes or on SIGTERM.\n"
+      "--sandbox (or DOLSOT_SANDBOX=1) runs every cell inside the kernel's walls, with\n"
+      "--mount, --network and --memory as for a run (docs/sandbox.md).\n"
       "In an MCP host's configuration:\n"
       "  {\"command\": \"dolsot\", \"args\": [\"mcp\", \"--toolbox\", \"mytools:mt\"]}");
   AddBackendOptions(*mcp, args.backend);
+  // The run command's --sandbox, --mount, --network and --memory, parsed by
+  // the same code (cli/sandbox_options.h); --check is the run command's own.
+  std::vector<CLI::Option*> sandbox = AddSandboxOptions(*mcp, args.backend.sandbox);
+  for (CLI::Option* option : sandbox) {
+    if (option->get_name() == "--check") mcp->remove_option(option);
+  }
   mcp->add_option("--checkpoint", args.checkpoint,
                   "async (default): a cell's checkpoint is written while the next one runs and "
                   "flushed at exit; sync: on disk before its answer (a killed server loses "

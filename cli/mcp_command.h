@@ -1,5 +1,6 @@
 // The mcp command: `dolsot mcp [--toolbox MODULE:ALIAS]... [--timeout S]
-// [--gate] [--max-repr N] [--max-text N] [--checkpoint async|sync]` serves the Model Context Protocol
+// [--gate] [--max-repr N] [--max-text N] [--checkpoint async|sync]
+// [--sandbox [--mount VIRT=HOST[:MODE]]... [--network] [--memory MB]]` serves the Model Context Protocol
 // over stdio (newline-delimited JSON-RPC) from one Repl, until stdin closes
 // or SIGTERM / SIGINT arrives; then it stops the running cells, closes the
 // Repl (every child reaped) and exits 0.

@@ -3,8 +3,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdlib>
-
 
 namespace dolsot::cli {
 
@@ -27,9 +25,14 @@ std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args) {
   };
 }
 
-StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& args) {
-  const char* env = std::getenv("DOLSOT_SANDBOX");
-  bool from_env = env != nullptr && *env != '\0' && std::string(env) != "0";
+StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& args,
+                                                             const EnvLookup& env) {
+  if (args.resolved) {
+    if (args.policy) DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*args.policy));
+    return args.policy;
+  }
+  const std::optional<std::string> value = env("DOLSOT_SANDBOX");
+  bool from_env = value && !value->empty() && *value != "0";
   if (!args.sandbox && !from_env) {
     if (!args.mounts.empty() || args.network || args.memory_mb || args.check) {
       return InvalidArgument("--mount, --network, --memory and --check need --sandbox");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command_context.h"
+#include "core/config.h"
 #include "sandbox/sandbox_policy.h"
 
 namespace CLI {
@@ -24,13 +25,20 @@ struct SandboxArgs {
   bool network = false;
   std::optional<std::uint64_t> memory_mb;
   bool check = false;
+  // Set by the dolsot server from a request: the policy the calling CLI
+  // resolved from its own flags and environment (nullopt: no sandbox). The
+  // flags above and the server's own environment are then not read.
+  bool resolved = false;
+  std::optional<SandboxPolicy> policy;
 };
 
 // Registers the sandbox options on `app`; returns them.
 std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args);
 
 // The policy the arguments ask for: none without --sandbox (or
-// DOLSOT_SANDBOX=1); --mount/--network/--memory without it is an error.
-StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& args);
+// DOLSOT_SANDBOX=1 in `env`); --mount/--network/--memory without it is an
+// error. A resolved policy (args.resolved) is validated and returned as is.
+StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(
+    const SandboxArgs& args, const EnvLookup& env = ProcessEnvironment());
 
 }  // namespace dolsot::cli

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/interrupt.h"
+#include "cli/sandbox_options.h"
 #include "cli/serve_paths.h"
 #include "cli/serve_protocol.h"
 #include "cli/worker_locator.h"
@@ -275,6 +276,13 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
     request.run = line.run;
     request.run.code = std::move(code).value();
     request.run.code_words.clear();
+    // The Sandbox policy travels resolved (flags and DOLSOT_SANDBOX read
+    // here, as direct mode reads them), so the server runs the cell under
+    // exactly this policy, or not at all.
+    auto policy = SandboxPolicyFromArgs(line.run.sandbox);
+    if (!policy.ok()) return ReportError(context.err, policy.status());
+    request.run.sandbox.resolved = true;
+    request.run.sandbox.policy = std::move(policy).value();
   } else if (line.action == Action::kListSessions) {
     request.type = RequestType::kList;
   } else {

@@ -27,6 +27,9 @@ std::string ProfileKey(const BackendSettings& settings, const std::string& cwd,
   key.push_back(settings.max_text ? Json(*settings.max_text) : Json(nullptr));
   key.push_back(Base64Encode(cwd));
   key.push_back(sorted);
+  // The Sandbox policy, canonical (serve_protocol.h): a sandboxed call never
+  // shares workers with an unsandboxed one or with another policy's.
+  key.push_back(EncodeSandboxPolicy(settings.sandbox));
   return key.dump();
 }
 

@@ -1,9 +1,10 @@
 // A worker profile of the dolsot server: what a Repl's workers are started
 // with, so that a cell sees what it would see in direct mode. Two calls
 // share a Repl exactly when their profiles are equal: the toolbox set,
-// --gate, --max-repr and --max-text, the calling CLI's cwd and its whole
-// environment (which holds PYTHONPATH and every DOLSOT_* setting). The
-// timeout is not part of it: it is given per cell.
+// --gate, --max-repr and --max-text, the calling CLI's cwd, its whole
+// environment (which holds PYTHONPATH and every DOLSOT_* setting) and the
+// Sandbox policy it resolved (every field, canonical; none is a policy of
+// its own). The timeout is not part of it: it is given per cell.
 #pragma once
 
 #include <string>

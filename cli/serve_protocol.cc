@@ -187,6 +187,93 @@ Status ReadExact(int fd, char* data, std::size_t size, Deadline deadline,
   return Status::Ok();
 }
 
+// A SandboxPolicy as JSON: every field, so that nothing of it can be
+// dropped on the way (a field added to SandboxPolicy must be added here:
+// the static_assert below is a reminder).
+static_assert(sizeof(SandboxPolicy) == sizeof(bool) * 8 + sizeof(std::vector<SandboxMount>) +
+                                           sizeof(std::map<std::string, std::string>) +
+                                           sizeof(std::uint64_t) * 7,
+              "SandboxPolicy changed: update SandboxToJson and SandboxFromJson");
+
+Json SandboxToJson(const std::optional<SandboxPolicy>& policy) {
+  if (!policy) return Json(nullptr);
+  Json mounts = Json::array();
+  for (const SandboxMount& m : policy->mounts) {
+    mounts.push_back({Base64Encode(m.virtual_path), Base64Encode(m.host_path), MountModeName(m.mode)});
+  }
+  Json env = Json::array();
+  for (const auto& [name, value] : policy->env) env.push_back({Base64Encode(name), Base64Encode(value)});
+  return Json{{"network", policy->network},       {"mounts", mounts},
+              {"env", env},                       {"memory_mb", policy->memory_mb},
+              {"processes", policy->processes},   {"open_files", policy->open_files},
+              {"file_size_mb", policy->file_size_mb}, {"disk_mb", policy->disk_mb},
+              {"cpu_seconds", policy->cpu_seconds}, {"best_effort", policy->best_effort}};
+}
+
+StatusOr<std::optional<SandboxPolicy>> SandboxFromJson(const Json& json) {
+  if (json.is_null()) return std::optional<SandboxPolicy>();
+  if (!json.is_object()) return InvalidArgument("the sandbox policy is not an object");
+  SandboxPolicy policy;
+  auto flag = [&](const char* name, bool& out) -> Status {
+    auto it = json.find(name);
+    if (it == json.end() || !it->is_boolean()) {
+      return InvalidArgument(std::string("the sandbox policy's '") + name + "' is not a boolean");
+    }
+    out = it->get<bool>();
+    return Status::Ok();
+  };
+  auto number = [&](const char* name, std::uint64_t& out) -> Status {
+    auto it = json.find(name);
+    if (it == json.end() || !it->is_number_unsigned()) {
+      return InvalidArgument(std::string("the sandbox policy's '") + name + "' is not a count");
+    }
+    out = it->get<std::uint64_t>();
+    return Status::Ok();
+  };
+  auto bytes = [](const Json& v) -> std::optional<std::string> {
+    if (!v.is_string()) return std::nullopt;
+    return Base64Decode(v.get_ref<const std::string&>());
+  };
+  DOLSOT_RETURN_IF_ERROR(flag("network", policy.network));
+  DOLSOT_RETURN_IF_ERROR(flag("best_effort", policy.best_effort));
+  DOLSOT_RETURN_IF_ERROR(number("memory_mb", policy.memory_mb));
+  DOLSOT_RETURN_IF_ERROR(number("processes", policy.processes));
+  DOLSOT_RETURN_IF_ERROR(number("open_files", policy.open_files));
+  DOLSOT_RETURN_IF_ERROR(number("file_size_mb", policy.file_size_mb));
+  DOLSOT_RETURN_IF_ERROR(number("disk_mb", policy.disk_mb));
+  DOLSOT_RETURN_IF_ERROR(number("cpu_seconds", policy.cpu_seconds));
+  auto mounts = json.find("mounts");
+  if (mounts == json.end() || !mounts->is_array()) {
+    return InvalidArgument("the sandbox policy's 'mounts' is not a list");
+  }
+  for (const Json& m : *mounts) {
+    if (!m.is_array() || m.size() != 3 || !m[2].is_string()) {
+      return InvalidArgument("a sandbox mount is not [virtual, host, mode]");
+    }
+    auto virt = bytes(m[0]);
+    auto host = bytes(m[1]);
+    auto mode = ParseMountMode(m[2].get<std::string>());
+    if (!virt || !host) return InvalidArgument("a sandbox mount's path is not base64");
+    if (!mode.ok()) return mode.status();
+    policy.mounts.push_back({std::move(*virt), std::move(*host), *mode});
+  }
+  auto env = json.find("env");
+  if (env == json.end() || !env->is_array()) {
+    return InvalidArgument("the sandbox policy's 'env' is not a list");
+  }
+  for (const Json& e : *env) {
+    std::optional<std::string> name, value;
+    if (e.is_array() && e.size() == 2) name = bytes(e[0]), value = bytes(e[1]);
+    if (!name || !value) return InvalidArgument("a sandbox env entry is not [name, value] in base64");
+    if (!policy.env.emplace(std::move(*name), std::move(*value)).second) {
+      return InvalidArgument("a sandbox env name is given twice");
+    }
+  }
+  if (json.size() != 10) return InvalidArgument("the sandbox policy has unknown fields");
+  DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(policy));
+  return std::optional<SandboxPolicy>(std::move(policy));
+}
+
 }  // namespace
 
 std::string RequestTypeName(RequestType type) {
@@ -194,6 +281,16 @@ std::string RequestTypeName(RequestType type) {
     if (t == type) return name;
   }
   return "?";
+}
+
+std::string EncodeSandboxPolicy(const std::optional<SandboxPolicy>& policy) {
+  return Dump(SandboxToJson(policy));
+}
+
+StatusOr<std::optional<SandboxPolicy>> DecodeSandboxPolicy(std::string_view text) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return InvalidArgument("the sandbox policy is not JSON");
+  return SandboxFromJson(json);
 }
 
 std::string EncodeRequest(const ServeRequest& request) {
@@ -212,6 +309,9 @@ std::string EncodeRequest(const ServeRequest& request) {
     json["gate"] = run.gate;
     json["max_repr"] = OptionalNumber(run.max_repr);
     json["max_text"] = OptionalNumber(run.max_text);
+    // Always the policy the caller resolved (null: none), never its flags:
+    // the server reads neither the flags nor its own environment for it.
+    json["sandbox"] = SandboxToJson(run.sandbox.policy);
   }
   if (request.type == RequestType::kReset || request.type == RequestType::kRelease) {
     json["target"] = Base64Encode(request.target);
@@ -255,6 +355,15 @@ StatusOr<ServeRequest> DecodeRequest(std::string_view frame) {
     request.target = fields.Bytes("target");
   }
   if (!fields.error().empty()) return InvalidArgument("bad request: " + fields.error());
+  if (request.type == RequestType::kRun) {
+    auto sandbox = json.find("sandbox");
+    if (sandbox == json.end()) return InvalidArgument("bad request: missing field 'sandbox'");
+    auto policy = SandboxFromJson(*sandbox);
+    if (!policy.ok()) return InvalidArgument("bad request: " + policy.status().message());
+    request.run.sandbox.resolved = true;
+    request.run.sandbox.sandbox = policy->has_value();
+    request.run.sandbox.policy = std::move(policy).value();
+  }
   if (request.type == RequestType::kRun || request.type == RequestType::kList ||
       request.type == RequestType::kReset) {
     if (request.cwd.empty() || request.cwd[0] != '/') {

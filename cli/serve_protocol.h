@@ -16,10 +16,14 @@
 
 #include "cli/run_command.h"
 #include "core/status.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot::cli {
 
-inline constexpr int kServeProtocolVersion = 1;
+// 2: a run carries the caller's resolved Sandbox policy ("sandbox"). A
+// server of version 1 would ignore it and run the cell unwalled, so the
+// version changed: such a server refuses the request instead.
+inline constexpr int kServeProtocolVersion = 2;
 // A request carries at most a 1 MiB cell (base64: 4/3 of it), an environment
 // and a few words: 16 MiB is ample.
 inline constexpr std::size_t kMaxRequestFrame = std::size_t{16} << 20;
@@ -35,7 +39,7 @@ struct ServeRequest {
   bool json = false;
   std::string cwd;               // the calling CLI's working directory
   std::vector<std::string> env;  // its environment, "NAME=value"
-  RunArgs run;                   // kRun: run.code is always set
+  RunArgs run;                   // kRun: run.code is always set, run.sandbox resolved
   std::string target;            // kReset / kRelease: a session id or "all"
 };
 
@@ -61,6 +65,15 @@ struct ServeReply {
 };
 
 std::string RequestTypeName(RequestType type);
+
+// The canonical text of a Sandbox policy ("null" for none): every field of
+// SandboxPolicy, mounts in their order, paths byte for byte (base64). Equal
+// policies give equal texts, different ones different texts; a request
+// carries it and the profile key (serve_profile.h) holds it.
+std::string EncodeSandboxPolicy(const std::optional<SandboxPolicy>& policy);
+// Its inverse, validated (ValidateSandboxPolicy): kInvalidArgument naming
+// what is wrong.
+StatusOr<std::optional<SandboxPolicy>> DecodeSandboxPolicy(std::string_view text);
 
 std::string EncodeRequest(const ServeRequest& request);
 // kInvalidArgument naming what is wrong (not JSON, a missing or mistyped

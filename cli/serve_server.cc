@@ -193,6 +193,7 @@ class Server {
   Clock::time_point started_;
   UniqueFd lock_, listen_, wake_read_, wake_write_;
   std::shared_ptr<SessionStore> store_;
+  FileStore* file_store_ = nullptr;  // store_, for Flush and TakeFlushError
   std::unique_ptr<Repl> admin_repl_;
   std::atomic<bool> stopping_{false};
 
@@ -265,13 +266,21 @@ int Server::Run() {
     return kExitFailure;
   }
   auto own_config = ResolveConfig(ConfigOverrides{});
+  // Deferred durability (core/file_store.h): a call is answered once its
+  // checkpoint is in the kernel; the store's flusher puts it on disk right
+  // after (docs/cli.md, "Durability").
+  FileStoreOptions store_options;
+  store_options.defer_durability = true;
+  store_options.log = [](const std::string& line) { Log(line); };
   auto store = FileStore::Open(options_.paths.cache_dir,
-                               own_config.ok() ? own_config->ttl_days : kDefaultTtlDays);
+                               own_config.ok() ? own_config->ttl_days : kDefaultTtlDays,
+                               std::move(store_options));
   if (!store.ok()) {
     std::cerr << "dolsot: error: " << store.status().message() << '\n';
     ready("fail\n");
     return kExitFailure;
   }
+  file_store_ = store->get();
   store_ = std::move(store).value();
   ReplOptions admin_options;
   admin_options.store = store_;
@@ -397,6 +406,11 @@ int Server::Run() {
     (void)ReleaseAll();
   }
   (void)admin_repl_->Close();
+  // Every checkpoint on disk before the lock goes (a --stop client waits
+  // for it); a failure is logged (the pending files stay for the next load).
+  if (Status flushed = file_store_->Flush(); !flushed.ok()) {
+    Log("at exit, " + flushed.message());
+  }
   Log("stopped");
   lock_.Reset();
   std::vector<UniqueFd> stoppers;
@@ -533,6 +547,13 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   }
   reply.out = out.str();
   reply.err = err.str();
+  // A checkpoint of this session whose flush failed after its call was
+  // answered: said once, to the next call on the session (and in the log).
+  if (request.type == RequestType::kRun && request.run.session) {
+    if (auto failed = file_store_->TakeFlushError(*request.run.session)) {
+      reply.err += "dolsot: warning: " + *failed + "\n";
+    }
+  }
   return reply;
 }
 
@@ -564,7 +585,9 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     auto options = ReplOptionsFor(settings, env);
     if (!options.ok()) return options.status();
     options->snapshots = true;  // a killed cell goes back to its state before it
-    options->checkpoint = CheckpointMode::kSync;  // every finished cell durable
+    // Every finished cell checkpointed before its answer (in the kernel;
+    // the store makes it durable right after: FileStoreOptions).
+    options->checkpoint = CheckpointMode::kSync;
     options->store = store_;
     options->worker_directory = request.cwd;
     options->worker_base_environment = request.env;

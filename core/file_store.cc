@@ -18,7 +18,10 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <set>
 
+#include "core/pending_file.h"
 #include "core/session_id.h"
 
 namespace dolsot {
@@ -340,11 +343,66 @@ Status WriteAll(int fd, std::string_view data) {
   return Status::Ok();
 }
 
+std::string PendingName(std::string_view sid) { return std::string(sid) + FileStore::kPendingSuffix; }
+
+// A session or pending file, read whole.
+struct OwnFile {
+  std::string bytes;
+  struct stat st;
+};
+
+// Reads `name` in `dirfd`: O_NOFOLLOW, a regular file owned by the user, or
+// kPermission; nullopt when there is none.
+StatusOr<std::optional<OwnFile>> ReadOwnFile(int dirfd, const std::string& name, const std::string& path) {
+  UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::optional<OwnFile>();
+    if (errno == ELOOP) {
+      return Status(ErrorCode::kPermission, "session file " + path + " is a symlink; refusing to read it");
+    }
+    return Errno("cannot open session file " + path);
+  }
+  OwnFile file;
+  if (::fstat(fd.get(), &file.st) != 0) return Errno("cannot inspect session file " + path);
+  if (!S_ISREG(file.st.st_mode)) {
+    return Status(ErrorCode::kPermission, "session file " + path + " is not a regular file");
+  }
+  if (file.st.st_uid != ::geteuid()) {
+    return Status(ErrorCode::kPermission, "session file " + path + " is owned by another user; refusing to read it");
+  }
+  std::string& blob = file.bytes;
+  blob.resize(static_cast<size_t>(file.st.st_size));
+  size_t done = 0;
+  while (true) {
+    if (done == blob.size()) blob.resize(blob.size() + 65536);
+    ssize_t n = ::read(fd.get(), blob.data() + done, blob.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot read session file " + path);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  blob.resize(done);
+  return std::optional<OwnFile>(std::move(file));
+}
+
+// Unlinks `name` only while it is still the file `id` (not one a later save
+// put there).
+void UnlinkIfSame(int dirfd, const std::string& name, std::pair<dev_t, ino_t> id) {
+  struct stat st;
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == id.first &&
+      st.st_ino == id.second) {
+    ::unlinkat(dirfd, name.c_str(), 0);
+  }
+}
+
 }  // namespace
 
 // ---- FileStore ----
 
-StatusOr<std::unique_ptr<FileStore>> FileStore::Open(std::string dir, int ttl_days) {
+StatusOr<std::unique_ptr<FileStore>> FileStore::Open(std::string dir, int ttl_days,
+                                                     FileStoreOptions options) {
   if (dir.empty()) return InvalidArgument("session directory path is empty");
   if (dir.find('\0') != std::string::npos) return InvalidArgument("session directory path holds a NUL byte");
   if (ttl_days < 0) return Status(ErrorCode::kConfig, "ttl_days must be >= 0");
@@ -357,10 +415,96 @@ StatusOr<std::unique_ptr<FileStore>> FileStore::Open(std::string dir, int ttl_da
     dir = (cwd == "/" ? "" : cwd) + "/" + dir;
   }
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  std::unique_ptr<FileStore> store(new FileStore(dir, ttl_days));
+  const bool deferred = options.defer_durability;
+  std::unique_ptr<FileStore> store(new FileStore(dir, ttl_days, std::move(options)));
   auto opened = store->OpenDirectory(/*create=*/true);
   if (!opened.ok()) return opened.status();
+  if (deferred) store->flusher_ = std::thread([raw = store.get()] { raw->FlushLoop(); });
   return store;
+}
+
+FileStore::~FileStore() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (flusher_.joinable()) flusher_.join();  // it empties the queue first
+}
+
+void FileStore::Mark(const std::string& sid) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return busy_.count(sid) == 0; });
+  busy_.insert(sid);
+}
+
+void FileStore::Unmark(const std::string& sid) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    busy_.erase(sid);
+  }
+  changed_.notify_all();
+}
+
+void FileStore::FlushLoop() {
+  for (;;) {
+    FlushJob job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to flush
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (options_.before_flush) options_.before_flush();
+    Status flushed = [&]() -> Status {
+      auto dirfd = OpenDirectory();
+      if (!dirfd.ok()) return dirfd.status();
+      DOLSOT_RETURN_IF_ERROR(WriteDurable(dirfd->get(), job.sid, job.blob));
+      UnlinkIfSame(dirfd->get(), PendingName(job.sid), job.pending);
+      return Status::Ok();
+    }();
+    std::string line;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (flushed.ok()) {
+        errors_.erase(job.sid);
+      } else {
+        line = "the checkpoint of session '" + job.sid + "' could not be made durable (" +
+               flushed.message() + "); it is kept in " + dir_ + "/" + PendingName(job.sid) +
+               " until a later save or load succeeds";
+        errors_[job.sid] = line;
+      }
+      busy_.erase(job.sid);
+    }
+    changed_.notify_all();
+    if (!line.empty() && options_.log) options_.log(line);
+  }
+}
+
+Status FileStore::Flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() && busy_.empty(); });
+  if (errors_.empty()) return Status::Ok();
+  std::string message;
+  for (const auto& [sid, line] : errors_) message += (message.empty() ? "" : "; ") + line;
+  return IoError(message);
+}
+
+Status FileStore::Release(std::string_view sid) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::string key(sid);
+  changed_.wait(lock, [&] { return busy_.count(key) == 0; });
+  return Status::Ok();
+}
+
+std::optional<std::string> FileStore::TakeFlushError(std::string_view sid) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = errors_.find(std::string(sid));
+  if (it == errors_.end()) return std::nullopt;
+  std::string line = std::move(it->second);
+  errors_.erase(it);
+  return line;
 }
 
 StatusOr<UniqueFd> FileStore::OpenDirectory(bool create) const { return DirectoryWalk(dir_, create).Run(); }
@@ -403,7 +547,10 @@ void FileStore::ReapExpired(int dirfd) {
       SweepTempFile(dirfd, e->d_name, now);
       continue;
     }
-    if (ttl_days_ <= 0 || name.size() <= kSuffix.size() || !EndsWith(name, kSuffix)) continue;
+    const std::string_view pending = FileStore::kPendingSuffix;
+    const bool session_file = name.size() > kSuffix.size() && EndsWith(name, kSuffix);
+    const bool pending_file = name.size() > pending.size() && EndsWith(name, pending);
+    if (ttl_days_ <= 0 || !(session_file || pending_file)) continue;
     struct stat st;
     if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (Expired(MtimeSeconds(st), now)) ::unlinkat(dirfd, e->d_name, 0);
@@ -411,48 +558,97 @@ void FileStore::ReapExpired(int dirfd) {
   ::closedir(d);
 }
 
+StatusOr<std::optional<std::string>> FileStore::TakePending(int dirfd, std::string_view sid) {
+  const std::string name = PendingName(sid);
+  auto pending = ReadOwnFile(dirfd, name, dir_ + "/" + name);
+  if (!pending.ok()) return pending.status();
+  if (!pending->has_value()) return std::optional<std::string>();
+  const std::pair<dev_t, ino_t> id{(*pending)->st.st_dev, (*pending)->st.st_ino};
+  if (Expired(MtimeSeconds((*pending)->st), NowSeconds())) {
+    UnlinkIfSame(dirfd, name, id);
+    return std::optional<std::string>();
+  }
+  std::optional<std::string_view> blob = PendingBlob((*pending)->bytes);
+  if (!blob) {  // torn by a crash before it was flushed: the session file is the last durable one
+    UnlinkIfSame(dirfd, name, id);
+    return std::optional<std::string>();
+  }
+  std::string out(*blob);
+  // The flush its writer never did. If it fails, the pending file stays
+  // (it is the newest checkpoint) and the next load tries again.
+  Status flushed = WriteDurable(dirfd, sid, out);
+  if (flushed.ok()) {
+    UnlinkIfSame(dirfd, name, id);
+  } else if (options_.log) {
+    options_.log("session '" + std::string(sid) + "' was restored from " + dir_ + "/" + name +
+                 ", which could not be made durable: " + flushed.message());
+  }
+  return std::optional<std::string>(std::move(out));
+}
+
 StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
   auto dirfd = OpenDirectory();
   if (!dirfd.ok()) return dirfd.status();
   MaybeReapExpired(dirfd->get());
+  const std::string key(sid);
+  Mark(key);  // not while a save or a flush of this session runs here
+  auto pending = TakePending(dirfd->get(), sid);
+  if (!pending.ok() || pending->has_value()) {
+    Unmark(key);
+    return pending;
+  }
   std::string name = FileName(sid);
   std::string path = dir_ + "/" + name;
-  UniqueFd fd(::openat(dirfd->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    if (errno == ELOOP) {
-      return Status(ErrorCode::kPermission, "session file " + path + " is a symlink; refusing to read it");
-    }
-    return Errno("cannot open session file " + path);
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Errno("cannot inspect session file " + path);
-  if (!S_ISREG(st.st_mode)) {
-    return Status(ErrorCode::kPermission, "session file " + path + " is not a regular file");
-  }
-  if (st.st_uid != ::geteuid()) {
-    return Status(ErrorCode::kPermission, "session file " + path + " is owned by another user; refusing to read it");
-  }
-  if (Expired(MtimeSeconds(st), NowSeconds())) {  // not written for ttl_days: gone
+  auto file = ReadOwnFile(dirfd->get(), name, path);
+  Unmark(key);
+  if (!file.ok()) return file.status();
+  if (!file->has_value()) return std::optional<std::string>();
+  if (Expired(MtimeSeconds((*file)->st), NowSeconds())) {  // not written for ttl_days: gone
     ::unlinkat(dirfd->get(), name.c_str(), 0);
     return std::optional<std::string>();
   }
-  std::string blob;
-  blob.resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (true) {
-    if (done == blob.size()) blob.resize(blob.size() + 65536);
-    ssize_t n = ::read(fd.get(), blob.data() + done, blob.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot read session file " + path);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
+  return std::optional<std::string>(std::move((*file)->bytes));
+}
+
+Status FileStore::WriteDurable(int dirfd, std::string_view sid, std::string_view blob) {
+  auto temp = CreateLockedTemp(dirfd, sid, dir_);
+  if (!temp.ok()) return temp.status();
+  Status written = WriteAll(temp->fd.get(), blob);
+  if (written.ok() && ::fsync(temp->fd.get()) != 0) written = Errno("cannot flush session file");
+  // Renamed while still locked (the lock goes with temp->fd, after the rename):
+  // a sweep never finds this name unlocked while it holds our data.
+  std::string final_name = FileName(sid);
+  if (written.ok() && ::renameat(dirfd, temp->name.c_str(), dirfd, final_name.c_str()) != 0) {
+    written = Errno("cannot move session file into place in " + dir_);
   }
-  blob.resize(done);
-  return std::optional<std::string>(std::move(blob));
+  if (!written.ok()) {
+    ::unlinkat(dirfd, temp->name.c_str(), 0);
+    return written;
+  }
+  // The rename made durable (EINVAL: a filesystem that cannot sync a directory).
+  if (::fsync(dirfd) != 0 && errno != EINVAL) return Errno("cannot flush session directory " + dir_);
+  return Status::Ok();
+}
+
+Status FileStore::WritePending(int dirfd, std::string_view sid, std::string_view blob,
+                               std::pair<dev_t, ino_t>& id) {
+  auto temp = CreateLockedTemp(dirfd, sid, dir_);
+  if (!temp.ok()) return temp.status();
+  Status written = WriteAll(temp->fd.get(), blob);
+  if (written.ok()) written = WriteAll(temp->fd.get(), PendingTrailer(blob));
+  struct stat st;
+  if (written.ok() && ::fstat(temp->fd.get(), &st) != 0) written = Errno("cannot inspect session file");
+  const std::string name = PendingName(sid);
+  if (written.ok() && ::renameat(dirfd, temp->name.c_str(), dirfd, name.c_str()) != 0) {
+    written = Errno("cannot move session file into place in " + dir_);
+  }
+  if (!written.ok()) {
+    ::unlinkat(dirfd, temp->name.c_str(), 0);
+    return written;
+  }
+  id = {st.st_dev, st.st_ino};
+  return Status::Ok();
 }
 
 Status FileStore::Save(std::string_view sid, std::string_view blob) {
@@ -460,22 +656,20 @@ Status FileStore::Save(std::string_view sid, std::string_view blob) {
   auto dirfd = OpenDirectory();
   if (!dirfd.ok()) return dirfd.status();
   MaybeReapExpired(dirfd->get());
-  auto temp = CreateLockedTemp(dirfd->get(), sid, dir_);
-  if (!temp.ok()) return temp.status();
-  Status written = WriteAll(temp->fd.get(), blob);
-  if (written.ok() && ::fsync(temp->fd.get()) != 0) written = Errno("cannot flush session file");
-  // Renamed while still locked (the lock goes with temp->fd, after the rename):
-  // a sweep never finds this name unlocked while it holds our data.
-  std::string final_name = FileName(sid);
-  if (written.ok() &&
-      ::renameat(dirfd->get(), temp->name.c_str(), dirfd->get(), final_name.c_str()) != 0) {
-    written = Errno("cannot move session file into place in " + dir_);
-  }
+  if (!options_.defer_durability) return WriteDurable(dirfd->get(), sid, blob);
+  const std::string key(sid);
+  Mark(key);  // the previous save of this session is durable (or failed) first
+  FlushJob job{key, std::string(blob), {}};
+  Status written = WritePending(dirfd->get(), sid, blob, job.pending);
   if (!written.ok()) {
-    ::unlinkat(dirfd->get(), temp->name.c_str(), 0);
+    Unmark(key);
     return written;
   }
-  ::fsync(dirfd->get());  // make the rename durable
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    queue_.push_back(std::move(job));  // busy until flushed
+  }
+  changed_.notify_all();
   return Status::Ok();
 }
 
@@ -483,17 +677,42 @@ StatusOr<int> FileStore::Delete(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(sid));
   auto dirfd = OpenDirectory();
   if (!dirfd.ok()) return dirfd.status();
+  // Both files of a session; -1 on a failure other than ENOENT.
+  auto remove = [&](const std::string& id) -> int {
+    int found = 0;
+    for (const std::string& name : {PendingName(id), FileName(id)}) {
+      if (::unlinkat(dirfd->get(), name.c_str(), 0) == 0) {
+        found = 1;
+      } else if (errno != ENOENT) {
+        return -1;
+      }
+    }
+    return found;
+  };
   if (sid != kAllSessions) {
-    std::string name = FileName(sid);
-    if (::unlinkat(dirfd->get(), name.c_str(), 0) == 0) return 1;
-    if (errno == ENOENT) return 0;
-    return Errno("cannot delete session file " + dir_ + "/" + name);
+    const std::string key(sid);
+    Mark(key);  // a flush in flight would bring the session back
+    int found = remove(key);
+    const int error = errno;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      errors_.erase(key);
+    }
+    Unmark(key);
+    if (found >= 0) return found;
+    errno = error;
+    return Errno("cannot delete session " + key + " in " + dir_);
   }
+  // Every session: once nothing of this store is at work, and while nothing
+  // can start (the lock is held).
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() && busy_.empty(); });
+  errors_.clear();
   auto listed = ListIn(dirfd->get());
   if (!listed.ok()) return listed.status();
   int deleted = 0;
   for (const auto& info : *listed) {
-    if (::unlinkat(dirfd->get(), FileName(info.id).c_str(), 0) == 0) ++deleted;
+    if (remove(info.id) > 0) ++deleted;
   }
   return deleted;
 }
@@ -513,18 +732,29 @@ StatusOr<std::vector<SessionInfo>> FileStore::ListIn(int dirfd) {
     ::close(listfd);
     return Errno("cannot list session directory " + dir_);
   }
-  std::vector<SessionInfo> out;
+  // A session with a pending file (not flushed yet) is listed as that file
+  // says: it is the newer one.
+  std::map<std::string, SessionInfo> found;
+  std::set<std::string> pending_seen;
+  const std::string_view pending_suffix = kPendingSuffix;
   while (dirent* e = ::readdir(d)) {
     std::string_view name(e->d_name);
-    if (name.size() <= kSuffix.size() || !EndsWith(name, kSuffix)) continue;
-    std::string_view sid = name.substr(0, name.size() - kSuffix.size());
+    const bool pending = name.size() > pending_suffix.size() && EndsWith(name, pending_suffix);
+    if (!pending && (name.size() <= kSuffix.size() || !EndsWith(name, kSuffix))) continue;
+    std::string sid(name.substr(0, name.size() - (pending ? pending_suffix.size() : kSuffix.size())));
     if (!ValidateSessionId(sid).ok()) continue;
     struct stat st;
     if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    out.push_back({std::string(sid), static_cast<std::uint64_t>(st.st_size), MtimeSeconds(st)});
+    std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    if (pending) size = size >= kPendingTrailerSize ? size - kPendingTrailerSize : 0;
+    if (!pending && pending_seen.count(sid)) continue;
+    if (pending) pending_seen.insert(sid);
+    found[sid] = {sid, size, MtimeSeconds(st)};
   }
   ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
+  std::vector<SessionInfo> out;
+  out.reserve(found.size());
+  for (auto& [sid, info] : found) out.push_back(std::move(info));
   return out;
 }
 

@@ -50,28 +50,81 @@
 //   - of another kernel (another host on NFS, or before a reboot), named by
 //     an older dolsot, or on a filesystem without flock: once not written for
 //     kStaleTempSeconds.
+//
+// Deferred durability (FileStoreOptions::defer_durability, the dolsot
+// server's store; the default is the synchronous save above): a save writes
+// the blob and a trailer (pending_file.h: length and CRC-32C) to a locked
+// temporary file, renames it to {sid}.pending and returns, with no fsync:
+// the bytes are in the kernel, so a process killed after the save loses
+// nothing. A flusher thread then writes {sid}.session the synchronous way
+// (fsync of the file, rename, fsync of the directory) and removes the
+// pending file. Only a machine crash or a power loss can lose a pending
+// file's bytes; it may then be torn, and PendingBlob refuses it. So:
+//   - Load prefers {sid}.pending when it is whole and intact (a save whose
+//     flush never ran: its process was killed), and first makes it the
+//     session file (the flush its writer did not do) and removes it; a
+//     pending file that is not whole is removed and {sid}.session, the last
+//     durable checkpoint, is used. In every mode, so a direct call after a
+//     killed server sees what the server answered;
+//   - a save of a session waits for that session's previous flush, so a
+//     pending file never replaces one not yet durable; Delete, Release and
+//     Load (in this store) wait for it too, and Flush() waits for all;
+//   - a save that fails (ENOSPC, EIO, EFBIG while writing the pending file)
+//     fails as always; a flush that fails is kept for TakeFlushError (and
+//     given to the log function), and the pending file stays for Load.
+// A pending file is read like a session file: O_NOFOLLOW, a regular file
+// owned by the user, inside the checked directory; it expires the same way.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "core/session_store.h"
 #include "core/unique_fd.h"
 
+#include <sys/types.h>
+
 namespace dolsot {
+
+struct FileStoreOptions {
+  // Save returns once the bytes are in the kernel; a flusher thread makes
+  // them durable right after (above, "Deferred durability").
+  bool defer_durability = false;
+  // Called on the flusher thread with a line naming a flush that failed.
+  std::function<void(const std::string&)> log;
+  // Tests: called on the flusher thread before each flush.
+  std::function<void()> before_flush;
+};
 
 class FileStore final : public SessionStore {
  public:
   // Opens (creating it and missing parents 0700 if needed) the session
   // directory `dir`, checked as above. Errors: kPermission naming the
   // directory at fault and what is wrong with it, kIo, kInvalidArgument.
-  static StatusOr<std::unique_ptr<FileStore>> Open(std::string dir, int ttl_days);
+  static StatusOr<std::unique_ptr<FileStore>> Open(std::string dir, int ttl_days,
+                                                   FileStoreOptions options = {});
+  ~FileStore() override;  // Flush(), then the flusher thread ends
 
   StatusOr<std::optional<std::string>> Load(std::string_view sid) override;
   Status Save(std::string_view sid, std::string_view blob) override;
   StatusOr<int> Delete(std::string_view sid) override;
   StatusOr<std::vector<SessionInfo>> List() override;
+  // Waits until `sid`'s last save is durable (or its flush failed).
+  Status Release(std::string_view sid) override;
+
+  // Waits until every save made before the call is durable or has failed;
+  // the failures not yet taken (TakeFlushError), one per session, else OK.
+  Status Flush();
+  // The failure of `sid`'s last flush, once (then forgotten), or nullopt.
+  std::optional<std::string> TakeFlushError(std::string_view sid);
 
   // How often Load and Save sweep the directory for expired files.
   static constexpr double kReapIntervalSeconds = 600;
@@ -80,12 +133,29 @@ class FileStore final : public SessionStore {
   // A temporary file no live writer is known to hold goes after this long.
   static constexpr double kStaleTempSeconds = 3600;
 
+  // A session's pending file: {sid} + this.
+  static constexpr const char* kPendingSuffix = ".pending";
+
   // The session directory, absolute.
   const std::string& directory() const { return dir_; }
   int ttl_days() const { return ttl_days_; }
 
  private:
-  FileStore(std::string dir, int ttl_days) : dir_(std::move(dir)), ttl_days_(ttl_days) {}
+  FileStore(std::string dir, int ttl_days, FileStoreOptions options)
+      : dir_(std::move(dir)), ttl_days_(ttl_days), options_(std::move(options)) {}
+  // A save made durable: temporary file, fsync, rename, fsync of `dirfd`.
+  Status WriteDurable(int dirfd, std::string_view sid, std::string_view blob);
+  // A save handed to the kernel: {sid}.pending, no fsync. Its inode in `id`.
+  Status WritePending(int dirfd, std::string_view sid, std::string_view blob,
+                      std::pair<dev_t, ino_t>& id);
+  // {sid}.pending made the session file when whole (its blob returned), else
+  // removed; nullopt when there is none (or it was torn).
+  StatusOr<std::optional<std::string>> TakePending(int dirfd, std::string_view sid);
+  void FlushLoop();
+  // Waits until no save, flush, load or delete of `sid` runs here, then
+  // marks one running (Unmark ends it).
+  void Mark(const std::string& sid);
+  void Unmark(const std::string& sid);
   // The session directory, walked and checked on every access.
   StatusOr<UniqueFd> OpenDirectory(bool create = false) const;
   StatusOr<std::vector<SessionInfo>> ListIn(int dirfd);
@@ -95,7 +165,22 @@ class FileStore final : public SessionStore {
 
   std::string dir_;
   int ttl_days_;
+  FileStoreOptions options_;
   std::atomic<double> next_reap_{0};  // this process's next sweep, as Unix time
+
+  // Deferred durability: the flusher's queue and the sessions at work.
+  struct FlushJob {
+    std::string sid;
+    std::string blob;
+    std::pair<dev_t, ino_t> pending;  // the pending file it replaces
+  };
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<FlushJob> queue_;
+  std::set<std::string> busy_;                  // a save/flush/load/delete runs
+  std::map<std::string, std::string> errors_;   // failed flushes, not yet taken
+  bool stopping_ = false;
+  std::thread flusher_;
 };
 
 }  // namespace dolsot

@@ -9,9 +9,9 @@ Rows: `python3 -c pass` (the floor); `dolsot --session s "1+1"` on a live
 session through a running server; the same in direct mode (DOLSOT_SERVE=0:
 a worker per call, the session restored from its checkpoint); and the first
 call, which starts the server (and its worker) on a cache directory that
-has none; and the live call with the cache directory on tmpfs, which
-separates the checkpoint's fsyncs (file and directory, every cell durable)
-from the rest of the path. Each round runs every row once (order rotated); figures are
+has none; and the live call with the cache directory on tmpfs, where an
+fsync is free: the server answers once a checkpoint is in the kernel and
+fsyncs it right after (docs/cli.md, "Durability"), so the two should match. Each round runs every row once (order rotated); figures are
 medians over rounds, ratios of medians against the floor.
 """
 

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <set>
 
 #include "cli/serve_paths.h"
 
@@ -39,6 +41,38 @@ TEST(ServeProfile, EqualProfilesShareAKeyAndEachDifferenceSplitsIt) {
         ProfileKey(base, "/work", {"A=1"})}) {
     EXPECT_NE(key, different);
   }
+}
+
+TEST(ServeProfile, TheSandboxPolicyIsPartOfTheKeyEveryFieldOfIt) {
+  BackendSettings none;
+  BackendSettings boxed;
+  boxed.sandbox = SandboxPolicy{};
+  const std::vector<std::string> env = {"A=1"};
+  const std::string key = ProfileKey(boxed, "/w", env);
+  EXPECT_NE(key, ProfileKey(none, "/w", env));  // no sandbox is a policy of its own
+  BackendSettings same = boxed;
+  EXPECT_EQ(key, ProfileKey(same, "/w", env));
+  std::vector<std::function<void(SandboxPolicy&)>> changes = {
+      [](SandboxPolicy& p) { p.network = true; },
+      [](SandboxPolicy& p) { p.mounts = {{"/d", "/srv", MountMode::kReadOnly}}; },
+      [](SandboxPolicy& p) { p.mounts = {{"/d", "/srv", MountMode::kReadWrite}}; },
+      [](SandboxPolicy& p) { p.mounts = {{"/e", "/srv", MountMode::kReadOnly}}; },
+      [](SandboxPolicy& p) { p.env = {{"X", "1"}}; },
+      [](SandboxPolicy& p) { p.memory_mb = 512; },
+      [](SandboxPolicy& p) { p.processes = 9; },
+      [](SandboxPolicy& p) { p.open_files = 65; },
+      [](SandboxPolicy& p) { p.file_size_mb = 1; },
+      [](SandboxPolicy& p) { p.disk_mb = 1; },
+      [](SandboxPolicy& p) { p.cpu_seconds = 1; },
+      [](SandboxPolicy& p) { p.best_effort = true; },
+  };
+  std::set<std::string> keys = {key};
+  for (const auto& change : changes) {
+    BackendSettings changed = boxed;
+    change(*changed.sandbox);
+    keys.insert(ProfileKey(changed, "/w", env));
+  }
+  EXPECT_EQ(keys.size(), changes.size() + 1);  // each change its own key
 }
 
 TEST(ServeProfile, LookupInReadsTheRequestsEnvironmentNotOurs) {

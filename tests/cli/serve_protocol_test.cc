@@ -135,6 +135,54 @@ TEST(ServeMessages, ARunRequestRoundTripsWithArbitraryBytes) {
   EXPECT_TRUE(back->run.gate);
   EXPECT_EQ(back->run.max_repr, 10);
   EXPECT_FALSE(back->run.max_text.has_value());
+  // No sandbox travels as a resolved "none": the server reads no flag and
+  // none of its own environment for it.
+  EXPECT_TRUE(back->run.sandbox.resolved);
+  EXPECT_FALSE(back->run.sandbox.policy.has_value());
+}
+
+// Every field of a policy, none at its default, to catch one dropped on the way.
+SandboxPolicy UnusualPolicy() {
+  SandboxPolicy policy;
+  policy.network = true;
+  policy.mounts = {{"/data", "/srv/d\xff", MountMode::kReadOnly}, {"/out", "/tmp/o", MountMode::kReadWrite}};
+  policy.env = {{"A", "1"}, {"B", "\xc3("}};
+  policy.memory_mb = 65;
+  policy.processes = 9;
+  policy.open_files = 66;
+  policy.file_size_mb = 4;
+  policy.disk_mb = 5;
+  policy.cpu_seconds = 6;
+  policy.best_effort = true;
+  return policy;
+}
+
+TEST(ServeMessages, ASandboxPolicyTravelsWholeAndValidated) {
+  ServeRequest request;
+  request.type = RequestType::kRun;
+  request.cwd = "/";
+  request.run.session = "s";
+  request.run.code = "1";
+  request.run.sandbox.policy = UnusualPolicy();
+  auto back = DecodeRequest(EncodeRequest(request));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->run.sandbox.resolved);
+  ASSERT_TRUE(back->run.sandbox.policy.has_value());
+  EXPECT_EQ(*back->run.sandbox.policy, UnusualPolicy());
+  auto text = DecodeSandboxPolicy(EncodeSandboxPolicy(UnusualPolicy()));
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(**text, UnusualPolicy());
+  auto none = DecodeSandboxPolicy(EncodeSandboxPolicy(std::nullopt));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // What the server would not run: a relative mount, a mount at /proc.
+  for (const SandboxMount& bad : {SandboxMount{"/x", "relative", MountMode::kReadOnly},
+                                  SandboxMount{"/proc/x", "/tmp", MountMode::kReadOnly}}) {
+    request.run.sandbox.policy->mounts = {bad};
+    auto refused = DecodeRequest(EncodeRequest(request));
+    ASSERT_FALSE(refused.ok()) << bad.virtual_path;
+    EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  }
 }
 
 TEST(ServeMessages, OtherRequestsAndRepliesRoundTrip) {
@@ -184,19 +232,28 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
       {"[1]", ErrorCode::kInvalidArgument, "not a JSON object"},
       {"{\"type\":\"run\"}", ErrorCode::kInvalidArgument, "no protocol version"},
       {"{\"v\":99,\"type\":\"run\"}", ErrorCode::kUnavailable, "version 99"},
-      {"{\"v\":1,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
-      {"{\"v\":1,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
-      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":2,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
+      {"{\"v\":2,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "missing field 'code'"},
-      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
        ErrorCode::kInvalidArgument, "'code' is not base64"},
-      {"{\"v\":1,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":2,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "absolute"},
-      {"{\"v\":1,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
+      {"{\"v\":2,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
        ErrorCode::kInvalidArgument, "NAME=value"},
-      {"{\"v\":1,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
        "\"gate\":\"yes\"}",
        ErrorCode::kInvalidArgument, "'gate' is not a boolean"},
+      // A run without its Sandbox policy (a version-1 client's shape) is
+      // refused, never run unwalled; a policy that does not validate too.
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[]}",
+       ErrorCode::kInvalidArgument, "missing field 'sandbox'"},
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":true}",
+       ErrorCode::kInvalidArgument, "not an object"},
+      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
+       ErrorCode::kInvalidArgument, "'network'"},
+      {"{\"v\":1,\"type\":\"run\"}", ErrorCode::kUnavailable, "version 1"},
   };
   for (const auto& c : cases) {
     auto decoded = DecodeRequest(c.frame);
@@ -205,7 +262,7 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
     EXPECT_NE(decoded.status().message().find(c.phrase), std::string::npos)
         << c.frame << ": " << decoded.status().message();
   }
-  auto reply = DecodeReply("{\"v\":1,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
+  auto reply = DecodeReply("{\"v\":2,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("exit_code"), std::string::npos);
 }

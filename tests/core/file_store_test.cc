@@ -13,7 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/pending_file.h"
 
 namespace dolsot {
 namespace {
@@ -652,6 +658,271 @@ TEST_F(FileStoreTest, RefusesAStickyAncestorOwnedByAnotherUser) {
   ASSERT_EQ(::chown(tmp.c_str(), 65534, 65534), 0);  // its owner may rename anything in it
   std::string message = OpenError(tmp + "/dolsot/sessions");
   EXPECT_NE(message.find(tmp + " is owned by uid 65534"), std::string::npos) << message;
+}
+
+// ---- Deferred durability (the dolsot server's store) ----
+
+// Holds the flusher before each flush until Open() is called: a save that
+// returned is then in its pending file only.
+class FlushGate {
+ public:
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++waiting_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return open_; });
+  }
+  void WaitForFlusher() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return waiting_ > 0; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+  ::chmod(path.c_str(), 0600);
+}
+
+TEST_F(FileStoreTest, DeferredSaveIsInThePendingFileAtOnceAndDurableAfterTheFlush) {
+  FlushGate gate;
+  std::vector<std::string> log;
+  FileStoreOptions options;
+  options.defer_durability = true;
+  options.before_flush = [&] { gate.Hold(); };
+  auto deferred = FileStore::Open(root_ + "/sessions", 7, options);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  const std::string dir = root_ + "/sessions";
+  ASSERT_TRUE((*deferred)->Save("s", Blob('a', 5000)).ok());
+  gate.WaitForFlusher();
+  // Not flushed: only the pending file, whole, with its trailer.
+  EXPECT_FALSE(fs::exists(dir + "/s.session"));
+  const std::string pending = ReadFile(dir + "/s.pending");
+  ASSERT_EQ(pending.size(), 5000 + kPendingTrailerSize);
+  EXPECT_EQ(PendingBlob(pending).value_or(""), Blob('a', 5000));
+  EXPECT_EQ(fs::status(dir + "/s.pending").permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  auto listed = (*deferred)->List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id, "s");
+  EXPECT_EQ((*listed)[0].size_bytes, 5000u);
+  // Another process's store (a direct call after the server was killed)
+  // restores it, and makes it the session file.
+  auto other = OpenStore();
+  auto loaded = other->Load("s");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ(**loaded, Blob('a', 5000));
+  EXPECT_EQ(ReadFile(dir + "/s.session"), Blob('a', 5000));
+  EXPECT_FALSE(fs::exists(dir + "/s.pending"));
+  gate.Open();
+  EXPECT_TRUE((*deferred)->Flush().ok());
+  EXPECT_EQ(ReadFile(dir + "/s.session"), Blob('a', 5000));
+  // The next save after the flush: pending, then durable.
+  ASSERT_TRUE((*deferred)->Save("s", Blob('b', 10)).ok());
+  ASSERT_TRUE((*deferred)->Flush().ok());
+  EXPECT_EQ(ReadFile(dir + "/s.session"), Blob('b', 10));
+  EXPECT_FALSE(fs::exists(dir + "/s.pending"));
+}
+
+TEST_F(FileStoreTest, ATornPendingFileIsIgnoredForTheLastDurableCheckpoint) {
+  auto store = OpenStore();
+  const std::string dir = root_ + "/sessions";
+  ASSERT_TRUE(store->Save("s", Blob('a', 9000)).ok());  // durable
+  const std::string whole = Blob('b', 9000) + PendingTrailer(Blob('b', 9000));
+  std::string zeroed = whole;
+  std::fill(zeroed.begin() + 4096, zeroed.begin() + 8192, '\0');
+  std::string stale = whole;
+  stale[100] = 'a';
+  const std::vector<std::pair<std::string, std::string>> torn = {
+      {"empty", ""},
+      {"truncated", whole.substr(0, 4096)},
+      {"trailer cut", whole.substr(0, whole.size() - 1)},
+      {"no trailer", Blob('b', 9000)},
+      {"zeroed block", zeroed},
+      {"one stale byte", stale},
+      {"zeroed trailer", Blob('b', 9000) + std::string(kPendingTrailerSize, '\0')},
+  };
+  for (const auto& [name, bytes] : torn) {
+    WriteFile(dir + "/s.pending", bytes);
+    auto loaded = store->Load("s");
+    ASSERT_TRUE(loaded.ok() && loaded->has_value()) << name;
+    EXPECT_EQ(**loaded, Blob('a', 9000)) << name;
+    EXPECT_FALSE(fs::exists(dir + "/s.pending")) << name;
+  }
+  // A pending file with no session file beside it, torn: no session.
+  WriteFile(dir + "/t.pending", whole.substr(0, 100));
+  auto none = store->Load("t");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // A whole one wins over the older session file.
+  WriteFile(dir + "/s.pending", whole);
+  auto loaded = store->Load("s");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ(**loaded, Blob('b', 9000));
+}
+
+TEST_F(FileStoreTest, APendingFileIsReadOnlyWhenItIsTheUsersOwnRegularFile) {
+  auto store = OpenStore();
+  const std::string dir = root_ + "/sessions";
+  const std::string planted = root_ + "/planted";
+  WriteFile(planted, Blob('x', 10) + PendingTrailer(Blob('x', 10)));
+  fs::create_symlink(planted, dir + "/s.pending");
+  auto loaded = store->Load("s");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), ErrorCode::kPermission);
+  EXPECT_NE(loaded.status().message().find("symlink"), std::string::npos);
+  fs::remove(dir + "/s.pending");
+  fs::create_directory(dir + "/s.pending");
+  loaded = store->Load("s");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), ErrorCode::kPermission);
+  fs::remove(dir + "/s.pending");
+  if (::geteuid() == 0) {
+    WriteFile(dir + "/s.pending", Blob('x', 10) + PendingTrailer(Blob('x', 10)));
+    ASSERT_EQ(::chown((dir + "/s.pending").c_str(), 65534, 65534), 0);
+    loaded = store->Load("s");
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.status().message().find("another user"), std::string::npos);
+  }
+}
+
+TEST_F(FileStoreTest, AFailedFlushIsReportedOnceAndTheNewestStateIsKept) {
+  std::vector<std::string> log;
+  std::mutex log_mutex;
+  FileStoreOptions options;
+  options.defer_durability = true;
+  options.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> guard(log_mutex);
+    log.push_back(line);
+  };
+  auto store = FileStore::Open(root_ + "/sessions", 7, options);
+  ASSERT_TRUE(store.ok());
+  const std::string dir = root_ + "/sessions";
+  // A directory where the session file goes: the rename of the flush fails.
+  fs::create_directories(dir + "/f.session/in-the-way");
+  ASSERT_TRUE((*store)->Save("f", Blob('n', 100)).ok());  // the write itself works
+  Status flushed = (*store)->Flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_NE(flushed.message().find("'f'"), std::string::npos) << flushed.message();
+  auto error = (*store)->TakeFlushError("f");
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("could not be made durable"), std::string::npos) << *error;
+  EXPECT_FALSE((*store)->TakeFlushError("f").has_value());  // once
+  {
+    std::lock_guard<std::mutex> guard(log_mutex);
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_EQ(log[0], *error);
+  }
+  // The pending file keeps the newest state; once the way is clear, a load
+  // makes it durable.
+  fs::remove_all(dir + "/f.session");
+  auto loaded = (*store)->Load("f");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ(**loaded, Blob('n', 100));
+  EXPECT_EQ(ReadFile(dir + "/f.session"), Blob('n', 100));
+  EXPECT_FALSE(fs::exists(dir + "/f.pending"));
+}
+
+TEST_F(FileStoreTest, ADeferredWriteErrorIsTheSavesOwn) {
+  FileStoreOptions options;
+  options.defer_durability = true;
+  auto store = FileStore::Open(root_ + "/sessions", 7, options);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Save("s", Blob('a', 10)).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  // A full disk as the kernel reports it to a writer over its file-size
+  // limit (EFBIG), in a child so the limit stays there.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{0, 0};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    Status saved = (*store)->Save("s", Blob('b', 10));
+    ::_exit(saved.ok() ? 0 : saved.code() == ErrorCode::kIo ? 3 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  auto loaded = (*store)->Load("s");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ(**loaded, Blob('a', 10));
+}
+
+TEST_F(FileStoreTest, DeleteAndResetAllTakePendingFilesToo) {
+  FlushGate gate;
+  FileStoreOptions options;
+  options.defer_durability = true;
+  auto store = FileStore::Open(root_ + "/sessions", 7, options);
+  ASSERT_TRUE(store.ok());
+  const std::string dir = root_ + "/sessions";
+  ASSERT_TRUE((*store)->Save("a", Blob('a', 10)).ok());
+  ASSERT_TRUE((*store)->Save("b", Blob('b', 10)).ok());
+  auto deleted = (*store)->Delete("a");  // after its flush, never before
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_FALSE(fs::exists(dir + "/a.session") || fs::exists(dir + "/a.pending"));
+  WriteFile(dir + "/c.pending", Blob('c', 10) + PendingTrailer(Blob('c', 10)));
+  deleted = (*store)->Delete("all");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 2);  // b and c
+  auto listed = (*store)->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  EXPECT_TRUE(fs::is_empty(dir) || (fs::exists(dir + "/.reaped") && std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1));
+}
+
+TEST_F(FileStoreTest, ConcurrentDeferredSavesEndWithTheLastOfEachSession) {
+  FileStoreOptions options;
+  options.defer_durability = true;
+  auto store = FileStore::Open(root_ + "/sessions", 7, options);
+  ASSERT_TRUE(store.ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string sid = "s" + std::to_string(t);
+      for (char v = 'a'; v <= 'j'; ++v) ASSERT_TRUE((*store)->Save(sid, Blob(v, 3000 + t)).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_TRUE((*store)->Flush().ok());
+  const std::string dir = root_ + "/sessions";
+  for (int t = 0; t < 4; ++t) {
+    const std::string sid = "s" + std::to_string(t);
+    EXPECT_EQ(ReadFile(dir + "/" + sid + ".session"), Blob('j', 3000 + t));
+    EXPECT_FALSE(fs::exists(dir + "/" + sid + ".pending"));
+  }
+}
+
+TEST(PendingFileTest, TrailerFramesExactlyItsBlob) {
+  for (const std::string& blob : {std::string(), std::string("x"), std::string(100000, '\xff')}) {
+    const std::string file = blob + PendingTrailer(blob);
+    ASSERT_EQ(file.size(), blob.size() + kPendingTrailerSize);
+    EXPECT_EQ(PendingBlob(file).value_or("?"), blob);
+    for (std::size_t i = 0; i < file.size(); i += 997) {  // any changed byte is refused
+      std::string bad = file;
+      bad[i] = static_cast<char>(bad[i] ^ 0x10);
+      EXPECT_FALSE(PendingBlob(bad).has_value()) << i;
+    }
+    EXPECT_FALSE(PendingBlob(file + "x").has_value());
+    EXPECT_FALSE(PendingBlob(file.substr(1)).has_value());
+  }
 }
 
 }  // namespace

@@ -454,3 +454,68 @@ def test_bad_flags_are_refused_before_serving(server):
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stdout == b""
         assert proc.stderr.decode().startswith("dolsot: error: ") and phrase in proc.stderr.decode()
+
+
+# --- --sandbox -------------------------------------------------------------------
+
+def test_sandbox_flags_wall_the_cells_and_a_mount_shows_its_directory(server, tmp_path):
+    # The run command's --sandbox, --mount and --memory, parsed by the same
+    # code: a host file outside the mounts is not there for a cell, a mounted
+    # one is, and the network is gone.
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("host secret\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hello.txt").write_text("hello from the host\n")
+
+    async def main():
+        async with server.session("--sandbox", "--mount", f"/data={data}",
+                                  "--memory", "1024") as session:
+            hidden = await session.call_tool(
+                "run", {"session": "s", "code": f"open({str(secret)!r}).read()"})
+            shown = await session.call_tool(
+                "run", {"session": "s", "code": "open('/data/hello.txt').read()"})
+            net = await session.call_tool(
+                "run", {"session": "s", "code":
+                        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), 2)\n"
+                        "    'connected'\nexcept OSError as e:\n    type(e).__name__"})
+            readonly = await session.call_tool(
+                "run", {"session": "s", "code": "open('/data/new.txt', 'w')"})
+            return hidden, shown, net, readonly
+
+    hidden, shown, net, readonly = run_async(main())
+    assert hidden.is_error is True
+    assert "FileNotFoundError" in text_of(hidden), text_of(hidden)
+    assert "host secret" not in text_of(hidden)
+    assert shown.is_error is False, text_of(shown)
+    assert shown.structured_content["value"] == repr("hello from the host\n")
+    assert net.is_error is False and net.structured_content["value"] != "'connected'"
+    assert readonly.is_error is True and "Read-only file system" in text_of(readonly)
+    assert not (data / "new.txt").exists()
+
+
+def test_without_sandbox_the_same_read_works(server, tmp_path):
+    # The control: the file the sandboxed server cannot see is there.
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+
+    async def main():
+        async with server.session() as session:
+            return await session.call_tool(
+                "run", {"session": "s", "code": f"open({str(secret)!r}).read()"})
+
+    result = run_async(main())
+    assert result.is_error is False and "host secret" in result.structured_content["value"]
+
+
+def test_bad_sandbox_flags_are_refused_like_the_clis(server):
+    for args, phrase in [(["--mount", "/x=/tmp"], "need --sandbox"),
+                         (["--sandbox", "--mount", "relative=/tmp"], "absolute"),
+                         (["--sandbox", "--mount", "/x=/tmp:overlay"], "not implemented yet"),
+                         (["--sandbox", "--check"], "--check")]:
+        proc = subprocess.run([str(CLI), "mcp", *args], input=b"", capture_output=True,
+                              env=server.full_env(), cwd=server.toolbox_dir, timeout=30)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stdout == b""
+        assert phrase in proc.stderr.decode(), (args, proc.stderr)

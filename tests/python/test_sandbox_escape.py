@@ -474,9 +474,22 @@ def _cli():
     return path
 
 
-def test_cli_sandbox_check_and_run(host_dirs, tmp_path):
+@pytest.fixture(params=["direct", "serve"])
+def cli_env(request, tmp_path):
+    """The CLI's environment, with the server off or on (test_serve.py has
+    the server's own sandbox tests); a server started here is stopped."""
     env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / "cache"),
-           "DOLSOT_ESCAPE_SECRET": SECRET, "DOLSOT_TYPECHECK": "0"}
+           "DOLSOT_ESCAPE_SECRET": SECRET, "DOLSOT_TYPECHECK": "0",
+           "DOLSOT_SERVE": "1" if request.param == "serve" else "0"}
+    yield env
+    stop = subprocess.run([_cli(), "serve", "--stop", "--json"], env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert stop.returncode == 0, stop.stderr
+    assert ('"stopped":true' in stop.stdout) == (request.param == "serve"), stop.stdout
+
+
+def test_cli_sandbox_check_and_run(host_dirs, cli_env):
+    env = cli_env
     check = subprocess.run([_cli(), "--sandbox", "--check"], env=env, capture_output=True,
                            text=True, timeout=60)
     assert check.returncode == 0, check.stderr

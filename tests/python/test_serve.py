@@ -369,3 +369,224 @@ def test_a_hung_server_costs_a_bounded_wait(served):
     assert len(lines) == 1 and "did not answer in time" in lines[0], err(proc)
     proc = served("--session", "s", "x")
     assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+
+
+# --- the Sandbox through the server (its policy is part of the profile) ---------
+
+@pytest.fixture
+def walled(served, tmp_path):
+    """A host file outside any mount, a directory to mount, and a listening
+    host socket (the network the sandbox must not reach)."""
+    secret = tmp_path / "elsewhere" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("host secret\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hello.txt").write_text("hello from the host\n")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield {"secret": secret, "data": data, "port": listener.getsockname()[1]}
+    listener.close()
+
+
+def probe(walled) -> str:
+    """A cell that reports what it can reach: the host file, the host socket."""
+    return ("import socket\n"
+            f"try:\n    seen = open({str(walled['secret'])!r}).read()\n"
+            "except OSError as e:\n    seen = type(e).__name__\n"
+            f"try:\n    socket.create_connection(('127.0.0.1', {walled['port']}), 5).close()\n"
+            "    net = 'connected'\n"
+            "except OSError as e:\n    net = type(e).__name__\n"
+            "(seen, net)")
+
+
+def test_a_sandboxed_call_is_walled_and_an_unsandboxed_one_on_the_same_server_is_not(
+        served, walled):
+    free = served("--session", "free", probe(walled))
+    assert free.returncode == 0, err(free)
+    assert out(free) == "('host secret\\n', 'connected')\n"
+    pid = served.server_status()["pid"]
+    boxed = served("--sandbox", "--session", "boxed", probe(walled))
+    assert boxed.returncode == 0, err(boxed)
+    seen, net = eval(out(boxed))  # noqa: S307 (our own repr of two strings)
+    assert seen == "FileNotFoundError" and net != "connected", out(boxed)
+    status = served.server_status()
+    # It ran in the server (no direct run beside it), in a profile of its own.
+    assert status["pid"] == pid and status["live_sessions"] == ["boxed", "free"], status
+    assert status["profiles"] == 2, status
+    # DOLSOT_SANDBOX=1 is the same policy as --sandbox: the same profile.
+    env_on = served("--session", "boxed2", probe(walled), env={"DOLSOT_SANDBOX": "1"})
+    assert env_on.returncode == 0 and "FileNotFoundError" in out(env_on), err(env_on)
+    # ... but its environment differs (DOLSOT_SANDBOX): another profile, as
+    # any environment difference is.
+    assert served.server_status()["profiles"] == 3
+
+
+def test_two_policies_are_two_profiles_and_each_gets_exactly_its_own(served, walled):
+    data = walled["data"]
+    mounted = served("--sandbox", "--mount", f"/data={data}", "--session", "a",
+                     "open('/data/hello.txt').read()")
+    assert (mounted.returncode, out(mounted)) == (0, "'hello from the host\\n'\n"), err(mounted)
+    networked = served("--sandbox", "--network", "--session", "b", probe(walled))
+    assert networked.returncode == 0, err(networked)
+    assert eval(out(networked)) == ("FileNotFoundError", "connected")  # noqa: S307
+    unmounted = served("--sandbox", "--session", "c",
+                       "import os\nos.path.exists('/data/hello.txt')")
+    assert (unmounted.returncode, out(unmounted)) == (0, "False\n"), err(unmounted)
+    assert served.server_status()["profiles"] == 3
+    # The same policy again shares the profile; a read-only mount stays read-only.
+    again = served("--sandbox", "--mount", f"/data={data}", "--session", "a2",
+                   "open('/data/new.txt', 'w')")
+    assert again.returncode == 1 and "Read-only file system" in err(again), err(again)
+    assert not (data / "new.txt").exists()
+    assert served.server_status()["profiles"] == 3
+
+
+def test_a_session_moving_into_the_sandbox_keeps_its_state_and_loses_the_host(served, walled):
+    assert served("--session", "s", "x = 41").returncode == 0
+    boxed = served("--sandbox", "--session", "s", probe(walled) + "[0], x + 1")
+    assert boxed.returncode == 0, err(boxed)
+    assert out(boxed) == "('FileNotFoundError', 42)\n"
+    back = served("--session", "s", probe(walled) + "[0], x")
+    assert (back.returncode, out(back)) == (0, "('host secret\\n', 41)\n"), err(back)
+    assert served.server_status()["live_sessions"] == ["s"]
+
+
+def test_sandbox_check_and_bad_sandbox_flags_with_the_server_on(served):
+    check = served("--sandbox", "--check")
+    assert check.returncode == 0, err(check)
+    assert "[on ] user-namespace" in out(check) and "[on ] seccomp" in out(check)
+    bad = served("--mount", "/x=/tmp", "--session", "c", "1")
+    assert bad.returncode == 2 and "need --sandbox" in err(bad), err(bad)
+    relative = served("--sandbox", "--mount", "x=/tmp", "--session", "c", "1")
+    assert relative.returncode == 2 and "absolute" in err(relative), err(relative)
+
+
+def test_a_sandboxed_request_from_an_older_client_shape_is_refused(served):
+    # A run request without its policy is refused, never run unwalled.
+    assert served("--session", "s", "1").returncode == 0
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(served.server_status()["socket"])
+    import base64
+    b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+    request = json.dumps({"v": 2, "type": "run", "json": False, "cwd": b64("/"), "env": [],
+                          "session": b64("s"), "code": b64("1"), "toolboxes": [],
+                          "gate": False}).encode()
+    sock.sendall(len(request).to_bytes(4, "big") + request)
+    header = sock.recv(4)
+    reply = json.loads(sock.recv(int.from_bytes(header, "big"), socket.MSG_WAITALL))
+    sock.close()
+    assert reply["type"] == "error" and "sandbox" in reply["message"], reply
+
+
+# --- durability: answered once in the kernel, on disk right after --------------
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def pending_bytes(blob: bytes) -> bytes:
+    """A pending file as the server writes it (core/pending_file.h)."""
+    return blob + b"DOLSOTPF" + len(blob).to_bytes(8, "little") + _crc32c(blob).to_bytes(4, "little")
+
+
+def test_kill_9_right_after_an_answer_loses_nothing(served):
+    for n in range(3):
+        assert served("--session", "s", f"x = {n}").returncode == 0
+        tree = server_tree(served)
+        os.kill(tree[0], signal.SIGKILL)  # its flusher may not have run
+        assert_gone(tree)
+        proc = served("--session", "s", "x")
+        assert (proc.returncode, out(proc)) == (0, f"{n}\n"), err(proc)
+    served.stop_servers()
+    assert not list(served.cache_dir.glob("*.pending"))
+
+
+def test_a_whole_pending_file_is_preferred_and_a_torn_one_is_ignored(served):
+    assert served("--session", "s", "x = 1").returncode == 0
+    assert served("--session", "t", "x = 2").returncode == 0
+    served.stop_servers()  # flushed: s.session and t.session, no pending file
+    assert not list(served.cache_dir.glob("*.pending"))
+    newer = (served.cache_dir / "t.session").read_bytes()
+    pending = served.cache_dir / "s.pending"
+    whole = pending_bytes(newer)
+    torn = {
+        "truncated": whole[: len(whole) // 2],
+        "no trailer": newer,
+        "zeroed block": whole[:8] + b"\0" * 64 + whole[72:],
+        "empty": b"",
+    }
+    for name, data in torn.items():
+        pending.write_bytes(data)
+        os.chmod(pending, 0o600)
+        proc = served("--session", "s", "x")
+        assert (proc.returncode, out(proc)) == (0, "1\n"), (name, err(proc))
+        served.stop_servers()  # the call's own checkpoint flushed
+        assert not pending.exists(), name  # removed: the session file is the durable one
+    # A whole one is the newest checkpoint (a server killed before its flush):
+    # restored, and made the session file.
+    pending.write_bytes(whole)
+    proc = served("--session", "s", "x", env={"DOLSOT_SERVE": "0"})
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+    assert not pending.exists()
+    proc = served("--session", "s", "x")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+
+
+def test_a_symlinked_pending_file_is_refused(served, tmp_path):
+    assert served("--session", "s", "x = 1").returncode == 0
+    served.stop_servers()
+    target = tmp_path / "planted"
+    target.write_bytes(pending_bytes((served.cache_dir / "s.session").read_bytes()))
+    (served.cache_dir / "s.pending").symlink_to(target)
+    proc = served("--session", "s", "x")
+    assert proc.returncode != 0 and "symlink" in err(proc), err(proc)
+
+
+def test_a_failed_flush_is_logged_and_told_to_the_next_call_once(served):
+    # The cell puts a directory where the flusher renames the session file:
+    # the pending file is written (the call succeeds), its flush fails.
+    in_the_way = served.cache_dir / "f.session" / "in-the-way"
+    first = served("--session", "f", f"import os\nos.makedirs({str(in_the_way)!r})\nx = 1")
+    assert first.returncode == 0 and err(first) == "session now holds: os, x\n", err(first)
+    second = served("--session", "f", "x + 1")
+    assert (second.returncode, out(second)) == (0, "2\n"), err(second)
+    warnings = [line for line in err(second).splitlines() if "could not be made durable" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("dolsot: warning: "), err(second)
+    assert "'f'" in warnings[0]
+    log = pathlib.Path(served.server_status()["socket"]).with_name("dolsot-serve.log")
+    assert "could not be made durable" in log.read_text()
+    # Nothing is lost meanwhile: the pending file holds the newest state.
+    shutil.rmtree(in_the_way.parent)
+    served.stop_servers()
+    proc = served("--session", "f", "x", env={"DOLSOT_SERVE": "0"})
+    assert (proc.returncode, out(proc)) == (0, "1\n"), err(proc)
+    assert not (served.cache_dir / "f.pending").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
+def test_enospc_while_writing_is_still_an_error_in_the_call(served, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        env = {"DOLSOT_CACHE_DIR": str(small / "cache")}
+        assert served("--session", "s", "x = 1", env=env).returncode == 0
+        proc = served("--session", "s", "--json", "y = b'.' * (8 << 20)", env=env)
+        assert proc.returncode == 75, err(proc)
+        result = json.loads(out(proc))
+        assert result["save_error"] and "No space left on device" in result["error"], result
+        served.stop_servers()
+        proc = served("--session", "s", "'y' in globals(), x", env=env)
+        assert (proc.returncode, out(proc)) == (0, "(False, 1)\n"), err(proc)
+    finally:
+        served.stop_servers()
+        subprocess.run(["umount", "-l", str(small)], check=False)
