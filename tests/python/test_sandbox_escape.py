@@ -251,14 +251,22 @@ def test_overlay_reads_the_host_and_keeps_every_write_inside(repl, host_dirs):
         os.rename('/ov/move.txt', '/ov/moved.txt')
         os.mkdir('/ov/newdir')
         open('/ov/sub/deep.txt', 'w').write('overwritten')
-        os.rename('/ov/sub', '/ov/sub2')
+        os.rename('/ov/newdir', '/ov/newdir2')
+        # A directory from the host renames by copying (overlayfs without
+        # redirect_dir answers EXDEV, as across filesystems; shutil.move copies).
+        try:
+            os.rename('/ov/sub', '/ov/sub2')
+        except OSError as e:
+            import errno, shutil
+            assert e.errno == errno.EXDEV, e
+            shutil.move('/ov/sub', '/ov/sub2')
         os.chmod('/ov/read.txt', 0o600)
     """))
     # The next cell of the session sees all of it...
     seen = ok(repl, "ov", textwrap.dedent("""
         import os
         (open('/ov/edit.txt').read(), open('/ov/new.txt').read(), os.path.exists('/ov/gone.txt'),
-         open('/ov/moved.txt').read(), os.path.exists('/ov/move.txt'), os.path.isdir('/ov/newdir'),
+         open('/ov/moved.txt').read(), os.path.exists('/ov/move.txt'), os.path.isdir('/ov/newdir2'),
          open('/ov/sub2/deep.txt').read(), os.path.exists('/ov/sub'))
     """)).value
     assert seen == repr(("original\nchanged in the sandbox\n", "created", False, "rename me\n",
@@ -553,6 +561,11 @@ def test_unprivileged_host(world_readable_dir):
     ov.mkdir()
     (ov / "host.txt").write_text("host\n")
     os.chmod(ov, 0o755)
+    # The user's own directory (the overlay keeps the host's permissions).
+    # (Copy-up keeps a file's owner and group: both must be the user's.)
+    gid = pwd.getpwnam(user).pw_gid
+    os.chown(ov, uid, gid)
+    os.chown(ov / "host.txt", uid, gid)
     package = os.path.dirname(os.path.dirname(dolsot.__file__))
     site = [p for p in sys.path if p.endswith("site-packages")]
     script = work / "host.py"
