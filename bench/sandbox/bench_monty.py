@@ -17,7 +17,11 @@ process and pay a round trip per cell. Cells: trivial (`1 + 1`), a loop (a
 thousand iterations of integer arithmetic), a function call (a recursive
 function defined once in the session before timing).
 
-Run: PYTHONPATH=<build>/python python bench/sandbox/bench_monty.py [--rounds 5]
+Back to back (the default) a dolsot cell also waits for the previous cell's
+snapshot and async checkpoint to be out of the way; `--pace 0.05` leaves
+50 ms between cells (untimed), as an agent's model call would.
+
+Run: PYTHONPATH=<build>/python python bench/sandbox/bench_monty.py [--rounds 5] [--pace 0.05]
 pydantic-monty is pinned in requirements/bench.txt and installed from there
 when missing.
 """
@@ -57,11 +61,13 @@ CELLS = {
 }
 
 
-def time_dolsot(sandboxed: bool, code: str, expected, cells: int) -> float:
+def time_dolsot(sandboxed: bool, code: str, expected, cells: int, pace: float) -> float:
     r = make(sandboxed)
     assert r.run("s", SETUP).ok
     lat = []
     for _ in range(cells):
+        if pace:
+            time.sleep(pace)
         t0 = time.perf_counter()
         res = r.run("s", code)
         lat.append(time.perf_counter() - t0)
@@ -70,11 +76,13 @@ def time_dolsot(sandboxed: bool, code: str, expected, cells: int) -> float:
     return statistics.median(lat)
 
 
-def time_monty(pool: Monty, code: str, expected, cells: int) -> float:
+def time_monty(pool: Monty, code: str, expected, cells: int, pace: float) -> float:
     lat = []
     with pool.checkout() as session:
         session.feed_run(SETUP)
         for _ in range(cells):
+            if pace:
+                time.sleep(pace)
             t0 = time.perf_counter()
             value = session.feed_run(code)
             lat.append(time.perf_counter() - t0)
@@ -86,6 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cells", type=int, default=200)
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="seconds between cells, not timed (0: back to back)")
     args = parser.parse_args()
     names = ("dolsot + Sandbox", "dolsot, no sandbox", "pydantic-monty")
     rows = {cell: {n: [] for n in names} for cell in CELLS}
@@ -93,11 +103,11 @@ def main() -> None:
     with Monty(min_processes=1, max_processes=1) as pool:
         for _ in range(args.rounds):
             for cell, (code, expected) in CELLS.items():
-                rows[cell][names[0]].append(time_dolsot(True, code, expected, args.cells))
-                rows[cell][names[1]].append(time_dolsot(False, code, expected, args.cells))
-                rows[cell][names[2]].append(time_monty(pool, code, expected, args.cells))
+                rows[cell][names[0]].append(time_dolsot(True, code, expected, args.cells, args.pace))
+                rows[cell][names[1]].append(time_dolsot(False, code, expected, args.cells, args.pace))
+                rows[cell][names[2]].append(time_monty(pool, code, expected, args.cells, args.pace))
     load_after = os.getloadavg()
-    print(f"{args.rounds} rounds x {args.cells} cells each; medians of the per-round medians; "
+    print(f"{args.rounds} rounds x {args.cells} cells each, {args.pace * 1e3:.0f} ms apart; medians of the per-round medians; "
           f"{os.cpu_count()} CPUs, load average (1/5/15 min) before "
           f"{'/'.join(f'{x:.2f}' for x in load_before)}, after "
           f"{'/'.join(f'{x:.2f}' for x in load_after)}")
