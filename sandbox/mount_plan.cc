@@ -100,12 +100,17 @@ StatusOr<std::vector<MountOp>> PlanMounts(
       return InvalidArgument("mount " + target + ": the host path '" + source +
                              "' does not exist");
     }
+    MountOpKind op_kind = MountOpKind::kBindReadOnly;
+    if (m.mode == MountMode::kReadWrite) op_kind = MountOpKind::kBindReadWrite;
     if (m.mode == MountMode::kOverlay) {
-      return Status(ErrorCode::kUnimplemented, "overlay mounts are not implemented yet");
+      if (kind != PathKind::kDirectory) {
+        return InvalidArgument("overlay mount " + target + ": the host path '" + source +
+                               "' is a file; overlayfs layers a directory (use 'read-only', or "
+                               "overlay its directory)");
+      }
+      op_kind = MountOpKind::kOverlay;
     }
-    ops.push_back({m.mode == MountMode::kReadWrite ? MountOpKind::kBindReadWrite
-                                                   : MountOpKind::kBindReadOnly,
-                   source, target, kind == PathKind::kFile});
+    ops.push_back({op_kind, source, target, kind == PathKind::kFile});
   }
   // Hidden paths, wherever a bind would show them (at the bind's target).
   std::vector<MountOp> hides;

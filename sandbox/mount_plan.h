@@ -18,6 +18,8 @@ enum class MountOpKind {
   kBindReadOnly,   // host `source` at `target`, read-only, nosuid, nodev
   kBindReadWrite,  // host `source` at `target`, writable, nosuid, nodev
   kHide,           // an empty read-only tmpfs over `target` (inside a bind)
+  kOverlay,        // overlayfs at `target`: host `source` (a directory) the
+                   // read-only lower layer, writes in the sandbox's own tmpfs
 };
 
 struct MountOp {
@@ -50,7 +52,7 @@ bool PathUnder(const std::string& path, const std::string& dir);
 // skipped; a system path "/" is an error (it would show everything); a
 // system path inside another one is dropped unless a hidden path lies
 // between them. The policy's mounts must exist (kInvalidArgument naming the
-// missing host path). `kind_of` tells what a host path is (stat, or a fake).
+// missing host path); an overlay's host path must be a directory. `kind_of` tells what a host path is (stat, or a fake).
 StatusOr<std::vector<MountOp>> PlanMounts(const MountPlanInputs& inputs,
                                           const std::function<PathKind(const std::string&)>& kind_of);
 

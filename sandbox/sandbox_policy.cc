@@ -92,10 +92,13 @@ Status ValidateSandboxPolicy(const SandboxPolicy& policy) {
     if (!seen.insert(virt).second) {
       return InvalidArgument("two mounts at one virtual path '" + virt + "'");
     }
-    if (m.mode == MountMode::kOverlay) {
-      return Status(ErrorCode::kUnimplemented,
-                    "overlay mounts ('" + virt + "') are not implemented yet; use 'read-only' "
-                    "or 'read-write'");
+    // overlayfs reads its directories from one option string: ',' ends an
+    // option and ':' separates lower layers, so such a host path would be
+    // misread (it could even name another directory as the writable layer).
+    if (m.mode == MountMode::kOverlay &&
+        m.host_path.find_first_of(",:\\") != std::string::npos) {
+      return InvalidArgument("overlay mount " + virt + ": the host path must not contain ',', "
+                             "':' or '\\' (overlayfs option syntax), got '" + m.host_path + "'");
     }
   }
   for (const auto& [name, value] : policy.env) {

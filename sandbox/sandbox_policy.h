@@ -55,8 +55,8 @@ struct SandboxPolicy {
 
 // kInvalidArgument naming the first bad field: mount paths absolute, without
 // "..", not "/" nor under /proc or /dev, no two mounts at one virtual path;
-// env names non-empty without '=' or NUL; caps within sane bounds. Overlay
-// mounts are kUnimplemented (not implemented yet).
+// env names non-empty without '=' or NUL; caps within sane bounds; an
+// overlay's host path without ',', ':' or '\\' (overlayfs's option syntax).
 Status ValidateSandboxPolicy(const SandboxPolicy& policy);
 
 // The host variables a sandboxed worker keeps (besides the policy's env):

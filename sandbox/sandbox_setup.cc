@@ -185,8 +185,120 @@ Status CopyRootSymlinks(const std::string& root) {
   return Status::Ok();
 }
 
+// Where the overlays' upper and work directories live while the new root
+// is built: a tmpfs of its own, capped at disk_mb, in the temporary root
+// that is detached with the old one (so no path inside the sandbox reaches
+// it; the overlays keep their own reference to it).
+constexpr char kOverlayLayers[] = "/overlays";
+
+// overlayfs at `target` over the host directory `lower` (a path under the
+// old root), its writable layer in kOverlayLayers/`index`. Tries the
+// `userxattr` option first (5.11+: the overlay's own xattrs in the user.*
+// namespace, which a user namespace may write), then without it.
+Status Overlay(const std::string& lower, const std::string& target, std::size_t index) {
+  const std::string layer = std::string(kOverlayLayers) + "/" + std::to_string(index);
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(layer + "/upper"));
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(layer + "/work"));
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(target));
+  const std::string options =
+      "lowerdir=" + lower + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work";
+  // The kernel copies at most a page of options: a longer string would be
+  // cut, naming a shorter lower path or dropping the writable layer.
+  if (options.size() + std::strlen(",userxattr") >= 4096) {
+    return Status(ErrorCode::kUnavailable, "the host path is too long for overlayfs's options "
+                                           "(at most a page in all)");
+  }
+  unsigned long flags = MS_NOSUID | MS_NODEV;
+  if (::mount("overlay", target.c_str(), "overlay", flags, (options + ",userxattr").c_str()) != 0 &&
+      ::mount("overlay", target.c_str(), "overlay", flags, options.c_str()) != 0) {
+    const int err = errno;
+    std::string why = Errno("mount overlayfs");
+    if (err == ENODEV) why += " (this kernel has no overlayfs: no 'overlay' module loaded)";
+    if (err == EPERM || err == EINVAL) {
+      why += " (overlayfs in a user namespace needs Linux 5.11 or later)";
+    }
+    return Status(ErrorCode::kUnavailable, why);
+  }
+  return Status::Ok();
+}
+
+// The overlays while the new root is built, for the report.
+struct OverlayState {
+  bool layers_made = false;
+  Status layers;          // the tmpfs holding every overlay's writable layer
+  std::size_t count = 0;  // overlays mounted so far
+  std::string shown, failed, why;
+};
+
+// One overlay of the plan at `target` (under the new root). One that cannot
+// be mounted is an error, or with best_effort the host directory shown
+// read-only instead (its writes still never reach the host).
+Status MountOverlay(const SandboxSetup& setup, const MountOp& op, const std::string& target,
+                    OverlayState* state) {
+  if (!state->layers_made) {
+    state->layers_made = true;
+    state->layers = MakeDirs(kOverlayLayers);
+    if (state->layers.ok()) {
+      state->layers = Tmpfs(kOverlayLayers, "mode=0700" + SizeOption(setup.policy.disk_mb));
+    }
+  }
+  Status mounted = state->layers.ok() ? Overlay(kOldRoot + op.source, target, state->count++)
+                                      : state->layers;
+  if (mounted.ok()) {
+    state->shown += (state->shown.empty() ? "" : ", ") + op.target;
+    return Status::Ok();
+  }
+  state->why = op.target + ": " + mounted.message();
+  state->failed += (state->failed.empty() ? "" : ", ") + op.target;
+  if (!setup.policy.best_effort) {
+    SandboxReport unused;
+    return Missing(setup, &unused, "overlay", state->why,
+                   "load overlayfs (modprobe overlay; Linux 5.11 or later for a user other "
+                   "than root) or mount " + op.target + " 'read-only'");
+  }
+  Status bound = Bind(kOldRoot + op.source, target, false, /*read_only=*/true);
+  if (!bound.ok()) {
+    return Status(bound.code(), "cannot show " + op.source + " at " + op.target + " (" +
+                                    bound.message() + ")");
+  }
+  return Status::Ok();
+}
+
+// True when this kernel lists overlayfs (a module not loaded yet may still
+// load on the first mount).
+bool KernelListsOverlayfs() {
+  std::ifstream in(std::string(kOldRoot) + "/proc/filesystems");
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() >= 7 && line.compare(line.size() - 7, 7, "overlay") == 0) return true;
+  }
+  return false;
+}
+
+void ReportOverlays(const SandboxSetup& setup, const OverlayState& state, SandboxReport* report) {
+  if (!state.failed.empty()) {
+    (void)Missing(setup, report, "overlay", state.why,
+                  "load overlayfs (modprobe overlay; Linux 5.11 or later for a user other than "
+                  "root); " + state.failed + " shown read-only instead");
+  }
+  if (!state.shown.empty()) {
+    Active(report, "overlay",
+           state.shown + ": the host directory read-only under a writable layer kept in the "
+           "sandbox" +
+               (setup.policy.disk_mb
+                    ? " (" + std::to_string(setup.policy.disk_mb) + " MB for all overlays)"
+                    : std::string()) +
+               "; writes never reach the host and last as long as the worker");
+  }
+  if (state.shown.empty() && state.failed.empty()) {
+    report->layers.push_back(
+        {"overlay", false, std::string("no overlay mount asked (this kernel ") +
+                               (KernelListsOverlayfs() ? "lists" : "does not list") +
+                               " overlayfs in /proc/filesystems)"});
+  }
+}
+
 // The new root's contents under kNewRoot, from the old root at kOldRoot.
-Status BuildRoot(const SandboxSetup& setup) {
+Status BuildRoot(const SandboxSetup& setup, SandboxReport* report) {
   const std::string root = kNewRoot;
   // The sandbox's own places first: a bind the plan puts under /tmp (a
   // toolbox in a temporary directory) then lands inside the scratch.
@@ -203,8 +315,13 @@ Status BuildRoot(const SandboxSetup& setup) {
   DOLSOT_RETURN_IF_ERROR(MakeDirs(scratch));
   DOLSOT_RETURN_IF_ERROR(Tmpfs(scratch, "mode=0755" + SizeOption(setup.policy.disk_mb)));
   std::vector<std::string> hides;
+  OverlayState overlays;
   for (const MountOp& op : setup.plan) {
     std::string target = root + op.target;
+    if (op.kind == MountOpKind::kOverlay) {
+      DOLSOT_RETURN_IF_ERROR(MountOverlay(setup, op, target, &overlays));
+      continue;
+    }
     if (op.kind == MountOpKind::kHide) {
       DOLSOT_RETURN_IF_ERROR(MakeDirs(target));
       DOLSOT_RETURN_IF_ERROR(Tmpfs(target, "mode=0755,size=16k", MS_NOEXEC));
@@ -219,6 +336,7 @@ Status BuildRoot(const SandboxSetup& setup) {
     }
   }
   for (const std::string& h : hides) DOLSOT_RETURN_IF_ERROR(Restrict(h, true, false));
+  ReportOverlays(setup, overlays, report);
   DOLSOT_RETURN_IF_ERROR(CopyRootSymlinks(root));
   // The loader's cache, so libraries load as outside.
   if (::access((std::string(kOldRoot) + "/etc/ld.so.cache").c_str(), R_OK) == 0) {
@@ -229,7 +347,7 @@ Status BuildRoot(const SandboxSetup& setup) {
 }
 
 // The filesystem: a private mount namespace, a new root, the old one gone.
-Status SwitchRoot(const SandboxSetup& setup) {
+Status SwitchRoot(const SandboxSetup& setup, SandboxReport* report) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Status(ErrorCode::kUnavailable, Errno("make / private"));
   }
@@ -247,7 +365,7 @@ Status SwitchRoot(const SandboxSetup& setup) {
   if (::syscall(SYS_pivot_root, kBase, old_root.c_str()) != 0 || ::chdir("/") != 0) {
     return Status(ErrorCode::kUnavailable, Errno("pivot_root"));
   }
-  DOLSOT_RETURN_IF_ERROR(BuildRoot(setup));
+  DOLSOT_RETURN_IF_ERROR(BuildRoot(setup, report));
   if (::chdir(kNewRoot) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0) {
     return Status(ErrorCode::kUnavailable, Errno("pivot_root into the new root"));
   }
@@ -424,8 +542,9 @@ StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup) {
     Active(&report, "network-namespace", "empty (no interface up, no loopback; abstract unix "
                                         "sockets of the host unreachable)");
   }
-  Status root = SwitchRoot(setup);
+  Status root = SwitchRoot(setup, &report);
   if (!root.ok()) {
+    if (root.message().rfind("sandbox: ", 0) == 0) return root;  // a layer named already
     return Status(root.code(), "sandbox: the filesystem layer cannot be applied: " + root.message());
   }
   CloseDirectoryFds();
@@ -509,7 +628,10 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
   }
   paths.read_write = {kSandboxScratch, "/dev/shm"};
   for (const MountOp& op : setup.plan) {
-    if (op.kind == MountOpKind::kBindReadWrite) paths.read_write.push_back(op.target);
+    // An overlay is writable inside (its writes stay in the sandbox).
+    if (op.kind == MountOpKind::kBindReadWrite || op.kind == MountOpKind::kOverlay) {
+      paths.read_write.push_back(op.target);
+    }
   }
   paths.devices = {"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"};
   // Listing directories is harmless inside the new root (only what it

@@ -24,7 +24,9 @@ _MODES = ("read-only", "read-write", "overlay")
 class Mount:
     """The host directory (or file) ``host_path``, seen by cells at
     ``virtual_path``; ``mode`` is ``"read-only"`` (default), ``"read-write"``
-    or ``"overlay"`` (not implemented yet: an error)."""
+    (writes reach the host) or ``"overlay"`` (a directory: reads from the host,
+    writes kept inside the sandbox for the worker's life, never reaching the
+    host; capped by ``Sandbox.disk_mb``)."""
 
     virtual_path: str
     host_path: str

@@ -66,7 +66,31 @@ def host_dirs(tmp_path_factory):
     (secret_dir / "secret.txt").write_text(SECRET)
     cache = root / "cache"
     cache.mkdir()
-    return {"root": root, "data": data, "out": out, "secret": secret_dir, "cache": cache}
+    ov = root / "ov"
+    (ov / "sub").mkdir(parents=True)
+    (ov / "read.txt").write_text("read me\n")
+    (ov / "edit.txt").write_text("original\n")
+    (ov / "gone.txt").write_text("delete me\n")
+    (ov / "move.txt").write_text("rename me\n")
+    (ov / "sub" / "deep.txt").write_text("deep\n")
+    return {"root": root, "data": data, "out": out, "secret": secret_dir, "cache": cache, "ov": ov}
+
+
+def snapshot(directory):
+    """Every path under `directory` with its bytes (None for a directory) and symlink target."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(directory):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, directory)
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                out[rel] = ("dir", None)
+            else:
+                with open(path, "rb") as f:
+                    out[rel] = ("file", f.read())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +103,8 @@ def repl(host_dirs):
             timeout=20,
             sandbox=Sandbox(
                 mounts=[Mount("/data", host_dirs["data"]),
-                        Mount("/out", host_dirs["out"], "read-write")],
+                        Mount("/out", host_dirs["out"], "read-write"),
+                        Mount("/ov", host_dirs["ov"], "overlay")],
                 env={"GREETING": "hi"},
                 processes=64,
                 open_files=128,
@@ -103,6 +128,7 @@ def test_report_lists_every_layer_active(repl):
     for name in LAYERS:
         assert report.active(name), (name, str(report))
     assert "[on ] seccomp" in str(report)
+    assert report.active("overlay") and "/ov" in str(report), str(report)
     assert repl.capabilities.sandbox
     assert not dolsot.Repl(store=MemoryStore()).capabilities.sandbox
 
@@ -115,8 +141,8 @@ def test_inprocess_session_refuses_a_sandbox():
 def test_bad_policies_are_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="mode"):
         Mount("/x", str(tmp_path), "sideways")
-    with pytest.raises(DolsotError, match="not implemented yet"):
-        dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path), "overlay")]))
+    with pytest.raises(DolsotError, match="overlay mount /x"):
+        dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path) + ",upperdir=/root", "overlay")]))
     with pytest.raises(DolsotError, match=r"\.\."):
         dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x/../etc", str(tmp_path))]))
     with pytest.raises(ValueError, match="memory_mb"):
@@ -125,6 +151,11 @@ def test_bad_policies_are_refused_before_anything_runs(tmp_path):
     res = r.run("s", "1")  # the worker refuses to start: an error naming the path
     r.close()
     assert not res.ok and "does not exist" in res.error, res.error
+    (tmp_path / "file.txt").write_text("x")
+    r = dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path / "file.txt"), "overlay")]))
+    res = r.run("s", "1")
+    r.close()
+    assert not res.ok and "overlay mount /x" in res.error and "is a file" in res.error, res.error
 
 
 def test_best_effort_reports_each_layer():
@@ -205,6 +236,94 @@ def test_links_planted_in_a_writable_mount_lead_nowhere(repl, host_dirs):
     assert (out / "written.txt").read_text() == "from the cell"
     (out / "planted").unlink()
     (out / "escape").unlink()
+
+
+def test_overlay_reads_the_host_and_keeps_every_write_inside(repl, host_dirs):
+    ov = host_dirs["ov"]
+    before = snapshot(ov)
+    assert ok(repl, "ov", "open('/ov/read.txt').read()").value == repr("read me\n")
+    ok(repl, "ov", textwrap.dedent("""
+        import os
+        with open('/ov/edit.txt', 'a') as f:
+            f.write('changed in the sandbox\\n')
+        open('/ov/new.txt', 'w').write('created')
+        os.remove('/ov/gone.txt')
+        os.rename('/ov/move.txt', '/ov/moved.txt')
+        os.mkdir('/ov/newdir')
+        open('/ov/sub/deep.txt', 'w').write('overwritten')
+        os.rename('/ov/newdir', '/ov/newdir2')
+        # A directory from the host renames by copying (overlayfs without
+        # redirect_dir answers EXDEV, as across filesystems; shutil.move copies).
+        try:
+            os.rename('/ov/sub', '/ov/sub2')
+        except OSError as e:
+            import errno, shutil
+            assert e.errno == errno.EXDEV, e
+            shutil.move('/ov/sub', '/ov/sub2')
+        os.chmod('/ov/read.txt', 0o600)
+    """))
+    # The next cell of the session sees all of it...
+    seen = ok(repl, "ov", textwrap.dedent("""
+        import os
+        (open('/ov/edit.txt').read(), open('/ov/new.txt').read(), os.path.exists('/ov/gone.txt'),
+         open('/ov/moved.txt').read(), os.path.exists('/ov/move.txt'), os.path.isdir('/ov/newdir2'),
+         open('/ov/sub2/deep.txt').read(), os.path.exists('/ov/sub'))
+    """)).value
+    assert seen == repr(("original\nchanged in the sandbox\n", "created", False, "rename me\n",
+                         False, True, "overwritten", False)), seen
+    # ...and so does another session of the Repl (one worker, one overlay).
+    assert ok(repl, "ov-other", "open('/ov/new.txt').read()").value == "'created'"
+    # The host directory is byte for byte as it was, with no new entry.
+    assert snapshot(ov) == before
+    assert oct(os.stat(ov / "read.txt").st_mode & 0o777) != "0o600"
+
+
+def test_overlay_links_and_dotdot_lead_nowhere(repl, host_dirs):
+    ov = host_dirs["ov"]
+    (ov / "escape").unlink(missing_ok=True)
+    os.symlink(str(host_dirs["secret"] / "secret.txt"), ov / "escape")
+    try:
+        before = snapshot(ov)
+        failed(repl, "ovlinks", "open('/ov/escape').read()", "FileNotFoundError")
+        # Writing through the planted link creates nothing on the host either.
+        failed(repl, "ovlinks", "open('/ov/escape', 'w').write('x')", "FileNotFoundError",
+               "PermissionError", "Read-only file system")
+        ok(repl, "ovlinks", "import os; os.symlink('/etc/shadow', '/ov/planted')")
+        failed(repl, "ovlinks", "open('/ov/planted').read()", "FileNotFoundError")
+        failed(repl, "ovlinks", "open('/ov/../../etc/shadow').read()", "FileNotFoundError")
+        failed(repl, "ovlinks", f"open('/ov/../{host_dirs['secret'].name}/secret.txt').read()", "FileNotFoundError")
+        ok(repl, "ovlinks", "import os; os.link('/ov/read.txt', '/ov/hard'); os.symlink('/ov/edit.txt', '/ov/soft')")
+        ok(repl, "ovlinks", "open('/ov/soft', 'w').write('through a link'); open('/proc/self/root/ov/via-proc', 'w').write('x')")
+        assert ok(repl, "ovlinks", "open('/ov/edit.txt').read()").value == "'through a link'"
+        assert snapshot(ov) == before
+        assert (host_dirs["secret"] / "secret.txt").read_text() == SECRET
+    finally:
+        (ov / "escape").unlink()
+
+
+def test_overlay_writes_are_capped_by_disk_mb(repl, host_dirs):
+    before = snapshot(host_dirs["ov"])
+    # disk_mb=16: the overlays' writable layer fills up (each file stays
+    # under file_size_mb=8, so it is the disk cap that stops it).
+    failed(repl, "ovcap", textwrap.dedent("""
+        for i in range(8):
+            with open(f'/ov/fill{i}', 'wb') as f:
+                for _ in range(4):
+                    f.write(b'x' * (1 << 20))
+                    f.flush()
+    """), "No space left")
+    ok(repl, "ovcap", "import glob, os; [os.remove(p) for p in glob.glob('/ov/fill*')]")
+    ok(repl, "ovcap", "open('/ov/after-cap.txt', 'w').write('room again')")
+    assert snapshot(host_dirs["ov"]) == before
+
+
+def test_overlay_writes_of_a_rolled_back_cell_stay(repl):
+    # Rollback restores the session's memory, not files: documented in
+    # docs/sandbox.md ("What is not walled off").
+    ok(repl, "ovroll", "n = 1")
+    crash = repl.run("ovroll", "n = 2\nopen('/ov/from-a-crashed-cell', 'w').write('kept')\nimport os; os._exit(3)")
+    assert not crash.ok
+    assert ok(repl, "ovroll", "(n, open('/ov/from-a-crashed-cell').read())").value == "(1, 'kept')"
 
 
 def test_read_only_places_refuse_writes(repl, host_dirs):
@@ -438,6 +557,15 @@ def test_unprivileged_host(world_readable_dir):
     work = tmp_path / "unpriv"
     work.mkdir()
     os.chown(work, uid, -1)
+    ov = tmp_path / "ov"
+    ov.mkdir()
+    (ov / "host.txt").write_text("host\n")
+    os.chmod(ov, 0o755)
+    # The user's own directory (the overlay keeps the host's permissions).
+    # (Copy-up keeps a file's owner and group: both must be the user's.)
+    gid = pwd.getpwnam(user).pw_gid
+    os.chown(ov, uid, gid)
+    os.chown(ov / "host.txt", uid, gid)
     package = os.path.dirname(os.path.dirname(dolsot.__file__))
     site = [p for p in sys.path if p.endswith("site-packages")]
     script = work / "host.py"
@@ -446,9 +574,13 @@ def test_unprivileged_host(world_readable_dir):
         from dolsot import Sandbox
         from dolsot.store import MemoryStore
         os.environ["DOLSOT_ESCAPE_SECRET"] = {SECRET!r}
-        r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox())
+        from dolsot import Mount
+        r = dolsot.Repl(store=MemoryStore(), typecheck=False,
+                        sandbox=Sandbox(mounts=[Mount("/ov", {str(ov)!r}, "overlay")]))
         res = r.run("s", "import os; (os.getuid(), 'DOLSOT_ESCAPE_SECRET' in os.environ, os.path.exists('/etc/shadow'))")
         print("RESULT", res.ok, res.value, res.error)
+        w = r.run("s", "import os; open('/ov/host.txt', 'a').write('x'); open('/ov/new.txt', 'w').write('n'); os.remove('/ov/host.txt'); os.listdir('/ov')")
+        print("OVERLAY", w.ok, w.value, w.error)
         print("REPORT", r.sandbox_report())
         r.close()
     """))
@@ -461,6 +593,9 @@ def test_unprivileged_host(world_readable_dir):
     assert p.returncode == 0, p.stderr
     assert f"RESULT True ({uid}, False, False)" in p.stdout, p.stdout + p.stderr
     assert "[on ] seccomp" in p.stdout and "[on ] user-namespace" in p.stdout, p.stdout
+    assert "OVERLAY True ['new.txt']" in p.stdout, p.stdout
+    assert "[on ] overlay: /ov" in p.stdout, p.stdout
+    assert sorted(os.listdir(ov)) == ["host.txt"] and (ov / "host.txt").read_text() == "host\n"
 
 
 # ---------------------------------------------------------------- the command
@@ -509,6 +644,18 @@ def test_cli_sandbox_check_and_run(host_dirs, cli_env):
     bad = subprocess.run([_cli(), "--mount", "/x=/tmp", "--session", "c", "1"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "need --sandbox" in bad.stderr, bad.stderr
-    overlay = subprocess.run([_cli(), "--sandbox", "--mount", "/x=/tmp:overlay", "--session", "c", "1"],
-                             env=env, capture_output=True, text=True, timeout=60)
-    assert overlay.returncode != 0 and "not implemented yet" in overlay.stderr, overlay.stderr
+    assert "[off] overlay: no overlay mount asked" in check.stdout, check.stdout
+    ov = tmp_path / "ov"
+    ov.mkdir()
+    (ov / "a.txt").write_text("host a")
+    overlay = subprocess.run(
+        [_cli(), "--sandbox", "--mount", f"/x={ov}:overlay", "--session", "c",
+         "import os; open('/x/a.txt', 'w').write('cell'); open('/x/b.txt', 'w').write('b'); "
+         "(open('/x/a.txt').read(), sorted(os.listdir('/x')))"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert overlay.returncode == 0, overlay.stderr
+    assert "('cell', ['a.txt', 'b.txt'])" in overlay.stdout, overlay.stdout
+    assert sorted(os.listdir(ov)) == ["a.txt"] and (ov / "a.txt").read_text() == "host a"
+    check_ov = subprocess.run([_cli(), "--sandbox", "--mount", f"/x={ov}:overlay", "--check"],
+                              env=env, capture_output=True, text=True, timeout=60)
+    assert check_ov.returncode == 0 and f"[on ] overlay: /x" in check_ov.stdout, (check_ov.stdout, check_ov.stderr)

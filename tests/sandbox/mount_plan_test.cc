@@ -119,5 +119,42 @@ TEST(MountPlan, PolicyMountsExistAndNeverShowTheStore) {
   EXPECT_NE(PlanMounts(in, fs).status().message().find("does not exist"), std::string::npos);
 }
 
+TEST(MountPlan, OverlaysLayerADirectoryAndHideTheStoreInside) {
+  FakeFs fs({{"/srv/corpus", D}, {"/srv/corpus/.cache", D}, {"/srv/corpus/a.txt", F},
+             {"/srv/corpus/sub", D}});
+  MountPlanInputs in;
+  in.mounts = {{"/data/", "/srv//corpus", MountMode::kOverlay}};
+  in.hidden = {"/srv/corpus/.cache"};
+  auto plan = PlanMounts(in, fs);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->size(), 2u);
+  EXPECT_EQ((*plan)[0], (MountOp{MountOpKind::kOverlay, "/srv/corpus", "/data", false}));
+  // A hidden path inside the host directory is covered on top of the overlay.
+  EXPECT_EQ((*plan)[1], (MountOp{MountOpKind::kHide, "", "/data/.cache", false}));
+
+  // A system path bound inside an overlay's target comes after the overlay.
+  in.hidden.clear();
+  in.mounts = {{"/srv/corpus", "/srv/corpus", MountMode::kOverlay}};
+  in.system_paths = {"/srv/corpus/sub"};
+  plan = PlanMounts(in, fs);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->size(), 2u);
+  EXPECT_EQ((*plan)[0].kind, MountOpKind::kOverlay);
+  EXPECT_EQ((*plan)[1], (MountOp{MountOpKind::kBindReadOnly, "/srv/corpus/sub", "/srv/corpus/sub",
+                                 false}));
+
+  // overlayfs layers directories: a file is refused, naming the mount.
+  in.system_paths.clear();
+  in.mounts = {{"/a.txt", "/srv/corpus/a.txt", MountMode::kOverlay}};
+  Status file = PlanMounts(in, fs).status();
+  EXPECT_EQ(file.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(file.message().find("overlay mount /a.txt"), std::string::npos) << file.message();
+  in.mounts = {{"/x", "/srv/missing", MountMode::kOverlay}};
+  EXPECT_NE(PlanMounts(in, fs).status().message().find("does not exist"), std::string::npos);
+  in.mounts = {{"/c", "/srv/corpus/.cache", MountMode::kOverlay}};
+  in.hidden = {"/srv/corpus/.cache"};
+  EXPECT_NE(PlanMounts(in, fs).status().message().find("must stay outside"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dolsot

@@ -36,12 +36,31 @@ TEST(SandboxPolicy, RefusesBadMounts) {
   }
 }
 
-TEST(SandboxPolicy, OverlayIsNotImplementedYet) {
+TEST(SandboxPolicy, OverlayIsAcceptedAndItsHostPathMustNotBreakTheOptionString) {
   SandboxPolicy policy;
-  policy.mounts = {{"/data", "/srv", MountMode::kOverlay}};
-  Status s = ValidateSandboxPolicy(policy);
-  EXPECT_EQ(s.code(), ErrorCode::kUnimplemented);
-  EXPECT_NE(s.message().find("not implemented yet"), std::string::npos);
+  policy.mounts = {{"/data", "/srv/corpus", MountMode::kOverlay}};
+  EXPECT_TRUE(ValidateSandboxPolicy(policy).ok());
+  // ',' would end overlayfs's lowerdir option (",upperdir=..." could name a
+  // host directory as the writable layer); ':' splits lower layers.
+  for (const char* host : {"/srv/a,upperdir=/home", "/srv/a:/etc", "/srv/a\\,b"}) {
+    policy.mounts = {{"/data", host, MountMode::kOverlay}};
+    Status s = ValidateSandboxPolicy(policy);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << host;
+    EXPECT_NE(s.message().find("overlay mount /data"), std::string::npos) << s.message();
+  }
+  // The same paths are fine for a bind (no option string).
+  policy.mounts = {{"/data", "/srv/a,b:c", MountMode::kReadOnly}};
+  EXPECT_TRUE(ValidateSandboxPolicy(policy).ok());
+}
+
+TEST(SandboxPolicy, ParsesOverlayMountSpecs) {
+  auto spec = ParseMountSpec("/data=/srv/corpus:overlay");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(*spec, (SandboxMount{"/data", "/srv/corpus", MountMode::kOverlay}));
+  EXPECT_STREQ(MountModeName(MountMode::kOverlay), "overlay");
+  EXPECT_EQ(*ParseMountMode("overlay"), MountMode::kOverlay);
+  EXPECT_EQ(ParseMountMode("Overlay").status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ParseMountSpec("/data=/srv:overlayfs").status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(SandboxPolicy, RefusesTwoMountsAtOnePathAndBadEnvAndCaps) {

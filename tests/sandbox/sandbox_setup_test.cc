@@ -12,7 +12,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -69,6 +72,88 @@ TEST(SandboxSetup, BestEffortGoesOnWithoutTheLayerAndSaysSo) {
   EXPECT_NE(text.find("[off] user-namespace"), std::string::npos) << text;
   EXPECT_NE(text.find("not single-threaded"), std::string::npos) << text;
   EXPECT_NE(text.find("[on ] pid-namespace"), std::string::npos) << text;
+}
+
+// A host directory for the overlay tests, removed at the end.
+class HostDir {
+ public:
+  HostDir() {
+    char templ[] = "/tmp/dolsot-overlay-XXXXXX";
+    path_ = ::mkdtemp(templ);
+  }
+  ~HostDir() { (void)!std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// EnterSandbox with one overlay of `host` at /data, then `body` inside.
+template <typename Body>
+std::string EnterWithOverlay(const std::string& host, bool best_effort, Body body) {
+  return InChild([&] {
+    SandboxSetup setup;
+    setup.policy.best_effort = best_effort;
+    setup.policy.mounts = {{"/data", host, MountMode::kOverlay}};
+    setup.plan = {{MountOpKind::kOverlay, host, "/data", false}};
+    auto report = EnterSandbox(setup);
+    if (!report.ok()) return "FAILED: " + report.status().message();
+    return "ENTERED\n" + report->ToText() + body();
+  });
+}
+
+TEST(SandboxSetup, AnOverlayKeepsWritesInTheSandbox) {
+  HostDir host;
+  std::ofstream(host.path() + "/kept.txt") << "host bytes";
+  std::string text = EnterWithOverlay(host.path(), false, [] {
+    std::string out = "read: " + ReadAll("/data/kept.txt") + "\n";
+    std::ofstream("/data/kept.txt", std::ios::app) << " + sandbox";
+    std::ofstream("/data/new.txt") << "new";
+    out += "after: " + ReadAll("/data/kept.txt") + "|" + ReadAll("/data/new.txt") + "\n";
+    out += ::unlink("/data/kept.txt") == 0 ? "unlinked\n" : "unlink failed\n";
+    return out;
+  });
+  EXPECT_NE(text.find("[on ] overlay: /data"), std::string::npos) << text;
+  EXPECT_NE(text.find("read: host bytes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("after: host bytes + sandbox|new\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("unlinked"), std::string::npos) << text;
+  EXPECT_EQ(ReadAll(host.path() + "/kept.txt"), "host bytes");
+  EXPECT_NE(::access((host.path() + "/new.txt").c_str(), F_OK), 0);
+}
+
+TEST(SandboxSetup, AnOverlayThatCannotBeMountedFailsClosedOrIsShownReadOnly) {
+  // A host path too long for overlayfs's option string (one page): the
+  // overlay cannot be mounted, a bind of it can.
+  HostDir host;
+  std::string deep = host.path();
+  while (deep.size() < 3900) {
+    deep += "/" + std::string(200, 'd');
+    ASSERT_EQ(::mkdir(deep.c_str(), 0755), 0) << std::strerror(errno);
+  }
+  std::ofstream(deep + "/kept.txt") << "host bytes";
+  std::string closed = EnterWithOverlay(deep, false, [] { return std::string("RAN\n"); });
+  EXPECT_NE(closed.find("FAILED: sandbox: the overlay layer cannot be applied"), std::string::npos)
+      << closed;
+  EXPECT_NE(closed.find("best_effort=True"), std::string::npos) << closed;
+  EXPECT_EQ(closed.find("RAN"), std::string::npos) << closed;
+
+  std::string fewer = EnterWithOverlay(deep, true, [] {
+    std::string out = "read: " + ReadAll("/data/kept.txt") + "\n";
+    int fd = ::open("/data/new.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    out += fd < 0 && errno == EROFS ? "write refused\n" : "WRITE ALLOWED\n";
+    if (fd >= 0) ::close(fd);
+    return out;
+  });
+  EXPECT_NE(fewer.find("[off] overlay: /data"), std::string::npos) << fewer;
+  EXPECT_NE(fewer.find("shown read-only instead"), std::string::npos) << fewer;
+  EXPECT_NE(fewer.find("read: host bytes"), std::string::npos) << fewer;
+  EXPECT_NE(fewer.find("write refused"), std::string::npos) << fewer;
+  EXPECT_NE(::access((deep + "/new.txt").c_str(), F_OK), 0);
 }
 
 TEST(SandboxSetup, BaseSystemPathsHoldUsr) {
