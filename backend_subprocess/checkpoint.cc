@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "embedded/cell_runner.h"
 #include "embedded/python_text.h"
 
@@ -18,9 +19,10 @@ namespace dolsot {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
-// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter).
-// Version 1 blobs are still read.
-constexpr uint32_t kFormatVersion = 2;
+// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter),
+// version 3 codec 6 (the AST gate's memory, written by the host).
+// Version 1 and 2 blobs are still read.
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
 // crc32c + codec + name length + payload length: the smallest possible entry.
 constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
@@ -33,63 +35,19 @@ enum class Codec : uint8_t {
   kModuleRef = 3,
   kCellSource = 4,   // name: a cell's filename ("<cell N>"); payload: its source
   kCellCounter = 5,  // name: kCounterName; payload: u64, the cells the session ran
+  kGateMemory = 6,   // name: kGateMemoryName; payload: GateMemory::Encode (host-written)
 };
 constexpr std::string_view kCounterName = "<cells>";
+constexpr std::string_view kGateMemoryName = "<gate>";
 
 bool IsKnownCodec(uint8_t byte, uint64_t version) {
-  return byte >= 1 && byte <= (version >= 2 ? 5 : 3);
+  return byte >= 1 && byte <= (version >= 3 ? 6 : version >= 2 ? 5 : 3);
 }
-
-// ---------------------------------------------------------------- CRC-32C
-// Castagnoli CRC (the iSCSI/ext4 checksum). SSE4.2 has an instruction for it;
-// other machines use a table. State is pre/post-inverted by the callers.
-
-constexpr std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t crc = i;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-    table[i] = crc;
-  }
-  return table;
-}
-constexpr std::array<uint32_t, 256> kCrcTable = MakeCrcTable();
-
-uint32_t CopyWithCrcPortable(uint32_t crc, char* dst, const char* src, size_t n) {
-  if (dst != nullptr) std::memcpy(dst, src, n);
-  for (size_t i = 0; i < n; ++i) {
-    crc = kCrcTable[(crc ^ static_cast<uint8_t>(src[i])) & 0xFFu] ^ (crc >> 8);
-  }
-  return crc;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) uint32_t CopyWithCrcSse42(uint32_t crc, char* dst,
-                                                            const char* src, size_t n) {
-  uint64_t state = crc;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, src + i, 8);
-    if (dst != nullptr) std::memcpy(dst + i, &word, 8);
-    state = __builtin_ia32_crc32di(state, word);
-  }
-  return CopyWithCrcPortable(static_cast<uint32_t>(state), dst ? dst + i : nullptr,
-                             src + i, n - i);
-}
-bool HaveSse42() {
-  static const bool have = __builtin_cpu_supports("sse4.2");
-  return have;
-}
-#endif
 
 // Extends `crc` over src[0..n) and, when dst is not null, copies the bytes to
 // dst in the same pass (the blob is written and checksummed at once).
 uint32_t CopyWithCrc(uint32_t crc, char* dst, const char* src, size_t n) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (HaveSse42()) return CopyWithCrcSse42(crc, dst, src, n);
-#endif
-  return CopyWithCrcPortable(crc, dst, src, n);
+  return CopyWithCrc32c(crc, dst, src, n);
 }
 
 // ---------------------------------------------------------------- little-endian
@@ -563,7 +521,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
     return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
   }
   const uint64_t version = GetLe(blob.data() + 8, 4);
-  if (version != 1 && version != kFormatVersion) {
+  if (version != 1 && version != 2 && version != kFormatVersion) {
     return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
   }
   const uint64_t count = GetLe(blob.data() + 12, 4);
@@ -573,7 +531,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
   std::vector<EntryView> entries;
   entries.reserve(count);
   size_t offset = kHeaderSize;
-  bool counted = false;
+  bool counted = false, remembered = false;
   for (uint64_t i = 0; i < count; ++i) {
     const size_t start = offset;
     StatusOr<EntryView> entry = ParseEntry(blob, version, offset);
@@ -587,6 +545,10 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
       return Corrupt("a malformed cell counter", start);
     }
     counted = counted || entry->codec == Codec::kCellCounter;
+    if (entry->codec == Codec::kGateMemory) {
+      if (remembered || entry->name != kGateMemoryName) return Corrupt("a malformed gate memory", start);
+      remembered = true;
+    }
     entries.push_back(*entry);
   }
   if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
@@ -630,7 +592,8 @@ int RestorePhase(Codec codec) {
     case Codec::kDill: return 1;
     case Codec::kPickle: return 2;
     case Codec::kCellSource:
-    case Codec::kCellCounter: return -1;  // not names: handled before the phases
+    case Codec::kCellCounter:
+    case Codec::kGateMemory: return -1;  // not names (the gate memory is the host's)
   }
   return 2;
 }
@@ -663,7 +626,6 @@ bool IsMainDict(PyObject* globals) {
 }  // namespace
 
 std::string CellFilename(std::uint64_t n) { return "<cell " + std::to_string(n) + ">"; }
-
 namespace {
 
 // Whether pickling an instance of `type` may run Python code at its top

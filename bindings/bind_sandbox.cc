@@ -154,7 +154,7 @@ void BindSandbox(py::module_& m) {
       .def(py::init(&MakePolicy), py::kw_only(), py::arg("allowed_modules") = py::none(),
            py::arg("denied_names") = py::tuple(), py::arg("allowed_dunders") = py::none(),
            py::arg("toolboxes") = py::none(), py::arg("max_source_bytes") = std::size_t{8u << 20},
-           py::arg("max_findings") = std::size_t{50}, py::arg("private_in_plain_methods") = false)
+           py::arg("max_findings") = std::size_t{50}, py::arg("private_in_plain_methods") = true)
       .def_property_readonly("allowed_modules", [](const Policy& p) { return FrozenSet(p.allowed_modules); })
       .def_property_readonly("denied_names", [](const Policy& p) { return FrozenSet(p.denied_names); })
       .def_property_readonly("allowed_dunders", [](const Policy& p) { return FrozenSet(p.allowed_dunders); })

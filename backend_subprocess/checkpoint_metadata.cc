@@ -1,0 +1,185 @@
+// The host's side of a checkpoint blob (no Python): CRC-32C, and the AST
+// gate's memory entry (docs/checkpoint-format.md, codec 6).
+#include "backend_subprocess/checkpoint_metadata.h"
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace dolsot {
+namespace {
+
+// The framing of docs/checkpoint-format.md (checkpoint.cc writes and parses
+// the rest of it).
+constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
+constexpr uint32_t kFormatVersion = 3;  // checkpoint.cc's kFormatVersion
+constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
+constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
+constexpr uint32_t kMaxNameBytes = 1u << 20;
+constexpr uint8_t kGateMemoryCodec = 6;
+constexpr std::string_view kGateMemoryName = "<gate>";
+
+void PutLe(char* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
+}
+uint64_t GetLe(const char* in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
+  return value;
+}
+
+Status Corrupt(const std::string& what, size_t offset) {
+  return CorruptError("checkpoint blob: " + what + " at byte " + std::to_string(offset));
+}
+
+// One entry's frame at `offset`: its size, codec, name and payload, lengths
+// checked against the blob (the checksum only when `verify`).
+struct Frame {
+  size_t size = 0;
+  uint8_t codec = 0;
+  std::string_view name, payload;
+};
+StatusOr<Frame> ReadFrame(std::string_view blob, size_t offset, bool verify) {
+  if (blob.size() - offset < kEntryFixedSize) return Corrupt("truncated entry header", offset);
+  const char* at = blob.data() + offset;
+  const uint64_t name_size = GetLe(at + 5, 4);
+  if (name_size > kMaxNameBytes || blob.size() - offset - kEntryFixedSize < name_size) {
+    return Corrupt("truncated name", offset);
+  }
+  const uint64_t payload_size = GetLe(at + 9 + name_size, 8);
+  if (payload_size > blob.size() - offset - kEntryFixedSize - name_size) {
+    return Corrupt("truncated payload", offset);
+  }
+  Frame frame;
+  frame.size = kEntryFixedSize + name_size + payload_size;
+  frame.codec = static_cast<uint8_t>(at[4]);
+  frame.name = std::string_view(at + 9, name_size);
+  frame.payload = std::string_view(at + 17 + name_size, payload_size);
+  if (verify && static_cast<uint32_t>(GetLe(at, 4)) != ~CopyWithCrc32c(~0u, nullptr, at + 4, frame.size - 4)) {
+    return Corrupt("checksum mismatch", offset);
+  }
+  return frame;
+}
+
+// ---------------------------------------------------------------- CRC-32C
+// Castagnoli CRC (the iSCSI/ext4 checksum). SSE4.2 has an instruction for it;
+// other machines use a table. State is pre/post-inverted by the callers.
+
+constexpr std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    table[i] = crc;
+  }
+  return table;
+}
+constexpr std::array<uint32_t, 256> kCrcTable = MakeCrcTable();
+
+uint32_t CopyWithCrcPortable(uint32_t crc, char* dst, const char* src, size_t n) {
+  if (dst != nullptr) std::memcpy(dst, src, n);
+  for (size_t i = 0; i < n; ++i) {
+    crc = kCrcTable[(crc ^ static_cast<uint8_t>(src[i])) & 0xFFu] ^ (crc >> 8);
+  }
+  return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) uint32_t CopyWithCrcSse42(uint32_t crc, char* dst,
+                                                            const char* src, size_t n) {
+  uint64_t state = crc;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, src + i, 8);
+    if (dst != nullptr) std::memcpy(dst + i, &word, 8);
+    state = __builtin_ia32_crc32di(state, word);
+  }
+  return CopyWithCrcPortable(static_cast<uint32_t>(state), dst ? dst + i : nullptr,
+                             src + i, n - i);
+}
+bool HaveSse42() {
+  static const bool have = __builtin_cpu_supports("sse4.2");
+  return have;
+}
+#endif
+
+}  // namespace
+
+uint32_t CopyWithCrc32c(uint32_t crc, char* dst, const char* src, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (HaveSse42()) return CopyWithCrcSse42(crc, dst, src, n);
+#endif
+  return CopyWithCrcPortable(crc, dst, src, n);
+}
+
+
+Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
+  if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0 ||
+      GetLe(blob.data() + 8, 4) != kFormatVersion) {
+    return CorruptError("checkpoint blob: not a version " + std::to_string(kFormatVersion) +
+                        " dolsot checkpoint, so the gate memory cannot be attached");
+  }
+  // Walk the frames (lengths only: the checksums are the restore's business)
+  // and drop any gate-memory entry: only the host writes one.
+  const uint64_t count = GetLe(blob.data() + 12, 4);
+  uint64_t kept = 0;
+  size_t read = kHeaderSize, write = kHeaderSize;
+  for (uint64_t i = 0; i < count; ++i) {
+    StatusOr<Frame> frame = ReadFrame(blob, read, /*verify=*/false);
+    if (!frame.ok()) return frame.status();
+    if (frame->codec != kGateMemoryCodec) {
+      if (write != read) std::memmove(blob.data() + write, blob.data() + read, frame->size);
+      write += frame->size;
+      ++kept;
+    }
+    read += frame->size;
+  }
+  if (read != blob.size()) return Corrupt("trailing bytes after the last entry", read);
+  blob.resize(write);
+  const std::string payload = memory.Encode();
+  const size_t at = blob.size();
+  blob.resize(at + kEntryFixedSize + kGateMemoryName.size() + payload.size());
+  char* frame = blob.data() + at;
+  frame[4] = static_cast<char>(kGateMemoryCodec);
+  PutLe(frame + 5, kGateMemoryName.size(), 4);
+  std::memcpy(frame + 9, kGateMemoryName.data(), kGateMemoryName.size());
+  PutLe(frame + 9 + kGateMemoryName.size(), payload.size(), 8);
+  std::memcpy(frame + 17 + kGateMemoryName.size(), payload.data(), payload.size());
+  PutLe(frame, ~CopyWithCrc32c(~0u, nullptr, frame + 4, blob.size() - at - 4), 4);
+  PutLe(blob.data() + 12, kept + 1, 4);
+  return Status::Ok();
+}
+
+StatusOr<GateMemory> ReadGateMemory(std::string_view blob) {
+  if (blob.empty()) return GateMemory{};
+  if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
+    return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
+  }
+  GateMemory unknown;
+  unknown.complete = false;
+  const uint64_t version = GetLe(blob.data() + 8, 4);
+  if (version < kFormatVersion) return unknown;  // older than the memory
+  if (version != kFormatVersion) {
+    return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
+  }
+  const uint64_t count = GetLe(blob.data() + 12, 4);
+  size_t offset = kHeaderSize;
+  std::optional<GateMemory> found;
+  for (uint64_t i = 0; i < count; ++i) {
+    StatusOr<Frame> frame = ReadFrame(blob, offset, /*verify=*/true);
+    if (!frame.ok()) return frame.status();
+    if (frame->codec == kGateMemoryCodec) {
+      if (found || frame->name != kGateMemoryName) return Corrupt("a malformed gate memory", offset);
+      StatusOr<GateMemory> memory = GateMemory::Decode(frame->payload);
+      if (!memory.ok()) return memory.status();
+      found = *std::move(memory);
+    }
+    offset += frame->size;
+  }
+  if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
+  return found ? *std::move(found) : unknown;
+}
+
+}  // namespace dolsot

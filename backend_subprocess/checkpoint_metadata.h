@@ -1,0 +1,31 @@
+// The host's side of a checkpoint blob, with no Python: the session's AST-gate
+// memory rides in the blob as one entry the host writes and reads, never the
+// session (docs/checkpoint-format.md, codec 6). Defined in checkpoint.cc,
+// beside the framing it shares.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/gate_memory.h"
+#include "core/status.h"
+
+namespace dolsot {
+
+// CRC-32C (Castagnoli, the iSCSI/ext4 checksum) of src[0..n), extending
+// `crc` (pre/post-inverted by the caller); copies the bytes to dst in the same
+// pass when dst is not null. The checksum of every checkpoint entry.
+std::uint32_t CopyWithCrc32c(std::uint32_t crc, char* dst, const char* src, std::size_t n);
+
+// `blob` (a current-version blob from SerializeNamespace) gets `memory` as
+// its gate-memory entry; one the session wrote itself is dropped first. kCorrupt when `blob` is no such blob.
+Status AttachGateMemory(std::string& blob, const GateMemory& memory);
+// The memory a stored blob carries. An empty blob (a new session): a fresh,
+// complete memory. A version 1 or 2 blob, or a version 3 blob without the
+// entry: an incomplete one (the session's earlier cells are not known).
+// Damage anywhere: kCorrupt.
+StatusOr<GateMemory> ReadGateMemory(std::string_view blob);
+
+}  // namespace dolsot
