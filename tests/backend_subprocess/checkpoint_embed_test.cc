@@ -317,7 +317,12 @@ TEST_F(CheckpointTest, ValueWhoseClassVanishedIsListedAsFailed) {
 
 TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
   Cell("a = [1, 2, 3]\nb = 'x' * 50\nimport os\ndef f():\n    return 1\n");
-  const std::string blob = SerializeNamespace(main_.ptr(), {}).blob;
+  // As the host stores it: with the gate memory attached (without it, a bit
+  // flip turning version 3 into 2 would leave a valid version 2 blob).
+  std::string blob = SerializeNamespace(main_.ptr(), {}).blob;
+  GateMemory memory;
+  memory.sealed_classes = {"A"};
+  ASSERT_TRUE(AttachGateMemory(blob, memory).ok());
   py::dict target;
   auto expect_corrupt = [&](std::string_view bad, const std::string& what) {
     StatusOr<RestoredNamespace> restored = RestoreNamespace(target.ptr(), bad);
@@ -343,6 +348,10 @@ TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
     std::string flipped = blob;
     flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
     expect_corrupt(flipped, "bit " + std::to_string(bit));
+    // The host's reading of the memory: damage, or (version 3 read as 2) a
+    // memory it does not trust.
+    StatusOr<GateMemory> read = ReadGateMemory(flipped);
+    EXPECT_TRUE(!read.ok() || !read->complete) << "bit " << bit;
   }
   // Random multi-byte damage: never a crash, never a partial restore.
   std::mt19937 random(12345);
