@@ -51,14 +51,8 @@ uint32_t CopyWithCrc(uint32_t crc, char* dst, const char* src, size_t n) {
 }
 
 // ---------------------------------------------------------------- little-endian
-void PutLe(char* out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
-}
-uint64_t GetLe(const char* in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
-  return value;
-}
+using checkpoint_format::GetLe;
+using checkpoint_format::PutLe;
 
 // ---------------------------------------------------------------- Python helpers
 // An owned (strong) reference, released on scope exit. GIL held throughout.

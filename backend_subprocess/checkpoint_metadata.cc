@@ -20,14 +20,8 @@ constexpr uint32_t kMaxNameBytes = 1u << 20;
 constexpr uint8_t kGateMemoryCodec = 6;
 constexpr std::string_view kGateMemoryName = "<gate>";
 
-void PutLe(char* out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
-}
-uint64_t GetLe(const char* in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
-  return value;
-}
+using checkpoint_format::GetLe;
+using checkpoint_format::PutLe;
 
 Status Corrupt(const std::string& what, size_t offset) {
   return CorruptError("checkpoint blob: " + what + " at byte " + std::to_string(offset));

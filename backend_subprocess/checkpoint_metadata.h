@@ -19,6 +19,18 @@ namespace dolsot {
 // pass when dst is not null. The checksum of every checkpoint entry.
 std::uint32_t CopyWithCrc32c(std::uint32_t crc, char* dst, const char* src, std::size_t n);
 
+// The format's integers: unsigned little-endian, `bytes` wide.
+namespace checkpoint_format {
+inline void PutLe(char* out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
+}
+inline std::uint64_t GetLe(const char* in, int bytes) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= std::uint64_t{static_cast<std::uint8_t>(in[i])} << (8 * i);
+  return value;
+}
+}  // namespace checkpoint_format
+
 // `blob` (a current-version blob from SerializeNamespace) gets `memory` as
 // its gate-memory entry; one the session wrote itself is dropped first. kCorrupt when `blob` is no such blob.
 Status AttachGateMemory(std::string& blob, const GateMemory& memory);
