@@ -1898,13 +1898,24 @@ std::vector<Finding> CheckSessionCellFullPath(std::string_view code, const Polic
   return CellChecker(code, policy, &memory, learned).Run(/*fast_path=*/false);
 }
 
-// A name the session's memory holds appears anywhere in the cell's bytes (a
-// superset of its identifiers: the fast path takes ASCII identifiers only).
+// A name the session's memory holds appears in the cell's bytes, not glued to
+// another ASCII letter, digit or underscore (a superset of the identifiers
+// spelled that way: the fast path takes ASCII identifiers only, and one ends
+// where its bytes do).
 bool CellChecker::MemoryMentioned() const {
   if (memory_ == nullptr) return false;
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
   for (const GateMemory::Names* names : {&memory_->sealed_classes, &memory_->sealed_methods}) {
     for (const std::string& name : *names) {
-      if (code_.find(name) != std::string_view::npos) return true;
+      for (std::size_t at = code_.find(name); at != std::string_view::npos;
+           at = code_.find(name, at + 1)) {
+        const std::size_t end = at + name.size();
+        if ((at == 0 || !word(code_[at - 1])) && (end == code_.size() || !word(code_[end]))) {
+          return true;
+        }
+      }
     }
   }
   return false;

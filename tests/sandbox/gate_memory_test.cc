@@ -12,6 +12,7 @@
 #include "core/gate_memory.h"
 #include "sandbox/ast_gate.h"
 #include "sandbox/check_cell.h"
+#include "sandbox/prescan.h"
 
 namespace dolsot::sandbox {
 namespace {
@@ -183,6 +184,16 @@ TEST(GateMemory, TheFastPathNeverAcceptsACellNamingASealedName) {
   EXPECT_TRUE(session.Refuses("import copy\nA.m(copy)\n"));
   // A mention in a string only costs the full path, which allows it.
   EXPECT_TRUE(session.Allows("print('A.m')\n"));
+  // Every spelling the fast path could take is seen (Session::Run also
+  // checks that the fast and the full path agree on each).
+  for (const char* code : {"import copy\n(A).m(copy)\n", "import copy\nA .m(copy)\n",
+                           "import copy\nA\\\n.m(copy)\n", "import copy\nx=[A][0]\n",
+                           "import copy\nf=A.m;f(copy)\n", "import copy\ntype(a).m(copy)\n"}) {
+    EXPECT_TRUE(session.Refuses(code)) << code;
+  }
+  // Names that only contain a remembered one: the fast path, allowed.
+  EXPECT_TRUE(session.Allows("Alpha = 1\nmA = 2\nprint(Alpha + mA, 0xA)\n"));
+  EXPECT_TRUE(PrescanProvesAllowed("Alpha = 1\nmA = 2\nprint(Alpha + mA, 0xA)\n", policy));
 }
 
 TEST(GateMemory, SealedMethodNamesCountForEveryClassRead) {
