@@ -171,7 +171,9 @@ void BindSandbox(py::module_& m) {
 
   sub.def("check_ast", &CheckAst, py::arg("code"), py::arg("policy") = nullptr,
           "Findings for `code` (str or bytes) under `policy` (default: Policy()); an empty "
-          "list means the cell is allowed. Releases the GIL while checking.");
+          "list means the cell is allowed. Releases the GIL while checking. The cell is "
+          "checked alone: `self._x` in plain methods is refused (no session remembers its "
+          "classes; a backend's gate=AstGate(...) does, docs/gate.md).");
   sub.def("rules", [] {
     py::list out;
     for (const sandbox::RuleInfo& info : sandbox::AllRules()) {
