@@ -184,6 +184,9 @@ struct SessionState {
   // Guarded by `serial`:
   int cells = 0;
   std::vector<std::string> held;
+  // What the AST gate remembers of this session's cells (core/gate_memory.h).
+  // No rollback here: a cell that times out runs on, so what it seals stays.
+  SessionGateMemory gate_memory;
   SpinBudget host_spin;  // the caller's wait for its cell
   // Guarded by the Impl's mutex:
   // Weak: a job holds its session while it runs, so a strong pointer here
@@ -688,7 +691,7 @@ StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_
   if (extras != nullptr) names_in_scope = NamesInScope((*session)->held, options.tools, options.variables);
   const GateRequest gate_request{code, extras != nullptr ? names_in_scope : (*session)->held,
                                  deadline};
-  StatusOr<Result> result = impl_->pipeline.Run(gate_request, [&] {
+  StatusOr<Result> result = impl_->pipeline.Run(gate_request, (*session)->gate_memory, [&] {
     return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop,
                               std::move(extras));
   });

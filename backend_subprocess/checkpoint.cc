@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "core/crc32c.h"
 #include "embedded/cell_runner.h"
 #include "embedded/python_text.h"
@@ -19,9 +20,10 @@ namespace dolsot {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
-// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter).
-// Version 1 blobs are still read.
-constexpr uint32_t kFormatVersion = 2;
+// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter),
+// version 3 codec 6 (the AST gate's memory, written by the host).
+// Version 1 and 2 blobs are still read.
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
 // crc32c + codec + name length + payload length: the smallest possible entry.
 constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
@@ -34,26 +36,24 @@ enum class Codec : uint8_t {
   kModuleRef = 3,
   kCellSource = 4,   // name: a cell's filename ("<cell N>"); payload: its source
   kCellCounter = 5,  // name: kCounterName; payload: u64, the cells the session ran
+  kGateMemory = 6,   // name: kGateMemoryName; payload: GateMemory::Encode (host-written)
 };
 constexpr std::string_view kCounterName = "<cells>";
+constexpr std::string_view kGateMemoryName = "<gate>";
 
 bool IsKnownCodec(uint8_t byte, uint64_t version) {
-  return byte >= 1 && byte <= (version >= 2 ? 5 : 3);
+  return byte >= 1 && byte <= (version >= 3 ? 6 : version >= 2 ? 5 : 3);
 }
 
+// Extends `crc` over src[0..n) and, when dst is not null, copies the bytes to
+// dst in the same pass (the blob is written and checksummed at once).
 uint32_t CopyWithCrc(uint32_t crc, char* dst, const char* src, size_t n) {
   return CopyWithCrc32c(crc, dst, src, n);
 }
 
 // ---------------------------------------------------------------- little-endian
-void PutLe(char* out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
-}
-uint64_t GetLe(const char* in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
-  return value;
-}
+using checkpoint_format::GetLe;
+using checkpoint_format::PutLe;
 
 // ---------------------------------------------------------------- Python helpers
 // An owned (strong) reference, released on scope exit. GIL held throughout.
@@ -516,7 +516,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
     return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
   }
   const uint64_t version = GetLe(blob.data() + 8, 4);
-  if (version != 1 && version != kFormatVersion) {
+  if (version != 1 && version != 2 && version != kFormatVersion) {
     return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
   }
   const uint64_t count = GetLe(blob.data() + 12, 4);
@@ -526,7 +526,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
   std::vector<EntryView> entries;
   entries.reserve(count);
   size_t offset = kHeaderSize;
-  bool counted = false;
+  bool counted = false, remembered = false;
   for (uint64_t i = 0; i < count; ++i) {
     const size_t start = offset;
     StatusOr<EntryView> entry = ParseEntry(blob, version, offset);
@@ -540,6 +540,10 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
       return Corrupt("a malformed cell counter", start);
     }
     counted = counted || entry->codec == Codec::kCellCounter;
+    if (entry->codec == Codec::kGateMemory) {
+      if (remembered || entry->name != kGateMemoryName) return Corrupt("a malformed gate memory", start);
+      remembered = true;
+    }
     entries.push_back(*entry);
   }
   if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
@@ -583,7 +587,8 @@ int RestorePhase(Codec codec) {
     case Codec::kDill: return 1;
     case Codec::kPickle: return 2;
     case Codec::kCellSource:
-    case Codec::kCellCounter: return -1;  // not names: handled before the phases
+    case Codec::kCellCounter:
+    case Codec::kGateMemory: return -1;  // not names (the gate memory is the host's)
   }
   return 2;
 }
@@ -616,7 +621,6 @@ bool IsMainDict(PyObject* globals) {
 }  // namespace
 
 std::string CellFilename(std::uint64_t n) { return "<cell " + std::to_string(n) + ">"; }
-
 namespace {
 
 // Whether pickling an instance of `type` may run Python code at its top

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "core/status.h"
 
 namespace dolsot {

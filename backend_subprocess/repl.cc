@@ -16,6 +16,7 @@
 #include "backend_subprocess/fifo_mutex.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/worker_process.h"
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "core/cell_pipeline.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
@@ -69,6 +70,10 @@ struct SessionSlot {
   // checkpoint written before that says nothing of the name's new value.
   std::map<std::string, std::uint64_t> rebound_at;
   std::uint64_t cells_started = 0;  // guarded by turn
+  // What the AST gate remembers of this session's cells (core/gate_memory.h):
+  // read from the checkpoint when the session is made live, attached to
+  // every checkpoint the host saves.
+  SessionGateMemory gate_memory;
   // A save that failed (async, or an eviction on this session's behalf),
   // not yet reported.
   std::string last_save_error;
@@ -146,6 +151,8 @@ class Repl::Impl {
     return [this, sid, cell](UniqueFd fd) { saver_.Submit(sid, std::move(fd), cell); };
   }
   void SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell);
+  // Saves a checkpoint the session wrote, with the slot's gate memory attached.
+  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob);
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -235,6 +242,14 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
                                    *worker);
     if (!live.ok()) return live.status();
     slot.live = std::move(live).value();
+    // A blob that cannot say (damaged, or older than the memory) leaves the
+    // session's earlier cells unknown: the gate then assumes the worst.
+    StatusOr<GateMemory> memory = ReadGateMemory(blob);
+    if (!memory.ok()) {
+      memory = GateMemory{};
+      memory->complete = false;
+    }
+    slot.gate_memory.Set(*std::move(memory));
     return Status::Ok();
   }
 }
@@ -298,7 +313,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
                   "was evicted (over max_live_sessions) without a checkpoint, which could not "
                   "be taken (" + data.status().message() + "); it goes back to its last one");
   }
-  Status saved = store_->Save(sid, data->blob);
+  Status saved = SaveCheckpoint(sid, slot, data->blob);
   if (!saved.ok()) {
     return Status(saved.code(), "stays live over max_live_sessions=" +
                                     std::to_string(options_.max_live_sessions) +
@@ -324,6 +339,13 @@ void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning)
   slot->last_save_error += warning;
 }
 
+Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob) {
+  // The memory as it is now: it only grows while the session runs on, so it
+  // covers whatever the blob holds (a rolled-back cell is in neither).
+  DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
+  return store_->Save(sid, blob);
+}
+
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell) {
   std::shared_ptr<SessionSlot> slot;
   {
@@ -339,7 +361,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     slot->last_dropped = std::move(data.dropped);
     slot->last_dropped_cell = cell;
   }
-  Status saved = store_->Save(sid, data.blob);
+  Status saved = SaveCheckpoint(sid, *slot, data.blob);
   if (!saved.ok()) {  // reported with the session's next Result
     std::lock_guard<std::mutex> guard(slot->dropped_mutex);
     std::string& pending = slot->last_save_error;
@@ -401,9 +423,18 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     names_in_scope = NamesInScope(slot->live->held(), run_options.tools, run_options.variables);
   }
   const GateRequest gate_request{code, extras ? names_in_scope : slot->live->held(), *deadline};
-  StatusOr<Result> result = pipeline_.Run(gate_request, [&]() -> StatusOr<Result> {
+  const GateMemory memory_before = slot->gate_memory.Get();
+  StatusOr<Result> result = pipeline_.Run(gate_request, slot->gate_memory, [&]() -> StatusOr<Result> {
     return Execute(sid, *slot, code, timeout, deadline, run_options);
   });
+  // A cell that did not complete was rolled back (or its session lost, to be
+  // restored from its last checkpoint): nothing it bound is left, so its
+  // names go from the memory too. A cell that raised keeps what it bound
+  // before the raise, and its names stay sealed.
+  const bool kept = result.ok() && slot->live != nullptr &&
+                    (result->outcome() == Outcome::kOk || result->outcome() == Outcome::kError ||
+                     result->outcome() == Outcome::kRejected);
+  if (!kept) slot->gate_memory.Set(memory_before);
   if (!result.ok()) return result;
   if (restored) {
     for (const auto& name : report.failed) result->dropped.push_back(name);
@@ -440,7 +471,7 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   if (outcome->session_lost) slot.live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
-    Status saved = store_->Save(sid, outcome->checkpoint->blob);
+    Status saved = SaveCheckpoint(sid, slot, outcome->checkpoint->blob);
     if (!saved.ok()) {
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
@@ -595,9 +626,10 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   target_slot->live =
       LiveSession::Adopt(std::move(channel).value(), settings_, source_slot->live->worker());
   target_slot->last_used = ++clock_;
+  target_slot->gate_memory.Set(source_slot->gate_memory.Get());
   if (options_.checkpoint != CheckpointMode::kOff) {
     auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));
-    if (data.ok()) DOLSOT_RETURN_IF_ERROR(store_->Save(target, data->blob));
+    if (data.ok()) DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(target, *target_slot, data->blob));
   }
   return Status::Ok();
 }

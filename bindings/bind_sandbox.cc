@@ -154,7 +154,7 @@ void BindSandbox(py::module_& m) {
       .def(py::init(&MakePolicy), py::kw_only(), py::arg("allowed_modules") = py::none(),
            py::arg("denied_names") = py::tuple(), py::arg("allowed_dunders") = py::none(),
            py::arg("toolboxes") = py::none(), py::arg("max_source_bytes") = std::size_t{8u << 20},
-           py::arg("max_findings") = std::size_t{50}, py::arg("private_in_plain_methods") = false)
+           py::arg("max_findings") = std::size_t{50}, py::arg("private_in_plain_methods") = true)
       .def_property_readonly("allowed_modules", [](const Policy& p) { return FrozenSet(p.allowed_modules); })
       .def_property_readonly("denied_names", [](const Policy& p) { return FrozenSet(p.denied_names); })
       .def_property_readonly("allowed_dunders", [](const Policy& p) { return FrozenSet(p.allowed_dunders); })
@@ -171,7 +171,9 @@ void BindSandbox(py::module_& m) {
 
   sub.def("check_ast", &CheckAst, py::arg("code"), py::arg("policy") = nullptr,
           "Findings for `code` (str or bytes) under `policy` (default: Policy()); an empty "
-          "list means the cell is allowed. Releases the GIL while checking.");
+          "list means the cell is allowed. Releases the GIL while checking. The cell is "
+          "checked alone: `self._x` in plain methods is refused (no session remembers its "
+          "classes; a backend's gate=AstGate(...) does, docs/gate.md).");
   sub.def("rules", [] {
     py::list out;
     for (const sandbox::RuleInfo& info : sandbox::AllRules()) {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gate_memory.h"
+
 namespace dolsot {
 
 // What a gate sees of a cell. Valid for the duration of the call.
@@ -17,11 +19,17 @@ struct GateRequest {
   const std::vector<std::string>& held;
   // The cell's deadline: a gate's own time counts inside the cell's timeout.
   std::chrono::steady_clock::time_point deadline;
+  // What the AST gate remembers of the session's earlier cells (the backend's,
+  // per session). nullptr: a gate that needs it must assume the worst (the
+  // AST gate then refuses `self._x` in plain methods).
+  const GateMemory* memory = nullptr;
 };
 
 struct GateVerdict {
   bool allowed = true;
   std::string message;  // why the cell was rejected (one finding per line)
+  // Allowed cells: what the session's memory gains once the cell runs.
+  GateMemory learned;
 };
 
 // Must be callable from any thread. A gate that fails must reject (fail

@@ -13,10 +13,13 @@ void CellPipeline::WarmUp(const GateRequest& request) const {
   if (warm_up_) warm_up_(request);
 }
 
-std::optional<Result> CellPipeline::Admit(const GateRequest& request) const {
+std::optional<Result> CellPipeline::Admit(const GateRequest& request, GateMemory* learned) const {
   for (const Stage& stage : stages_) {
     GateVerdict verdict = stage.gate(request);
-    if (verdict.allowed) continue;
+    if (verdict.allowed) {
+      if (learned != nullptr) learned->Merge(verdict.learned);
+      continue;
+    }
     std::string why = verdict.message.empty()
                           ? std::string("rejected by ") + stage.name + " (it gave no reason)"
                           : std::move(verdict.message);

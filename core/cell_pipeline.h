@@ -30,15 +30,26 @@ class CellPipeline {
 
   // Lets gates start slow work before the session is ready. Never blocks.
   void WarmUp(const GateRequest& request) const;
-  // Runs the gates in order. nullopt: the cell may run; else the Result of
-  // the rejected cell (it must not run).
-  std::optional<Result> Admit(const GateRequest& request) const;
+  // Runs the gates in order. nullopt: the cell may run (`learned`, when not
+  // null, gets what the gates learned of it); else the Result of the rejected
+  // cell (it must not run).
+  std::optional<Result> Admit(const GateRequest& request, GateMemory* learned = nullptr) const;
 
-  // Admit, then `execute()` if admitted. `execute` returns a Result or a
-  // StatusOr<Result>, and so does Run.
+  // Admit against the session's gate memory, then `execute()` if admitted.
+  // What the gates learned of the cell joins `memory` before it runs, so
+  // every checkpoint taken from then on carries it; a backend that rolls the
+  // session back to before the cell puts the memory back too (Repl). A cell
+  // that raises, times out in process, or runs on past its deadline keeps
+  // its names sealed: more sealed names is the safe side. `execute` returns
+  // a Result or a StatusOr<Result>, and so does Run.
   template <typename Execute>
-  auto Run(const GateRequest& request, Execute&& execute) const -> decltype(execute()) {
-    if (std::optional<Result> rejected = Admit(request)) return *std::move(rejected);
+  auto Run(GateRequest request, SessionGateMemory& memory, Execute&& execute) const
+      -> decltype(execute()) {
+    const GateMemory known = memory.Get();
+    request.memory = &known;
+    GateMemory learned;
+    if (std::optional<Result> rejected = Admit(request, &learned)) return *std::move(rejected);
+    memory.Learn(learned);
     return std::forward<Execute>(execute)();
   }
 

@@ -43,6 +43,27 @@ bool CellFacts::BaseIsOwn(const Base& base, std::uint32_t class_start) {
   return binding.source == Source::kClass && base.bare && ClassIsOwn(binding.class_index);
 }
 
+bool CellFacts::HasBaseRootedIn(std::int32_t index, const NameSet& names) const {
+  if (index < 0 || static_cast<std::size_t>(index) >= classes_.size() || names.empty()) return false;
+  for (const Base& base : classes_[static_cast<std::size_t>(index)].bases) {
+    if (names.contains(base.root)) return true;
+  }
+  return false;
+}
+
+bool CellFacts::DerivesOnlyFrom(std::int32_t index, const NameSet& sealed) {
+  if (index < 0 || static_cast<std::size_t>(index) >= classes_.size()) return false;
+  if (!classes_[static_cast<std::size_t>(index)].plain) return false;
+  const std::uint32_t start = classes_[static_cast<std::size_t>(index)].start;
+  // Copied: BaseIsOwn may decide other classes (classes_ does not grow).
+  const std::vector<Base> bases = classes_[static_cast<std::size_t>(index)].bases;
+  for (const Base& base : bases) {
+    if (base.bare && sealed.contains(base.root)) continue;
+    if (!BaseIsOwn(base, start)) return false;
+  }
+  return true;
+}
+
 bool CellFacts::ClassIsOwn(std::int32_t index) {
   if (index < 0 || static_cast<std::size_t>(index) >= classes_.size()) return false;
   ClassInfo& info = classes_[static_cast<std::size_t>(index)];

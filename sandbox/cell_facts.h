@@ -62,6 +62,13 @@ class CellFacts {
   // `roots` and every class of the cell with a base rooted at the name of one
   // of those (transitively), by name whatever else binds it.
   std::vector<std::int32_t> Descendants(const std::vector<std::int32_t>& roots) const;
+  // A base of the class is rooted at one of `names`.
+  bool HasBaseRootedIn(std::int32_t index, const NameSet& names) const;
+  // No keyword (metaclass=) nor computed base, and every base is a bare name
+  // in `sealed` or one ClassIsOwn accepts (a builtin class, a safe import of
+  // the cell, an own class of the cell): for a class deriving from an earlier
+  // cell's sealed class.
+  bool DerivesOnlyFrom(std::int32_t index, const NameSet& sealed);
   // `name` is bound exactly once in the cell, before `before`, by a top-level
   // import from an allowed module that is no toolbox.
   bool IsSafeImport(std::string_view name, std::uint32_t before) const;

@@ -184,8 +184,11 @@ bool NeedsField(NodeKind kind) {
 
 class CellChecker {
  public:
-  CellChecker(std::string_view code, const Policy& policy)
-      : code_(code), policy_(policy), grammar_(Grammar()) {}
+  CellChecker(std::string_view code, const Policy& policy, const GateMemory* memory = nullptr,
+              GateMemory* learned = nullptr)
+      : code_(code), policy_(policy), grammar_(Grammar()), memory_(memory), learned_(learned),
+        plain_methods_allowed_(policy.private_in_plain_methods && memory != nullptr &&
+                               memory->complete) {}
 
   std::vector<Finding> Run(bool fast_path);
 
@@ -245,10 +248,14 @@ class CellChecker {
   bool AppendLiteral(TSNode string, std::string& decoded, std::string& problem);
   void CheckPendingStores();
   void CompareWithCpython(TSNode root);
+  bool MemoryMentioned() const;
 
   std::string_view code_;
   const Policy& policy_;
   const PythonGrammar& grammar_;
+  const GateMemory* memory_;  // the session's earlier cells (null: a standalone cell)
+  GateMemory* learned_;       // what this cell seals, when it is allowed (may be null)
+  bool plain_methods_allowed_;
   std::vector<Finding> findings_;
   std::size_t dropped_ = 0;
   std::string scratch_;
@@ -269,6 +276,7 @@ class CellChecker {
   std::vector<BuiltinUse> builtin_uses_;
   NameSet shadowed_;                    // builtin names the cell binds outside the module scope
   NameSet declared_;                    // names of global / nonlocal statements
+  std::vector<TSNode> class_nodes_;  // by CellFacts class index
   std::map<std::int32_t, std::vector<TSNode>> class_decorators_;  // class index -> decorators
   std::map<std::uint32_t, ClassBody> class_bodies_;  // by the class statement's start
 };
@@ -276,7 +284,9 @@ class CellChecker {
 std::vector<Finding> CellChecker::Run(bool fast_path) {
   if (auto problem = CheckSourceText(code_, policy_)) return {std::move(*problem)};
   // Most cells are plain data work: their tokens alone prove them allowed.
-  if (fast_path && PrescanProvesAllowed(code_, policy_)) return {};
+  // The fast path knows nothing of the session's sealed names: a cell that
+  // may mention one (`A.m(obj)`, `type(a).m`) is walked.
+  if (fast_path && !MemoryMentioned() && PrescanProvesAllowed(code_, policy_)) return {};
   TSParser* parser = ThreadPythonParser();
   ts_parser_reset(parser);
   ts_parser_set_timeout_micros(parser, kParseTimeoutMicros);
@@ -1053,6 +1063,7 @@ void CellChecker::EnterClass(TSNode node, Frame& frame) {
   }
   uint32_t start = ts_node_start_byte(node);
   frame.class_slot = facts_.AddClass(name, start, frame.top_level, plain, std::move(bases));
+  class_nodes_.push_back(node);
   TSNode decorated = ts_node_parent(node);
   if (grammar_.KindOf(decorated) == NodeKind::kDecoratedDefinition) {
     for (uint32_t i = 0; i < ts_node_named_child_count(decorated); ++i) {
@@ -1115,12 +1126,20 @@ bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
     return false;  // `self._os`: the default check refuses it
   }
-  if (method.kind == MethodKind::kRegular && !policy_.private_in_plain_methods) {
+  if (method.kind == MethodKind::kRegular && !plain_methods_allowed_) {
+    std::string call = "`" + method.name + "` as `Class." + method.name + "(obj)`";
+    std::string why =
+        !policy_.private_in_plain_methods
+            ? "Policy.private_in_plain_methods is off, so a later cell could call " + call
+        : memory_ == nullptr
+            ? "the cell is checked on its own, without a session's gate memory (check_ast; a "
+              "session's AST gate has one), so a later cell could call " + call
+            : "this session was restored from a checkpoint that does not say which classes its "
+              "earlier cells sealed, so a later cell could call " + call;
     Report(Rule::kPrivateAttribute, attribute,
-           "attribute `" + attr + "` is private: a later cell can call `" + method.name +
-           "` as `Class." + method.name + "(obj)` with any object as `" + method.self + "`, so `" +
-           method.self + "._x` is allowed in __dunder__ methods, properties and class methods "
-           "(or with Policy.private_in_plain_methods; docs/gate.md)");
+           "attribute `" + attr + "` is private: " + why + " with any object as `" + method.self +
+           "`; `" + method.self + "._x` is allowed in __dunder__ methods, properties and class "
+           "methods (docs/gate.md)");
     return true;
   }
   if (method.kind == MethodKind::kOther) {
@@ -1447,14 +1466,28 @@ void CellChecker::CheckOwnMethods() {
       }
     }
   }
+  // The session's earlier cells: their sealed methods are never read off a
+  // class here either, and a class of this cell deriving from one of their
+  // sealed classes is sealed too.
+  std::vector<std::int32_t> inherited;  // classes with a bare base an earlier cell sealed
+  if (memory_ != nullptr) {
+    plain_methods.insert(memory_->sealed_methods.begin(), memory_->sealed_methods.end());
+    for (std::int32_t index = 0; index < facts_.ClassCount(); ++index) {
+      if (facts_.HasBaseRootedIn(index, memory_->sealed_classes)) inherited.push_back(index);
+    }
+  }
   // `cls._x` alone needs nothing more: a class method is bound to the class.
-  if (plain_methods.empty()) return;
+  if (plain_methods.empty() && (memory_ == nullptr || memory_->sealed_classes.empty())) return;
   std::sort(owners.begin(), owners.end());
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
   NameSet sealed;  // names of sealed classes
-  for (std::int32_t index : facts_.Descendants(owners)) {
+  if (memory_ != nullptr) sealed.insert(memory_->sealed_classes.begin(), memory_->sealed_classes.end());
+  std::vector<std::int32_t> roots = owners;
+  roots.insert(roots.end(), inherited.begin(), inherited.end());
+  std::vector<std::int32_t> family = facts_.Descendants(roots);
+  for (std::int32_t index : family) sealed.insert(facts_.ClassName(index));
+  for (std::int32_t index : family) {
     const std::string& name = facts_.ClassName(index);
-    sealed.insert(name);
     for (TSNode decorator : class_decorators_[index]) {
       if (!SafeClassDecorator(decorator, facts_.ClassStart(index))) {
         Report(Rule::kPrivateAttribute, decorator,
@@ -1462,6 +1495,29 @@ void CellChecker::CheckOwnMethods() {
                "class and could call a method with any object as `self`; only `dataclasses.dataclass`, "
                "`functools.total_ordering`, `typing.final` and `enum.unique`, imported in this "
                "cell, are allowed");
+      }
+    }
+  }
+  // A class deriving from an earlier cell's sealed class: the sealed class's
+  // methods read `self._x` of its instances, so nothing the gate cannot vouch
+  // for may sit in them (`class D(A, Base)`, Base a host's class whose
+  // __init__ sets private state), and no metaclass may get the class.
+  if (!inherited.empty()) {
+    for (std::int32_t index : facts_.Descendants(inherited)) {
+      if (facts_.DerivesOnlyFrom(index, sealed)) continue;
+      Report(Rule::kPrivateAttribute, class_nodes_[static_cast<std::size_t>(index)],
+             "class `" + facts_.ClassName(index) + "` derives from a class an earlier cell sealed "
+             "(its methods read `self._x`), so its other bases must be builtin classes, names "
+             "imported in this cell from an allowed module, this cell's own classes or other "
+             "sealed classes, with no keyword (metaclass=) (docs/gate.md, \"The gate's memory\")");
+    }
+  }
+  if (learned_ != nullptr) {
+    for (std::int32_t index : family) learned_->sealed_classes.insert(facts_.ClassName(index));
+    for (const PendingAccess& access : accesses_) {
+      const Method& method = methods_[static_cast<std::size_t>(access.method)];
+      if (access.private_attribute && method.kind == MethodKind::kRegular) {
+        learned_->sealed_methods.insert(method.name);
       }
     }
   }
@@ -1830,6 +1886,39 @@ std::vector<Finding> CheckCell(std::string_view code, const Policy& policy) {
 
 std::vector<Finding> CheckCellFullPath(std::string_view code, const Policy& policy) {
   return CellChecker(code, policy).Run(/*fast_path=*/false);
+}
+
+std::vector<Finding> CheckSessionCell(std::string_view code, const Policy& policy,
+                                      const GateMemory& memory, GateMemory* learned) {
+  return CellChecker(code, policy, &memory, learned).Run(/*fast_path=*/true);
+}
+
+std::vector<Finding> CheckSessionCellFullPath(std::string_view code, const Policy& policy,
+                                              const GateMemory& memory, GateMemory* learned) {
+  return CellChecker(code, policy, &memory, learned).Run(/*fast_path=*/false);
+}
+
+// A name the session's memory holds appears in the cell's bytes, not glued to
+// another ASCII letter, digit or underscore (a superset of the identifiers
+// spelled that way: the fast path takes ASCII identifiers only, and one ends
+// where its bytes do).
+bool CellChecker::MemoryMentioned() const {
+  if (memory_ == nullptr) return false;
+  auto word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  for (const GateMemory::Names* names : {&memory_->sealed_classes, &memory_->sealed_methods}) {
+    for (const std::string& name : *names) {
+      for (std::size_t at = code_.find(name); at != std::string_view::npos;
+           at = code_.find(name, at + 1)) {
+        const std::size_t end = at + name.size();
+        if ((at == 0 || !word(code_[at - 1])) && (end == code_.size() || !word(code_[end]))) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace dolsot::sandbox

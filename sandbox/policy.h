@@ -45,10 +45,11 @@ struct Policy {
   // __dunder__ names a cell may define and use (a class's own __init__, ...).
   NameSet allowed_dunders;
   // `self._x` in plain methods (no decorator) of the cell's own classes,
-  // sealed within the cell (docs/gate.md, "The cell's own classes"). Off by
-  // default: a later cell can still read the method off the class (`A.m(obj)`),
-  // which a cell-by-cell gate cannot see; turn it on where that is accepted.
-  bool private_in_plain_methods = false;
+  // sealed within the cell and, through the session's gate memory, in every
+  // later cell (docs/gate.md, "The cell's own classes", "The gate's memory").
+  // A session gate without a complete memory (a restored pre-memory
+  // checkpoint) refuses them whatever this says.
+  bool private_in_plain_methods = true;
   // Larger cells are rejected (source-limit) before parsing.
   std::size_t max_source_bytes = 8u << 20;
   // Deeper syntax trees are rejected (source-limit); CPython's own parser

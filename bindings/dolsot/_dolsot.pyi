@@ -201,7 +201,7 @@ class _SandboxModule:
             toolboxes: Mapping[str, str] | None = None,
             max_source_bytes: int = 8388608,
             max_findings: int = 50,
-            private_in_plain_methods: bool = False,
+            private_in_plain_methods: bool = True,
         ) -> None: ...
         @property
         def allowed_modules(self) -> frozenset[str]: ...

@@ -317,7 +317,12 @@ TEST_F(CheckpointTest, ValueWhoseClassVanishedIsListedAsFailed) {
 
 TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
   Cell("a = [1, 2, 3]\nb = 'x' * 50\nimport os\ndef f():\n    return 1\n");
-  const std::string blob = SerializeNamespace(main_.ptr(), {}).blob;
+  // As the host stores it: with the gate memory attached (without it, a bit
+  // flip turning version 3 into 2 would leave a valid version 2 blob).
+  std::string blob = SerializeNamespace(main_.ptr(), {}).blob;
+  GateMemory memory;
+  memory.sealed_classes = {"A"};
+  ASSERT_TRUE(AttachGateMemory(blob, memory).ok());
   py::dict target;
   auto expect_corrupt = [&](std::string_view bad, const std::string& what) {
     StatusOr<RestoredNamespace> restored = RestoreNamespace(target.ptr(), bad);
@@ -343,6 +348,10 @@ TEST_F(CheckpointTest, ForeignTruncatedAndCorruptedBlobsAreRejectedUntouched) {
     std::string flipped = blob;
     flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
     expect_corrupt(flipped, "bit " + std::to_string(bit));
+    // The host's reading of the memory: damage, or (version 3 read as 2) a
+    // memory it does not trust.
+    StatusOr<GateMemory> read = ReadGateMemory(flipped);
+    EXPECT_TRUE(!read.ok() || !read->complete) << "bit " << bit;
   }
   // Random multi-byte damage: never a crash, never a partial restore.
   std::mt19937 random(12345);
@@ -397,7 +406,7 @@ TEST_F(CheckpointTest, VersionOneBlobsAreStillRead) {
   const size_t counter_entry = 4 + 1 + 4 + 7 + 8 + 8;
   ASSERT_GT(blob.size(), counter_entry);
   std::string v1 = blob.substr(0, blob.size() - counter_entry);
-  ASSERT_EQ(v1[8], 2);
+  ASSERT_EQ(v1[8], 3);
   ASSERT_EQ(v1[12], 2);  // two entries: a and the counter
   v1[8] = 1;
   v1[12] = 1;
@@ -416,6 +425,53 @@ TEST_F(CheckpointTest, VersionOneBlobsAreStillRead) {
   EXPECT_NE(refused.status().message().find("unknown codec 5"), std::string::npos)
       << refused.status().message();
   EXPECT_EQ(py::len(target), 0u);
+}
+
+// Version 3: the host attaches the AST gate's memory (codec 6); the session's
+// restore skips it, the host reads it back. Older blobs carry none: the
+// memory they give is incomplete (the gate then assumes the worst).
+TEST_F(CheckpointTest, TheGateMemoryRidesInTheBlob) {
+  Cell("a = [1, 2]\n");
+  std::string blob = SerializeNamespace(main_.ptr(), {}, 3).blob;
+  ASSERT_EQ(blob[8], 3);
+  StatusOr<GateMemory> none = ReadGateMemory(blob);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->complete);  // a session-written blob alone says nothing
+  GateMemory memory;
+  memory.sealed_classes = {"A", "D"};
+  memory.sealed_methods = {"m"};
+  ASSERT_TRUE(AttachGateMemory(blob, memory).ok());
+  StatusOr<GateMemory> read = ReadGateMemory(blob);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, memory);
+  // Attached again (a later save of the same blob): replaced, not doubled.
+  memory.sealed_classes.insert("E");
+  ASSERT_TRUE(AttachGateMemory(blob, memory).ok());
+  EXPECT_EQ(*ReadGateMemory(blob), memory);
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), blob);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->restored, std::vector<std::string>{"a"});
+  EXPECT_EQ(restored->cells_run, 3u);
+  // Damage in the memory's entry is damage of the blob.
+  std::string flipped = blob;
+  flipped[flipped.size() - 1] ^= 1;
+  EXPECT_EQ(ReadGateMemory(flipped).status().code(), ErrorCode::kCorrupt);
+  // No blob: a new session, whose memory is complete and empty.
+  StatusOr<GateMemory> fresh = ReadGateMemory("");
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(fresh->complete && fresh->empty());
+  // A version 2 blob (the same without the memory, relabelled): incomplete.
+  std::string v2 = SerializeNamespace(main_.ptr(), {}, 3).blob;
+  v2[8] = 2;
+  StatusOr<GateMemory> old = ReadGateMemory(v2);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(old->complete);
+  EXPECT_TRUE(RestoreNamespace(py::dict().ptr(), v2).ok());
+  // Only a current blob takes a memory.
+  EXPECT_EQ(AttachGateMemory(v2, memory).code(), ErrorCode::kCorrupt);
+  std::string junk = "not a checkpoint";
+  EXPECT_EQ(AttachGateMemory(junk, memory).code(), ErrorCode::kCorrupt);
 }
 
 TEST_F(CheckpointTest, EmptyNamespaceAndNonDictGlobals) {

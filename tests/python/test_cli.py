@@ -591,6 +591,30 @@ def test_the_gate_reads_the_cell_with_the_workers_cpython_too(dolsot, held_sessi
         assert (proc.returncode, out(proc)) == (0, "ran\n"), err(proc)
 
 
+SEALED = ("class A:\n    def __init__(self):\n        self._n = 0\n"
+          "    def m(self):\n        self._n += 1\n        return self._n\n")
+
+
+def test_the_gate_remembers_sealed_classes_across_calls_and_restores(dolsot):
+    # #23 §5: `self._x` in a plain method is allowed; the gate's memory of
+    # the sealed class rides in the session's checkpoint, so a later call
+    # (a new process restoring it, or the server after a restart) still
+    # refuses `A.m(obj)` and allows normal use.
+    proc = dolsot("--session", "sealed", "--gate", SEALED)
+    assert proc.returncode == 0, err(proc)
+    dolsot.stop_servers()  # serve: the next call restores from the checkpoint too
+    proc = dolsot("--session", "sealed", "--gate", "import json\nA.m(json)")
+    assert proc.returncode == 1, err(proc)
+    assert "private-attribute" in err(proc), err(proc)
+    assert out(proc) == ""
+    proc = dolsot("--session", "sealed", "--gate", "a = A()\nprint(a.m(), a.m())")
+    assert (proc.returncode, out(proc)) == (0, "1 2\n"), err(proc)
+    # reset frees the name
+    assert dolsot("--reset", "sealed").returncode == 0
+    proc = dolsot("--session", "sealed", "--gate", "A = [1]\nx = A\nprint(x)")
+    assert (proc.returncode, out(proc)) == (0, "[1]\n"), err(proc)
+
+
 def test_without_the_gate_the_same_cell_runs(dolsot):
     proc = dolsot("--session", "g", "import os\nos.sep")
     assert (proc.returncode, out(proc)) == (0, "'/'\n"), err(proc)

@@ -11,12 +11,14 @@ import types
 
 import pytest
 
-from dolsot.sandbox import Policy, check_ast
+from dolsot.sandbox import AstGate, Policy, check_ast
 
 POLICY = Policy(toolboxes={"tb": "mytools_api"})
-# `self._x` in plain methods of sealed classes: off by default (a later cell
-# can read the method off the class, see test_plain_methods_two_cells).
+# `self._x` in plain methods of sealed classes: on by default, in a session
+# (its gate remembers the sealed classes, see test_gate_memory.py); a cell
+# checked on its own (check_ast) is refused them.
 PLAIN = Policy(toolboxes={"tb": "mytools_api"}, private_in_plain_methods=True)
+NO_PLAIN = Policy(toolboxes={"tb": "mytools_api"}, private_in_plain_methods=False)
 
 # (cell, how to see its harm in the host, how to undo it)
 ATTACKS = [
@@ -54,7 +56,8 @@ def harms_without_the_gate_and_is_refused_with_it(code, harmed, make_api, undo, 
         open_session.close()
         undo()
     api = make_api()
-    gated = inprocess.InProcessSession(inject={"tb": api}, gate=lambda c: check_ast(c, policy))
+    # The session's own AST gate (native, with the session's gate memory).
+    gated = inprocess.InProcessSession(inject={"tb": api}, gate=AstGate(policy))
     try:
         result = gated.run("s", code)
         assert not result.ok and "rejected by the gate" in result.error
@@ -175,18 +178,24 @@ TWO_CELLS = ("class A:\n    def m(self):\n" + PWN, "import copy\nA.m(copy)\n")
 
 
 def test_plain_methods_two_cells() -> None:
-    """Why private_in_plain_methods is off by default: the gate sees one cell,
-    and in the second `A` is just a name. The default refuses the first cell."""
+    """The gate sees one cell; in the second `A` is just a name. A session's
+    AST gate remembers that the first cell sealed `A` and refuses the second;
+    a cell checked on its own (check_ast, no memory) is refused the first."""
     inprocess = importlib.import_module("dolsot.inprocess")
     assert [f.rule for f in check_ast(TWO_CELLS[0], POLICY)] == ["private-attribute"]
-    assert check_ast(TWO_CELLS[0], PLAIN) == [] and check_ast(TWO_CELLS[1], PLAIN) == []
-    session = inprocess.InProcessSession(gate=lambda c: check_ast(c, PLAIN))
+    assert "without a session's gate memory" in check_ast(TWO_CELLS[0], POLICY)[0].message
+    assert check_ast(TWO_CELLS[1], PLAIN) == []  # alone, a method call
+    session = inprocess.InProcessSession(gate=AstGate(POLICY))
     try:
-        assert session.run("s", TWO_CELLS[0]).ok and session.run("s", TWO_CELLS[1]).ok
-        assert copy.deepcopy(1) == "pwned", "the documented limit no longer holds: update docs/gate.md"
+        assert session.run("s", TWO_CELLS[0]).ok
+        second = session.run("s", TWO_CELLS[1])
+        assert not second.ok and "private-attribute" in second.error, second.error
+        assert copy.deepcopy(1) == 1
+        assert session.run("s", "print(isinstance(A(), A))").stdout == "True\n"
     finally:
         session.close()
         undo_deepcopy()
+    assert copy.deepcopy(1) == 1
 
 
 @pytest.mark.parametrize("code,harmed,undo", CLASS_ATTACKS)
@@ -220,6 +229,15 @@ def test_plain_methods_of_a_sealed_class_with_the_policy() -> None:
             "        self._n += 1\n        return self._n\n    @classmethod\n    def fresh(cls):\n"
             "        return cls()\nc = Counter.fresh()\nc.bump()\n"
             "print(isinstance(c, Counter), type(c) is Counter, Counter.__name__)")
-    assert check_ast(code, PLAIN) == []
+    inprocess = importlib.import_module("dolsot.inprocess")
+    for policy, allowed in ((POLICY, True), (PLAIN, True), (NO_PLAIN, False)):
+        session = inprocess.InProcessSession(gate=AstGate(policy))
+        try:
+            result = session.run("s", code)
+            assert result.ok == allowed, result.error
+            if not allowed:
+                assert result.error.count("private-attribute") == 2, result.error
+        finally:
+            session.close()
     assert [f.rule for f in check_ast(code, POLICY)] == ["private-attribute"] * 2
-    assert PLAIN.private_in_plain_methods and not POLICY.private_in_plain_methods
+    assert POLICY.private_in_plain_methods and not NO_PLAIN.private_in_plain_methods

@@ -247,8 +247,9 @@ class GateClassTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GateClassTest, BothPathsGiveTheExpectedVerdict) {
   const Case& c = GetParam();
   Policy policy = TestPolicy();
-  std::vector<Finding> full = CheckCellFullPath(c.code, policy);
-  std::vector<Finding> gate = CheckCell(c.code, policy);
+  const GateMemory fresh;  // the first cell of a session
+  std::vector<Finding> full = CheckSessionCellFullPath(c.code, policy, fresh, nullptr);
+  std::vector<Finding> gate = CheckSessionCell(c.code, policy, fresh, nullptr);
   if (c.rule == nullptr) {
     EXPECT_TRUE(full.empty()) << FormatFindings(full);
     EXPECT_TRUE(gate.empty()) << FormatFindings(gate);
@@ -261,22 +262,26 @@ TEST_P(GateClassTest, BothPathsGiveTheExpectedVerdict) {
 
 TEST(GatePlainMethods, TheDefaultPolicyRefusesEveryAttackToo) {
   Policy policy = TestPolicy(false);
+  const GateMemory fresh;
   for (const Case& c : Cases()) {
     if (c.rule == nullptr) continue;
-    std::vector<Finding> gate = CheckCell(c.code, policy);
+    std::vector<Finding> gate = CheckSessionCell(c.code, policy, fresh, nullptr);
     EXPECT_TRUE(Has(gate, c.rule)) << c.name << ": expected [" << c.rule << "]:\n"
                                    << FormatFindings(gate);
   }
 }
 
-// Off by default: a later cell could read the method off the class
-// (`A.m(copy)`), which the gate cannot see in that cell.
-TEST(GatePlainMethods, DefaultPolicyRefusesSelfPrivateInPlainMethods) {
+// On by default since a session's gate remembers sealed classes
+// (gate_memory_test.cc); a caller can still turn it off. A cell checked on its
+// own (no session memory) cannot know what later cells do: refused.
+TEST(GatePlainMethods, DefaultPolicyAllowsSelfPrivateInPlainMethodsInASession) {
   const char* code = "class Counter:\n    def __init__(self):\n        self._n = 0\n"
                      "    def bump(self):\n        self._n += 1\n";
-  EXPECT_TRUE(Has(CheckCell(code, TestPolicy(false)), "private-attribute"));
-  EXPECT_TRUE(CheckCell(code, TestPolicy(true)).empty());
-  EXPECT_FALSE(DefaultPolicy().private_in_plain_methods);
+  const GateMemory fresh;
+  EXPECT_TRUE(DefaultPolicy().private_in_plain_methods);
+  EXPECT_TRUE(CheckSessionCell(code, DefaultPolicy(), fresh, nullptr).empty());
+  EXPECT_TRUE(Has(CheckSessionCell(code, TestPolicy(false), fresh, nullptr), "private-attribute"));
+  EXPECT_TRUE(Has(CheckCell(code, DefaultPolicy()), "private-attribute"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, GateClassTest, ::testing::ValuesIn(Cases()),
