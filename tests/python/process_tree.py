@@ -16,14 +16,14 @@ def children(pid: int, every_thread: bool = False) -> list[int]:
     if every_thread:
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             return []
     out = []
     for task in tasks:
         try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 out.extend(int(p) for p in f.read().split())
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return out
 
@@ -41,7 +41,8 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # Gone before the open, or between the open and the read (ESRCH).
         return False
 
 

@@ -22,7 +22,7 @@ from dspy.primitives.code_interpreter import (
 from dspy.utils import DummyLM
 
 from dolsot.dspy import DolsotInterpreter
-from process_tree import children
+from process_tree import alive, children
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -176,14 +176,6 @@ def test_each_thread_gets_its_own_session(kind):
         assert seen == {i: str(i) for i in range(4)}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _gone_soon(pids, seconds: float = 10.0) -> bool:
     """Whether every pid is gone within ``seconds``. Repl.reset returns
     before the worker has reaped the session's processes (it kills them,
@@ -191,7 +183,7 @@ def _gone_soon(pids, seconds: float = 10.0) -> bool:
     import time
 
     deadline = time.monotonic() + seconds
-    while any(_alive(pid) for pid in pids):
+    while any(alive(pid) for pid in pids):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
@@ -201,11 +193,11 @@ def _gone_soon(pids, seconds: float = 10.0) -> bool:
 def test_shutdown_leaves_no_process_behind():
     interpreter = DolsotInterpreter(backend="repl")
     session_pid = int(interpreter.execute("import os\nos.getpid()"))
-    snapshots = [pid for pid in children(session_pid) if _alive(pid)]
+    snapshots = [pid for pid in children(session_pid) if alive(pid)]
     worker_pid = interpreter.backend.worker_pid
-    assert snapshots and all(_alive(pid) for pid in (worker_pid, session_pid, *snapshots))
+    assert snapshots and all(alive(pid) for pid in (worker_pid, session_pid, *snapshots))
     interpreter.shutdown()
-    assert not any(_alive(pid) for pid in (worker_pid, session_pid, *snapshots))
+    assert not any(alive(pid) for pid in (worker_pid, session_pid, *snapshots))
 
 
 def test_a_sandbox_walls_the_repl_in_and_is_refused_in_process():
@@ -407,5 +399,5 @@ def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
         assert _gone_soon(session_pids)
         assert second.execute("who()") == "'second'"
         second.shutdown()
-        assert _alive(worker_pid)
-    assert not _alive(worker_pid)
+        assert alive(worker_pid)
+    assert not alive(worker_pid)

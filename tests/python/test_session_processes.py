@@ -158,7 +158,7 @@ def test_processes_that_exit_on_their_own_leave_no_zombie(repl):
                     with open(f"/proc/{p}/stat") as f:
                         if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                             out.append(p)
-                except FileNotFoundError:
+                except (FileNotFoundError, ProcessLookupError):
                     continue
         return out
 
