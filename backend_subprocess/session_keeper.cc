@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <cstdio>
@@ -212,6 +214,78 @@ UniqueFd BecomeKeeper(int report_fd) {
   }
   ::close(report_fd);
   RunKeeper(std::move(keeper_end), link_stat.st_ino);
+}
+
+UniqueFd AwaitSessionSocket(UniqueFd command) {
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(command.get(), &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) ::_exit(0);  // let go, or the worker stopped
+  UniqueFd socket;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (!socket) {
+        socket.Reset(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  if (!socket || (msg.msg_flags & MSG_CTRUNC)) ::_exit(3);
+  return socket;
+}
+
+bool HandSessionSocket(int command, int session_socket) {
+  char byte = 'O';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &session_socket, sizeof(int));
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(command, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  return sent == 1;
+}
+
+pid_t AwaitReportedPid(int fd, int patience_ms) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(patience_ms);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready != 1) return -1;
+    std::uint32_t pid = 0;
+    ssize_t n;
+    do {
+      n = ::read(fd, &pid, sizeof(pid));
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof(pid)) || pid <= 1) return -1;
+    return static_cast<pid_t>(pid);
+  }
 }
 
 void AwaitSweep(int link, int patience_ms) {

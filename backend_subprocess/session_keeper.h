@@ -43,6 +43,22 @@ namespace dolsot {
 // start, the keeper exits without writing.
 UniqueFd BecomeKeeper(int report_fd);
 
+// A session forked ahead: the worker keeps one keeper and first process
+// ready (the worker.cc's spare), so a new session's path holds no fork. In
+// that first process: waits on `command` (a SOCK_SEQPACKET socket) for the
+// session's socket (SCM_RIGHTS) and returns it; exits when `command` closes
+// first (the worker let the spare go, or stopped).
+UniqueFd AwaitSessionSocket(UniqueFd command);
+
+// In the worker: hands `session_socket` to the spare's first process on
+// `command`; false when it is gone.
+bool HandSessionSocket(int command, int session_socket);
+
+// In the worker: the pid a keeper reports on `fd` (BecomeKeeper's
+// report_fd), waiting at most `patience_ms` (through EINTR: a keeper ending
+// sends the worker SIGCHLD); -1 when none comes. Call it without the GIL.
+pid_t AwaitReportedPid(int fd, int patience_ms);
+
 // In a promoted snapshot, before its first cell: asks the keeper on `link`
 // (the session end) to kill what the dead runner's cells left running, and
 // waits until it has (at most `patience_ms`; a keeper that is gone answers

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -231,54 +232,100 @@ void KillEverySession() {
   ReapExited();
 }
 
-// kOpen: forks a fresh session's keeper, which forks the session process
-// (session_keeper.h); the host gets that process's channel and pid.
-Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd) {
-  auto pair = protocol::SocketPair();
-  if (!pair.ok()) return pair.status();
+// A session forked ahead: its keeper and its first process, which waits for
+// the session's socket (AwaitSessionSocket). The worker keeps one ready, so
+// a new session's path holds no fork (without it, two: the keeper, then the
+// first process). Forked once the worker has had no frame for
+// kSpareAfterIdle, so its forks never compete for the CPU with a session the
+// worker has just opened, or with the worker's own start.
+constexpr std::chrono::milliseconds kSpareAfterIdle{2};
+
+struct SpareSession {
+  pid_t keeper = -1;
+  UniqueFd report;   // the first process's pid comes here (AwaitReportedPid)
+  UniqueFd command;  // the session's socket goes here
+};
+
+// Forks a keeper whose first process is forked at once and waits for its
+// session's socket. nullopt when a fork fails (OPEN then forks its own).
+std::optional<SpareSession> ForkSpareSession(int host, const WorkerSettings& settings,
+                                             int host_pidfd) {
+  int command[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, command) != 0) return std::nullopt;
+  UniqueFd mine(command[0]), its(command[1]);
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
   UniqueFd report_read(report[0]), report_write(report[1]);
   int pid = ForkProcess();
-  if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) return std::nullopt;
   if (pid == 0) {
     ::close(host);
-    pair->first.Reset();
+    mine.Reset();
     report_read.Reset();
     ::signal(SIGCHLD, SIG_DFL);
-    UniqueFd keeper_link = BecomeKeeper(report_write.Release());
-    ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd,
+    UniqueFd keeper_link = BecomeKeeper(report_write.Release());  // the keeper stays there
+    UniqueFd socket = AwaitSessionSocket(std::move(its));
+    ServeSession(std::move(socket), settings, /*expect_load=*/true, host_pidfd,
                  std::move(keeper_link));
   }
-  pair->second.Reset();
-  report_write.Reset();
-  // The keeper writes it as soon as it has forked; SIGCHLD (another
-  // session's keeper ending) interrupts the wait, which goes on.
-  std::uint32_t session_pid = 0;
-  ssize_t n = -1;
-  Py_BEGIN_ALLOW_THREADS
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
-    pollfd p{report_read.get(), POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 1) {
-      do {
-        n = ::read(report_read.get(), &session_pid, sizeof(session_pid));
-      } while (n < 0 && errno == EINTR);
+  return SpareSession{pid, std::move(report_read), std::move(mine)};
+}
+
+// kOpen: the spare session's first process takes the session when there is
+// one; else a keeper is forked, which forks the session's first process
+// (session_keeper.h). The host gets that process's channel and pid.
+Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
+                   std::optional<SpareSession>& spare) {
+  auto pair = protocol::SocketPair();
+  if (!pair.ok()) return pair.status();
+  pid_t keeper = -1;
+  pid_t session_pid = -1;
+  if (spare) {
+    keeper = spare->keeper;
+    int report = spare->report.get();
+    Py_BEGIN_ALLOW_THREADS
+    session_pid = AwaitReportedPid(report, 10'000);  // written long ago, as a rule
+    Py_END_ALLOW_THREADS
+    if (session_pid > 0 && !HandSessionSocket(spare->command.get(), pair->second.get())) {
+      session_pid = -1;
     }
-    break;
+    spare.reset();  // taken, or gone: its first process exits when the command closes
   }
-  Py_END_ALLOW_THREADS
+  if (session_pid < 0) {
+    if (keeper > 0) ::kill(keeper, SIGKILL);
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+    UniqueFd report_read(report[0]), report_write(report[1]);
+    keeper = ForkProcess();
+    if (keeper < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+    if (keeper == 0) {
+      ::close(host);
+      pair->first.Reset();
+      report_read.Reset();
+      ::signal(SIGCHLD, SIG_DFL);
+      UniqueFd keeper_link = BecomeKeeper(report_write.Release());
+      ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd,
+                   std::move(keeper_link));
+    }
+    report_write.Reset();
+    int fd = report_read.get();
+    Py_BEGIN_ALLOW_THREADS
+    session_pid = AwaitReportedPid(fd, 10'000);
+    Py_END_ALLOW_THREADS
+  }
+  pair->second.Reset();
   PayloadWriter w;
-  if (n != static_cast<ssize_t>(sizeof(session_pid)) || session_pid <= 1) {
-    ::kill(pid, SIGKILL);  // a keeper that could not start its session
+  if (session_pid < 0) {
+    ::kill(keeper, SIGKILL);  // a keeper that could not start its session
     w.U32(0);
     return protocol::WriteFrame(host, Tag::kOpened, w.data());  // the host reads a malformed OPENED
   }
-  w.U32(session_pid);
-  return protocol::WriteFrame(host, Tag::kOpened, w.data(), pair->first.get());
+  w.U32(static_cast<std::uint32_t>(session_pid));
+  Status sent = protocol::WriteFrame(host, Tag::kOpened, w.data(), pair->first.get());
+  // The host's end is the host's now: a spare forked later holds no copy
+  // (the session would never see the host close it).
+  pair->first.Reset();
+  return sent;
 }
 
 // The inherited fd that the environment variable `name` names, or -1 when
@@ -386,18 +433,25 @@ int RunWorker(int socket_fd) {
   w.U32(static_cast<std::uint32_t>(::getpid()));
   w.Str(sandbox.Encode());  // empty without a sandbox
   if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;
+  // The next session is forked ahead once the worker has been idle a moment
+  // (kSpareAfterIdle), not while a session it has just opened starts.
+  std::optional<SpareSession> spare;
 
   for (;;) {
     Status readable;
     Py_BEGIN_ALLOW_THREADS
-    readable = protocol::WaitReadable(host.get(), protocol::Clock::now() + std::chrono::seconds(1));
+    readable = protocol::WaitReadable(
+        host.get(), protocol::Clock::now() + (spare ? std::chrono::milliseconds(1000) : kSpareAfterIdle));
     Py_END_ALLOW_THREADS
     ReapExited();
-    if (readable.code() == ErrorCode::kTimeout) continue;
+    if (readable.code() == ErrorCode::kTimeout) {
+      if (!spare) spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
+      continue;
+    }
     auto frame = ReadReleasingGil(host.get(), std::nullopt);
     if (!frame.ok() || frame->tag == Tag::kShutdown) break;
     if (frame->tag == Tag::kOpen) {
-      if (!OpenSession(host.get(), *settings, host_pidfd.get()).ok()) break;
+      if (!OpenSession(host.get(), *settings, host_pidfd.get(), spare).ok()) break;
     } else if (frame->tag == Tag::kExitStatus) {
       protocol::PayloadReader r(frame->payload);
       auto pid = static_cast<pid_t>(r.U32());
@@ -413,6 +467,7 @@ int RunWorker(int socket_fd) {
       break;  // a protocol violation: stop rather than guess
     }
   }
+  spare.reset();  // its end closed: a spare that waits exits by itself
   KillEverySession();
   return 0;
 }

@@ -22,7 +22,7 @@ import sys
 import time
 
 
-def measure(cells: int) -> dict[str, float]:
+def measure(cells: int, pace: float) -> dict[str, float]:
     from dolsot import Repl
     from dolsot.store import MemoryStore
 
@@ -30,6 +30,8 @@ def measure(cells: int) -> dict[str, float]:
     repl.run("warm", "1")
     new, cycle = [], []
     for i in range(cells):
+        if pace:
+            time.sleep(pace)  # untimed: a host that opens sessions now and then
         t0 = time.perf_counter()
         r = repl.run(f"n{i}", "1")
         new.append(time.perf_counter() - t0)
@@ -52,16 +54,18 @@ def main() -> None:
                         help="name=path of a build's python directory")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--cells", type=int, default=30)
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="seconds between new sessions (untimed); 0: back to back")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child or not args.build:
-        print(json.dumps(measure(args.cells)))
+        print(json.dumps(measure(args.cells, args.pace)))
         return
     builds = [b.split("=", 1) for b in args.build]
     results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in builds}
     for _ in range(args.rounds):
         for name, path in builds:
-            code = (f"import sys; sys.path.insert(0, {path!r}); sys.argv = {sys.argv[:1] + ['--child', '--cells', str(args.cells)]!r}; "
+            code = (f"import sys; sys.path.insert(0, {path!r}); sys.argv = {sys.argv[:1] + ['--child', '--cells', str(args.cells), '--pace', str(args.pace)]!r}; "
                     f"exec(open({__file__!r}).read())")
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True).stdout.strip().splitlines()[-1]

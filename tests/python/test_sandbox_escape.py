@@ -106,7 +106,7 @@ def repl(host_dirs):
                         Mount("/out", host_dirs["out"], "read-write"),
                         Mount("/ov", host_dirs["ov"], "overlay")],
                 env={"GREETING": "hi"},
-                processes=64,
+                processes=128,  # each session takes about four (docs/sandbox.md)
                 open_files=128,
                 file_size_mb=8,
                 disk_mb=16,
@@ -623,7 +623,7 @@ def cli_env(request, tmp_path):
     assert ('"stopped":true' in stop.stdout) == (request.param == "serve"), stop.stdout
 
 
-def test_cli_sandbox_check_and_run(host_dirs, cli_env):
+def test_cli_sandbox_check_and_run(host_dirs, cli_env, tmp_path):
     env = cli_env
     check = subprocess.run([_cli(), "--sandbox", "--check"], env=env, capture_output=True,
                            text=True, timeout=60)
