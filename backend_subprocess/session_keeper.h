@@ -44,7 +44,7 @@ namespace dolsot {
 UniqueFd BecomeKeeper(int report_fd);
 
 // A session forked ahead: the worker keeps one keeper and first process
-// ready (the worker.cc's spare), so a new session's path holds no fork. In
+// ready (worker_loop.cc's SpareSession), so a new session's path holds no fork. In
 // that first process: waits on `command` (a SOCK_SEQPACKET socket) for the
 // session's socket (SCM_RIGHTS) and returns it; exits when `command` closes
 // first (the worker let the spare go, or stopped).

@@ -87,10 +87,11 @@ TEST(HandOff, RetiredSnapshotsDoNotPileUp) {
   // Per session: its keeper (session_keeper.h), the runner, its snapshot,
   // and the snapshots retired by the last hand-offs still on their way out:
   // one, or two when the machine is loaded (post-cell work runs under
-  // SCHED_BATCH). Without the hand-off retiring the previous snapshot there
-  // would be one process per cell, over 60 per session here.
+  // SCHED_BATCH); and the session the worker keeps forked ahead (two).
+  // Without the hand-off retiring the previous snapshot there would be one
+  // process per cell, over 60 per session here.
   std::set<pid_t> live = LiveDescendants(repl->WorkerPid());
-  EXPECT_LE(live.size(), 10u);
+  EXPECT_LE(live.size(), 12u);
   ASSERT_TRUE(repl->Close().ok());
 }
 
