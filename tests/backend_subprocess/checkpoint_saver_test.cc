@@ -117,7 +117,9 @@ TEST(CheckpointSaver, WakesForAChannelSubmittedWhileItSleeps) {
 // checkpoint of that session replaces it and the replaced channel is closed
 // at once (Repl::Reset closes what the host set aside before it flushes),
 // the saver must still wake for the jobs left: a close drops the readiness
-// epoll_wait had not returned yet, and Flush once hung there forever.
+// epoll_wait had not returned yet, and Flush once hung there forever. (Each
+// round the saver may also be busy still, or take the first channel before
+// it is replaced; the round must end either way.)
 TEST(CheckpointSaver, ReplacingTheWatchedChannelLosesNoWakeUp) {
   Saved saved;
   DeferredCloser closer(100);
@@ -129,6 +131,9 @@ TEST(CheckpointSaver, ReplacingTheWatchedChannelLosesNoWakeUp) {
     saver.Submit("a", std::move(first_host));  // watched while the saver sleeps
     saver.Submit("b", std::move(other_host));
     saver.Submit("a", std::move(newer_host));  // replaces the watched one
+    // Its writer stops, as a replaced one does (a saver that took the first
+    // channel before it was replaced reads its end instead of waiting).
+    first_writer.Reset();
     closer.CloseAll();
     SendCheckpoint(other_writer.get(), "b" + std::to_string(round));
     SendCheckpoint(newer_writer.get(), "a" + std::to_string(round));
