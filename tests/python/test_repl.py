@@ -398,7 +398,12 @@ def test_killed_worker_then_host_during_a_runaway_cell_leaves_no_process_behind(
 @pytest.mark.timeout(60)
 def test_ctrl_c_interrupts_the_cell_and_keeps_the_session():
     path = os.path.dirname(os.path.dirname(dolsot.__file__))
+    # Python's own Ctrl-C handler, as an interactive host has it: a host
+    # started in the background (a CI job's `cmd &`) inherits SIGINT ignored,
+    # and Python then installs none.
     tail = textwrap.dedent("""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         r.run("s", "x = 1")
         try:
             r.run("s", f"import os, signal\\nx = 2\\nos.kill({os.getpid()}, signal.SIGINT)\\nwhile True: pass")
