@@ -96,9 +96,32 @@ void Answer(int reply) {
   ::close(reply);
 }
 
-// Reads one request from the session end's peer. Returns false when every
-// holder of the session end is gone.
-bool ServeRequest(int keeper_end, ino_t link_inode) {
+// One byte and at most one descriptor (SCM_RIGHTS), the shape of every
+// message on the keeper's channels. Returns false unless the byte went.
+bool SendByteWithFd(int socket, char byte, int fd, int flags) {
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(socket, &msg, MSG_NOSIGNAL | flags);
+  } while (sent < 0 && errno == EINTR);
+  return sent == 1;
+}
+
+// Receives one such message: 1 with the descriptor it carried (closed
+// beyond the first; empty when none came or it was cut), 0 when every
+// sender is gone, -1 on an error (EAGAIN with MSG_DONTWAIT included).
+int ReceiveByteWithFd(int socket, int flags, UniqueFd* fd) {
   char byte;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
@@ -107,27 +130,39 @@ bool ServeRequest(int keeper_end, ino_t link_inode) {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
-  ssize_t n = ::recvmsg(keeper_end, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n < 0) return errno == EINTR || errno == EAGAIN;
-  if (n == 0) return false;
-  int reply = -1;
+  ssize_t n;
+  do {
+    n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | flags);
+  } while (n < 0 && errno == EINTR && !(flags & MSG_DONTWAIT));
+  if (n <= 0) return n == 0 ? 0 : -1;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (std::size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (reply < 0) {
-        reply = fd;
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (!*fd) {
+        fd->Reset(received);
       } else {
-        ::close(fd);
+        ::close(received);
       }
     }
   }
+  if (msg.msg_flags & MSG_CTRUNC) fd->Reset();
+  return 1;
+}
+
+// Reads one request from the session end's peer. Returns false when every
+// holder of the session end is gone.
+bool ServeRequest(int keeper_end, ino_t link_inode) {
+  UniqueFd reply;
+  int got = ReceiveByteWithFd(keeper_end, MSG_DONTWAIT, &reply);
+  if (got < 0) return errno == EINTR || errno == EAGAIN;
+  if (got == 0) return false;
   // Anything from a holder of the session end asks for a sweep: at worst a
   // cell sweeps its own lineage's processes, which it could kill anyway.
   KillChildren([link_inode](pid_t child) { return HoldsSocket(child, link_inode); });
-  if (reply >= 0) Answer(reply);
+  if (reply) Answer(reply.Release());
   return true;
 }
 
@@ -217,56 +252,15 @@ UniqueFd BecomeKeeper(int report_fd) {
 }
 
 UniqueFd AwaitSessionSocket(UniqueFd command) {
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = ::recvmsg(command.get(), &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) ::_exit(0);  // let go, or the worker stopped
   UniqueFd socket;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (!socket) {
-        socket.Reset(fd);
-      } else {
-        ::close(fd);
-      }
-    }
-  }
-  if (!socket || (msg.msg_flags & MSG_CTRUNC)) ::_exit(3);
+  int got = ReceiveByteWithFd(command.get(), 0, &socket);
+  if (got <= 0) ::_exit(0);  // let go, or the worker stopped
+  if (!socket) ::_exit(3);
   return socket;
 }
 
 bool HandSessionSocket(int command, int session_socket) {
-  char byte = 'O';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &session_socket, sizeof(int));
-  ssize_t sent;
-  do {
-    sent = ::sendmsg(command, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (sent < 0 && errno == EINTR);
-  return sent == 1;
+  return SendByteWithFd(command, 'O', session_socket, MSG_DONTWAIT);
 }
 
 pid_t AwaitReportedPid(int fd, int patience_ms) {
@@ -293,26 +287,9 @@ void AwaitSweep(int link, int patience_ms) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return;
   UniqueFd mine(pair[0]), theirs(pair[1]);
-  char byte = 'S';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  int fd = theirs.get();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  ssize_t sent;
-  do {
-    sent = ::sendmsg(link, &msg, MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
+  bool sent = SendByteWithFd(link, 'S', theirs.get(), 0);
   theirs.Reset();
-  if (sent != 1) return;  // the keeper is gone
+  if (!sent) return;  // the keeper is gone
   pollfd p{mine.get(), POLLIN, 0};
   int r;
   do {
