@@ -147,6 +147,53 @@ Status SpawnServer(const ServePaths& paths) {
   return Status(ErrorCode::kUnavailable, "the server did not start (see " + paths.log + ")");
 }
 
+// The pid of the process serving `fd` (checked to be our uid by Connect).
+pid_t PeerPid(int fd) {
+  ucred peer{};
+  socklen_t length = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return -1;
+  return peer.pid;
+}
+
+// Stops a server that speaks another protocol version (an upgrade or a
+// downgrade left it running), so this release's can start: it cannot read
+// our stop request, so it gets the signal its own `serve --stop` handling
+// shares (SIGTERM: every session checkpointed, then exit). Through a pidfd
+// taken while `connection` still holds it, so a reused pid is never hit;
+// SIGKILL when it does not exit within kStopWait (its sessions then are at
+// their last checkpoint, as after any crash).
+Status StopOtherVersion(int connection) {
+  const pid_t pid = PeerPid(connection);
+  if (pid <= 0) return Status(ErrorCode::kUnavailable, "cannot tell the server's pid");
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) {
+    if (errno == ESRCH) return Status::Ok();  // gone already
+    return IoError(std::string("pidfd_open: ") + std::strerror(errno));
+  }
+  auto signal = [&](int sig) {
+    return ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0) == 0 || errno == ESRCH;
+  };
+  if (!signal(SIGTERM)) return IoError(std::string("cannot signal the server: ") + std::strerror(errno));
+  auto exited = [&](Clock::time_point deadline) {
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{pidfd.get(), POLLIN, 0};
+      int n = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (n > 0) return true;
+      if (n < 0 && errno != EINTR) return false;
+    }
+  };
+  if (exited(Clock::now() + kStopWait)) return Status::Ok();
+  signal(SIGKILL);
+  if (exited(Clock::now() + std::chrono::seconds(5))) return Status::Ok();
+  return Status(ErrorCode::kTimeout, "the server of another version did not exit");
+}
+
+std::string OtherVersionNote(const Status& status) {
+  return "the running dolsot server is of another dolsot release (" + status.message() + ")";
+}
+
 // Connects to the server, starting one when none listens (unless `start`
 // is false: then an invalid fd). `restarted` is set when a server had been
 // there and was gone.
@@ -233,8 +280,10 @@ StatusOr<std::optional<ServeReply>> AskRunningServer(const ServePaths& paths,
   if (!connected.ok()) return connected.status();
   if (*connected != Connected::kYes) return std::optional<ServeReply>();
   auto reply = Exchange(fd.get(), request, std::chrono::duration<double>(kStopWait).count());
-  if (!reply.ok()) return reply.status();
+  // The connection is kept on failure too: a server of another version is
+  // stopped through it (StopOtherVersion).
   if (keep) *keep = std::move(fd);
+  if (!reply.ok()) return reply.status();
   return std::optional<ServeReply>(std::move(reply).value());
 }
 
@@ -243,17 +292,6 @@ std::optional<ServePaths> PathsOrReport(std::ostream& err) {
   auto paths = PathsForThisCall();
   if (paths.ok()) return std::move(paths).value();
   err << "dolsot: error: " << paths.status().message() << '\n';
-  return std::nullopt;
-}
-
-// Asks the running server `request`; nullopt (after printing why) on failure.
-std::optional<std::optional<ServeReply>> AskOrReport(const ServePaths& paths, RequestType type,
-                                                     std::ostream& err, UniqueFd* keep) {
-  ServeRequest request;
-  request.type = type;
-  auto reply = AskRunningServer(paths, request, keep);
-  if (reply.ok()) return std::move(reply).value();
-  err << "dolsot: error: " << reply.status().message() << '\n';
   return std::nullopt;
 }
 
@@ -319,12 +357,40 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
     context.err << "dolsot: note: the dolsot server was gone; started a new one (sessions are at "
                    "their last checkpoint)\n";
   }
+  const double wait_seconds = line.action == Action::kRun
+                                  ? ReplyWaitSeconds(line.run)
+                                  : std::chrono::duration<double>(kStopWait).count();
   StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
   {
     CellInProgress running;  // Ctrl-C / SIGTERM now interrupt the cell
-    reply = Exchange(fd->get(), request,
-                     line.action == Action::kRun ? ReplyWaitSeconds(line.run)
-                                                 : std::chrono::duration<double>(kStopWait).count());
+    reply = Exchange(fd->get(), request, wait_seconds);
+  }
+  if (!reply.ok() && reply.status().code() == kOtherProtocolVersion) {
+    // It refused the request without acting on it: replace it by this
+    // release's server (a list or a reset then runs directly: the store is
+    // all there is once it checkpointed and left).
+    Status stopped = StopOtherVersion(fd->get());
+    fd->Reset();
+    if (!stopped.ok()) {
+      context.err << "dolsot: error: " << OtherVersionNote(reply.status())
+                  << " and could not be stopped (" << stopped.message() << "); stop it with kill\n";
+      context.err.flush();
+      return kExitFailure;
+    }
+    context.err << "dolsot: note: " << OtherVersionNote(reply.status())
+                << "; stopped it (its sessions are at their last checkpoint)"
+                << (line.action == Action::kRun ? " and started this one" : "") << "\n";
+    context.err.flush();
+    fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
+    if (fd.ok() && !fd->valid()) return std::nullopt;
+    if (!fd.ok()) {
+      context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
+                  << "); running directly\n";
+      context.err.flush();
+      return std::nullopt;
+    }
+    CellInProgress running;
+    reply = Exchange(fd->get(), request, wait_seconds);
   }
   if (!reply.ok()) {
     const ErrorCode code = reply.status().code();
@@ -353,7 +419,14 @@ void ReleaseFromServer(const std::string& target, std::ostream& err) {
   ServeRequest request;
   request.type = RequestType::kRelease;
   request.target = target;
-  auto reply = AskRunningServer(*paths, request, nullptr);
+  UniqueFd fd;
+  auto reply = AskRunningServer(*paths, request, &fd);
+  if (!reply.ok() && reply.status().code() == kOtherProtocolVersion && fd.valid()) {
+    // It cannot release one session for us: stopping it releases them all.
+    Status stopped = StopOtherVersion(fd.get());
+    if (stopped.ok()) return;
+    reply = stopped;
+  }
   if (!reply.ok()) {
     err << "dolsot: warning: could not ask the dolsot server to release '" << target
         << "': " << reply.status().message() << '\n';
@@ -364,10 +437,23 @@ int StopServer(std::ostream& out, std::ostream& err, bool json) {
   auto paths = PathsOrReport(err);
   if (!paths) return kExitUsage;
   UniqueFd fd;
-  auto reply = AskOrReport(*paths, RequestType::kStop, err, &fd);
-  if (!reply) return kExitFailure;
-  const bool ran = reply->has_value();
-  if (ran) {
+  ServeRequest stop;
+  stop.type = RequestType::kStop;
+  auto asked = AskRunningServer(*paths, stop, &fd);
+  bool ran = false;
+  if (!asked.ok() && asked.status().code() == kOtherProtocolVersion && fd.valid()) {
+    Status stopped = StopOtherVersion(fd.get());
+    if (!stopped.ok()) {
+      err << "dolsot: error: " << OtherVersionNote(asked.status()) << " and could not be stopped ("
+          << stopped.message() << ")\n";
+      return kExitFailure;
+    }
+    ran = true;
+  } else if (!asked.ok()) {
+    err << "dolsot: error: " << asked.status().message() << '\n';
+    return kExitFailure;
+  } else if (asked->has_value()) {
+    ran = true;
     // The server closes this connection last, after its lock: EOF means gone.
     auto frame = ReadFrame(fd.get(), kMaxResponseFrame, Clock::now() + kStopWait);
     if (frame.ok() || frame.status().code() == ErrorCode::kTimeout) {
@@ -387,8 +473,18 @@ int StopServer(std::ostream& out, std::ostream& err, bool json) {
 int PrintServerStatus(std::ostream& out, std::ostream& err, bool json) {
   auto paths = PathsOrReport(err);
   if (!paths) return kExitUsage;
-  auto reply = AskOrReport(*paths, RequestType::kStatus, err, nullptr);
-  if (!reply) return kExitFailure;
+  ServeRequest request;
+  request.type = RequestType::kStatus;
+  auto asked = AskRunningServer(*paths, request, nullptr);
+  if (!asked.ok()) {
+    err << "dolsot: error: "
+        << (asked.status().code() == kOtherProtocolVersion
+                ? OtherVersionNote(asked.status()) + "; `dolsot serve --stop` stops it"
+                : asked.status().message())
+        << '\n';
+    return kExitFailure;
+  }
+  std::optional<std::optional<ServeReply>> reply = std::move(asked).value();
   if (!reply->has_value()) {
     if (json) {
       out << nlohmann::json{{"running", false}, {"cache_dir", paths->cache_dir},

@@ -130,7 +130,7 @@ StatusOr<Json> ParseMessage(std::string_view frame, const char* what) {
     return InvalidArgument(std::string("bad ") + what + ": no protocol version");
   }
   if (version->get<long long>() != kServeProtocolVersion) {
-    return Status(ErrorCode::kUnavailable,
+    return Status(kOtherProtocolVersion,
                   std::string(what) + " of protocol version " +
                       std::to_string(version->get<long long>()) + ", this dolsot speaks " +
                       std::to_string(kServeProtocolVersion));

@@ -24,6 +24,10 @@ namespace dolsot::cli {
 // server of version 1 would ignore it and run the cell unwalled, so the
 // version changed: such a server refuses the request instead.
 inline constexpr int kServeProtocolVersion = 2;
+// The code of the error a frame of another protocol version decodes to: a
+// server of another dolsot release (an upgrade left the old one running).
+// The client stops such a server and starts its own (serve_client.cc).
+inline constexpr ErrorCode kOtherProtocolVersion = ErrorCode::kUnimplemented;
 // A request carries at most a 1 MiB cell (base64: 4/3 of it), an environment
 // and a few words: 16 MiB is ample.
 inline constexpr std::size_t kMaxRequestFrame = std::size_t{16} << 20;
@@ -77,9 +81,10 @@ StatusOr<std::optional<SandboxPolicy>> DecodeSandboxPolicy(std::string_view text
 
 std::string EncodeRequest(const ServeRequest& request);
 // kInvalidArgument naming what is wrong (not JSON, a missing or mistyped
-// field, bad base64); kUnavailable for another protocol version.
+// field, bad base64); kOtherProtocolVersion for another protocol version.
 StatusOr<ServeRequest> DecodeRequest(std::string_view frame);
 std::string EncodeReply(const ServeReply& reply);
+// Errors as DecodeRequest's.
 StatusOr<ServeReply> DecodeReply(std::string_view frame);
 
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;

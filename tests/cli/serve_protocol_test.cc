@@ -231,7 +231,7 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
       {"", ErrorCode::kInvalidArgument, "not a JSON object"},
       {"[1]", ErrorCode::kInvalidArgument, "not a JSON object"},
       {"{\"type\":\"run\"}", ErrorCode::kInvalidArgument, "no protocol version"},
-      {"{\"v\":99,\"type\":\"run\"}", ErrorCode::kUnavailable, "version 99"},
+      {"{\"v\":99,\"type\":\"run\"}", kOtherProtocolVersion, "version 99"},
       {"{\"v\":2,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
       {"{\"v\":2,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
       {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
@@ -253,7 +253,7 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
        ErrorCode::kInvalidArgument, "not an object"},
       {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
        ErrorCode::kInvalidArgument, "'network'"},
-      {"{\"v\":1,\"type\":\"run\"}", ErrorCode::kUnavailable, "version 1"},
+      {"{\"v\":1,\"type\":\"run\"}", kOtherProtocolVersion, "version 1"},
   };
   for (const auto& c : cases) {
     auto decoded = DecodeRequest(c.frame);

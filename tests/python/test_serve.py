@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -151,6 +152,89 @@ def test_a_stale_socket_and_lock_are_replaced(served):
     assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
     assert "server was gone" in err(proc)
     assert served.server_status()["running"]
+
+
+# A server of another dolsot release, as an upgrade leaves one running: it
+# holds the server lock, listens on the socket, answers every request with an
+# error in its own protocol version (1), and stops on SIGTERM as a real one
+# does (lock released, socket removed).
+OLD_SERVER = r"""
+import fcntl, json, os, signal, socket, struct, sys
+sock_path, lock_path = sys.argv[1], sys.argv[2]
+lock = open(lock_path, "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sock_path)
+server.listen()
+def stop(*_):
+    os.unlink(sock_path)
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+while True:
+    conn, _ = server.accept()
+    with conn:
+        size = struct.unpack(">I", conn.recv(4, socket.MSG_WAITALL))[0]
+        request = json.loads(conn.recv(size, socket.MSG_WAITALL))
+        sys.stderr.write(f"got a request of version {request.get('v')}\n")
+        reply = json.dumps({"v": 1, "type": "error", "message": f"request of protocol version "
+                            f"{request.get('v')}, this dolsot speaks 1"}).encode()
+        conn.sendall(struct.pack(">I", len(reply)) + reply)
+"""
+
+
+@pytest.fixture
+def old_server(served):
+    """A running server of another release, for `served`'s cache dir."""
+    sock_path = pathlib.Path(served.server_status()["socket"])
+    served.cache_dir.mkdir(mode=0o700, exist_ok=True)
+    sock_path.parent.mkdir(mode=0o700, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", OLD_SERVER, str(sock_path),
+                             str(sock_path.parent / "dolsot-serve.lock")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def test_a_server_of_another_release_is_replaced_within_the_call(served, old_server):
+    """After an upgrade the old server cannot read the new CLI's requests:
+    the call stops it (SIGTERM: it checkpoints and leaves), starts its own
+    and runs the cell, saying so in one line."""
+    proc = served("--session", "s", "x = 41\nx + 1")
+    assert (proc.returncode, out(proc)) == (0, "42\n"), err(proc)
+    notes = [line for line in err(proc).splitlines() if "another dolsot release" in line]
+    assert len(notes) == 1 and "protocol version 1" in notes[0] and "stopped it" in notes[0], err(proc)
+    assert old_server.wait(timeout=60) == 0  # it got SIGTERM and left cleanly
+    status = served.server_status()
+    assert status["running"] and status["pid"] != old_server.pid
+    again = served("--session", "s", "x + 2")
+    assert (again.returncode, out(again), "another" in err(again)) == (0, "43\n", False)
+
+
+def test_stop_status_and_direct_mode_handle_a_server_of_another_release(served, old_server):
+    status = subprocess.run([str(CLI), "serve", "--status"], env=served.env, capture_output=True,
+                            text=True, timeout=60)
+    assert status.returncode == 1 and "another dolsot release" in status.stderr, status.stderr
+    assert "serve --stop" in status.stderr
+    assert old_server.poll() is None  # --status stops nothing
+    stop = subprocess.run([str(CLI), "serve", "--stop"], env=served.env, capture_output=True,
+                          text=True, timeout=120)
+    assert (stop.returncode, stop.stdout.startswith("stopped the dolsot server")) == (0, True), \
+        stop.stderr
+    assert old_server.wait(timeout=60) == 0
+
+
+def test_direct_mode_stops_a_server_of_another_release(served, old_server):
+    """Direct mode asks a running server to let go of its session; one of
+    another release cannot, so it is stopped (it releases them all)."""
+    proc = served("--no-serve", "--session", "d", "7 * 6")
+    assert (proc.returncode, out(proc)) == (0, "42\n"), err(proc)
+    assert old_server.wait(timeout=60) == 0
 
 
 def test_eight_concurrent_calls_on_eight_sessions_and_on_one(served):
