@@ -45,6 +45,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Acceptor threads kept waiting for the next call, and the most calls
+// served at once (more wait in the listening socket's backlog).
+constexpr int kSpareAcceptors = 2;
+constexpr int kMaxConnections = 256;
+
 // How long a connection may take to send its request.
 constexpr auto kRequestWait = std::chrono::seconds(30);
 
@@ -165,6 +170,15 @@ class Server {
 
  private:
   Status Listen();
+  // The acceptors: threads that wait in accept(2) on the listening socket
+  // themselves and serve what they accept, so a call costs no thread start
+  // and no hand-off from a listening thread (a wake-up, under load a
+  // scheduling delay). A thread that accepts makes sure one other still
+  // waits (starting one, up to kMaxConnections); one that has served goes
+  // back to waiting unless kSpareAcceptors already wait, then it ends.
+  // The main thread only keeps time (idle exit), stop signals and joins.
+  void StartAcceptorLocked();
+  void AcceptLoop(const std::shared_ptr<std::atomic<bool>>& done);
   void Serve(UniqueFd connection);
   ServeReply Handle(const ServeRequest& request, int fd, bool& keep_open);
   ServeReply RunCommandFor(const ServeRequest& request, int fd);
@@ -202,6 +216,8 @@ class Server {
   std::map<std::string, std::string> owner_;  // session id -> profile key
   std::map<std::string, std::shared_ptr<FifoMutex>> turns_;
   int connections_ = 0;
+  int acceptors_ = 0;       // threads serving connections or waiting in accept
+  int idle_acceptors_ = 0;  // of those, waiting in accept
   std::list<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads_;
   std::vector<UniqueFd> stoppers_;  // closed last: their clients wait for EOF
   std::shared_mutex admin_;          // shared: a call on a profile; exclusive: reset/release all
@@ -319,6 +335,10 @@ int Server::Run() {
   ready("ready\n");
   start_lock.Reset();
 
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    for (int i = 0; i < kSpareAcceptors; ++i) StartAcceptorLocked();
+  }
   auto idle_since = Clock::now();
   const auto idle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.idle_seconds));
@@ -343,13 +363,13 @@ int Server::Run() {
         timeout_ms = static_cast<int>(std::min<long long>(left.count() + 1, 1 << 30));
       }
     }
-    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    int n = ::poll(fds, 2, timeout_ms);
+    pollfd wake{wake_read_.get(), POLLIN, 0};
+    int n = ::poll(&wake, 1, timeout_ms);
     if (n < 0 && errno != EINTR) {
       Log(std::string("poll: ") + std::strerror(errno));
       break;
     }
-    if (fds[1].revents & POLLIN) {
+    if (wake.revents & POLLIN) {
       char buffer[64];
       ssize_t got;
       bool stop_signal = false;
@@ -363,44 +383,22 @@ int Server::Run() {
       std::lock_guard<std::mutex> guard(mutex_);
       if (connections_ == 0) idle_since = Clock::now();
     }
-    if (!(fds[0].revents & POLLIN) || stopping_.load()) continue;
-    UniqueFd connection(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!connection) continue;
-    ucred peer{};
-    socklen_t length = sizeof peer;
-    if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
-        peer.uid != ::getuid()) {
-      Log("refused a connection from uid " + std::to_string(peer.uid) + " (pid " +
-          std::to_string(peer.pid) + "): only uid " + std::to_string(::getuid()) + " is served");
-      continue;
-    }
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::lock_guard<std::mutex> guard(mutex_);
-    ++connections_;
-    threads_.emplace_back(
-        [this, fd = std::move(connection), done]() mutable {
-          Serve(std::move(fd));
-          {
-            std::lock_guard<std::mutex> inner(mutex_);
-            --connections_;
-          }
-          done->store(true);
-          Wake();
-        },
-        done);
   }
 
   // Stop: no new connections, running cells stopped (their clients get exit
   // 130), every Repl closed (checkpointed), then the lock and the stoppers.
   stopping_.store(true);
   ::unlink(options_.paths.socket.c_str());
-  listen_.Reset();
+  // Wakes every acceptor waiting in accept(2) (EINVAL); the socket closes
+  // once none uses it.
+  ::shutdown(listen_.get(), SHUT_RDWR);
   std::list<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     threads.swap(threads_);
   }
   for (auto& [thread, done] : threads) thread.join();
+  listen_.Reset();
   {
     std::unique_lock<std::shared_mutex> exclusive(admin_);
     (void)ReleaseAll();
@@ -420,6 +418,73 @@ int Server::Run() {
   }
   stoppers.clear();
   return kExitOk;
+}
+
+void Server::StartAcceptorLocked() {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  ++acceptors_;
+  ++idle_acceptors_;
+  threads_.emplace_back([this, done]() { AcceptLoop(done); }, done);
+}
+
+void Server::AcceptLoop(const std::shared_ptr<std::atomic<bool>>& done) {
+  auto leave = [&]() {  // mutex_ held
+    --acceptors_;
+    done->store(true);
+  };
+  for (;;) {
+    UniqueFd connection(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    const int error = errno;
+    if (stopping_.load()) {
+      std::lock_guard<std::mutex> guard(mutex_);
+      --idle_acceptors_;
+      leave();
+      return;
+    }
+    if (!connection) {
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
+        // Out of descriptors or memory: the client waits in the backlog;
+        // try again shortly rather than spin.
+        Log(std::string("accept: ") + std::strerror(error) + "; retrying");
+        pollfd none{-1, 0, 0};
+        ::poll(&none, 1, 100);
+        continue;
+      }
+      Log(std::string("accept: ") + std::strerror(error));
+      std::lock_guard<std::mutex> guard(mutex_);
+      --idle_acceptors_;
+      leave();
+      RequestStop();  // the listening socket is broken: nothing more can come
+      return;
+    }
+    ucred peer{};
+    socklen_t length = sizeof peer;
+    if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
+        peer.uid != ::getuid()) {
+      Log("refused a connection from uid " + std::to_string(peer.uid) + " (pid " +
+          std::to_string(peer.pid) + "): only uid " + std::to_string(::getuid()) + " is served");
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      --idle_acceptors_;
+      ++connections_;
+      if (idle_acceptors_ == 0 && acceptors_ < kMaxConnections) StartAcceptorLocked();
+    }
+    Serve(std::move(connection));
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      --connections_;
+      if (idle_acceptors_ >= kSpareAcceptors || stopping_.load()) {
+        leave();
+        Wake();  // the main thread joins this thread, and keeps time again
+        return;
+      }
+      ++idle_acceptors_;
+    }
+    Wake();  // the main thread keeps time again when no call runs
+  }
 }
 
 void Server::Serve(UniqueFd connection) {

@@ -251,6 +251,27 @@ def test_eight_concurrent_calls_on_eight_sessions_and_on_one(served):
     assert out(proc) == "8\n"
 
 
+def test_a_burst_of_calls_leaves_no_threads_behind(served):
+    """Each call is served by a thread waiting in accept; after a burst the
+    server keeps only its spare ones (a bounded wait: they end right after
+    their answers)."""
+    assert served("--session", "a", "1").returncode == 0
+    pid = served.server_status()["pid"]
+
+    def threads() -> int:
+        return len(os.listdir(f"/proc/{pid}/task"))
+
+    before = threads()
+    calls = [popen(served, "--session", f"b{i}", "import time; time.sleep(0.2); 1") for i in range(12)]
+    assert [c.wait(timeout=120) for c in calls] == [0] * 12
+    for c in calls:
+        c.communicate()
+    deadline = time.monotonic() + 30
+    while threads() > before + 1:  # + the saver of the sessions' Repl, started by now
+        assert time.monotonic() < deadline, f"{threads()} threads, {before} before the burst"
+        time.sleep(0.05)
+
+
 def test_clients_racing_to_start_a_server_share_one(served):
     calls = [popen(served, "--session", f"r{i}", f"{i} * 2") for i in range(8)]
     results = [(c.wait(timeout=120), *c.communicate()) for c in calls]
