@@ -49,6 +49,8 @@ using Clock = std::chrono::steady_clock;
 // served at once (more wait in the listening socket's backlog).
 constexpr int kSpareAcceptors = 2;
 constexpr int kMaxConnections = 256;
+// The per-session turn map is swept of unused turns from this size on.
+constexpr std::size_t kPruneTurnsAt = 1024;
 
 // How long a connection may take to send its request.
 constexpr auto kRequestWait = std::chrono::seconds(30);
@@ -215,6 +217,7 @@ class Server {
   std::map<std::string, std::shared_ptr<Profile>> profiles_;
   std::map<std::string, std::string> owner_;  // session id -> profile key
   std::map<std::string, std::shared_ptr<FifoMutex>> turns_;
+  std::size_t prune_turns_at_ = kPruneTurnsAt;  // Turn() sweeps turns_ at this size
   int connections_ = 0;
   int acceptors_ = 0;       // threads serving connections or waiting in accept
   int idle_acceptors_ = 0;  // of those, waiting in accept
@@ -742,6 +745,17 @@ StatusOr<int> Server::ResetSessions(std::string_view target_view) {
 
 std::shared_ptr<FifoMutex> Server::Turn(const std::string& sid) {
   std::lock_guard<std::mutex> guard(mutex_);
+  if (turns_.size() >= prune_turns_at_) {
+    // A turn only the map holds has no caller holding or awaiting it, and
+    // none can get it but through here: forgetting it is safe (a later call
+    // makes a new one). So the map stays as large as the calls in flight,
+    // not as every session id the server ever saw (amortized: the next
+    // sweep waits until the map doubles).
+    for (auto it = turns_.begin(); it != turns_.end();) {
+      it = it->second.use_count() == 1 ? turns_.erase(it) : std::next(it);
+    }
+    prune_turns_at_ = std::max<std::size_t>(kPruneTurnsAt, 2 * turns_.size());
+  }
   auto& turn = turns_[sid];
   if (!turn) turn = std::make_shared<FifoMutex>();
   return turn;

@@ -3,7 +3,7 @@ the same run, interleaved (issue 19: a call on a live session at most 0.3x
 `python3 -c pass`).
 
     python bench/serve/bench_serve.py --cli build/cli/dolsot [--rounds 40] \
-        [--markdown docs/bench/serve.md]
+        [--markdown docs/bench/serve.md] [--base-cli <another build>/cli/dolsot]
 
 Rows: `python3 -c pass` (the floor); `dolsot --session s "1+1"` on a live
 session through a running server; the same in direct mode (DOLSOT_SERVE=0:
@@ -51,6 +51,8 @@ def main() -> None:
                         else os.path.realpath(sys.executable))
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--markdown")
+    parser.add_argument("--base-cli", help="another build's dolsot (the design before a change): "
+                        "its live call is a row of the same rounds, on a cache dir of its own")
     args = parser.parse_args()
     cli = str(pathlib.Path(args.cli).resolve())
     work = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-bench-serve-"))
@@ -71,6 +73,12 @@ def main() -> None:
         "dolsot \"1+1\", direct mode (DOLSOT_SERVE=0)":
             lambda: timed([cli, "--session", "s", "1+1"], direct, str(work)),
     }
+
+    base_cli = str(pathlib.Path(args.base_cli).resolve()) if args.base_cli else None
+    served_base = {**served, "DOLSOT_CACHE_DIR": str(work / "served-base")}
+    if base_cli:
+        rows["base build: dolsot \"1+1\", live session (server)"] = \
+            lambda: timed([base_cli, "--session", "s", "1+1"], served_base, str(work))
 
     if served_shm:
         rows["dolsot \"1+1\", live session (server), cache dir on tmpfs"] = \
@@ -93,6 +101,8 @@ def main() -> None:
     finally:
         stop(cli, served, str(work))
         stop(cli, first, str(work))
+        if base_cli:
+            stop(base_cli, served_base, str(work))
         if served_shm:
             stop(cli, served_shm, str(work))
             shutil.rmtree(shm, ignore_errors=True)
