@@ -342,35 +342,35 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
   }
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) request.env.emplace_back(*e);
 
-  bool restarted = false;
-  // --list-sessions and --reset use a server that runs (it holds live
-  // sessions) but start none: the store is all there is then.
-  auto fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
-  if (fd.ok() && !fd->valid()) return std::nullopt;
-  if (!fd.ok()) {
-    context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
-                << "); running directly\n";
-    context.err.flush();
-    return std::nullopt;
-  }
-  if (restarted) {
-    context.err << "dolsot: note: the dolsot server was gone; started a new one (sessions are at "
-                   "their last checkpoint)\n";
-  }
   const double wait_seconds = line.action == Action::kRun
                                   ? ReplyWaitSeconds(line.run)
                                   : std::chrono::duration<double>(kStopWait).count();
   StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
-  {
-    CellInProgress running;  // Ctrl-C / SIGTERM now interrupt the cell
-    reply = Exchange(fd->get(), request, wait_seconds);
-  }
-  if (!reply.ok() && reply.status().code() == kOtherProtocolVersion) {
-    // It refused the request without acting on it: replace it by this
-    // release's server (a list or a reset then runs directly: the store is
-    // all there is once it checkpointed and left).
+  for (int attempt = 0;; ++attempt) {
+    bool restarted = false;
+    // --list-sessions and --reset use a server that runs (it holds live
+    // sessions) but start none: the store is all there is then.
+    auto fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
+    if (fd.ok() && !fd->valid()) return std::nullopt;
+    if (!fd.ok()) {
+      context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
+                  << "); running directly\n";
+      context.err.flush();
+      return std::nullopt;
+    }
+    if (restarted && attempt == 0) {
+      context.err << "dolsot: note: the dolsot server was gone; started a new one (sessions are at "
+                     "their last checkpoint)\n";
+    }
+    {
+      CellInProgress running;  // Ctrl-C / SIGTERM now interrupt the cell
+      reply = Exchange(fd->get(), request, wait_seconds);
+    }
+    if (attempt > 0 || reply.ok() || reply.status().code() != kOtherProtocolVersion) break;
+    // A server of another release refused the request without acting on
+    // it: replace it by this release's (a list or a reset then runs
+    // directly: the store is all there is once it checkpointed and left).
     Status stopped = StopOtherVersion(fd->get());
-    fd->Reset();
     if (!stopped.ok()) {
       context.err << "dolsot: error: " << OtherVersionNote(reply.status())
                   << " and could not be stopped (" << stopped.message() << "); stop it with kill\n";
@@ -381,16 +381,6 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
                 << "; stopped it (its sessions are at their last checkpoint)"
                 << (line.action == Action::kRun ? " and started this one" : "") << "\n";
     context.err.flush();
-    fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
-    if (fd.ok() && !fd->valid()) return std::nullopt;
-    if (!fd.ok()) {
-      context.err << "dolsot: note: cannot start a dolsot server (" << fd.status().message()
-                  << "); running directly\n";
-      context.err.flush();
-      return std::nullopt;
-    }
-    CellInProgress running;
-    reply = Exchange(fd->get(), request, wait_seconds);
   }
   if (!reply.ok()) {
     const ErrorCode code = reply.status().code();
