@@ -25,6 +25,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from host_files import make_host_files
 from process_tree import alive, descendants, wait_until_gone
 from test_cli import CLI, TOOLBOX
 
@@ -462,12 +463,8 @@ def test_sandbox_flags_wall_the_cells_and_a_mount_shows_its_directory(server, tm
     # The run command's --sandbox, --mount and --memory, parsed by the same
     # code: a host file outside the mounts is not there for a cell, a mounted
     # one is, and the network is gone.
-    secret = tmp_path / "elsewhere" / "secret.txt"
-    secret.parent.mkdir()
-    secret.write_text("host secret\n")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "hello.txt").write_text("hello from the host\n")
+    files = make_host_files(tmp_path)
+    secret, data = files["secret"], files["data"]
 
     async def main():
         async with server.session("--sandbox", "--mount", f"/data={data}",

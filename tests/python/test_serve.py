@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from host_files import make_host_files
 from process_tree import alive, descendants
 from test_cli import CLI, Dolsot, _cli_is_built, assert_gone, err, out  # noqa: F401 (autouse)
 
@@ -482,16 +483,10 @@ def test_a_hung_server_costs_a_bounded_wait(served):
 def walled(served, tmp_path):
     """A host file outside any mount, a directory to mount, and a listening
     host socket (the network the sandbox must not reach)."""
-    secret = tmp_path / "elsewhere" / "secret.txt"
-    secret.parent.mkdir()
-    secret.write_text("host secret\n")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "hello.txt").write_text("hello from the host\n")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    yield {"secret": secret, "data": data, "port": listener.getsockname()[1]}
+    yield {**make_host_files(tmp_path), "port": listener.getsockname()[1]}
     listener.close()
 
 
