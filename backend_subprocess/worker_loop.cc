@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
@@ -247,17 +248,19 @@ struct SpareSession {
 };
 
 // Forks a keeper whose first process is forked at once and waits for its
-// session's socket. nullopt when a fork fails (OPEN then forks its own).
-std::optional<SpareSession> ForkSpareSession(int host, const WorkerSettings& settings,
+// session's socket. Null when a fork fails (OPEN then forks its own). A
+// pointer, not an optional: GCC 12 warns of the optional's UniqueFds as
+// maybe uninitialized (a false positive) wherever it is reset.
+std::unique_ptr<SpareSession> ForkSpareSession(int host, const WorkerSettings& settings,
                                              int host_pidfd) {
   int command[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, command) != 0) return std::nullopt;
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, command) != 0) return nullptr;
   UniqueFd mine(command[0]), its(command[1]);
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
+  if (::pipe2(report, O_CLOEXEC) != 0) return nullptr;
   UniqueFd report_read(report[0]), report_write(report[1]);
   int pid = ForkProcess();
-  if (pid < 0) return std::nullopt;
+  if (pid < 0) return nullptr;
   if (pid == 0) {
     ::close(host);
     mine.Reset();
@@ -268,14 +271,14 @@ std::optional<SpareSession> ForkSpareSession(int host, const WorkerSettings& set
     ServeSession(std::move(socket), settings, /*expect_load=*/true, host_pidfd,
                  std::move(keeper_link));
   }
-  return SpareSession{pid, std::move(report_read), std::move(mine)};
+  return std::make_unique<SpareSession>(SpareSession{pid, std::move(report_read), std::move(mine)});
 }
 
 // kOpen: the spare session's first process takes the session when there is
 // one; else a keeper is forked, which forks the session's first process
 // (session_keeper.h). The host gets that process's channel and pid.
 Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
-                   std::optional<SpareSession>& spare) {
+                   std::unique_ptr<SpareSession>& spare) {
   auto pair = protocol::SocketPair();
   if (!pair.ok()) return pair.status();
   pid_t keeper = -1;
@@ -435,7 +438,7 @@ int RunWorker(int socket_fd) {
   if (!protocol::WriteFrame(host.get(), Tag::kHelloOk, w.data()).ok()) return 0;
   // The next session is forked ahead once the worker has been idle a moment
   // (kSpareAfterIdle), not while a session it has just opened starts.
-  std::optional<SpareSession> spare;
+  std::unique_ptr<SpareSession> spare;
 
   for (;;) {
     Status readable;

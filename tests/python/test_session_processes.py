@@ -66,8 +66,13 @@ def token() -> str:
 
 def sleepers_left(repl, sid, tok):
     """The pids of this token's sleeps still running, from a cell of `sid`."""
-    return ok(repl, sid, "import os\n[p for p in os.listdir('/proc') if p.isdigit() and "
-                         f"'{tok}' in open(f'/proc/{{p}}/cmdline').read()]").value
+    # A process can end between the listing and the read (the machine's
+    # others, or a killed one being reaped): it is no sleeper then.
+    return ok(repl, sid, "import os\ndef _cmdline(p):\n    try:\n"
+                         "        with open(f'/proc/{p}/cmdline') as f:\n            return f.read()\n"
+                         "    except OSError:\n        return ''\n"
+                         f"[p for p in os.listdir('/proc') if p.isdigit() and '{tok}' in _cmdline(p)]"
+              ).value
 
 
 def escapers(repl, sid):
