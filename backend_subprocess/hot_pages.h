@@ -37,6 +37,23 @@
 
 namespace dolsot {
 
+// This process's private mappings, as HotPages reads them: `writable`
+// (copy-on-write after a fork) and `file` (read-only with an inode: code,
+// constants), each [start, end) in bytes, ascending.
+struct Range {
+  std::uintptr_t start;
+  std::uintptr_t end;
+};
+struct Mappings {
+  std::vector<Range> writable;
+  std::vector<Range> file;
+};
+// By the PROCMAP_QUERY ioctl where the kernel has it (6.11), else from the
+// text of /proc/self/maps.
+Mappings ReadMappings();
+// From the text only (any kernel; tests compare the two).
+Mappings ReadMappingsFromText();
+
 class HotPages {
  public:
   struct Options {

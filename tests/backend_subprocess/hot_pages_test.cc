@@ -271,5 +271,47 @@ TEST(HotPages, CodePagesRunBeforeTheForkAreMappedInTheChild) {
   ::munmap(mapped, size);
 }
 
+bool SameRanges(const std::vector<Range>& a, const std::vector<Range>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].start != b[i].start || a[i].end != b[i].end) return false;
+  }
+  return true;
+}
+
+bool Covers(const std::vector<Range>& ranges, const void* address) {
+  auto p = reinterpret_cast<std::uintptr_t>(address);
+  for (const Range& r : ranges) {
+    if (r.start <= p && p < r.end) return true;
+  }
+  return false;
+}
+
+// The kernel's query (where it has PROCMAP_QUERY) and the text of
+// /proc/self/maps list the same mappings of each kind; a private writable
+// region and this code are where they belong, a shared mapping nowhere.
+TEST(HotPages, QueriedMappingsAreTheTextsOwn) {
+  Region region;
+  ASSERT_TRUE(region.ok());
+  void* shared = ::mmap(nullptr, HotPages::PageSize(), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  // A mapping may come or go between two readings (another thread's
+  // allocation): take the first pair of readings that agree.
+  bool same = false;
+  Mappings queried;
+  for (int attempt = 0; attempt < 5 && !same; ++attempt) {
+    queried = ReadMappings();
+    Mappings text = ReadMappingsFromText();
+    same = SameRanges(queried.writable, text.writable) && SameRanges(queried.file, text.file);
+  }
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(Covers(queried.writable, region.page(0)));
+  EXPECT_TRUE(Covers(queried.file, reinterpret_cast<const void*>(&SameRanges)));
+  EXPECT_FALSE(Covers(queried.writable, shared));
+  EXPECT_FALSE(Covers(queried.file, shared));
+  ::munmap(shared, HotPages::PageSize());
+}
+
 }  // namespace
 }  // namespace dolsot
