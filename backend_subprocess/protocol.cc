@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/spin_wait.h"
+
 namespace dolsot::protocol {
 namespace {
 
@@ -414,6 +416,40 @@ Result ReadResult(PayloadReader& in) {
   return r;
 }
 
+std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments) {
+  PayloadWriter w;
+  w.U64(id).Str(name).Str(arguments).U64(static_cast<std::uint64_t>(SpinNowNanos()));
+  return w.Take();
+}
+
+std::string ToolReplyPayload(std::uint64_t id, const ToolReply& reply) {
+  PayloadWriter w;
+  w.U64(id).U8(reply.ok ? 1 : 0).Str(reply.payload).U64(static_cast<std::uint64_t>(SpinNowNanos()));
+  return w.Take();
+}
+
+StatusOr<ToolCallMessage> ReadToolCall(std::string_view payload) {
+  PayloadReader r(payload);
+  ToolCallMessage m;
+  m.id = r.U64();
+  m.call.name = r.Str();
+  m.call.arguments = r.Str();
+  m.sent_at = static_cast<std::int64_t>(r.U64());
+  DOLSOT_RETURN_IF_ERROR(r.Finish("TOOL_CALL"));
+  return m;
+}
+
+StatusOr<ToolReplyMessage> ReadToolReply(std::string_view payload) {
+  PayloadReader r(payload);
+  ToolReplyMessage m;
+  m.id = r.U64();
+  m.reply.ok = r.U8() != 0;
+  m.reply.payload = r.Str();
+  m.sent_at = static_cast<std::int64_t>(r.U64());
+  DOLSOT_RETURN_IF_ERROR(r.Finish("TOOL_REPLY"));
+  return m;
+}
+
 const char* TagName(Tag tag) {
   switch (tag) {
     case Tag::kHello: return "HELLO";
@@ -439,6 +475,7 @@ const char* TagName(Tag tag) {
     case Tag::kCheckpointData: return "CHECKPOINT_DATA";
     case Tag::kToolCall: return "TOOL_CALL";
     case Tag::kToolReply: return "TOOL_REPLY";
+    case Tag::kToolSocket: return "TOOL_SOCKET";
     case Tag::kContinued: return "CONTINUED";
   }
   return "UNKNOWN";

@@ -159,6 +159,11 @@ class ToolHost:
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = 0
+        # Threads serving cells' own tool sockets (serve_socket): one per cell
+        # that calls a tool while it runs, kept for the next.
+        self._sockets: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._servers: list[threading.Thread] = []
+        self._idle_servers = 0
         self._closed = False
 
     # ---- in-process: tools called directly
@@ -207,6 +212,47 @@ class ToolHost:
                 with self._lock:
                     self._idle += 1
 
+    def serve_socket(self, receive: Callable[[], tuple[str, bytes] | None],
+                     reply: Callable[[bool, bytes], None], session_id: str,
+                     names: tuple[str, ...]) -> None:
+        """Serves a Repl cell's own tool socket until the cell is over: a
+        thread of the host's takes each call with ``receive()`` and runs it
+        itself (one wake-up fewer than ``dispatch``); ``names`` are the tools
+        the cell was given. The session sends a call there only while no other
+        waits on it, so calls from several of its threads still run at once."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the backend is closed")
+            if self._idle_servers == 0:
+                thread = threading.Thread(target=self._serve_sockets, daemon=True,
+                                          name=f"dolsot-tool-socket-{len(self._servers)}")
+                self._servers.append(thread)
+                self._idle_servers += 1
+                thread.start()
+            self._idle_servers -= 1
+        self._sockets.put((receive, reply, session_id, frozenset(names)))
+
+    def _serve_sockets(self) -> None:
+        while True:
+            item = self._sockets.get()
+            if item is None:
+                return
+            receive, reply, session_id, names = item
+            del item
+            try:
+                while (call := receive()) is not None:
+                    if call[0] in names:
+                        self._serve(call[0], call[1], reply, session_id)
+                    else:
+                        reply(False, b"")  # the session reports the tool as unavailable
+            except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
+                pass
+            finally:
+                # The last references to the socket's functions: it closes.
+                del receive, reply
+                with self._lock:
+                    self._idle_servers += 1
+
     def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
                session_id: str | None = None) -> None:
         token = calling_session.set(session_id)
@@ -248,8 +294,14 @@ class ToolHost:
                 return
             self._closed = True
             threads = list(self._threads)
+            servers = list(self._servers)
         for _ in threads:
             self._calls.put(None)
+        # A server ends once its cell is over (the host shuts the socket down
+        # when run() returns) and it takes this.
+        for _ in servers:
+            self._sockets.put(None)
+        threads += servers
         # Idle threads end at once; one running a tool ends when it returns
         # (a daemon thread: it never holds the interpreter's exit).
         for thread in threads:
