@@ -132,6 +132,24 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
 // Received descriptors are close-on-exec.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 
+// ReadFrame for a stream that carries no descriptors and attests no sender
+// (a cell's tool socket): a small frame's header and payload come with one
+// recv, where ReadFrame makes two. Bytes read past a message are kept for
+// the next Read, so poll() cannot tell that one is there: look at pending()
+// first.
+class BufferedFrameReader {
+ public:
+  StatusOr<Frame> Read(int fd);  // as ReadFrame without a deadline
+  bool pending() const { return start_ < buffer_.size(); }
+
+ private:
+  static constexpr std::size_t kChunk = 4096;
+  // Up to `n` bytes (short only at EOF).
+  StatusOr<std::size_t> Take(int fd, char* to, std::size_t n);
+  std::string buffer_;
+  std::size_t start_ = 0;
+};
+
 // Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.
 Status WaitReadable(int fd, Deadline deadline);
 

@@ -74,6 +74,7 @@ void ToolChannel::AfterFork() {
   open_ = false;
   reading_ = false;
   tool_socket_.Reset();
+  tool_reader_ = protocol::BufferedFrameReader();
   tool_socket_call_ = 0;
   waiting_.clear();
 }
@@ -101,6 +102,7 @@ void ToolChannel::EndCell() {
   std::lock_guard<std::mutex> writing(write_mutex_);
   lock.lock();
   tool_socket_.Reset();
+  tool_reader_ = protocol::BufferedFrameReader();
   tool_socket_call_ = 0;
 }
 
@@ -204,7 +206,12 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   const nfds_t wake_at = wake_ ? count : 0;
   if (wake_) fds[count++] = {wake_.get(), POLLIN, 0};
   SpinningPoll wait(reply_budget_);
-  int ready = wait.Wait(fds, count, -1);
+  // A reply that came with the last one is read without a wait.
+  const bool buffered = own >= 0 && tool_reader_.pending();
+  int ready = buffered ? 1 : wait.Wait(fds, count, -1);
+  if (buffered) {
+    for (nfds_t i = 0; i < count; ++i) fds[i].revents = i == own_at ? POLLIN : 0;
+  }
   std::optional<protocol::ToolReplyMessage> routed;
   bool broken = false;    // the runner's socket: the host is gone
   bool own_lost = false;  // the tool socket: the host stopped serving it
@@ -214,13 +221,13 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
     (void)!::read(wake_.get(), &drained, sizeof drained);
   } else if (ready > 0) {
     const bool from_own = own_at != 0 && fds[own_at].revents != 0 && fds[0].revents == 0;
-    auto frame = protocol::ReadFrame(from_own ? own : socket_);
+    auto frame = from_own ? tool_reader_.Read(own) : protocol::ReadFrame(socket_);
     if (!frame.ok()) {
       (from_own ? own_lost : broken) = true;
     } else if (frame->tag == Tag::kToolReply) {
       auto reply = protocol::ReadToolReply(frame->payload);
       if (reply.ok()) {
-        wait.Learn(reply->sent_at);
+        if (!buffered) wait.Learn(reply->sent_at);
         routed = std::move(reply).value();
       }
     }

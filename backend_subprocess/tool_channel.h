@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend_subprocess/fork_guard.h"
+#include "backend_subprocess/protocol.h"
 #include "core/cell_inputs.h"
 #include "core/spin_wait.h"
 #include "core/status.h"
@@ -75,6 +76,7 @@ class ToolChannel {
   bool reading_ = false;
   bool tool_socket_served_ = false;  // the host serves a tool socket this cell
   fork_guard::GuardedFd tool_socket_;  // the cell's, once made (written under write_mutex_ too)
+  protocol::BufferedFrameReader tool_reader_;  // its replies (used by the reading thread)
   bool tool_socket_failed_ = false;    // could not be made, or the host closed it
   std::uint64_t tool_socket_call_ = 0;  // the call waiting on it (0: none)
   std::uint64_t next_id_ = 1;

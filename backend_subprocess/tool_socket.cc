@@ -33,18 +33,21 @@ bool IsToolSocket(int fd) {
 
 std::optional<ToolCall> ToolSocketHost::Receive() {
   if (!socket_) return std::nullopt;
-  pollfd p{socket_.get(), POLLIN, 0};
   SpinningPoll wait(CallBudget());
-  int ready;
-  do {
-    ready = wait.Wait(&p, 1, -1);
-  } while (ready < 0 && errno == EINTR);
-  if (ready <= 0) return std::nullopt;
-  auto frame = protocol::ReadFrame(socket_.get());
+  const bool waited = !reader_.pending();  // else the call came with the last one
+  if (waited) {
+    pollfd p{socket_.get(), POLLIN, 0};
+    int ready;
+    do {
+      ready = wait.Wait(&p, 1, -1);
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return std::nullopt;
+  }
+  auto frame = reader_.Read(socket_.get());
   if (!frame.ok() || frame->tag != protocol::Tag::kToolCall) return std::nullopt;
   auto message = protocol::ReadToolCall(frame->payload);
   if (!message.ok()) return std::nullopt;
-  wait.Learn(message->sent_at);
+  if (waited) wait.Learn(message->sent_at);
   call_id_ = message->id;
   answered_ = false;
   return std::move(message->call);

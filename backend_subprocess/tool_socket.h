@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "backend_subprocess/protocol.h"
 #include "core/cell_inputs.h"
 #include "core/unique_fd.h"
 
@@ -49,6 +50,7 @@ class ToolSocketHost {
 
  private:
   UniqueFd socket_;
+  protocol::BufferedFrameReader reader_;
   std::uint64_t call_id_ = 0;
   bool answered_ = true;
 };

@@ -131,6 +131,47 @@ def encode_variable(session_id: str, name: str, value: Any) -> tuple[bytes, byte
     return _default_cache.encode(name, value)
 
 
+class _Workers:
+    """Threads waiting on a queue, one started when none is idle (up to
+    ``most``): not an executor, so a hand-off is one put and one wake (a
+    tool's round trip is on a cell's path). ``put`` is called under ``lock``."""
+
+    def __init__(self, name: str, work: Callable[[Any], None], lock: threading.Lock,
+                 most: int | None = None) -> None:
+        self._name, self._work, self._lock, self._most = name, work, lock, most
+        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self._idle = 0
+
+    def put(self, item: Any) -> None:
+        if self._idle == 0 and (self._most is None or len(self.threads) < self._most):
+            thread = threading.Thread(target=self._run, daemon=True,
+                                      name=f"{self._name}-{len(self.threads)}")
+            self.threads.append(thread)
+            self._idle += 1
+            thread.start()
+        self._idle -= 1
+        self._items.put(item)
+
+    def stop(self) -> list[threading.Thread]:
+        """Asks every thread to end once it is idle; returns them."""
+        for _ in self.threads:
+            self._items.put(None)
+        return list(self.threads)
+
+    def _run(self) -> None:
+        while True:
+            item = self._items.get()
+            if item is None:
+                return
+            try:
+                self._work(item)
+            finally:
+                del item
+                with self._lock:
+                    self._idle += 1
+
+
 class ToolHost:
     """One backend's tools (``backend.tools``, a live dict), its final-answer
     function's name, and how session bytes are decoded."""
@@ -156,14 +197,11 @@ class ToolHost:
         self._variables = _VariableCache()
         self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._lock = threading.Lock()
-        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
+        self._calls = _Workers("dolsot-tool", lambda call: self._serve(*call), self._lock,
+                               _MAX_TOOL_THREADS)
         # Threads serving cells' own tool sockets (serve_socket): one per cell
         # that calls a tool while it runs, kept for the next.
-        self._sockets: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._servers: list[threading.Thread] = []
-        self._idle_servers = 0
+        self._servers = _Workers("dolsot-tool-socket", self._serve_socket, self._lock)
         self._closed = False
 
     # ---- in-process: tools called directly
@@ -190,27 +228,7 @@ class ToolHost:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the backend is closed")
-            if self._idle == 0 and len(self._threads) < _MAX_TOOL_THREADS:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"dolsot-tool-{len(self._threads)}")
-                self._threads.append(thread)
-                self._idle += 1
-                thread.start()
-            self._idle -= 1
-        self._calls.put((name, payload, done, session_id))
-
-    def _work(self) -> None:
-        # A queue and waiting threads, not an executor: a call's hand-off is
-        # one put and one wake (a tool's round trip is on a cell's path).
-        while True:
-            call = self._calls.get()
-            if call is None:
-                return
-            try:
-                self._serve(*call)
-            finally:
-                with self._lock:
-                    self._idle += 1
+            self._calls.put((name, payload, done, session_id))
 
     def serve_socket(self, receive: Callable[[], tuple[str, bytes] | None],
                      reply: Callable[[bool, bytes], None], session_id: str,
@@ -223,39 +241,35 @@ class ToolHost:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the backend is closed")
-            if self._idle_servers == 0:
-                thread = threading.Thread(target=self._serve_sockets, daemon=True,
-                                          name=f"dolsot-tool-socket-{len(self._servers)}")
-                self._servers.append(thread)
-                self._idle_servers += 1
-                thread.start()
-            self._idle_servers -= 1
-        self._sockets.put((receive, reply, session_id, frozenset(names)))
+            self._servers.put([receive, reply, session_id, frozenset(names)])
 
-    def _serve_sockets(self) -> None:
-        while True:
-            item = self._sockets.get()
-            if item is None:
-                return
-            receive, reply, session_id, names = item
-            del item
-            try:
-                while (call := receive()) is not None:
-                    if call[0] in names:
-                        self._serve(call[0], call[1], reply, session_id)
-                    else:
-                        reply(False, b"")  # the session reports the tool as unavailable
-            except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
-                pass
-            finally:
-                # The last references to the socket's functions: it closes.
-                del receive, reply
-                with self._lock:
-                    self._idle_servers += 1
+    def _serve_socket(self, item: list[Any]) -> None:
+        receive, reply, session_id, names = item
+        # The last references to the socket's functions go with this call: it closes.
+        item.clear()
+        # One session's calls: its id is set once, not per call.
+        token = calling_session.set(session_id)
+        try:
+            while (call := receive()) is not None:
+                if call[0] in names:
+                    self._call(call[0], call[1], reply)
+                else:
+                    reply(False, b"")  # the session reports the tool as unavailable
+        except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
+            pass
+        finally:
+            calling_session.reset(token)
 
     def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
                session_id: str | None = None) -> None:
         token = calling_session.set(session_id)
+        try:
+            self._call(name, payload, done)
+        finally:
+            calling_session.reset(token)
+
+    def _call(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+        """Runs one call and answers it with ``done(ok, bytes)``."""
         try:
             tool = self.tools.get(name)
             if tool is None:
@@ -271,8 +285,6 @@ class ToolHost:
             done(True, _pickled(value, f"tool {name}() returned", "the cell"))
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
-        finally:
-            calling_session.reset(token)
 
     def loads(self, data: bytes) -> Any:
         """Decodes bytes a session made, by this host's policy."""
@@ -293,15 +305,9 @@ class ToolHost:
             if self._closed:
                 return
             self._closed = True
-            threads = list(self._threads)
-            servers = list(self._servers)
-        for _ in threads:
-            self._calls.put(None)
-        # A server ends once its cell is over (the host shuts the socket down
-        # when run() returns) and it takes this.
-        for _ in servers:
-            self._sockets.put(None)
-        threads += servers
+            # A socket's server ends once its cell is over (the host shuts the
+            # socket down when run() returns).
+            threads = self._calls.stop() + self._servers.stop()
         # Idle threads end at once; one running a tool ends when it returns
         # (a daemon thread: it never holds the interpreter's exit).
         for thread in threads:

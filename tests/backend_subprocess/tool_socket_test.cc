@@ -42,6 +42,14 @@ std::future<StatusOr<ToolReply>> CallAsync(ToolChannel& channel, std::string nam
   });
 }
 
+// The call's reply came, as `ok` with `payload`.
+void ExpectAnswer(std::future<StatusOr<ToolReply>>& call, bool ok, const std::string& payload) {
+  auto reply = call.get();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->ok, ok);
+  EXPECT_EQ(reply->payload, payload);
+}
+
 // The TOOL_SOCKET frame the first call sends on the runner's socket: the host's end.
 UniqueFd AcceptToolSocket(int runner) {
   auto frame = protocol::ReadFrame(runner);
@@ -51,6 +59,21 @@ UniqueFd AcceptToolSocket(int runner) {
   EXPECT_TRUE(frame->fd.valid());
   EXPECT_TRUE(IsToolSocket(frame->fd.get()));
   return std::move(frame->fd);
+}
+
+// Reads the next TOOL_CALL on the runner's socket, which must name `tool`,
+// and answers it there with `value`.
+void AnswerOnTheRunnersSocket(int runner, const std::string& tool, const std::string& value) {
+  auto frame = protocol::ReadFrame(runner);
+  ASSERT_TRUE(frame.ok());
+  ASSERT_EQ(frame->tag, Tag::kToolCall);
+  EXPECT_FALSE(frame->fd.valid());
+  auto message = protocol::ReadToolCall(frame->payload);
+  ASSERT_TRUE(message.ok());
+  EXPECT_EQ(message->call.name, tool);
+  ASSERT_TRUE(protocol::WriteFrame(runner, Tag::kToolReply,
+                                   protocol::ToolReplyPayload(message->id, ToolReply{true, value}))
+                  .ok());
 }
 
 TEST(ToolSocket, CallsGoOnTheCellsOwnSocketAndTheHostRunsThem) {
@@ -65,10 +88,7 @@ TEST(ToolSocket, CallsGoOnTheCellsOwnSocketAndTheHostRunsThem) {
   EXPECT_EQ(call->arguments, "args-1");
   ASSERT_TRUE(host.Reply(ToolReply{true, "value-1"}));
   EXPECT_FALSE(host.Reply(ToolReply{true, "twice"}));  // one reply per call
-  auto reply = first.get();
-  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  EXPECT_TRUE(reply->ok);
-  EXPECT_EQ(reply->payload, "value-1");
+  ExpectAnswer(first, true, "value-1");
 
   // The next call takes the same socket; nothing more on the runner's.
   auto second = CallAsync(channel, "search", "args-2");
@@ -76,10 +96,7 @@ TEST(ToolSocket, CallsGoOnTheCellsOwnSocketAndTheHostRunsThem) {
   ASSERT_TRUE(call.has_value());
   EXPECT_EQ(call->arguments, "args-2");
   ASSERT_TRUE(host.Reply(ToolReply{false, "error"}));
-  reply = second.get();
-  ASSERT_TRUE(reply.ok());
-  EXPECT_FALSE(reply->ok);
-  EXPECT_EQ(reply->payload, "error");
+  ExpectAnswer(second, false, "error");
   EXPECT_FALSE(protocol::Readable(runner.host.get()));
 
   // The cell ends: the session closes its end, and the host's Receive ends.
@@ -97,22 +114,10 @@ TEST(ToolSocket, ACallMadeWhileOneWaitsThereGoesOnTheRunnersSocket) {
   ASSERT_TRUE(call.has_value());
   // "slow" waits on the tool socket: the next call comes on the runner's.
   auto quick = CallAsync(channel, "quick", "b");
-  auto frame = protocol::ReadFrame(runner.host.get());
-  ASSERT_TRUE(frame.ok());
-  ASSERT_EQ(frame->tag, Tag::kToolCall);
-  auto message = protocol::ReadToolCall(frame->payload);
-  ASSERT_TRUE(message.ok());
-  EXPECT_EQ(message->call.name, "quick");
-  ASSERT_TRUE(protocol::WriteFrame(runner.host.get(), Tag::kToolReply,
-                                   protocol::ToolReplyPayload(message->id, ToolReply{true, "q"}))
-                  .ok());
-  auto quick_reply = quick.get();
-  ASSERT_TRUE(quick_reply.ok());
-  EXPECT_EQ(quick_reply->payload, "q");
+  AnswerOnTheRunnersSocket(runner.host.get(), "quick", "q");
+  ExpectAnswer(quick, true, "q");
   ASSERT_TRUE(host.Reply(ToolReply{true, "s"}));
-  auto slow_reply = slow.get();
-  ASSERT_TRUE(slow_reply.ok());
-  EXPECT_EQ(slow_reply->payload, "s");
+  ExpectAnswer(slow, true, "s");
   channel.EndCell();
 }
 
@@ -132,15 +137,8 @@ TEST(ToolSocket, TheHostShuttingItDownFailsTheWaitingCallAndLaterOnesUseTheRunne
   EXPECT_FALSE(host.Reply(ToolReply{true, "late"}));  // dropped, and no signal kills us
 
   auto next = CallAsync(channel, "t", "b");
-  auto frame = protocol::ReadFrame(runner.host.get());
-  ASSERT_TRUE(frame.ok());
-  EXPECT_EQ(frame->tag, Tag::kToolCall);
-  auto message = protocol::ReadToolCall(frame->payload);
-  ASSERT_TRUE(message.ok());
-  ASSERT_TRUE(protocol::WriteFrame(runner.host.get(), Tag::kToolReply,
-                                   protocol::ToolReplyPayload(message->id, ToolReply{true, "m"}))
-                  .ok());
-  ASSERT_TRUE(next.get().ok());
+  AnswerOnTheRunnersSocket(runner.host.get(), "t", "m");
+  ExpectAnswer(next, true, "m");
   channel.EndCell();
 }
 
@@ -165,18 +163,8 @@ TEST(ToolSocket, WithoutOneEveryCallGoesOnTheRunnersSocket) {
   ToolChannel channel;
   channel.BeginCell(runner.session.get(), false);
   auto call = CallAsync(channel, "t", "a");
-  auto frame = protocol::ReadFrame(runner.host.get());
-  ASSERT_TRUE(frame.ok());
-  ASSERT_EQ(frame->tag, Tag::kToolCall);
-  EXPECT_FALSE(frame->fd.valid());
-  auto message = protocol::ReadToolCall(frame->payload);
-  ASSERT_TRUE(message.ok());
-  ASSERT_TRUE(protocol::WriteFrame(runner.host.get(), Tag::kToolReply,
-                                   protocol::ToolReplyPayload(message->id, ToolReply{true, "v"}))
-                  .ok());
-  auto reply = call.get();
-  ASSERT_TRUE(reply.ok());
-  EXPECT_EQ(reply->payload, "v");
+  AnswerOnTheRunnersSocket(runner.host.get(), "t", "v");
+  ExpectAnswer(call, true, "v");
   channel.EndCell();
 }
 
