@@ -25,6 +25,8 @@ import queue
 import threading
 from typing import Any, Callable, Mapping
 
+from dolsot._dolsot import plain_pickle as _plain_pickle
+
 __all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable", "calling_session"]
 
 calling_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -287,8 +289,10 @@ class ToolHost:
             done(False, _error_reply(error))
 
     def loads(self, data: bytes) -> Any:
-        """Decodes bytes a session made, by this host's policy."""
-        if self.unpickle == "full":
+        """Decodes bytes a session made, by this host's policy. A pickle that
+        names nothing (plain data: bindings/plain_pickle.h) needs no
+        allow-list, and pickle.loads decodes it several times faster."""
+        if self.unpickle == "full" or _plain_pickle(data):
             return pickle.loads(data)
         return _SafeUnpickler(io.BytesIO(data)).load()
 
