@@ -39,9 +39,6 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
     if (!live_objects && !names_.empty()) {
       dispatch_ = host_.attr("dispatch");
       serve_socket_ = host_.attr("serve_socket");
-      py::tuple names(names_.size());
-      for (std::size_t i = 0; i < names_.size(); ++i) names[i] = py::str(names_[i]);
-      names_tuple_ = std::move(names);
     }
   }
   if (variables != nullptr) {
@@ -104,13 +101,20 @@ void PythonCellInputs::Fill(RunOptions& options) const {
     };
     // Called on the run's thread without the GIL, at most once per cell.
     PyObject* serve = serve_socket_.ptr();
-    PyObject* names = names_tuple_.ptr();
-    options.tools.serve_socket = [serve, names](UniqueFd socket, std::string_view session_id) {
+    const std::vector<std::string>* tool_names = &names_;  // lives as long as this object
+    options.tools.serve_socket = [serve, tool_names](UniqueFd socket, std::string_view session_id) {
       PyGILState_STATE gil = PyGILState_Ensure();
       PyObject* receive = nullptr;
       PyObject* reply = nullptr;
       bool served = false;
-      if (NewToolSocketFunctions(std::move(socket), &receive, &reply)) {
+      PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(tool_names->size()));
+      for (std::size_t i = 0; names != nullptr && i < tool_names->size(); ++i) {
+        PyObject* name = PyUnicode_FromStringAndSize((*tool_names)[i].data(),
+                                                     static_cast<Py_ssize_t>((*tool_names)[i].size()));
+        if (name == nullptr) Py_CLEAR(names);
+        else PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), name);
+      }
+      if (names != nullptr && NewToolSocketFunctions(std::move(socket), &receive, &reply)) {
         PyObject* session = PyUnicode_FromStringAndSize(session_id.data(),
                                                         static_cast<Py_ssize_t>(session_id.size()));
         if (session != nullptr) {
@@ -121,6 +125,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
           Py_DECREF(session);
         }
       }
+      Py_XDECREF(names);
       // Not served: the socket closes with the functions, and the session's
       // call on it fails.
       if (!served) PyErr_Clear();

@@ -36,7 +36,6 @@ class PythonCellInputs {
   pybind11::object dispatch_;   // Repl: the host's dispatch(name, payload, done, session_id)
   // Repl: the host's serve_socket(receive, reply, session_id, names)
   pybind11::object serve_socket_;
-  pybind11::object names_tuple_;  // names_ as a tuple of str
   std::vector<std::string> names_;
   std::string final_name_;
   std::vector<CellVariable> variables_;
