@@ -366,3 +366,23 @@ def test_closing_a_repl_ends_its_tool_socket_threads():
     for thread in servers:
         thread.join(30)
         assert not thread.is_alive(), thread.name
+
+
+def test_calls_from_many_threads_each_get_their_own_answer(make):
+    # Calls from eight threads interleave on the cell's own socket and the
+    # runner's (whichever is free): every reply must reach its own caller.
+    b = make(tools={"echo": lambda i, j: (i, j)})
+    code = (
+        "import threading\n"
+        "bad = []\n"
+        "def work(i):\n"
+        "    for j in range(200):\n"
+        "        if echo(i, j) != (i, j):\n"
+        "            bad.append((i, j))\n"
+        "ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "(len(bad), echo('last', 0))"
+    )
+    r = b.run("s", code, timeout=120)
+    assert r.ok, r.error
+    assert r.value == "(0, ('last', 0))"
