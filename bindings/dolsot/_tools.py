@@ -69,16 +69,20 @@ def _type_name(value: Any) -> str:
     return kind.__qualname__ if module in (None, "", "builtins") else f"{module}.{kind.__qualname__}"
 
 
+def _unpicklable(value: Any, whose: str, where: str, error: Exception) -> TypeError:
+    """The TypeError saying whose value of which type cannot be sent where."""
+    return TypeError(
+        f"{whose}: a value of type {_type_name(value)} cannot be sent to {where} "
+        f"(it cannot be pickled: {error})"
+    )
+
+
 def _pickled(value: Any, whose: str, where: str) -> bytes:
-    """pickle.dumps(value, 5), or a TypeError saying whose value of which
-    type cannot be sent where."""
+    """pickle.dumps(value, 5), or _unpicklable's TypeError."""
     try:
         return pickle.dumps(value, 5)
     except Exception as error:
-        raise TypeError(
-            f"{whose}: a value of type {_type_name(value)} cannot be sent to {where} "
-            f"(it cannot be pickled: {error})"
-        ) from None
+        raise _unpicklable(value, whose, where, error) from None
 
 
 def _error_reply(error: BaseException) -> bytes:
@@ -284,7 +288,11 @@ class ToolHost:
             value = tool(*args, **kwargs)
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
-            done(True, _pickled(value, f"tool {name}() returned", "the cell"))
+            try:
+                data = pickle.dumps(value, 5)
+            except Exception as error:  # the message is made only when it is needed
+                raise _unpicklable(value, f"tool {name}() returned", "the cell", error) from None
+            done(True, data)
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
 
