@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend_inprocess/spin_wait.h"
+#include "core/spin_wait.h"
 #include "embedded/interpreter.h"
 
 namespace dolsot {

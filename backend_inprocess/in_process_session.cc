@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "backend_inprocess/cell_worker_pool.h"
-#include "backend_inprocess/spin_wait.h"
+#include "core/spin_wait.h"
 #include "core/cell_pipeline.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"

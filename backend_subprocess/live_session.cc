@@ -3,12 +3,14 @@
 #include "backend_subprocess/live_session.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "backend_subprocess/tool_replies.h"
+#include "backend_subprocess/tool_socket.h"
 #include "core/child_process.h"
 #include "embedded/cell_runner.h"
 
@@ -195,7 +197,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   w.U64(run.max_output).Str(run.code);
   static const CellTools kNoTools;
   const CellTools& tools = run.tools != nullptr ? *run.tools : kNoTools;
-  w.Strs(tools.names).Str(tools.final_name);
+  w.Strs(tools.names).Str(tools.final_name).U8(tools.serve_socket ? 1 : 0);
   std::size_t count = run.variables != nullptr ? run.variables->size() : 0;
   w.U32(static_cast<std::uint32_t>(count));
   *sent = variable_digests_;
@@ -216,13 +218,11 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
 
 void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
                                    const std::shared_ptr<ToolReplies>& replies) {
-  PayloadReader r(frame.payload);
-  std::uint64_t id = r.U64();
-  ToolCall call;
-  call.name = r.Str();
-  call.arguments = r.Str();
+  auto message = protocol::ReadToolCall(frame.payload);
+  if (!message.ok()) return;  // malformed: its caller waits until the deadline
+  std::uint64_t id = message->id;
+  ToolCall call = std::move(message->call);
   call.session_id = std::string(run.session_id);
-  if (!r.Finish("TOOL_CALL").ok()) return;  // malformed: its caller waits until the deadline
   const CellTools* tools = run.tools;
   bool known = tools != nullptr && tools->dispatch &&
                std::find(tools->names.begin(), tools->names.end(), call.name) != tools->names.end();
@@ -236,6 +236,19 @@ void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
   tools->dispatch(std::move(call), [weak, id](ToolReply reply) {
     if (auto target = weak.lock()) target->Send(id, reply);
   });
+}
+
+void LiveSession::AcceptToolSocket(const CellRun& run, UniqueFd socket, UniqueFd* kept) {
+  // One per cell, to a host that serves one, and only an AF_UNIX stream
+  // socket (the cell's code may have written this frame). Anything else is
+  // closed here, which fails the call the session sent on it.
+  if (*kept || !socket || run.tools == nullptr || !run.tools->serve_socket ||
+      !IsToolSocket(socket.get())) {
+    return;
+  }
+  UniqueFd served(::fcntl(socket.get(), F_DUPFD_CLOEXEC, 0));
+  if (!served) return;
+  if (run.tools->serve_socket(std::move(served), run.session_id)) *kept = std::move(socket);
 }
 
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
@@ -273,12 +286,18 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
   // comes later (an abandoned tool) is dropped and never meets the frames
   // this thread writes on the socket next.
   std::shared_ptr<ToolReplies> replies;
+  // The host's end of the cell's own tool socket, once the session sends it:
+  // shut down when this returns, which ends the thread serving it (a tool
+  // still running there is abandoned; its reply goes nowhere).
+  UniqueFd tool_socket;
   struct CloseReplies {
     std::shared_ptr<ToolReplies>& replies;
+    UniqueFd& tool_socket;
     ~CloseReplies() {
       if (replies) replies->Close();
+      if (tool_socket) ::shutdown(tool_socket.get(), SHUT_RDWR);
     }
-  } close_replies{replies};
+  } close_replies{replies, tool_socket};
   for (;;) {
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
@@ -307,6 +326,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
         replies = std::make_shared<ToolReplies>(UniqueFd(::fcntl(socket, F_DUPFD_CLOEXEC, 0)));
       }
       DispatchToolCall(run, *frame, replies);
+      continue;
+    }
+    if (frame->tag == Tag::kToolSocket) {
+      AcceptToolSocket(run, std::move(frame->fd), &tool_socket);
       continue;
     }
     if (frame->tag != Tag::kResult) {

@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "core/spin_wait.h"
 
 namespace dolsot::protocol {
 namespace {
@@ -48,6 +51,15 @@ class SenderTally {
   pid_t pid_ = 0;
 };
 
+// Sleeps until `fd` is ready for `events` (or hung up, or in error), keeping
+// errno: for a socket that answered EAGAIN.
+void AwaitReady(int fd, short events) {
+  const int saved = errno;
+  pollfd p{fd, events, 0};
+  (void)::poll(&p, 1, -1);
+  errno = saved;
+}
+
 // Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
 // (fd, then fd2) and the attested writer of each read in `senders`.
 // Returns the number of bytes read before EOF (== n on success).
@@ -79,6 +91,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
         try_first = false;
         continue;
       }
+      if (errno == EAGAIN && !deadline) AwaitReady(sock, POLLIN);  // made non-blocking by the peer
       if (errno == EINTR || errno == EAGAIN) continue;
       if (errno == ECONNRESET) return got;
       return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
@@ -184,6 +197,9 @@ Status WriteOneFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int
     }
     ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (r < 0) {
+      // A socket a peer made non-blocking (it shares the file description)
+      // is waited on, never spun on.
+      if (errno == EAGAIN) AwaitReady(fd, POLLOUT);
       if (errno == EINTR || errno == EAGAIN) continue;
       if (PeerGone(errno)) return Status(ErrorCode::kUnavailable, "the peer process is gone");
       return Status(ErrorCode::kIo, ErrnoText("writing a frame", errno));
@@ -228,14 +244,17 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pa
   return WriteOneFrame(fd, tag, payload, pass_fd, pass_fd2);
 }
 
-StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
-  Frame frame;
-  SenderTally senders;
+namespace {
+
+// One whole message (its kContinued frames joined) into `frame`, its bytes
+// from `read(to, n)`: StatusOr<size_t>, short only at EOF.
+template <typename Read>
+Status ReadMessageInto(Frame& frame, Read&& read) {
   std::vector<std::string> parts;  // the message's kContinued frames so far
   std::uint64_t total = 0;
   for (;;) {
     char header[kHeaderBytes];
-    auto got = ReadFully(fd, header, kHeaderBytes, deadline, &frame, &senders);
+    auto got = read(header, kHeaderBytes);
     if (!got.ok()) return got.status();
     if (*got == 0 && parts.empty()) return Status(ErrorCode::kUnavailable, "the peer process is gone");
     if (*got < kHeaderBytes) {
@@ -256,7 +275,7 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
     }
     std::string payload(length, '\0');  // at most kMaxFrameBytes ahead of its bytes
     if (length > 0) {
-      got = ReadFully(fd, payload.data(), length, deadline, &frame, &senders);
+      got = read(payload.data(), length);
       if (!got.ok()) return got.status();
       if (*got < length) {
         return CorruptError(std::string("truncated frame ") + TagName(tag) + ": got " +
@@ -267,11 +286,59 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
     if (tag != Tag::kContinued) {
       frame.tag = tag;
       frame.payload = Join(parts, std::move(payload));
-      frame.sender = senders.sender();
-      return frame;
+      return Status::Ok();
     }
     parts.push_back(std::move(payload));
   }
+}
+
+}  // namespace
+
+StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
+  Frame frame;
+  SenderTally senders;
+  DOLSOT_RETURN_IF_ERROR(ReadMessageInto(frame, [&](char* to, std::size_t n) {
+    return ReadFully(fd, to, n, deadline, &frame, &senders);
+  }));
+  frame.sender = senders.sender();
+  return frame;
+}
+
+StatusOr<Frame> BufferedFrameReader::Read(int fd) {
+  Frame frame;
+  DOLSOT_RETURN_IF_ERROR(
+      ReadMessageInto(frame, [&](char* to, std::size_t n) { return Take(fd, to, n); }));
+  return frame;
+}
+
+StatusOr<std::size_t> BufferedFrameReader::Take(int fd, char* to, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    if (start_ < buffer_.size()) {
+      const std::size_t k = std::min(n - got, buffer_.size() - start_);
+      std::memcpy(to + got, buffer_.data() + start_, k);
+      start_ += k;
+      got += k;
+      continue;
+    }
+    buffer_.clear();
+    start_ = 0;
+    // A long read goes straight to its destination; a short one takes what
+    // has come, up to a chunk (the rest of a small frame with its header).
+    const bool direct = n - got >= kChunk;
+    if (!direct) buffer_.resize(kChunk);
+    ssize_t r = direct ? ::recv(fd, to + got, n - got, 0) : ::recv(fd, buffer_.data(), kChunk, 0);
+    if (!direct) buffer_.resize(r > 0 ? static_cast<std::size_t>(r) : 0);
+    if (r < 0) {
+      if (errno == EAGAIN) AwaitReady(fd, POLLIN);  // made non-blocking by the peer
+      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == ECONNRESET) return got;
+      return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
+    }
+    if (r == 0) return got;
+    if (direct) got += static_cast<std::size_t>(r);
+  }
+  return got;
 }
 
 Status AttestSenders(int socket) {
@@ -414,6 +481,40 @@ Result ReadResult(PayloadReader& in) {
   return r;
 }
 
+std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments) {
+  PayloadWriter w;
+  w.U64(id).Str(name).Str(arguments).U64(static_cast<std::uint64_t>(SpinNowNanos()));
+  return w.Take();
+}
+
+std::string ToolReplyPayload(std::uint64_t id, const ToolReply& reply) {
+  PayloadWriter w;
+  w.U64(id).U8(reply.ok ? 1 : 0).Str(reply.payload).U64(static_cast<std::uint64_t>(SpinNowNanos()));
+  return w.Take();
+}
+
+StatusOr<ToolCallMessage> ReadToolCall(std::string_view payload) {
+  PayloadReader r(payload);
+  ToolCallMessage m;
+  m.id = r.U64();
+  m.call.name = r.Str();
+  m.call.arguments = r.Str();
+  m.sent_at = static_cast<std::int64_t>(r.U64());
+  DOLSOT_RETURN_IF_ERROR(r.Finish("TOOL_CALL"));
+  return m;
+}
+
+StatusOr<ToolReplyMessage> ReadToolReply(std::string_view payload) {
+  PayloadReader r(payload);
+  ToolReplyMessage m;
+  m.id = r.U64();
+  m.reply.ok = r.U8() != 0;
+  m.reply.payload = r.Str();
+  m.sent_at = static_cast<std::int64_t>(r.U64());
+  DOLSOT_RETURN_IF_ERROR(r.Finish("TOOL_REPLY"));
+  return m;
+}
+
 const char* TagName(Tag tag) {
   switch (tag) {
     case Tag::kHello: return "HELLO";
@@ -439,6 +540,7 @@ const char* TagName(Tag tag) {
     case Tag::kCheckpointData: return "CHECKPOINT_DATA";
     case Tag::kToolCall: return "TOOL_CALL";
     case Tag::kToolReply: return "TOOL_REPLY";
+    case Tag::kToolSocket: return "TOOL_SOCKET";
     case Tag::kContinued: return "CONTINUED";
   }
   return "UNKNOWN";

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cell_inputs.h"
 #include "core/result.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -30,7 +31,10 @@ namespace dolsot::protocol {
 //    threads and the names bound anew, and carries the cell's images (PNG
 //    bytes); HELLO carries max_repr; EXIT_STATUS asks the worker how a
 //    session process ended.
-inline constexpr std::uint32_t kProtocolVersion = 8;  // 8: HELLO carries a Sandbox
+// 8: HELLO carries a Sandbox.
+// 9: TOOL_SOCKET (a cell's own socket for tool calls; RUN says whether the
+//    host serves one); TOOL_CALL and TOOL_REPLY end with the sender's clock.
+inline constexpr std::uint32_t kProtocolVersion = 9;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -73,7 +77,7 @@ enum class Tag : std::uint32_t {
   kPromote = 13,     // to a snapshot: the runner is gone; make sure, then run cells
   kBranch = 14,      // fork a copy of this state as a new session
   kCheckpoint = 15,  // serialize now and reply kCheckpointData
-  kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error}
+  kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error, sent at}
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
@@ -84,7 +88,10 @@ enum class Tag : std::uint32_t {
                           // of its first snapshot
   kBranched = 26,         // pid of the branch; carries its fd
   kCheckpointData = 27,   // saved, dropped, blob
-  kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs)}
+  kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs),
+                          // sent at}
+  kToolSocket = 29,       // while a cell runs: carries the host's end of the cell's own
+                          // socket for tool calls (tool_socket.h)
   // any direction
   kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
                     // frame (with the rest) follows
@@ -124,6 +131,24 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
 // anything is allocated for it); kTimeout when `deadline` passes first.
 // Received descriptors are close-on-exec.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
+
+// ReadFrame for a stream that carries no descriptors and attests no sender
+// (a cell's tool socket): a small frame's header and payload come with one
+// recv, where ReadFrame makes two. Bytes read past a message are kept for
+// the next Read, so poll() cannot tell that one is there: look at pending()
+// first.
+class BufferedFrameReader {
+ public:
+  StatusOr<Frame> Read(int fd);  // as ReadFrame without a deadline
+  bool pending() const { return start_ < buffer_.size(); }
+
+ private:
+  static constexpr std::size_t kChunk = 4096;
+  // Up to `n` bytes (short only at EOF).
+  StatusOr<std::size_t> Take(int fd, char* to, std::size_t n);
+  std::string buffer_;
+  std::size_t start_ = 0;
+};
 
 // Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.
 Status WaitReadable(int fd, Deadline deadline);
@@ -184,6 +209,26 @@ class PayloadReader {
 // Result <-> payload (used in kResult).
 void WriteResult(PayloadWriter& w, const Result& r);
 Result ReadResult(PayloadReader& r);
+
+// TOOL_CALL {call id, tool name, pickled (args, kwargs), the sender's
+// SpinNowNanos()} and TOOL_REPLY {call id, ok, pickled value or error, the
+// sender's SpinNowNanos()}: the stamps teach the waiting end how long to spin
+// (core/spin_wait.h).
+std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments);
+std::string ToolReplyPayload(std::uint64_t id, const ToolReply& reply);
+struct ToolCallMessage {
+  std::uint64_t id = 0;
+  ToolCall call;  // session_id left empty
+  std::int64_t sent_at = 0;
+};
+struct ToolReplyMessage {
+  std::uint64_t id = 0;
+  ToolReply reply;
+  std::int64_t sent_at = 0;
+};
+// kCorrupt for a payload that is not one.
+StatusOr<ToolCallMessage> ReadToolCall(std::string_view payload);
+StatusOr<ToolReplyMessage> ReadToolReply(std::string_view payload);
 
 const char* TagName(Tag tag);
 

@@ -5,19 +5,17 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <new>
 
-#include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/protocol.h"
 
 namespace dolsot {
 namespace {
 
-using protocol::PayloadReader;
-using protocol::PayloadWriter;
 using protocol::Tag;
 
 constexpr char kCapsuleName[] = "dolsot.ToolChannel";
@@ -59,10 +57,13 @@ PyMethodDef kTransportDef = {"transport", reinterpret_cast<PyCFunction>(
 
 ToolChannel::ToolChannel() : wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-void ToolChannel::BeginCell(int socket) {
+void ToolChannel::BeginCell(int socket, bool tool_socket) {
   std::lock_guard<std::mutex> lock(mutex_);
   socket_ = socket;
   open_ = true;
+  tool_socket_served_ = tool_socket;
+  tool_socket_failed_ = false;
+  tool_socket_call_ = 0;
 }
 
 void ToolChannel::AfterFork() {
@@ -72,17 +73,23 @@ void ToolChannel::AfterFork() {
   new (&changed_) std::condition_variable();
   open_ = false;
   reading_ = false;
+  tool_socket_.Reset();
+  tool_reader_ = protocol::BufferedFrameReader();
+  tool_socket_call_ = 0;
   waiting_.clear();
+}
+
+void ToolChannel::Wake() {
+  if (!wake_) return;
+  std::uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
 }
 
 void ToolChannel::EndCell() {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!open_ && !reading_ && waiting_.empty()) return;
+  if (!open_ && !reading_ && waiting_.empty() && !tool_socket_) return;
   open_ = false;
-  if (reading_ && wake_) {
-    std::uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-  }
+  if (reading_) Wake();
   changed_.wait(lock, [&] { return !reading_; });
   if (wake_) {
     std::uint64_t drained;
@@ -90,8 +97,32 @@ void ToolChannel::EndCell() {
   }
   changed_.notify_all();
   lock.unlock();
-  // A writer that saw the channel open has finished its frame.
+  // A writer that saw the channel open has finished its frame; then nobody
+  // uses the tool socket any more (the host's end sees it close).
   std::lock_guard<std::mutex> writing(write_mutex_);
+  lock.lock();
+  tool_socket_.Reset();
+  tool_reader_ = protocol::BufferedFrameReader();
+  tool_socket_call_ = 0;
+}
+
+Status ToolChannel::OpenToolSocket() {
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    return Status(ErrorCode::kIo, "socketpair for the tool socket failed");
+  }
+  UniqueFd hosts(ends[1]);
+  // Neither end may leak into a process a cell forks meanwhile.
+  auto mine = fork_guard::GuardedFd::Create(UniqueFd(ends[0]));
+  if (!mine.ok()) return mine.status();
+  auto theirs = fork_guard::GuardedFd::Create(std::move(hosts));
+  if (!theirs.ok()) return theirs.status();
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(socket_, Tag::kToolSocket, {}, theirs->get()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  tool_socket_ = std::move(mine).value();
+  // A thread already reading polls without it: it starts again with it.
+  if (reading_) Wake();
+  return Status::Ok();
 }
 
 StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string& arguments) {
@@ -101,7 +132,10 @@ StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string
   }
   std::uint64_t id;
   {
+    // Held while this thread chooses a socket and writes: the tool socket is
+    // made, used and closed (EndCell) only under it.
     std::lock_guard<std::mutex> writing(write_mutex_);
+    bool own_socket;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!open_) {
@@ -110,13 +144,31 @@ StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string
       }
       id = next_id_++;
       waiting_[id];
+      own_socket = tool_socket_served_ && !tool_socket_failed_ && tool_socket_call_ == 0;
     }
-    PayloadWriter w;
-    w.U64(id).Str(name).Str(arguments);
-    Status sent = protocol::WriteFrame(socket_, Tag::kToolCall, w.data());
+    if (own_socket && !tool_socket_) {
+      Status opened = OpenToolSocket();
+      if (!opened.ok()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        tool_socket_failed_ = true;  // this cell's calls take the runner's socket
+        own_socket = false;
+      }
+    }
+    int target = socket_;
+    if (own_socket) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tool_socket_call_ = id;
+      target = tool_socket_.get();
+    }
+    Status sent = protocol::WriteFrame(target, Tag::kToolCall,
+                                       protocol::ToolCallPayload(id, name, arguments));
     if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
       waiting_.erase(id);
+      if (own_socket) {
+        tool_socket_call_ = 0;
+        tool_socket_failed_ = true;
+      }
       return Status(ErrorCode::kUnavailable, "the host is gone: " + sent.message());
     }
   }
@@ -124,12 +176,13 @@ StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string
   for (;;) {
     auto it = waiting_.find(id);
     if (it->second) {
-      ToolReply reply = std::move(*it->second);
+      StatusOr<ToolReply> reply = std::move(*it->second);
       waiting_.erase(it);
       return reply;
     }
     if (!open_) {
       waiting_.erase(it);
+      if (tool_socket_call_ == id) tool_socket_call_ = 0;
       return Status(ErrorCode::kUnavailable, "the cell ended before the host answered");
     }
     if (!reading_) {
@@ -142,22 +195,41 @@ StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string
 
 void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   reading_ = true;
+  // Stays open until EndCell, which waits for this read to end.
+  const int own = tool_socket_ && !tool_socket_failed_ ? tool_socket_.get() : -1;
   lock.unlock();
-  pollfd fds[2] = {{socket_, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-  int ready = ::poll(fds, wake_ ? 2 : 1, -1);
-  std::optional<std::pair<std::uint64_t, ToolReply>> routed;
-  bool broken = false;
-  if (ready > 0 && fds[0].revents != 0 && !(wake_ && fds[1].revents != 0)) {
-    auto frame = protocol::ReadFrame(socket_);
+  pollfd fds[3];
+  nfds_t count = 0;
+  fds[count++] = {socket_, POLLIN, 0};
+  const nfds_t own_at = own >= 0 ? count : 0;
+  if (own >= 0) fds[count++] = {own, POLLIN, 0};
+  const nfds_t wake_at = wake_ ? count : 0;
+  if (wake_) fds[count++] = {wake_.get(), POLLIN, 0};
+  SpinningPoll wait(reply_budget_);
+  // A reply that came with the last one is read without a wait.
+  const bool buffered = own >= 0 && tool_reader_.pending();
+  int ready = buffered ? 1 : wait.Wait(fds, count, -1);
+  if (buffered) {
+    for (nfds_t i = 0; i < count; ++i) fds[i].revents = i == own_at ? POLLIN : 0;
+  }
+  std::optional<protocol::ToolReplyMessage> routed;
+  bool broken = false;    // the runner's socket: the host is gone
+  bool own_lost = false;  // the tool socket: the host stopped serving it
+  if (ready > 0 && wake_at != 0 && fds[wake_at].revents != 0) {
+    // EndCell, or a tool socket opened since this read began: look again.
+    std::uint64_t drained;
+    (void)!::read(wake_.get(), &drained, sizeof drained);
+  } else if (ready > 0) {
+    const bool from_own = own_at != 0 && fds[own_at].revents != 0 && fds[0].revents == 0;
+    auto frame = from_own ? tool_reader_.Read(own) : protocol::ReadFrame(socket_);
     if (!frame.ok()) {
-      broken = true;
+      (from_own ? own_lost : broken) = true;
     } else if (frame->tag == Tag::kToolReply) {
-      PayloadReader r(frame->payload);
-      std::uint64_t id = r.U64();
-      ToolReply reply;
-      reply.ok = r.U8() != 0;
-      reply.payload = r.Str();
-      if (r.Finish("TOOL_REPLY").ok()) routed.emplace(id, std::move(reply));
+      auto reply = protocol::ReadToolReply(frame->payload);
+      if (reply.ok()) {
+        if (!buffered) wait.Learn(reply->sent_at);
+        routed = std::move(reply).value();
+      }
     }
   } else if (ready < 0 && errno != EINTR) {
     broken = true;
@@ -165,8 +237,19 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   reading_ = false;
   if (routed) {
-    auto it = waiting_.find(routed->first);
-    if (it != waiting_.end()) it->second = std::move(routed->second);
+    auto it = waiting_.find(routed->id);
+    if (it != waiting_.end() && !it->second) it->second.emplace(std::move(routed->reply));
+    if (routed->id == tool_socket_call_) tool_socket_call_ = 0;
+  }
+  if (own_lost) {
+    // Its call fails; the cell's later calls take the runner's socket.
+    tool_socket_failed_ = true;
+    auto it = waiting_.find(tool_socket_call_);
+    if (tool_socket_call_ != 0 && it != waiting_.end() && !it->second) {
+      it->second.emplace(Status(ErrorCode::kUnavailable,
+                                "the host stopped serving the cell's tool socket"));
+    }
+    tool_socket_call_ = 0;
   }
   if (broken) open_ = false;  // the host is gone: every waiter fails
   changed_.notify_all();

@@ -1,9 +1,14 @@
 // ToolChannel: the session process's end of host tool calls. While a cell
 // runs, any of its threads may call a tool: the call goes to the host as a
 // TOOL_CALL frame and the thread waits for its TOOL_REPLY; one waiting thread
-// at a time reads the socket and hands other threads their replies. When the
-// cell ends, waiting calls fail and nothing of the channel reads the socket
-// any more (the session's own loop does).
+// at a time reads and hands other threads their replies. A call goes on the
+// cell's own tool socket (tool_socket.h: the host runs it on the thread that
+// reads it, two wake-ups a round trip) when the host serves one and no other
+// call waits on it, else on the runner's socket (the host hands it to a tool
+// thread). The reading thread spins briefly before it sleeps, by a budget
+// learned from the replies' stamps (core/spin_wait.h). When the cell ends,
+// waiting calls fail, the tool socket is closed and nothing of the channel
+// reads the runner's socket any more (the session's own loop does).
 #pragma once
 
 #include <condition_variable>
@@ -13,7 +18,10 @@
 #include <optional>
 #include <string>
 
+#include "backend_subprocess/fork_guard.h"
+#include "backend_subprocess/protocol.h"
 #include "core/cell_inputs.h"
+#include "core/spin_wait.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
 
@@ -25,14 +33,16 @@ class ToolChannel {
   ToolChannel(const ToolChannel&) = delete;
   ToolChannel& operator=(const ToolChannel&) = delete;
 
-  // Held for every frame written on the socket while a cell may run (stdout
-  // chunks, tool calls), so frames never interleave.
+  // Held for every frame written on the runner's socket while a cell may run
+  // (stdout chunks, tool calls), so frames never interleave.
   std::mutex& write_mutex() { return write_mutex_; }
 
-  // Calls may be made from now on, on `socket` (the runner's).
-  void BeginCell(int socket);
-  // Refuses new calls, fails the waiting ones, and returns once no thread
-  // reads or writes the socket for the channel: the Result may go out.
+  // Calls may be made from now on, on `socket` (the runner's); with
+  // `tool_socket`, the host serves a socket of the cell's own (RUN says so).
+  void BeginCell(int socket, bool tool_socket);
+  // Refuses new calls, fails the waiting ones, closes the tool socket, and
+  // returns once no thread reads or writes for the channel: the Result may go
+  // out.
   void EndCell();
 
   // Sends one call and waits for its reply. Call without the GIL.
@@ -50,18 +60,27 @@ class ToolChannel {
   void AfterFork();
 
  private:
+  // The cell's tool socket, made and handed to the host (write_mutex_ held).
+  Status OpenToolSocket();
   // Reads one frame (a reply, routed to its waiter) unless woken first.
   void ReadOne(std::unique_lock<std::mutex>& lock);
+  void Wake();
 
   int socket_ = -1;
-  UniqueFd wake_;  // an eventfd: EndCell wakes the reading thread
+  UniqueFd wake_;  // an eventfd: wakes the reading thread (the cell ended, a tool socket opened)
+  SpinBudget reply_budget_;  // how long the reading thread spins for a reply
   std::mutex write_mutex_;
   std::mutex mutex_;  // guards everything below
   std::condition_variable changed_;
   bool open_ = false;
   bool reading_ = false;
+  bool tool_socket_served_ = false;  // the host serves a tool socket this cell
+  fork_guard::GuardedFd tool_socket_;  // the cell's, once made (written under write_mutex_ too)
+  protocol::BufferedFrameReader tool_reader_;  // its replies (used by the reading thread)
+  bool tool_socket_failed_ = false;    // could not be made, or the host closed it
+  std::uint64_t tool_socket_call_ = 0;  // the call waiting on it (0: none)
   std::uint64_t next_id_ = 1;
-  std::map<std::uint64_t, std::optional<ToolReply>> waiting_;
+  std::map<std::uint64_t, std::optional<StatusOr<ToolReply>>> waiting_;
 };
 
 }  // namespace dolsot

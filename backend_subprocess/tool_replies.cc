@@ -6,12 +6,11 @@
 namespace dolsot {
 
 void ToolReplies::Send(std::uint64_t call_id, const ToolReply& reply) {
-  protocol::PayloadWriter w;
-  w.U64(call_id).U8(reply.ok ? 1 : 0).Str(reply.payload);
+  std::string payload = protocol::ToolReplyPayload(call_id, reply);
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_ || !socket_) return;
   // A runner that is gone shows on its socket to the thread awaiting the Result.
-  (void)protocol::WriteFrame(socket_.get(), protocol::Tag::kToolReply, w.data());
+  (void)protocol::WriteFrame(socket_.get(), protocol::Tag::kToolReply, payload);
 }
 
 void ToolReplies::Close() {

@@ -2,6 +2,7 @@
 #include "bindings/cell_inputs_from_python.h"
 
 
+#include "bindings/tool_calls_from_python.h"
 #include "embedded/cell_tools.h"
 
 namespace py = pybind11;
@@ -35,7 +36,10 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
     py::object final_name = host_.attr("final");
     if (!final_name.is_none()) final_name_ = final_name.cast<std::string>();
     if (live_objects && !names_.empty()) callables_ = host_.attr("callables")();
-    if (!live_objects && !names_.empty()) dispatch_ = host_.attr("dispatch");
+    if (!live_objects && !names_.empty()) {
+      dispatch_ = host_.attr("dispatch");
+      serve_socket_ = host_.attr("serve_socket");
+    }
   }
   if (variables != nullptr) {
     py::dict given = py::reinterpret_borrow<py::dict>(variables);
@@ -60,47 +64,6 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
     }
   }
 }
-
-namespace {
-
-// done(ok, payload) for the Python dispatcher: a plain C function over a
-// capsule holding the reply callback (cheaper to make per call than a
-// pybind11 cpp_function: a tool's round trip is on a cell's path).
-constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
-
-PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
-  auto* done = static_cast<ToolReplyFn*>(PyCapsule_GetPointer(capsule, kReplyCapsule));
-  if (done == nullptr) return nullptr;
-  if (nargs != 2 || !PyBytes_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "done(ok: bool, payload: bytes)");
-    return nullptr;
-  }
-  int ok = PyObject_IsTrue(args[0]);
-  if (ok < 0) return nullptr;
-  ToolReply reply{ok == 1, std::string(PyBytes_AS_STRING(args[1]),
-                                       static_cast<std::size_t>(PyBytes_GET_SIZE(args[1])))};
-  Py_BEGIN_ALLOW_THREADS  // the write to the runner needs no GIL
-  (*done)(std::move(reply));
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
-}
-
-PyMethodDef kReplyDoneDef = {
-    "done", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ReplyDone)),
-    METH_FASTCALL, "Sends a tool's reply to the cell that called it."};
-
-// A new reference to done(ok, payload) owning `fn`, or nullptr (error set).
-PyObject* NewReplyFunction(ToolReplyFn fn) {
-  PyObject* capsule = PyCapsule_New(new ToolReplyFn(std::move(fn)), kReplyCapsule, [](PyObject* c) {
-    delete static_cast<ToolReplyFn*>(PyCapsule_GetPointer(c, kReplyCapsule));
-  });
-  if (capsule == nullptr) return nullptr;
-  PyObject* function = PyCFunction_New(&kReplyDoneDef, capsule);
-  Py_DECREF(capsule);
-  return function;
-}
-
-}  // namespace
 
 void PythonCellInputs::Fill(RunOptions& options) const {
   options.tools.names = names_;
@@ -135,6 +98,41 @@ void PythonCellInputs::Fill(RunOptions& options) const {
       }
       Py_XDECREF(returned);
       PyGILState_Release(gil);
+    };
+    // Called on the run's thread without the GIL, at most once per cell.
+    PyObject* serve = serve_socket_.ptr();
+    const std::vector<std::string>* tool_names = &names_;  // lives as long as this object
+    options.tools.serve_socket = [serve, tool_names](UniqueFd socket, std::string_view session_id) {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      PyObject* receive = nullptr;
+      PyObject* reply = nullptr;
+      bool served = false;
+      PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(tool_names->size()));
+      for (std::size_t i = 0; names != nullptr && i < tool_names->size(); ++i) {
+        PyObject* name = PyUnicode_FromStringAndSize((*tool_names)[i].data(),
+                                                     static_cast<Py_ssize_t>((*tool_names)[i].size()));
+        if (name == nullptr) Py_CLEAR(names);
+        else PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), name);
+      }
+      if (names != nullptr && NewToolSocketFunctions(std::move(socket), &receive, &reply)) {
+        PyObject* session = PyUnicode_FromStringAndSize(session_id.data(),
+                                                        static_cast<Py_ssize_t>(session_id.size()));
+        if (session != nullptr) {
+          PyObject* args[] = {receive, reply, session, names};
+          PyObject* returned = PyObject_Vectorcall(serve, args, 4, nullptr);
+          served = returned != nullptr;
+          Py_XDECREF(returned);
+          Py_DECREF(session);
+        }
+      }
+      Py_XDECREF(names);
+      // Not served: the socket closes with the functions, and the session's
+      // call on it fails.
+      if (!served) PyErr_Clear();
+      Py_XDECREF(receive);
+      Py_XDECREF(reply);
+      PyGILState_Release(gil);
+      return served;
     };
   }
 }

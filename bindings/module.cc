@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/bindings.h"
+#include "bindings/plain_pickle.h"
 
 PYBIND11_MODULE(_dolsot, m) {
   m.doc() = "dolsot's C++ core (use the dolsot package, not this module)";
@@ -12,4 +13,5 @@ PYBIND11_MODULE(_dolsot, m) {
   dolsot::bindings::BindBackend(m);
   dolsot::bindings::BindInProcess(m);
   dolsot::bindings::BindRepl(m);
+  dolsot::bindings::BindPlainPickle(m);
 }

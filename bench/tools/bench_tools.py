@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 
@@ -50,6 +51,7 @@ def main() -> None:
     inproc = dolsot.InProcessSession(typecheck=False, tools=tools)
     rows = {"repl": [], "repl_p99": [], "inprocess": [], "pipe": [], "pipe_p99": []}
     in_cell(repl, 200)  # warm up
+    load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         p50, p99 = in_cell(repl, args.calls)
         rows["repl"].append(p50)
@@ -67,6 +69,9 @@ def main() -> None:
           f"ratio median {statistics.median(ratios):.2f}x "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); "
           f"in-process call p50 {med['inprocess']:.2f} µs")
+    print("per round, tool / floor p50 µs: "
+          + ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(rows["repl"], rows["pipe"]))
+          + f"; load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 
 if __name__ == "__main__":

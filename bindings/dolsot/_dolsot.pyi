@@ -239,3 +239,6 @@ def resolve_config(
     max_text: int | None = None,
 ) -> dict[str, Any]: ...
 def _run_worker(fd: int) -> int: ...
+
+def plain_pickle(data: bytes) -> bool:
+    """Whether a pickle builds only plain data (names nothing, calls nothing)."""

@@ -25,6 +25,8 @@ import queue
 import threading
 from typing import Any, Callable, Mapping
 
+from dolsot._dolsot import plain_pickle as _plain_pickle
+
 __all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable", "calling_session"]
 
 calling_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -67,16 +69,20 @@ def _type_name(value: Any) -> str:
     return kind.__qualname__ if module in (None, "", "builtins") else f"{module}.{kind.__qualname__}"
 
 
+def _unpicklable(value: Any, whose: str, where: str, error: Exception) -> TypeError:
+    """The TypeError saying whose value of which type cannot be sent where."""
+    return TypeError(
+        f"{whose}: a value of type {_type_name(value)} cannot be sent to {where} "
+        f"(it cannot be pickled: {error})"
+    )
+
+
 def _pickled(value: Any, whose: str, where: str) -> bytes:
-    """pickle.dumps(value, 5), or a TypeError saying whose value of which
-    type cannot be sent where."""
+    """pickle.dumps(value, 5), or _unpicklable's TypeError."""
     try:
         return pickle.dumps(value, 5)
     except Exception as error:
-        raise TypeError(
-            f"{whose}: a value of type {_type_name(value)} cannot be sent to {where} "
-            f"(it cannot be pickled: {error})"
-        ) from None
+        raise _unpicklable(value, whose, where, error) from None
 
 
 def _error_reply(error: BaseException) -> bytes:
@@ -131,6 +137,47 @@ def encode_variable(session_id: str, name: str, value: Any) -> tuple[bytes, byte
     return _default_cache.encode(name, value)
 
 
+class _Workers:
+    """Threads waiting on a queue, one started when none is idle (up to
+    ``most``): not an executor, so a hand-off is one put and one wake (a
+    tool's round trip is on a cell's path). ``put`` is called under ``lock``."""
+
+    def __init__(self, name: str, work: Callable[[Any], None], lock: threading.Lock,
+                 most: int | None = None) -> None:
+        self._name, self._work, self._lock, self._most = name, work, lock, most
+        self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self._idle = 0
+
+    def put(self, item: Any) -> None:
+        if self._idle == 0 and (self._most is None or len(self.threads) < self._most):
+            thread = threading.Thread(target=self._run, daemon=True,
+                                      name=f"{self._name}-{len(self.threads)}")
+            self.threads.append(thread)
+            self._idle += 1
+            thread.start()
+        self._idle -= 1
+        self._items.put(item)
+
+    def stop(self) -> list[threading.Thread]:
+        """Asks every thread to end once it is idle; returns them."""
+        for _ in self.threads:
+            self._items.put(None)
+        return list(self.threads)
+
+    def _run(self) -> None:
+        while True:
+            item = self._items.get()
+            if item is None:
+                return
+            try:
+                self._work(item)
+            finally:
+                del item
+                with self._lock:
+                    self._idle += 1
+
+
 class ToolHost:
     """One backend's tools (``backend.tools``, a live dict), its final-answer
     function's name, and how session bytes are decoded."""
@@ -156,9 +203,11 @@ class ToolHost:
         self._variables = _VariableCache()
         self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._lock = threading.Lock()
-        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
+        self._calls = _Workers("dolsot-tool", lambda call: self._serve(*call), self._lock,
+                               _MAX_TOOL_THREADS)
+        # Threads serving cells' own tool sockets (serve_socket): one per cell
+        # that calls a tool while it runs, kept for the next.
+        self._servers = _Workers("dolsot-tool-socket", self._serve_socket, self._lock)
         self._closed = False
 
     # ---- in-process: tools called directly
@@ -185,31 +234,48 @@ class ToolHost:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the backend is closed")
-            if self._idle == 0 and len(self._threads) < _MAX_TOOL_THREADS:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"dolsot-tool-{len(self._threads)}")
-                self._threads.append(thread)
-                self._idle += 1
-                thread.start()
-            self._idle -= 1
-        self._calls.put((name, payload, done, session_id))
+            self._calls.put((name, payload, done, session_id))
 
-    def _work(self) -> None:
-        # A queue and waiting threads, not an executor: a call's hand-off is
-        # one put and one wake (a tool's round trip is on a cell's path).
-        while True:
-            call = self._calls.get()
-            if call is None:
-                return
-            try:
-                self._serve(*call)
-            finally:
-                with self._lock:
-                    self._idle += 1
+    def serve_socket(self, receive: Callable[[], tuple[str, bytes] | None],
+                     reply: Callable[[bool, bytes], None], session_id: str,
+                     names: tuple[str, ...]) -> None:
+        """Serves a Repl cell's own tool socket until the cell is over: a
+        thread of the host's takes each call with ``receive()`` and runs it
+        itself (one wake-up fewer than ``dispatch``); ``names`` are the tools
+        the cell was given. The session sends a call there only while no other
+        waits on it, so calls from several of its threads still run at once."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the backend is closed")
+            self._servers.put([receive, reply, session_id, frozenset(names)])
+
+    def _serve_socket(self, item: list[Any]) -> None:
+        receive, reply, session_id, names = item
+        # The last references to the socket's functions go with this call: it closes.
+        item.clear()
+        # One session's calls: its id is set once, not per call.
+        token = calling_session.set(session_id)
+        try:
+            while (call := receive()) is not None:
+                if call[0] in names:
+                    self._call(call[0], call[1], reply)
+                else:
+                    reply(False, b"")  # the session reports the tool as unavailable
+        except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
+            pass
+        finally:
+            calling_session.reset(token)
 
     def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
                session_id: str | None = None) -> None:
         token = calling_session.set(session_id)
+        try:
+            self._call(name, payload, done)
+        finally:
+            calling_session.reset(token)
+
+    def _call(self, name: str, payload: bytes, done: Callable[[bool, bytes], None]) -> None:
+        """Runs one call and answers it with ``done(ok, bytes)``."""
         try:
             tool = self.tools.get(name)
             if tool is None:
@@ -222,15 +288,19 @@ class ToolHost:
             value = tool(*args, **kwargs)
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
-            done(True, _pickled(value, f"tool {name}() returned", "the cell"))
+            try:
+                data = pickle.dumps(value, 5)
+            except Exception as error:  # the message is made only when it is needed
+                raise _unpicklable(value, f"tool {name}() returned", "the cell", error) from None
+            done(True, data)
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
-        finally:
-            calling_session.reset(token)
 
     def loads(self, data: bytes) -> Any:
-        """Decodes bytes a session made, by this host's policy."""
-        if self.unpickle == "full":
+        """Decodes bytes a session made, by this host's policy. A pickle that
+        names nothing (plain data: bindings/plain_pickle.h) needs no
+        allow-list, and pickle.loads decodes it several times faster."""
+        if self.unpickle == "full" or _plain_pickle(data):
             return pickle.loads(data)
         return _SafeUnpickler(io.BytesIO(data)).load()
 
@@ -247,9 +317,9 @@ class ToolHost:
             if self._closed:
                 return
             self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._calls.put(None)
+            # A socket's server ends once its cell is over (the host shuts the
+            # socket down when run() returns).
+            threads = self._calls.stop() + self._servers.stop()
         # Idle threads end at once; one running a tool ends when it returns
         # (a daemon thread: it never holds the interpreter's exit).
         for thread in threads:

@@ -236,6 +236,82 @@ TEST(Protocol, ReadableAsksWithoutWaiting) {
   EXPECT_TRUE(Readable(b.get()));
 }
 
+// BufferedFrameReader (a cell's tool socket): frames that came together are
+// read one by one and pending() says one is there; a long message in parts
+// arrives whole; EOF and truncation are the errors ReadFrame gives; a socket
+// the peer made non-blocking is waited on.
+TEST(BufferedFrameReader, ReadsFramesThatCameTogetherOneByOne) {
+  auto [a, b] = Pair();
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kToolCall, "first").ok());
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kToolReply, "").ok());
+  BufferedFrameReader reader;
+  EXPECT_FALSE(reader.pending());
+  auto first = reader.Read(b.get());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->tag, Tag::kToolCall);
+  EXPECT_EQ(first->payload, "first");
+  EXPECT_TRUE(reader.pending());
+  EXPECT_FALSE(Readable(b.get())) << "the rest is in the reader's buffer, not the socket";
+  auto second = reader.Read(b.get());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->tag, Tag::kToolReply);
+  EXPECT_TRUE(second->payload.empty());
+  EXPECT_FALSE(reader.pending());
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kToolCall, std::string(10000, 'z')).ok());  // over a chunk
+  auto third = reader.Read(b.get());
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->payload, std::string(10000, 'z'));
+  EXPECT_FALSE(reader.pending());
+  a.Reset();
+  auto gone = reader.Read(b.get());
+  EXPECT_EQ(gone.status().code(), ErrorCode::kUnavailable);
+}
+
+TEST(BufferedFrameReader, ALongMessageInPartsArrivesWhole) {
+  auto [a, b] = Pair();
+  std::string big(kMaxFrameBytes + 100, 'x');
+  big[kMaxFrameBytes + 7] = 'y';
+  std::thread writer([&, fd = a.get()] { ASSERT_TRUE(WriteFrame(fd, Tag::kToolCall, big).ok()); });
+  BufferedFrameReader reader;
+  auto frame = reader.Read(b.get());
+  writer.join();
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->tag, Tag::kToolCall);
+  EXPECT_EQ(frame->payload, big);
+}
+
+TEST(BufferedFrameReader, TruncationAndOversizedClaimsAreCorrupt) {
+  {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kToolCall), 50) + "abc");
+    a.Reset();
+    BufferedFrameReader reader;
+    auto frame = reader.Read(b.get());
+    EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt);
+    EXPECT_NE(frame.status().message().find("TOOL_CALL"), std::string::npos);
+  }
+  {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), Header(static_cast<std::uint32_t>(Tag::kToolCall), kMaxFrameBytes + 1));
+    BufferedFrameReader reader;
+    EXPECT_EQ(reader.Read(b.get()).status().code(), ErrorCode::kCorrupt);
+  }
+}
+
+TEST(BufferedFrameReader, WaitsOnASocketThePeerMadeNonBlocking) {
+  auto [a, b] = Pair();
+  ASSERT_EQ(::fcntl(b.get(), F_SETFL, ::fcntl(b.get(), F_GETFL) | O_NONBLOCK), 0);
+  std::thread writer([fd = a.get()] {
+    // Whenever this runs, before or during the read: the reader waits for it.
+    ASSERT_TRUE(WriteFrame(fd, Tag::kToolReply, "late").ok());
+  });
+  BufferedFrameReader reader;
+  auto frame = reader.Read(b.get());
+  writer.join();
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->payload, "late");
+}
+
 TEST(Payload, RoundTripsEveryType) {
   PayloadWriter w;
   w.U8(7).U32(0xdeadbeef).I32(-5).U64(1ull << 40).F64(2.5).Str("abc");

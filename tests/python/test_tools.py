@@ -292,3 +292,114 @@ def test_a_repl_tool_knows_which_session_called_it():
         assert b.run("alpha", "who()").value == "'alpha'"
         assert b.run("beta", "who()").value == "'beta'"
     assert dolsot.calling_session.get() is None
+
+
+def test_run_returns_at_the_deadline_while_a_tool_on_the_cells_own_socket_still_runs():
+    # A Repl cell's calls go on a socket of the cell's own, read by a host
+    # thread that runs each call itself; run() must still come back at the
+    # deadline while that thread is inside the tool.
+    release = threading.Event()
+    ended = threading.Event()
+    seen = {}
+
+    def slow():
+        seen["thread"] = threading.current_thread().name
+        seen["released"] = release.wait(60)  # True only once the test releases it
+        ended.set()
+        return "late"
+
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"slow": slow, "one": lambda: 1}) as b:
+        b.run("s", "kept = 1")
+        r = b.run("s", "one(); slow()", timeout=1)
+        returned_before_the_tool = not ended.is_set()
+        release.set()
+        assert ended.wait(60)
+        assert returned_before_the_tool
+        assert seen["released"] is True
+        assert seen["thread"].startswith("dolsot-tool-socket")
+        assert r.outcome == dolsot.Outcome.TIMEOUT and r.error_type == "TimeoutError"
+        # Rolled back; the abandoned reply went nowhere, and the next cell's
+        # calls are answered in order.
+        assert b.run("s", "kept").value == "1"
+        assert b.run("s", "[one() + one() for _ in range(50)][-1]").value == "2"
+
+
+def test_a_tool_called_from_four_cell_threads_at_once_runs_four_times_at_once(make, kind):
+    # The barrier passes only when all four calls are in the host together: one
+    # waits on the cell's own socket, the others came the runner's socket.
+    barrier = threading.Barrier(4, timeout=30)
+    names = set()
+    lock = threading.Lock()
+
+    def meet(i):
+        with lock:
+            names.add(threading.current_thread().name)
+        barrier.wait()
+        return i * 10
+
+    b = make(tools={"meet": meet})
+    code = (
+        "import threading\n"
+        "out = []\n"
+        "ts = [threading.Thread(target=lambda i=i: out.append(meet(i))) for i in range(4)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "sorted(out)"
+    )
+    for _ in range(3):
+        barrier.reset()
+        names.clear()
+        r = b.run("s", code, timeout=60)
+        assert r.ok, r.error
+        assert r.value == "[0, 10, 20, 30]"
+        assert len(names) == 4
+        if kind == "repl":
+            assert sum(name.startswith("dolsot-tool-socket") for name in names) == 1
+
+
+def test_closing_a_repl_ends_its_tool_socket_threads():
+    earlier = set(threading.enumerate())  # other backends' threads are not this one's
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"one": lambda: 1}) as b:
+        assert b.run("a", "one() + one()").value == "2"
+        assert b.run("b", "one()").value == "1"
+        servers = [t for t in threading.enumerate()
+                   if t.name.startswith("dolsot-tool-socket") and t not in earlier]
+        assert servers  # the cells' calls were served on their own sockets
+    for thread in servers:
+        thread.join(30)
+        assert not thread.is_alive(), thread.name
+
+
+def test_calls_from_many_threads_each_get_their_own_answer(make):
+    # Calls from eight threads interleave on the cell's own socket and the
+    # runner's (whichever is free): every reply must reach its own caller.
+    b = make(tools={"echo": lambda i, j: (i, j)})
+    code = (
+        "import threading\n"
+        "bad = []\n"
+        "def work(i):\n"
+        "    for j in range(200):\n"
+        "        if echo(i, j) != (i, j):\n"
+        "            bad.append((i, j))\n"
+        "ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "(len(bad), echo('last', 0))"
+    )
+    r = b.run("s", code, timeout=120)
+    assert r.ok, r.error
+    assert r.value == "(0, ('last', 0))"
+
+
+def test_a_sandboxed_repl_calls_tools_over_the_cells_own_socket():
+    names = set()
+
+    def add(a, b):
+        names.add(threading.current_thread().name)
+        return a + b
+
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=dolsot.Sandbox(),
+                     tools={"add": add}) as b:
+        r = b.run("s", "sum(add(i, 1) for i in range(100))")
+        assert r.ok, r.error
+        assert r.value == "5050"
+    assert len(names) == 1 and names.pop().startswith("dolsot-tool-socket")

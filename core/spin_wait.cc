@@ -1,5 +1,5 @@
 // SpinBudget and the platform pieces of spin_wait.h.
-#include "backend_inprocess/spin_wait.h"
+#include "core/spin_wait.h"
 
 #include <algorithm>
 
@@ -91,6 +91,43 @@ void SpinBudget::Learn(const HandOffSample& sample) {
     if (next < kFloorNanos) next = 0;
   }
   budget_nanos_.store(next, std::memory_order_relaxed);
+}
+
+int SpinningPoll::Wait(pollfd* fds, nfds_t count, int timeout_ms) {
+  sample_ = HandOffSample();
+  slept_ = -1;
+  start_ = SpinNowNanos();
+  const std::int64_t spin = budget_.NextWaitNanos();
+  sample_.spin_tried = spin > 0;
+  if (sample_.spin_tried) {
+    // Not SpinUntil: each look is a system call, and 16 of them between two
+    // clock reads could pass for a thread descheduled.
+    std::int64_t last = start_;
+    for (;;) {
+      const int ready = ::poll(fds, count, 0);
+      if (ready != 0) {
+        sample_.caught = true;
+        woke_ = SpinNowNanos();
+        return ready;
+      }
+      SpinPause();
+      const std::int64_t now = SpinNowNanos();
+      // Out of budget, or descheduled (the CPU is contended): sleep.
+      if (now - start_ >= spin || now - last > 20'000) break;
+      last = now;
+    }
+  }
+  if (timeout_ms == 0) return 0;
+  slept_ = SpinNowNanos();
+  const int ready = ::poll(fds, count, timeout_ms);
+  woke_ = SpinNowNanos();
+  return ready;
+}
+
+void SpinningPoll::Learn(std::int64_t published_nanos) {
+  sample_.needed_nanos = published_nanos - start_;
+  if (slept_ >= 0) sample_.wake_nanos = woke_ - std::max(slept_, published_nanos);
+  budget_.Learn(sample_);
 }
 
 }  // namespace dolsot

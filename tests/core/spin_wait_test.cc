@@ -1,7 +1,10 @@
 // spin_wait.h: the adaptive budget (learns, is capped, stops spinning when
 // hand-offs come late), the spin that never outlives its budget or deadline,
 // the fallback to the condition variable, no spinning on one CPU.
-#include "backend_inprocess/spin_wait.h"
+#include "core/spin_wait.h"
+
+#include <poll.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -269,6 +272,79 @@ TEST(SpinThenWait, PingPongBetweenTwoThreadsLosesNoHandOff) {
   EXPECT_EQ(b_seen, kRounds);
   EXPECT_LE(a_spin.CurrentNanos(), kCap);
   EXPECT_LE(b_spin.CurrentNanos(), kCap);
+}
+
+// SpinningPoll: what poll() says, whether it spins or sleeps; a spin that
+// sees the message teaches the budget a catch, and one that runs out sleeps.
+struct Pipe {
+  int read_end = -1, write_end = -1;
+  Pipe() {
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    read_end = p[0];
+    write_end = p[1];
+  }
+  ~Pipe() {
+    ::close(read_end);
+    if (write_end >= 0) ::close(write_end);
+  }
+};
+
+TEST(SpinningPoll, ReturnsWhatPollSaysSpinningOrNot) {
+  for (bool spinning : {false, true}) {
+    SpinBudget budget(true);
+    if (spinning) LearnSlowWakeUps(budget);
+    Pipe pipe;
+    pollfd fd{pipe.read_end, POLLIN, 0};
+    SpinningPoll wait(budget);
+    EXPECT_EQ(wait.Wait(&fd, 1, 0), 0) << "nothing written";
+    ASSERT_EQ(::write(pipe.write_end, "x", 1), 1);
+    EXPECT_EQ(wait.Wait(&fd, 1, -1), 1);
+    EXPECT_TRUE(fd.revents & POLLIN);
+    ::close(pipe.write_end);
+    pipe.write_end = -1;
+    char byte;
+    ASSERT_EQ(::read(pipe.read_end, &byte, 1), 1);
+    EXPECT_EQ(wait.Wait(&fd, 1, -1), 1) << "a closed peer wakes it too";
+    EXPECT_TRUE(fd.revents & POLLHUP);
+  }
+}
+
+TEST(SpinningPoll, SeesAMessageFromAnotherThreadAndLearnsFromItsStamp) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  const std::int64_t before = budget.CurrentNanos();
+  ASSERT_GT(before, 0);
+  Pipe pipe;
+  std::atomic<std::int64_t> sent_at{0};
+  std::thread writer([&] {
+    sent_at.store(SpinNowNanos());
+    ASSERT_EQ(::write(pipe.write_end, "x", 1), 1);
+  });
+  pollfd fd{pipe.read_end, POLLIN, 0};
+  SpinningPoll wait(budget);
+  EXPECT_EQ(wait.Wait(&fd, 1, -1), 1);
+  writer.join();
+  wait.Learn(sent_at.load());
+  // Caught by the spin or woken from sleep: either way a budget in range.
+  EXPECT_GE(budget.CurrentNanos(), 0);
+  EXPECT_LE(budget.CurrentNanos(), kCap);
+}
+
+TEST(SpinningPoll, AStampLaterThanTheCapStopsTheSpinning) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  Pipe pipe;
+  pollfd fd{pipe.read_end, POLLIN, 0};
+  ASSERT_EQ(::write(pipe.write_end, "x", 1), 1);
+  for (int i = 0; i < 16 && budget.CurrentNanos() > 0; ++i) {
+    SpinningPoll wait(budget);
+    ASSERT_EQ(wait.Wait(&fd, 1, -1), 1);
+    // The producer sent it long after the wait began (a slow tool, a cell
+    // that thinks between calls): spinning would not have caught it.
+    wait.Learn(SpinNowNanos() + 10 * kCap);
+  }
+  EXPECT_EQ(budget.CurrentNanos(), 0);
 }
 
 #if defined(__linux__)

@@ -1,5 +1,7 @@
 // Bounded, adaptive spinning before a blocking wait, for the two hand-offs of
-// InProcessSession (host -> cell thread, cell thread -> host). Waking a thread
+// InProcessSession (host -> cell thread, cell thread -> host) and, over
+// descriptors (SpinningPoll), the two waits of a Repl's host tool call (the
+// session for the reply, the host for the next call). Waking a thread
 // that sleeps in the kernel costs tens of microseconds on an idle VM, more
 // than a trivial cell; a waiter that spins briefly sees the hand-off in well
 // under a microsecond. Each waiter learns whether to spin and for how long:
@@ -17,6 +19,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+
+#include <poll.h>
 
 namespace dolsot {
 
@@ -161,5 +165,27 @@ bool SpinThenWait(SpinBudget& budget, std::mutex& mutex, std::condition_variable
   budget.Learn(sample);
   return done;
 }
+
+// A wait for descriptors to become readable that spins first: poll(fds, n, 0)
+// for as long as the budget says (SpinUntil), then poll(fds, n, timeout_ms).
+// The producer is another process: once the wait has what it waited for, the
+// caller passes the producer's stamp (SpinNowNanos() when it sent, carried
+// in the message: CLOCK_MONOTONIC is the same in every process) to Learn.
+// A wait that ends without a message (a wake-up, a closed peer) teaches
+// nothing.
+class SpinningPoll {
+ public:
+  explicit SpinningPoll(SpinBudget& budget) : budget_(budget) {}
+  // What poll() returns (errno set when < 0).
+  int Wait(pollfd* fds, nfds_t count, int timeout_ms);
+  void Learn(std::int64_t published_nanos);
+
+ private:
+  SpinBudget& budget_;
+  HandOffSample sample_;
+  std::int64_t start_ = 0;
+  std::int64_t slept_ = -1;  // when the wait went to sleep; -1: it did not
+  std::int64_t woke_ = 0;
+};
 
 }  // namespace dolsot
