@@ -263,7 +263,7 @@ std::optional<SpareSession> ForkSpareSession(int host, const WorkerSettings& set
     mine.Reset();
     report_read.Reset();
     ::signal(SIGCHLD, SIG_DFL);
-    UniqueFd keeper_link = BecomeKeeper(report_write.Release());  // the keeper stays there
+    UniqueFd keeper_link = BecomeKeeper(report_write.Release(), WorkerSessionWalls());  // the keeper stays there
     UniqueFd socket = AwaitSessionSocket(std::move(its));
     ServeSession(std::move(socket), settings, /*expect_load=*/true, host_pidfd,
                  std::move(keeper_link));
@@ -303,7 +303,7 @@ Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
       pair->first.Reset();
       report_read.Reset();
       ::signal(SIGCHLD, SIG_DFL);
-      UniqueFd keeper_link = BecomeKeeper(report_write.Release());
+      UniqueFd keeper_link = BecomeKeeper(report_write.Release(), WorkerSessionWalls());
       ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd,
                    std::move(keeper_link));
     }

@@ -25,6 +25,7 @@
 #include "core/unique_fd.h"
 #include "sandbox/landlock_ruleset.h"
 #include "sandbox/seccomp_filter.h"
+#include "sandbox/session_walls.h"
 
 namespace dolsot {
 namespace {
@@ -584,27 +585,41 @@ Status ApplyRlimits(const SandboxPolicy& p, std::string* detail) {
   return Status::Ok();
 }
 
-Status DropCapabilities() {
-  int last = CAP_LAST_CAP;
-  std::ifstream in("/proc/sys/kernel/cap_last_cap");
-  if (in) in >> last;
-  for (int cap = 0; cap <= last; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-      return Status(ErrorCode::kUnavailable, Errno("drop capability " + std::to_string(cap)));
-    }
+// What the session walls (session_walls.h) hold on this kernel, as a
+// layer of the report: on with every wall, else named missing.
+Status ReportSessionWalls(const SandboxSetup& setup, const SessionWalls& walls, int abi,
+                          SandboxReport* report) {
+  std::string lacking;
+  if (!walls.private_mounts) {
+    lacking = "each session's own /tmp and /dev/shm need the user-namespace layer";
   }
-  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capset, &header, data) != 0) {
-    return Status(ErrorCode::kUnavailable, Errno("capset"));
+  if (!walls.landlock || abi < 6) {
+    lacking += std::string(lacking.empty() ? "" : "; ") +
+               (walls.landlock ? "signals between sessions are scoped from Landlock ABI 6 "
+                                 "(Linux 6.12), this kernel offers ABI " + std::to_string(abi)
+                               : "without Landlock, sessions may signal and read each other's "
+                                 "processes");
   }
+  if (!lacking.empty()) {
+    return Missing(setup, report, "session-walls", lacking,
+                   "use Linux 6.12 or later with Landlock and user namespaces, or one Repl per "
+                   "session");
+  }
+  Active(report, "session-walls",
+         "each session (with its branches) in a mount namespace and a Landlock domain of its "
+         "own, entered by its keeper: its own /tmp and /dev/shm" +
+             (setup.policy.disk_mb ? " (" + std::to_string(setup.policy.disk_mb) + " MB each)"
+                                   : std::string()) +
+             ", a /proc listing only its processes; no signal, ptrace, /proc/<pid>/mem, "
+             "environ or fd access to another session's processes or the worker; overlays "
+             "shared");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
+Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWalls* walls) {
+  *walls = SessionWalls{};
   std::string limits;
   Status limited = ApplyRlimits(setup.policy, &limits);
   if (!limited.ok()) {
@@ -616,8 +631,9 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
     report->layers.push_back({"cgroup", false, "not used: memory is capped per process by "
                                                "RLIMIT_AS, processes by RLIMIT_NPROC"});
   }
-  // Landlock before the capabilities go (it needs no_new_privs only) and
-  // before seccomp (which refuses its calls).
+  // Landlock, the capabilities and seccomp wall each session in: its keeper
+  // applies them (ApplySessionWalls) after its own mounts. The worker runs
+  // no cell; it keeps CAP_SYS_ADMIN over its namespaces for those mounts.
   LandlockPaths paths;
   paths.network = setup.policy.network;
   for (const MountOp& op : setup.plan) {
@@ -637,31 +653,58 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
   // Listing directories is harmless inside the new root (only what it
   // shows); reading a file needs a rule above.
   paths.list_only = {"/"};
-  std::string landlock;
-  Status walled = ApplyLandlock(paths, &landlock);
-  if (!walled.ok()) {
-    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "landlock", walled.message(),
+  const int abi = LandlockAbi();
+  if (abi <= 0) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "landlock",
+                                   "Landlock is not available (a kernel >= 5.13 with "
+                                   "CONFIG_SECURITY_LANDLOCK and 'landlock' in the lsm= boot "
+                                   "parameter)",
                                    "boot a kernel with Landlock enabled (lsm=...,landlock)"));
   } else {
-    Active(report, "landlock", landlock);
+    walls->landlock = true;
+    walls->paths = std::move(paths);
+    Active(report, "landlock", LandlockSummary(abi, setup.policy.network) +
+                                   "; a domain per session, entered by its keeper");
   }
-  Status dropped = DropCapabilities();
+  walls->private_mounts = report->Active("user-namespace");
+  walls->disk_mb = setup.policy.disk_mb;
+  DOLSOT_RETURN_IF_ERROR(ReportSessionWalls(setup, *walls, abi, report));
+  // The keepers mount (CAP_SYS_ADMIN), then empty their bounding set
+  // (CAP_SETPCAP) and every other set.
+  Status dropped = DropCapabilities(
+      walls->private_mounts ? (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETPCAP) : 0);
   if (!dropped.ok()) {
     DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "capabilities", dropped.message(), "report this"));
   } else {
-    Active(report, "capabilities", "all dropped (bounding, ambient, effective, permitted)");
+    Active(report, "capabilities",
+           std::string("all dropped in every session process (bounding, ambient, effective, "
+                       "permitted)") +
+               (walls->private_mounts ? "; the worker keeps CAP_SYS_ADMIN and CAP_SETPCAP over "
+                                        "its own namespaces for its sessions' keepers"
+                                      : ""));
   }
   SeccompOptions options;
   options.deny_inet_sockets = !setup.policy.network;
+  options.allow_session_setup = true;
   Status filtered = InstallSeccompFilter(BuildSeccompFilter(options));
   if (!filtered.ok()) {
     DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "seccomp", filtered.message(),
                                    "use a kernel with CONFIG_SECCOMP_FILTER"));
   } else {
+    options.allow_session_setup = false;
+    walls->seccomp = BuildSeccompFilter(options);
     Active(report, "seccomp", "no_new_privs; " + std::to_string(SeccompDeniedNames().size()) +
                                   " system calls refused (ptrace, mount, unshare, bpf, ...), "
                                   "namespace clones, TIOCSTI" +
-                                  (setup.policy.network ? "" : ", inet sockets"));
+                                  (setup.policy.network ? "" : ", inet sockets") +
+                                  " (the worker's own filter leaves mount, umount2, unshare and "
+                                  "Landlock's calls to its sessions' keepers)");
+  }
+  Status probed = ProbeSessionWalls(*walls);
+  if (!probed.ok()) {
+    return Status(ErrorCode::kUnavailable,
+                  "sandbox: the session-walls layer cannot be applied (" + probed.message() +
+                      "); report this, or run one Repl per session");
   }
   return Status::Ok();
 }

@@ -168,10 +168,17 @@ TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
     SandboxSetup setup;
     setup.policy.memory_mb = 0;  // gtest's own address space is not the point here
     setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+    // No user namespace here: a session's own mounts are off (reported).
+    setup.policy.best_effort = true;
     SandboxReport report;
-    Status locked = LockSandbox(setup, &report);
+    SessionWalls walls;
+    Status locked = LockSandbox(setup, &report, &walls);
     if (!locked.ok()) return "LOCK FAILED: " + locked.message();
     std::string out = report.ToText();
+    // The worker's own filter leaves unshare to its keepers; a keeper's walls refuse it.
+    out += ::unshare(0) == 0 ? "worker may unshare\n" : "worker REFUSED unshare\n";
+    Status walled = ApplySessionWalls(walls);
+    if (!walled.ok()) return "WALLS FAILED: " + walled.message();
     out += ::unshare(0x10000000) != 0 && errno == EPERM ? "unshare refused\n" : "unshare ALLOWED\n";
     auto opens = [](const char* path) {
       int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -185,6 +192,8 @@ TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
   EXPECT_NE(text.find("[on ] seccomp"), std::string::npos) << text;
   EXPECT_NE(text.find("[on ] landlock"), std::string::npos) << text;
   EXPECT_NE(text.find("[on ] capabilities"), std::string::npos) << text;
+  EXPECT_NE(text.find("[off] session-walls: each session's own /tmp"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker may unshare"), std::string::npos) << text;
   EXPECT_NE(text.find("unshare refused"), std::string::npos) << text;
   EXPECT_NE(text.find("etc walled"), std::string::npos) << text;
   EXPECT_NE(text.find("usr readable"), std::string::npos) << text;
