@@ -511,7 +511,7 @@ def test_sessions_cannot_reach_each_others_files_or_processes(repl):
            "PermissionError", "FileNotFoundError")
     # A is untouched: its files, its subprocess (which A itself may signal).
     assert ok(repl, "wallA", "open('/tmp/a-secret').read() + open('/dev/shm/a-secret').read()").value == repr(SECRET * 2)
-    assert ok(repl, "wallA", "sleeper.poll()").value == "None"
+    assert ok(repl, "wallA", "sleeper.poll() is None").value == "True"
     assert ok(repl, "wallA", "os.kill(sleeper.pid, 0); sleeper.kill(); sleeper.wait()").value == "-9"
     # A's scratch works as before: tempfile, relative paths, subprocesses.
     assert ok(repl, "wallA", textwrap.dedent("""
@@ -520,6 +520,27 @@ def test_sessions_cannot_reach_each_others_files_or_processes(repl):
             f.write('t')
         (os.path.dirname(f.name), subprocess.run(['cat', os.path.basename(f.name)], capture_output=True, text=True).stdout)
     """)).value == "('/tmp', 't')"
+
+
+def test_multiprocessing_works_inside_a_sessions_walls(repl):
+    value = ok(repl, "mpA", textwrap.dedent("""
+        import multiprocessing as mp, os
+        from multiprocessing import shared_memory
+        def square(x):
+            return x * x
+        with mp.get_context('fork').Pool(2) as pool:
+            squares = pool.map(square, range(5))
+        shm = shared_memory.SharedMemory(create=True, size=16)
+        shm.buf[0] = 7
+        queue = mp.get_context('fork').Queue()
+        queue.put(3)
+        (squares, queue.get(), shm.name in os.listdir('/dev/shm'))
+    """)).value
+    assert value == "([0, 1, 4, 9, 16], 3, True)", value
+    name = ok(repl, "mpA", "shm.name").value.strip("'")
+    failed(repl, "mpB", f"from multiprocessing import shared_memory; shared_memory.SharedMemory({name!r})",
+           "FileNotFoundError")
+    ok(repl, "mpA", "shm.close(); shm.unlink()")
 
 
 def test_walls_hold_through_rollback_checkpoint_and_branch(host_dirs):
