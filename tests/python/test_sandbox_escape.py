@@ -543,11 +543,15 @@ def test_multiprocessing_works_inside_a_sessions_walls(repl):
     ok(repl, "mpA", "shm.close(); shm.unlink()")
 
 
+def stored_repl(cache, **options):
+    """A default-sandboxed Repl checkpointing into the directory `cache`."""
+    return dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox(), **options)
+
+
 def test_walls_hold_through_rollback_checkpoint_and_branch(host_dirs):
     cache = host_dirs["root"] / "cache-walls"
     cache.mkdir()
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, timeout=10,
-                     sandbox=Sandbox()) as r:
+    with stored_repl(cache, timeout=10) as r:
         ok(r, "a", "import os; open('/tmp/mine', 'w').write('a'); x = 1")
         ok(r, "b", "import os")
         t = r.run("a", "x = 2\nwhile True: pass", timeout=1)
@@ -567,7 +571,7 @@ def test_walls_hold_through_rollback_checkpoint_and_branch(host_dirs):
         ok(r, "a", "y = 3")
     # Restored from its checkpoint in a new worker: a new keeper, new walls,
     # a fresh scratch (files are not in checkpoints).
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox()) as r:
+    with stored_repl(cache) as r:
         assert ok(r, "a", "(x, y)").value == "(1, 3)"
         failed(r, "a", "open('/tmp/mine').read()", "FileNotFoundError")
         a = ok(r, "a", "os.getpid()").value
@@ -582,8 +586,7 @@ def test_walls_hold_through_rollback_checkpoint_and_branch(host_dirs):
 def test_state_rollback_and_checkpoints(host_dirs):
     cache = host_dirs["root"] / "cache2"
     cache.mkdir()
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, timeout=3,
-                     sandbox=Sandbox()) as r:
+    with stored_repl(cache, timeout=3) as r:
         ok(r, "s", "x = [1, 2]")
         t = r.run("s", "x.append(3)\nwhile True: pass", timeout=1)
         assert (t.outcome, t.exit_code) == (dolsot.Outcome.TIMEOUT, 124), t
@@ -595,7 +598,7 @@ def test_state_rollback_and_checkpoints(host_dirs):
         ok(r, "s2", "x.append(5)")
         assert ok(r, "s", "x").value == "[1, 2]"
         ok(r, "s", "y = 7")
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox()) as r:
+    with stored_repl(cache) as r:
         assert ok(r, "s", "(x, y)").value == "([1, 2], 7)"
 
 

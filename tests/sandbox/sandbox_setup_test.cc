@@ -20,31 +20,10 @@
 #include <thread>
 
 #include "sandbox/landlock_ruleset.h"
+#include "tests/sandbox/in_child.h"
 
 namespace dolsot {
 namespace {
-
-// Runs `body` in a forked child and returns what it wrote to the pipe.
-template <typename Body>
-std::string InChild(Body body) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out = body();
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return text;
-}
 
 std::string EnterWithAThreadRunning(bool best_effort) {
   std::atomic<bool> stop{false};

@@ -1,0 +1,35 @@
+// InChild: runs a test's body in a forked child (a sandbox's layers are for
+// good once applied) and returns what the body wrote.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace dolsot {
+
+// Runs `body` in a forked child and returns what it wrote to the pipe.
+template <typename Body>
+std::string InChild(Body body) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = body();
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return text;
+}
+
+}  // namespace dolsot
