@@ -32,6 +32,7 @@ std::string TwoKeepers(const SessionWalls& walls) {
   if (::pipe(ready) != 0 || ::pipe(done) != 0 || ::pipe(report) != 0) return "PIPE FAILED";
   pid_t a = ::fork();
   if (a == 0) {
+    ::close(report[1]);  // B's report must end when B does
     Status walled = ApplySessionWalls(walls);
     std::ofstream("/tmp/a-secret") << "secret";
     char c = walled.ok() && Opens("/tmp/a-secret") ? 'y' : 'n';
