@@ -30,11 +30,13 @@ std::string SizeOption(std::uint64_t mb) {
 }
 
 // The lineage's own /tmp, /dev/shm and /proc, in a mount namespace of its
-// own. The worker's copies stay below, unreachable (a cell can neither
-// unmount nor reach another mount namespace's paths: /proc/<pid>/root of a
-// process outside its Landlock domain is refused).
+// own, and its own System V IPC and POSIX message queues (an IPC namespace:
+// Landlock does not mediate them). The worker's copies stay below,
+// unreachable (a cell can neither unmount nor reach another mount
+// namespace's paths: /proc/<pid>/root of a process outside its Landlock
+// domain is refused).
 Status PrivateMounts(std::uint64_t disk_mb) {
-  if (::unshare(CLONE_NEWNS) != 0) return Failed("unshare(CLONE_NEWNS)");
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return Failed("unshare(CLONE_NEWNS | CLONE_NEWIPC)");
   // Nothing mounted here may reach the worker's namespace or a sibling's.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Failed("make the session's mounts private");

@@ -8,6 +8,7 @@
 //   - a mount namespace of its own with a fresh size-capped tmpfs on /tmp
 //     (the scratch: cwd, HOME, TMPDIR) and on /dev/shm, and a /proc mounted
 //     with hidepid=2, which lists only the processes it may ptrace-read;
+//     an IPC namespace of its own (System V IPC, POSIX message queues);
 //   - a Landlock domain of its own (the worker's filesystem rules; ABI 6+:
 //     signals and abstract unix sockets scoped to the domain). Landlock
 //     also refuses ptrace-class access across domains: /proc/<pid>/mem,
@@ -30,8 +31,8 @@
 namespace dolsot {
 
 struct SessionWalls {
-  // A mount namespace with its own /tmp, /dev/shm and /proc (needs
-  // CAP_SYS_ADMIN in the worker's user namespace).
+  // A mount and an IPC namespace with its own /tmp, /dev/shm, /proc and
+  // System V IPC (needs CAP_SYS_ADMIN in the worker's user namespace).
   bool private_mounts = false;
   std::uint64_t disk_mb = 0;  // each of /tmp and /dev/shm; 0: no cap
   bool landlock = false;      // a Landlock domain of its own, by `paths`

@@ -502,6 +502,25 @@ def test_sessions_cannot_reach_each_others_files_or_processes(repl):
         if n < 0:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     """), "Operation not permitted", "No such process")
+    # IPC: A's abstract unix socket and System V shared memory are A's.
+    ok(repl, "wallA", textwrap.dedent("""
+        import ctypes, socket
+        libc = ctypes.CDLL(None, use_errno=True)
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind('\\0dolsot-walls-a')
+        listener.listen()
+        segment = libc.shmget(0x5a11, 4096, 0o1600)  # IPC_CREAT | 0600
+        assert segment >= 0, ctypes.get_errno()
+    """))
+    failed(repl, "wallB", "import socket; socket.socket(socket.AF_UNIX).connect('\\0dolsot-walls-a')",
+           "PermissionError", "ConnectionRefusedError")
+    failed(repl, "wallB", textwrap.dedent("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.shmget(0x5a11, 0, 0) < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    """), "No such file or directory")
+    assert ok(repl, "wallA", "libc.shmget(0x5a11, 0, 0) == segment").value == "True"
     # Signals: none reaches A's processes, by pid, process group or pidfd.
     for sig in ("0", "signal.SIGKILL", "signal.SIGTERM"):
         failed(repl, "wallB", f"os.kill({sleeper}, {sig})", "PermissionError")
