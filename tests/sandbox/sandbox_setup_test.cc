@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "sandbox/landlock_ruleset.h"
-#include "tests/sandbox/in_child.h"
+#include "tests/sandbox/sandbox_test_support.h"
 
 namespace dolsot {
 namespace {
@@ -144,9 +144,7 @@ TEST(SandboxSetup, BaseSystemPathsHoldUsr) {
 TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
   if (LandlockAbi() < 1) GTEST_SKIP() << "Landlock is not enabled on this kernel";
   std::string text = InChild([] {
-    SandboxSetup setup;
-    setup.policy.memory_mb = 0;  // gtest's own address space is not the point here
-    setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+    SandboxSetup setup = UsrOnlySetup();
     // No user namespace here: a session's own mounts are off (reported).
     setup.policy.best_effort = true;
     SandboxReport report;

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "sandbox/landlock_ruleset.h"
-#include "tests/sandbox/in_child.h"
+#include "tests/sandbox/sandbox_test_support.h"
 #include "sandbox/sandbox_setup.h"
 
 namespace dolsot {
@@ -71,9 +71,7 @@ std::string TwoKeepers(const SessionWalls& walls) {
 TEST(SessionWalls, KeepersOfOneSandboxCannotReachEachOther) {
   if (LandlockAbi() < 6) GTEST_SKIP() << "signals are scoped from Landlock ABI 6";
   std::string text = InChild([] {
-    SandboxSetup setup;
-    setup.policy.memory_mb = 0;  // gtest's own address space is not the point here
-    setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+    SandboxSetup setup = UsrOnlySetup();
     auto entered = EnterSandbox(setup);
     if (!entered.ok()) return "ENTER FAILED: " + entered.status().message();
     SandboxReport report = *entered;

@@ -1,5 +1,6 @@
-// InChild: runs a test's body in a forked child (a sandbox's layers are for
-// good once applied) and returns what the body wrote.
+// What the Sandbox's kernel tests share: InChild runs a test's body in a
+// forked child (a sandbox's layers are for good once applied) and returns
+// what the body wrote; UsrOnlySetup is a sandbox showing /usr alone.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include <string>
+
+#include "sandbox/sandbox_setup.h"
 
 namespace dolsot {
 
@@ -30,6 +33,15 @@ std::string InChild(Body body) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return text;
+}
+
+// A setup showing /usr read-only and nothing else, without the memory cap
+// (gtest's own address space is not the point of these tests).
+inline SandboxSetup UsrOnlySetup() {
+  SandboxSetup setup;
+  setup.policy.memory_mb = 0;
+  setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+  return setup;
 }
 
 }  // namespace dolsot
