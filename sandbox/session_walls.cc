@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,14 +36,38 @@ std::string SizeOption(std::uint64_t mb) {
 // unreachable (a cell can neither unmount nor reach another mount
 // namespace's paths: /proc/<pid>/root of a process outside its Landlock
 // domain is refused).
-Status PrivateMounts(std::uint64_t disk_mb) {
+// The session's own overlays: their writable layers on a tmpfs mounted on
+// the scratch for a moment and detached once they are mounted (the
+// overlays keep it; no path reaches it), then the host directories' binds
+// detached too.
+Status SessionOverlays(const std::vector<SessionOverlay>& overlays, const std::string& size) {
+  if (::mount("tmpfs", kSandboxScratch, "tmpfs", MS_NOSUID | MS_NODEV, ("mode=0700" + size).c_str()) != 0) {
+    return Failed("mount the session's overlay layers");
+  }
+  for (std::size_t i = 0; i < overlays.size(); ++i) {
+    const std::string layer = std::string(kSandboxScratch) + "/" + std::to_string(i);
+    if (::mkdir(layer.c_str(), 0700) != 0) return Failed("mkdir " + layer);
+    Status mounted = MountOverlayfs(overlays[i].lower, overlays[i].target, layer);
+    if (!mounted.ok()) {
+      return Status(mounted.code(), "the session's overlay at " + overlays[i].target + ": " + mounted.message());
+    }
+  }
+  if (::umount2(kSandboxScratch, MNT_DETACH) != 0) return Failed("detach the overlay layers");
+  for (const SessionOverlay& o : overlays) {
+    if (::umount2(o.lower.c_str(), MNT_DETACH) != 0) return Failed("detach " + o.lower);
+  }
+  return Status::Ok();
+}
+
+Status PrivateMounts(const SessionWalls& walls) {
   if (::unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return Failed("unshare(CLONE_NEWNS | CLONE_NEWIPC)");
   // Nothing mounted here may reach the worker's namespace or a sibling's.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Failed("make the session's mounts private");
   }
   const unsigned long flags = MS_NOSUID | MS_NODEV;
-  const std::string size = SizeOption(disk_mb);
+  const std::string size = SizeOption(walls.disk_mb);
+  if (!walls.overlays.empty()) DOLSOT_RETURN_IF_ERROR(SessionOverlays(walls.overlays, size));
   if (::mount("tmpfs", kSandboxScratch, "tmpfs", flags, ("mode=0755" + size).c_str()) != 0) {
     return Failed(std::string("mount the session's tmpfs on ") + kSandboxScratch);
   }
@@ -63,6 +88,35 @@ Status PrivateMounts(std::uint64_t disk_mb) {
 }
 
 }  // namespace
+
+Status MountOverlayfs(const std::string& lower, const std::string& target,
+                      const std::string& layer) {
+  for (const char* part : {"/upper", "/work"}) {
+    if (::mkdir((layer + part).c_str(), 0755) != 0 && errno != EEXIST) {
+      return Failed("mkdir " + layer + part);
+    }
+  }
+  const std::string options =
+      "lowerdir=" + lower + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work";
+  // The kernel copies at most a page of options: a longer string would be
+  // cut, naming a shorter lower path or dropping the writable layer.
+  if (options.size() + std::strlen(",userxattr") >= 4096) {
+    return Status(ErrorCode::kUnavailable, "the host path is too long for overlayfs's options "
+                                           "(at most a page in all)");
+  }
+  unsigned long flags = MS_NOSUID | MS_NODEV;
+  if (::mount("overlay", target.c_str(), "overlay", flags, (options + ",userxattr").c_str()) != 0 &&
+      ::mount("overlay", target.c_str(), "overlay", flags, options.c_str()) != 0) {
+    const int err = errno;
+    std::string why = std::string("mount overlayfs: ") + std::strerror(err);
+    if (err == ENODEV) why += " (this kernel has no overlayfs: no 'overlay' module loaded)";
+    if (err == EPERM || err == EINVAL) {
+      why += " (overlayfs in a user namespace needs Linux 5.11 or later)";
+    }
+    return Status(ErrorCode::kUnavailable, why);
+  }
+  return Status::Ok();
+}
 
 Status DropCapabilities(std::uint64_t keep) {
   int last = CAP_LAST_CAP;
@@ -86,7 +140,7 @@ Status DropCapabilities(std::uint64_t keep) {
 }
 
 Status ApplySessionWalls(const SessionWalls& walls) {
-  if (walls.private_mounts) DOLSOT_RETURN_IF_ERROR(PrivateMounts(walls.disk_mb));
+  if (walls.private_mounts) DOLSOT_RETURN_IF_ERROR(PrivateMounts(walls));
   // Landlock after the mounts (a process in a domain may not mount) and
   // before seccomp (which refuses Landlock's calls).
   if (walls.landlock) {

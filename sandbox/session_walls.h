@@ -6,8 +6,10 @@
 // lineage (runners, snapshots, checkpoint writers, what cells start) is
 // inside them and a cell never pays for them:
 //   - a mount namespace of its own with a fresh size-capped tmpfs on /tmp
-//     (the scratch: cwd, HOME, TMPDIR) and on /dev/shm, and a /proc mounted
-//     with hidepid=2, which lists only the processes it may ptrace-read;
+//     (the scratch: cwd, HOME, TMPDIR) and on /dev/shm, its own overlays
+//     (a writable layer of its own over each policy overlay), and a /proc
+//     mounted with hidepid=2, which lists only the processes it may
+//     ptrace-read;
 //     an IPC namespace of its own (System V IPC, POSIX message queues);
 //   - a Landlock domain of its own (the worker's filesystem rules; ABI 6+:
 //     signals and abstract unix sockets scoped to the domain). Landlock
@@ -30,15 +32,32 @@
 
 namespace dolsot {
 
+// An overlay mount of the policy: the host directory (bound read-only at
+// `lower` in the worker's namespace) and where the session sees it.
+struct SessionOverlay {
+  std::string lower;
+  std::string target;
+};
+
 struct SessionWalls {
   // A mount and an IPC namespace with its own /tmp, /dev/shm, /proc and
   // System V IPC (needs CAP_SYS_ADMIN in the worker's user namespace).
   bool private_mounts = false;
-  std::uint64_t disk_mb = 0;  // each of /tmp and /dev/shm; 0: no cap
+  std::uint64_t disk_mb = 0;  // each of /tmp, /dev/shm, the overlays' layer; 0: no cap
+  // Overlays of the session's own over the worker's: a writable layer per
+  // session (needs private_mounts). The `lower` binds are detached after.
+  std::vector<SessionOverlay> overlays;
   bool landlock = false;      // a Landlock domain of its own, by `paths`
   LandlockPaths paths;
   std::vector<sock_filter> seccomp;  // installed last; empty: none
 };
+
+// overlayfs at `target` with `lower` its read-only layer and the writable
+// one in the directory `layer` (its upper/ and work/ made here). Tries the
+// `userxattr` option first (5.11+: the overlay's own xattrs in the user.*
+// namespace, which a user namespace may write), then without it.
+Status MountOverlayfs(const std::string& lower, const std::string& target,
+                      const std::string& layer);
 
 // Puts the walls up around the calling process, which must be
 // single-threaded (a keeper). Every capability is dropped whatever the

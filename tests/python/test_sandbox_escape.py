@@ -272,8 +272,14 @@ def test_overlay_reads_the_host_and_keeps_every_write_inside(repl, host_dirs):
     """)).value
     assert seen == repr(("original\nchanged in the sandbox\n", "created", False, "rename me\n",
                          False, True, "overwritten", False)), seen
-    # ...and so does another session of the Repl (one worker, one overlay).
-    assert ok(repl, "ov-other", "open('/ov/new.txt').read()").value == "'created'"
+    # ...and a branch of it (its walls); another session does not: it has a
+    # writable layer of its own over the host directory.
+    repl.branch("ov", "ov-branch")
+    assert ok(repl, "ov-branch", "open('/ov/new.txt').read()").value == "'created'"
+    assert ok(repl, "ov-other", "import os; (os.path.exists('/ov/new.txt'), open('/ov/edit.txt').read(), sorted(os.listdir('/ov')))").value == \
+        repr((False, "original\n", sorted(["read.txt", "edit.txt", "gone.txt", "move.txt", "sub"])))
+    ok(repl, "ov-other", "open('/ov/new.txt', 'w').write('other')")
+    assert ok(repl, "ov", "open('/ov/new.txt').read()").value == "'created'"
     # The host directory is byte for byte as it was, with no new entry.
     assert snapshot(ov) == before
     assert oct(os.stat(ov / "read.txt").st_mode & 0o777) != "0o600"
