@@ -47,7 +47,7 @@ StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup);
 // Adds the locking layers to `report`: rlimits on the worker, and
 // `walls`, what each session's keeper puts up (session_walls.h: Landlock,
 // capabilities, seccomp, its own mounts), probed once here. The worker
-// itself keeps CAP_SYS_ADMIN and CAP_SETPCAP over its own namespaces (with a user
+// itself keeps the capabilities its keepers need over its own namespaces (with a user
 // namespace) and a seccomp filter that lets its keepers mount.
 Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWalls* walls);
 

@@ -16,7 +16,8 @@
 //     also refuses ptrace-class access across domains: /proc/<pid>/mem,
 //     environ, fd, maps, root and cwd, and process_vm_readv;
 //   - every capability dropped, then the full seccomp filter.
-// The worker keeps CAP_SYS_ADMIN and CAP_SETPCAP over its own namespaces, no Landlock
+// The worker keeps what the keepers need (CAP_SYS_ADMIN, CAP_SETPCAP, the
+// file capabilities overlayfs checks of a mounter) over its own namespaces, no Landlock
 // domain and a filter that leaves mount, umount2, unshare and Landlock's
 // calls to the keepers (docs/sandbox.md gives the trust argument).
 #pragma once
