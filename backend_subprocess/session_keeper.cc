@@ -218,7 +218,16 @@ void CloseAllBut(std::initializer_list<int> keep) {
 
 }  // namespace
 
-UniqueFd BecomeKeeper(int report_fd) {
+UniqueFd BecomeKeeper(int report_fd, const SessionWalls* walls) {
+  if (walls != nullptr) {
+    // Before anything of the session exists: all of it is inside.
+    Status walled = ApplySessionWalls(*walls);
+    if (!walled.ok()) {
+      std::string line = "dolsot: a session's walls: " + walled.message() + "\n";
+      (void)!::write(2, line.data(), line.size());
+      ::_exit(3);
+    }
+  }
   int pair[2];
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0 ||
       ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {

@@ -32,16 +32,19 @@
 
 #include "core/status.h"
 #include "core/unique_fd.h"
+#include "sandbox/session_walls.h"
 
 namespace dolsot {
 
 // In a fresh child of the worker (its own process group, SIGCHLD default):
-// makes it the keeper of a new session and forks the session's first
-// process below it. Returns in that process, with the session end of the
-// keeper's channel. In the keeper, writes the first process's pid to
-// `report_fd` (4 bytes, native order) and never returns; when it cannot
-// start, the keeper exits without writing.
-UniqueFd BecomeKeeper(int report_fd);
+// makes it the keeper of a new session, puts up `walls` around itself (a
+// sandboxed worker's, session_walls.h; nullptr for none), and forks the
+// session's first process below it, inside them. Returns in that process,
+// with the session end of the keeper's channel. In the keeper, writes the
+// first process's pid to `report_fd` (4 bytes, native order) and never
+// returns; when it cannot start (its walls included), the keeper exits
+// without writing.
+UniqueFd BecomeKeeper(int report_fd, const SessionWalls* walls);
 
 // A session forked ahead: the worker keeps one keeper and first process
 // ready (worker_loop.cc's SpareSession), so a new session's path holds no fork. In

@@ -266,7 +266,7 @@ std::unique_ptr<SpareSession> ForkSpareSession(int host, const WorkerSettings& s
     mine.Reset();
     report_read.Reset();
     ::signal(SIGCHLD, SIG_DFL);
-    UniqueFd keeper_link = BecomeKeeper(report_write.Release());  // the keeper stays there
+    UniqueFd keeper_link = BecomeKeeper(report_write.Release(), WorkerSessionWalls());  // the keeper stays there
     UniqueFd socket = AwaitSessionSocket(std::move(its));
     ServeSession(std::move(socket), settings, /*expect_load=*/true, host_pidfd,
                  std::move(keeper_link));
@@ -306,7 +306,7 @@ Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
       pair->first.Reset();
       report_read.Reset();
       ::signal(SIGCHLD, SIG_DFL);
-      UniqueFd keeper_link = BecomeKeeper(report_write.Release());
+      UniqueFd keeper_link = BecomeKeeper(report_write.Release(), WorkerSessionWalls());
       ServeSession(std::move(pair->second), settings, /*expect_load=*/true, host_pidfd,
                    std::move(keeper_link));
     }

@@ -161,6 +161,8 @@ SandboxSetup SetupOf(const WorkerSettings& settings, std::vector<MountOp> plan) 
 }
 
 std::vector<MountOp> g_plan;  // the worker's plan, kept for LockWorkerSandbox
+SessionWalls g_walls;         // what each keeper puts up (LockWorkerSandbox)
+bool g_walled = false;
 
 }  // namespace
 
@@ -210,9 +212,12 @@ Status LockWorkerSandbox(const WorkerSettings& settings, SandboxReport* report) 
                                                      " variable(s) of the policy"});
   Status locked;
   Py_BEGIN_ALLOW_THREADS
-  locked = LockSandbox(SetupOf(settings, g_plan), report);
+  locked = LockSandbox(SetupOf(settings, g_plan), report, &g_walls);
   Py_END_ALLOW_THREADS
+  g_walled = locked.ok();
   return locked;
 }
+
+const SessionWalls* WorkerSessionWalls() { return g_walled ? &g_walls : nullptr; }
 
 }  // namespace dolsot

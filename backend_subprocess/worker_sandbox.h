@@ -1,13 +1,15 @@
 // The worker's side of a Sandbox: what of its Python must stay visible (the
 // mount plan's inputs, from the interpreter itself), entering the namespaces
 // and the new root before the toolboxes import, and locking the sandbox
-// (rlimits, capabilities, Landlock, seccomp, the environment) before the
-// worker answers the host. Needs the GIL.
+// (rlimits, capabilities, seccomp, the environment; the walls between its
+// sessions, which each keeper puts up) before the worker answers the host.
+// Needs the GIL.
 #pragma once
 
 #include "backend_subprocess/worker_settings.h"
 #include "core/status.h"
 #include "sandbox/sandbox_policy.h"
+#include "sandbox/session_walls.h"
 
 namespace dolsot {
 
@@ -19,7 +21,13 @@ namespace dolsot {
 StatusOr<SandboxReport> EnterWorkerSandbox(WorkerSettings& settings);
 
 // Once the toolboxes are imported: scrubs os.environ to the allow-list and
-// the policy's env, then rlimits, capabilities, Landlock and seccomp.
+// the policy's env, then rlimits, capabilities and seccomp of the worker,
+// and the walls each session's keeper puts up (probed here).
 Status LockWorkerSandbox(const WorkerSettings& settings, SandboxReport* report);
+
+// The walls a keeper puts up before its session's first process
+// (session_keeper.h), once LockWorkerSandbox succeeded; nullptr without a
+// sandbox.
+const SessionWalls* WorkerSessionWalls();
 
 }  // namespace dolsot

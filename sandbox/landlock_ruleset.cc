@@ -75,6 +75,13 @@ int LandlockAbi() {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
+std::string LandlockSummary(int abi, bool network) {
+  std::string summary = "ABI " + std::to_string(abi) + ": filesystem by path";
+  if (abi >= 4) summary += network ? ", TCP allowed" : ", no TCP bind/connect";
+  if (abi >= 6) summary += ", abstract unix sockets and signals scoped to the domain";
+  return summary;
+}
+
 Status ApplyLandlock(const LandlockPaths& paths, std::string* summary) {
   int abi = LandlockAbi();
   if (abi <= 0) {
@@ -120,11 +127,7 @@ Status ApplyLandlock(const LandlockPaths& paths, std::string* summary) {
     return Status(ErrorCode::kUnavailable,
                   std::string("landlock_restrict_self: ") + std::strerror(errno));
   }
-  if (summary != nullptr) {
-    *summary = "ABI " + std::to_string(abi) + ": filesystem by path";
-    if (abi >= 4) *summary += paths.network ? ", TCP allowed" : ", no TCP bind/connect";
-    if (abi >= 6) *summary += ", abstract unix sockets and signals scoped to the sandbox";
-  }
+  if (summary != nullptr) *summary = LandlockSummary(abi, paths.network);
   return Status::Ok();
 }
 

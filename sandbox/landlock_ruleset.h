@@ -22,6 +22,9 @@ struct LandlockPaths {
 // The ABI the kernel offers: 0 when Landlock is absent or disabled.
 int LandlockAbi();
 
+// What ApplyLandlock walls off with this ABI, in words (for the report).
+std::string LandlockSummary(int abi, bool network);
+
 // Creates the ruleset, adds `paths` (missing ones are skipped), and
 // restricts the calling thread (no_new_privs must be set, or the caller
 // must hold CAP_SYS_ADMIN). On success `summary` says what was handled.

@@ -25,6 +25,7 @@
 #include "core/unique_fd.h"
 #include "sandbox/landlock_ruleset.h"
 #include "sandbox/seccomp_filter.h"
+#include "sandbox/session_walls.h"
 
 namespace dolsot {
 namespace {
@@ -191,35 +192,17 @@ Status CopyRootSymlinks(const std::string& root) {
 // it; the overlays keep their own reference to it).
 constexpr char kOverlayLayers[] = "/overlays";
 
+// Where each overlay's host directory is bound read-only, by index, for the
+// keepers' own overlays (session_walls.h), which detach these binds.
+constexpr char kSessionLowers[] = "/.dolsot-lowers";
+
 // overlayfs at `target` over the host directory `lower` (a path under the
-// old root), its writable layer in kOverlayLayers/`index`. Tries the
-// `userxattr` option first (5.11+: the overlay's own xattrs in the user.*
-// namespace, which a user namespace may write), then without it.
+// old root), its writable layer in kOverlayLayers/`index` (MountOverlayfs).
 Status Overlay(const std::string& lower, const std::string& target, std::size_t index) {
   const std::string layer = std::string(kOverlayLayers) + "/" + std::to_string(index);
-  DOLSOT_RETURN_IF_ERROR(MakeDirs(layer + "/upper"));
-  DOLSOT_RETURN_IF_ERROR(MakeDirs(layer + "/work"));
+  DOLSOT_RETURN_IF_ERROR(MakeDirs(layer));
   DOLSOT_RETURN_IF_ERROR(MakeDirs(target));
-  const std::string options =
-      "lowerdir=" + lower + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work";
-  // The kernel copies at most a page of options: a longer string would be
-  // cut, naming a shorter lower path or dropping the writable layer.
-  if (options.size() + std::strlen(",userxattr") >= 4096) {
-    return Status(ErrorCode::kUnavailable, "the host path is too long for overlayfs's options "
-                                           "(at most a page in all)");
-  }
-  unsigned long flags = MS_NOSUID | MS_NODEV;
-  if (::mount("overlay", target.c_str(), "overlay", flags, (options + ",userxattr").c_str()) != 0 &&
-      ::mount("overlay", target.c_str(), "overlay", flags, options.c_str()) != 0) {
-    const int err = errno;
-    std::string why = Errno("mount overlayfs");
-    if (err == ENODEV) why += " (this kernel has no overlayfs: no 'overlay' module loaded)";
-    if (err == EPERM || err == EINVAL) {
-      why += " (overlayfs in a user namespace needs Linux 5.11 or later)";
-    }
-    return Status(ErrorCode::kUnavailable, why);
-  }
-  return Status::Ok();
+  return MountOverlayfs(lower, target, layer);
 }
 
 // The overlays while the new root is built, for the report.
@@ -242,8 +225,16 @@ Status MountOverlay(const SandboxSetup& setup, const MountOp& op, const std::str
       state->layers = Tmpfs(kOverlayLayers, "mode=0700" + SizeOption(setup.policy.disk_mb));
     }
   }
+  const std::size_t index = state->count;
   Status mounted = state->layers.ok() ? Overlay(kOldRoot + op.source, target, state->count++)
                                       : state->layers;
+  // The host directory again, read-only, where each session's keeper finds
+  // it to mount the session's own overlay over this one.
+  if (mounted.ok()) {
+    mounted = Bind(kOldRoot + op.source,
+                   std::string(kNewRoot) + kSessionLowers + "/" + std::to_string(index), false,
+                   /*read_only=*/true);
+  }
   if (mounted.ok()) {
     state->shown += (state->shown.empty() ? "" : ", ") + op.target;
     return Status::Ok();
@@ -285,9 +276,10 @@ void ReportOverlays(const SandboxSetup& setup, const OverlayState& state, Sandbo
            state.shown + ": the host directory read-only under a writable layer kept in the "
            "sandbox" +
                (setup.policy.disk_mb
-                    ? " (" + std::to_string(setup.policy.disk_mb) + " MB for all overlays)"
+                    ? " (" + std::to_string(setup.policy.disk_mb) + " MB for all overlays, per session)"
                     : std::string()) +
-               "; writes never reach the host and last as long as the worker");
+               "; writes never reach the host; each session (with its branches) has its own "
+               "writable layer, for as long as it lives");
   }
   if (state.shown.empty() && state.failed.empty()) {
     report->layers.push_back(
@@ -584,27 +576,54 @@ Status ApplyRlimits(const SandboxPolicy& p, std::string* detail) {
   return Status::Ok();
 }
 
-Status DropCapabilities() {
-  int last = CAP_LAST_CAP;
-  std::ifstream in("/proc/sys/kernel/cap_last_cap");
-  if (in) in >> last;
-  for (int cap = 0; cap <= last; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-      return Status(ErrorCode::kUnavailable, Errno("drop capability " + std::to_string(cap)));
-    }
+// What a keeper needs to put its walls up (it drops them all after): mount
+// (CAP_SYS_ADMIN), empty its bounding set (CAP_SETPCAP), and the file
+// capabilities overlayfs checks against the mounter's credentials when it
+// sets up a writable layer.
+constexpr std::uint64_t kKeeperCapabilities =
+    (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETPCAP) | (1ULL << CAP_DAC_OVERRIDE) |
+    (1ULL << CAP_DAC_READ_SEARCH) | (1ULL << CAP_FOWNER) | (1ULL << CAP_CHOWN);
+
+SessionWalls NoOverlays(SessionWalls walls) {
+  walls.overlays.clear();
+  return walls;
+}
+
+// What the session walls (session_walls.h) hold on this kernel, as a
+// layer of the report: on with every wall, else named missing.
+Status ReportSessionWalls(const SandboxSetup& setup, const SessionWalls& walls, int abi,
+                          SandboxReport* report) {
+  std::string lacking;
+  if (!walls.private_mounts) {
+    lacking = "each session's own /tmp and /dev/shm need the user-namespace layer";
   }
-  (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capset, &header, data) != 0) {
-    return Status(ErrorCode::kUnavailable, Errno("capset"));
+  if (!walls.landlock || abi < 6) {
+    lacking += std::string(lacking.empty() ? "" : "; ") +
+               (walls.landlock ? "signals between sessions are scoped from Landlock ABI 6 "
+                                 "(Linux 6.12), this kernel offers ABI " + std::to_string(abi)
+                               : "without Landlock, sessions may signal and read each other's "
+                                 "processes");
   }
+  if (!lacking.empty()) {
+    return Missing(setup, report, "session-walls", lacking,
+                   "use Linux 6.12 or later with Landlock and user namespaces, or one Repl per "
+                   "session");
+  }
+  Active(report, "session-walls",
+         "each session (with its branches) in a mount namespace and a Landlock domain of its "
+         "own, entered by its keeper: its own /tmp and /dev/shm" +
+             (setup.policy.disk_mb ? " (" + std::to_string(setup.policy.disk_mb) + " MB each)"
+                                   : std::string()) +
+             ", its own overlay layers, a /proc listing only its processes, its own System V "
+             "IPC; no signal, ptrace, /proc/<pid>/mem, environ or fd access to another "
+             "session's processes or the worker");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
+Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWalls* walls) {
+  *walls = SessionWalls{};
   std::string limits;
   Status limited = ApplyRlimits(setup.policy, &limits);
   if (!limited.ok()) {
@@ -616,8 +635,9 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
     report->layers.push_back({"cgroup", false, "not used: memory is capped per process by "
                                                "RLIMIT_AS, processes by RLIMIT_NPROC"});
   }
-  // Landlock before the capabilities go (it needs no_new_privs only) and
-  // before seccomp (which refuses its calls).
+  // Landlock, the capabilities and seccomp wall each session in: its keeper
+  // applies them (ApplySessionWalls) after its own mounts. The worker runs
+  // no cell; it keeps CAP_SYS_ADMIN over its namespaces for those mounts.
   LandlockPaths paths;
   paths.network = setup.policy.network;
   for (const MountOp& op : setup.plan) {
@@ -637,31 +657,77 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report) {
   // Listing directories is harmless inside the new root (only what it
   // shows); reading a file needs a rule above.
   paths.list_only = {"/"};
-  std::string landlock;
-  Status walled = ApplyLandlock(paths, &landlock);
-  if (!walled.ok()) {
-    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "landlock", walled.message(),
+  const int abi = LandlockAbi();
+  if (abi <= 0) {
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "landlock",
+                                   "Landlock is not available (a kernel >= 5.13 with "
+                                   "CONFIG_SECURITY_LANDLOCK and 'landlock' in the lsm= boot "
+                                   "parameter)",
                                    "boot a kernel with Landlock enabled (lsm=...,landlock)"));
   } else {
-    Active(report, "landlock", landlock);
+    walls->landlock = true;
+    walls->paths = std::move(paths);
+    Active(report, "landlock", LandlockSummary(abi, setup.policy.network) +
+                                   "; a domain per session, entered by its keeper");
   }
-  Status dropped = DropCapabilities();
+  walls->private_mounts = report->Active("user-namespace");
+  walls->disk_mb = setup.policy.disk_mb;
+  if (walls->private_mounts) {
+    std::size_t index = 0;
+    for (const MountOp& op : setup.plan) {
+      if (op.kind != MountOpKind::kOverlay) continue;
+      std::string lower = std::string(kSessionLowers) + "/" + std::to_string(index++);
+      struct stat st {};
+      if (::stat(lower.c_str(), &st) == 0) walls->overlays.push_back({lower, op.target});
+    }
+  }
+  DOLSOT_RETURN_IF_ERROR(ReportSessionWalls(setup, *walls, abi, report));
+  // The keepers mount (CAP_SYS_ADMIN), then empty their bounding set
+  // (CAP_SETPCAP) and every other set.
+  Status dropped = DropCapabilities(
+      walls->private_mounts ? kKeeperCapabilities : 0);
   if (!dropped.ok()) {
     DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "capabilities", dropped.message(), "report this"));
   } else {
-    Active(report, "capabilities", "all dropped (bounding, ambient, effective, permitted)");
+    Active(report, "capabilities",
+           std::string("all dropped in every session process (bounding, ambient, effective, "
+                       "permitted)") +
+               (walls->private_mounts ? "; the worker keeps CAP_SYS_ADMIN, CAP_SETPCAP and the "
+                                        "file capabilities overlayfs needs, over its own "
+                                        "namespaces only, for its sessions' keepers"
+                                      : ""));
   }
   SeccompOptions options;
   options.deny_inet_sockets = !setup.policy.network;
+  options.allow_session_setup = true;
   Status filtered = InstallSeccompFilter(BuildSeccompFilter(options));
   if (!filtered.ok()) {
     DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "seccomp", filtered.message(),
                                    "use a kernel with CONFIG_SECCOMP_FILTER"));
   } else {
+    options.allow_session_setup = false;
+    walls->seccomp = BuildSeccompFilter(options);
     Active(report, "seccomp", "no_new_privs; " + std::to_string(SeccompDeniedNames().size()) +
                                   " system calls refused (ptrace, mount, unshare, bpf, ...), "
                                   "namespace clones, TIOCSTI" +
-                                  (setup.policy.network ? "" : ", inet sockets"));
+                                  (setup.policy.network ? "" : ", inet sockets") +
+                                  " (the worker's own filter leaves mount, umount2, unshare and "
+                                  "Landlock's calls to its sessions' keepers)");
+  }
+  Status probed = ProbeSessionWalls(*walls);
+  if (!probed.ok() && !walls->overlays.empty() && ProbeSessionWalls(NoOverlays(*walls)).ok()) {
+    // The sessions' own overlays are what fails: shared ones (the worker's) instead.
+    DOLSOT_RETURN_IF_ERROR(Missing(setup, report, "overlay",
+                                   "each session's own writable layer cannot be mounted (" +
+                                       probed.message() + ")",
+                                   "the overlays' writes are shared by the sessions instead"));
+    *walls = NoOverlays(*walls);
+    probed = Status::Ok();
+  }
+  if (!probed.ok()) {
+    return Status(ErrorCode::kUnavailable,
+                  "sandbox: the session-walls layer cannot be applied (" + probed.message() +
+                      "); report this, or run one Repl per session");
   }
   return Status::Ok();
 }

@@ -5,8 +5,11 @@
 //     It forks once: the caller stays outside the new PID namespace, waits
 //     for the child (pid 1 inside) and exits with its status; only the child
 //     returns. Call it single-threaded.
-//   LockSandbox: rlimits, every capability dropped, no_new_privs, Landlock,
-//     seccomp. Call it once the worker has imported its toolboxes.
+//   LockSandbox: rlimits, no_new_privs, the worker's seccomp filter, its
+//     capabilities but CAP_SYS_ADMIN dropped; and the walls every session's
+//     keeper puts up (session_walls.h: its own mounts, Landlock, every
+//     capability dropped, the full seccomp filter). Call it once the worker
+//     has imported its toolboxes.
 // Each layer that cannot be applied is an error naming it and how to get it,
 // unless the policy is best_effort (the report then says it is off, and why).
 #pragma once
@@ -20,6 +23,7 @@
 #include "core/status.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/sandbox_policy.h"
+#include "sandbox/session_walls.h"
 
 namespace dolsot {
 
@@ -40,8 +44,12 @@ std::vector<std::string> BaseSystemPaths();
 // caller's process never returns once the fork happened.
 StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup);
 
-// Adds the locking layers to `report`.
-Status LockSandbox(const SandboxSetup& setup, SandboxReport* report);
+// Adds the locking layers to `report`: rlimits on the worker, and
+// `walls`, what each session's keeper puts up (session_walls.h: Landlock,
+// capabilities, seccomp, its own mounts), probed once here. The worker
+// itself keeps the capabilities its keepers need over its own namespaces (with a user
+// namespace) and a seccomp filter that lets its keepers mount.
+Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWalls* walls);
 
 // A root host's worker caps its processes with a pids cgroup (the kernel
 // exempts root from RLIMIT_NPROC): its directory for the worker the host

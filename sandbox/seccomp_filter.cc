@@ -58,7 +58,20 @@ const Denied kDenied[] = {
     DENY(get_kernel_syms), DENY(query_module), DENY(nfsservctl),
 #endif
 };
+
+// Left allowed by the worker's filter (SeccompOptions::allow_session_setup).
+const Denied kSessionSetup[] = {
+    DENY(mount), DENY(umount2), DENY(unshare), DENY(landlock_create_ruleset),
+    DENY(landlock_add_rule), DENY(landlock_restrict_self),
+};
 #undef DENY
+
+bool IsSessionSetup(long nr) {
+  for (const Denied& d : kSessionSetup) {
+    if (d.nr == nr) return true;
+  }
+  return false;
+}
 
 constexpr unsigned int kNamespaceFlags = CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID |
                                          CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -86,6 +99,12 @@ std::vector<std::string> SeccompDeniedNames() {
   return out;
 }
 
+std::vector<std::string> SeccompSessionSetupNames() {
+  std::vector<std::string> out;
+  for (const Denied& d : kSessionSetup) out.emplace_back(d.name);
+  return out;
+}
+
 std::vector<sock_filter> BuildSeccompFilter(const SeccompOptions& options) {
   std::vector<sock_filter> p;
   // 1. The architecture: another one's numbers mean other calls.
@@ -99,6 +118,7 @@ std::vector<sock_filter> BuildSeccompFilter(const SeccompOptions& options) {
   }
   // 2. Denied calls: EPERM.
   for (const Denied& d : kDenied) {
+    if (options.allow_session_setup && IsSessionSetup(d.nr)) continue;
     p.push_back(Jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned int>(d.nr), 0, 1));
     p.push_back(Stmt(BPF_RET | BPF_K, kErrno(EPERM)));
   }

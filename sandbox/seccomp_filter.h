@@ -19,10 +19,17 @@ struct SeccompOptions {
   // Also refuse socket(AF_INET/AF_INET6/AF_PACKET) when the network is off
   // (the empty network namespace already leaves them nowhere to go).
   bool deny_inet_sockets = true;
+  // The worker's own filter: mount, umount2, unshare and Landlock's calls
+  // stay allowed, so that each session's keeper can put up its walls
+  // (session_walls.h) before it installs the full filter.
+  bool allow_session_setup = false;
 };
 
 // The system calls the filter refuses with EPERM on this architecture, by name.
 std::vector<std::string> SeccompDeniedNames();
+
+// Those the worker's filter (allow_session_setup) leaves to the keepers' own.
+std::vector<std::string> SeccompSessionSetupNames();
 
 // The BPF program. Never fails: it only encodes constants.
 std::vector<sock_filter> BuildSeccompFilter(const SeccompOptions& options);

@@ -34,7 +34,7 @@ REPO_README = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pa
 # The layers a default Sandbox must have on this kernel (6.x, Landlock ABI >= 6).
 LAYERS = ["user-namespace", "pid-namespace", "ipc-namespace", "uts-namespace",
           "network-namespace", "filesystem", "environment", "rlimits", "landlock",
-          "capabilities", "seccomp"]
+          "session-walls", "capabilities", "seccomp"]
 
 
 def ok(repl, sid, code, **kw):
@@ -204,7 +204,8 @@ def test_proc_shows_only_the_sandbox(repl):
     failed(repl, "proc", f"open('/proc/{host}/environ').read()", "FileNotFoundError", "ProcessLookupError")
     failed(repl, "proc", f"open('/proc/{host}/mem', 'rb').read(1)", "FileNotFoundError", "ProcessLookupError")
     pids = ok(repl, "proc", "import os; sorted(int(p) for p in os.listdir('/proc') if p.isdigit())").value
-    assert "1" in pids
+    # Only the session's own processes are listed: not the worker (pid 1).
+    assert "1" not in pids.strip("[]").replace(" ", "").split(","), pids
     assert str(host) not in pids.replace(",", " ").split() or host < 100, pids
     env = ok(repl, "proc", textwrap.dedent("""
         import os
@@ -271,8 +272,14 @@ def test_overlay_reads_the_host_and_keeps_every_write_inside(repl, host_dirs):
     """)).value
     assert seen == repr(("original\nchanged in the sandbox\n", "created", False, "rename me\n",
                          False, True, "overwritten", False)), seen
-    # ...and so does another session of the Repl (one worker, one overlay).
-    assert ok(repl, "ov-other", "open('/ov/new.txt').read()").value == "'created'"
+    # ...and a branch of it (its walls); another session does not: it has a
+    # writable layer of its own over the host directory.
+    repl.branch("ov", "ov-branch")
+    assert ok(repl, "ov-branch", "open('/ov/new.txt').read()").value == "'created'"
+    assert ok(repl, "ov-other", "import os; (os.path.exists('/ov/new.txt'), open('/ov/edit.txt').read(), sorted(os.listdir('/ov')))").value == \
+        repr((False, "original\n", sorted(["read.txt", "edit.txt", "gone.txt", "move.txt", "sub"])))
+    ok(repl, "ov-other", "open('/ov/new.txt', 'w').write('other')")
+    assert ok(repl, "ov", "open('/ov/new.txt').read()").value == "'created'"
     # The host directory is byte for byte as it was, with no new entry.
     assert snapshot(ov) == before
     assert oct(os.stat(ov / "read.txt").st_mode & 0o777) != "0o600"
@@ -376,9 +383,10 @@ def test_network_attempts_fail(repl, listeners):
 def test_signals_and_ptrace_do_not_leave_the_sandbox(repl):
     host = os.getpid()
     failed(repl, "proc2", f"import os, signal; os.kill({host}, signal.SIGKILL)", "ProcessLookupError", "PermissionError")
-    # The worker is pid 1 here: a SIGKILL from inside its namespace is ignored.
+    # The worker is pid 1 here, outside the session's Landlock domain: no
+    # signal reaches it (nor would a SIGKILL from inside its namespace).
     for sig in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
-        ok(repl, "proc2", f"import os, signal; os.kill(1, signal.{sig})")
+        failed(repl, "proc2", f"import os, signal; os.kill(1, signal.{sig})", "PermissionError")
     ok(repl, "proc2-fresh", "1")  # the worker still opens sessions
     ok(repl, "proc2", "import os; os.getppid()")
     failed(repl, "proc2", textwrap.dedent("""
@@ -456,14 +464,154 @@ def test_environment_is_scrubbed(repl):
     assert SECRET not in raw
 
 
+# ---------------------------------------------------------------- between sessions
+
+
+def test_sessions_cannot_reach_each_others_files_or_processes(repl):
+    # A: a secret in its scratch (by absolute and relative path) and in
+    # /dev/shm, and a sleeping subprocess.
+    ok(repl, "wallA", textwrap.dedent(f"""
+        import os, subprocess
+        for path in ('/tmp/a-secret', 'a-relative-secret', '/dev/shm/a-secret'):
+            with open(path, 'w') as f:
+                f.write({SECRET!r})
+        sleeper = subprocess.Popen(['sleep', '300'])
+    """))
+    runner, sleeper, group = eval(ok(repl, "wallA", "(os.getpid(), sleeper.pid, os.getpgid(sleeper.pid))").value)
+    ok(repl, "wallB", "import os, signal")
+    # Files: B's /tmp and /dev/shm are its own (the same paths, other tmpfs).
+    listing = ok(repl, "wallB", "(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')), os.getcwd())").value
+    assert "secret" not in listing and "'/tmp')" in listing, listing
+    for path in ["/tmp/a-secret", "/dev/shm/a-secret", "a-relative-secret",
+                 f"/proc/{runner}/root/tmp/a-secret", f"/proc/{runner}/cwd/a-relative-secret",
+                 f"/proc/{sleeper}/root/dev/shm/a-secret"]:
+        failed(repl, "wallB", f"open({path!r}).read()", "FileNotFoundError", "PermissionError")
+    ok(repl, "wallB", "open('/tmp/a-secret', 'w').write('b'); open('/dev/shm/a-secret', 'w').write('b')")
+    # /proc: A's processes are not listed, and their memory, environ, maps
+    # and descriptors cannot be read.
+    pids = ok(repl, "wallB", "[int(p) for p in os.listdir('/proc') if p.isdigit()]").value
+    assert str(runner) not in pids and str(sleeper) not in pids, pids
+    for pid in (runner, sleeper):
+        for leaf in ("environ", "mem", "maps", "cmdline"):
+            failed(repl, "wallB", f"open('/proc/{pid}/{leaf}', 'rb').read(1)",
+                   "FileNotFoundError", "PermissionError")
+        failed(repl, "wallB", f"os.listdir('/proc/{pid}/fd')", "FileNotFoundError", "PermissionError")
+    failed(repl, "wallB", textwrap.dedent(f"""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        class IoVec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+        buf = ctypes.create_string_buffer(64)
+        local = IoVec(ctypes.cast(buf, ctypes.c_void_p), 64)
+        remote = IoVec(0x400000, 64)
+        n = libc.process_vm_readv({runner}, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if n < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    """), "Operation not permitted", "No such process")
+    # IPC: A's abstract unix socket and System V shared memory are A's.
+    ok(repl, "wallA", textwrap.dedent("""
+        import ctypes, socket
+        libc = ctypes.CDLL(None, use_errno=True)
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind('\\0dolsot-walls-a')
+        listener.listen()
+        segment = libc.shmget(0x5a11, 4096, 0o1600)  # IPC_CREAT | 0600
+        assert segment >= 0, ctypes.get_errno()
+    """))
+    failed(repl, "wallB", "import socket; socket.socket(socket.AF_UNIX).connect('\\0dolsot-walls-a')",
+           "PermissionError", "ConnectionRefusedError")
+    failed(repl, "wallB", textwrap.dedent("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.shmget(0x5a11, 0, 0) < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    """), "No such file or directory")
+    assert ok(repl, "wallA", "libc.shmget(0x5a11, 0, 0) == segment").value == "True"
+    # Signals: none reaches A's processes, by pid, process group or pidfd.
+    for sig in ("0", "signal.SIGKILL", "signal.SIGTERM"):
+        failed(repl, "wallB", f"os.kill({sleeper}, {sig})", "PermissionError")
+        failed(repl, "wallB", f"os.kill({runner}, {sig})", "PermissionError")
+    failed(repl, "wallB", f"os.killpg({group}, signal.SIGKILL)", "PermissionError")
+    failed(repl, "wallB", f"signal.pidfd_send_signal(os.pidfd_open({sleeper}), signal.SIGKILL)",
+           "PermissionError", "FileNotFoundError")
+    # A is untouched: its files, its subprocess (which A itself may signal).
+    assert ok(repl, "wallA", "open('/tmp/a-secret').read() + open('/dev/shm/a-secret').read()").value == repr(SECRET * 2)
+    assert ok(repl, "wallA", "sleeper.poll() is None").value == "True"
+    assert ok(repl, "wallA", "os.kill(sleeper.pid, 0); sleeper.kill(); sleeper.wait()").value == "-9"
+    # A's scratch works as before: tempfile, relative paths, subprocesses.
+    assert ok(repl, "wallA", textwrap.dedent("""
+        import tempfile
+        with tempfile.NamedTemporaryFile('w', delete=False) as f:
+            f.write('t')
+        (os.path.dirname(f.name), subprocess.run(['cat', os.path.basename(f.name)], capture_output=True, text=True).stdout)
+    """)).value == "('/tmp', 't')"
+
+
+def test_multiprocessing_works_inside_a_sessions_walls(repl):
+    value = ok(repl, "mpA", textwrap.dedent("""
+        import multiprocessing as mp, os
+        from multiprocessing import shared_memory
+        def square(x):
+            return x * x
+        with mp.get_context('fork').Pool(2) as pool:
+            squares = pool.map(square, range(5))
+        shm = shared_memory.SharedMemory(create=True, size=16)
+        shm.buf[0] = 7
+        queue = mp.get_context('fork').Queue()
+        queue.put(3)
+        (squares, queue.get(), shm.name in os.listdir('/dev/shm'))
+    """)).value
+    assert value == "([0, 1, 4, 9, 16], 3, True)", value
+    name = ok(repl, "mpA", "shm.name").value.strip("'")
+    failed(repl, "mpB", f"from multiprocessing import shared_memory; shared_memory.SharedMemory({name!r})",
+           "FileNotFoundError")
+    ok(repl, "mpA", "shm.close(); shm.unlink()")
+
+
+def stored_repl(cache, **options):
+    """A default-sandboxed Repl checkpointing into the directory `cache`."""
+    return dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox(), **options)
+
+
+def test_walls_hold_through_rollback_checkpoint_and_branch(host_dirs):
+    cache = host_dirs["root"] / "cache-walls"
+    cache.mkdir()
+    with stored_repl(cache, timeout=10) as r:
+        ok(r, "a", "import os; open('/tmp/mine', 'w').write('a'); x = 1")
+        ok(r, "b", "import os")
+        t = r.run("a", "x = 2\nwhile True: pass", timeout=1)
+        assert t.outcome == dolsot.Outcome.TIMEOUT, t
+        # The promoted snapshot is the session's runner now, inside its walls.
+        assert ok(r, "a", "(x, open('/tmp/mine').read())").value == "(1, 'a')"
+        a = ok(r, "a", "os.getpid()").value
+        failed(r, "b", f"os.kill({a}, 9)", "PermissionError")
+        failed(r, "b", "open('/tmp/mine').read()", "FileNotFoundError")
+        # A branch shares its source's keeper and so its walls and scratch.
+        r.branch("a", "a2")
+        assert ok(r, "a2", "open('/tmp/mine').read()").value == "'a'"
+        a2 = ok(r, "a2", "os.getpid()").value
+        failed(r, "b", f"os.kill({a2}, 9)", "PermissionError")
+        b = ok(r, "b", "os.getpid()").value
+        failed(r, "a2", f"os.kill({b}, 9)", "PermissionError")
+        ok(r, "a", "y = 3")
+    # Restored from its checkpoint in a new worker: a new keeper, new walls,
+    # a fresh scratch (files are not in checkpoints).
+    with stored_repl(cache) as r:
+        assert ok(r, "a", "(x, y)").value == "(1, 3)"
+        failed(r, "a", "open('/tmp/mine').read()", "FileNotFoundError")
+        a = ok(r, "a", "os.getpid()").value
+        ok(r, "b", "import os")
+        failed(r, "b", f"os.kill({a}, 9)", "PermissionError")
+        assert ok(r, "a", "x").value == "1"
+
+
 # ---------------------------------------------------------------- the ordinary Repl
 
 
 def test_state_rollback_and_checkpoints(host_dirs):
     cache = host_dirs["root"] / "cache2"
     cache.mkdir()
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, timeout=3,
-                     sandbox=Sandbox()) as r:
+    with stored_repl(cache, timeout=3) as r:
         ok(r, "s", "x = [1, 2]")
         t = r.run("s", "x.append(3)\nwhile True: pass", timeout=1)
         assert (t.outcome, t.exit_code) == (dolsot.Outcome.TIMEOUT, 124), t
@@ -475,7 +623,7 @@ def test_state_rollback_and_checkpoints(host_dirs):
         ok(r, "s2", "x.append(5)")
         assert ok(r, "s", "x").value == "[1, 2]"
         ok(r, "s", "y = 7")
-    with dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox()) as r:
+    with stored_repl(cache) as r:
         assert ok(r, "s", "(x, y)").value == "([1, 2], 7)"
 
 
@@ -593,6 +741,7 @@ def test_unprivileged_host(world_readable_dir):
     assert p.returncode == 0, p.stderr
     assert f"RESULT True ({uid}, False, False)" in p.stdout, p.stdout + p.stderr
     assert "[on ] seccomp" in p.stdout and "[on ] user-namespace" in p.stdout, p.stdout
+    assert "[on ] session-walls" in p.stdout, p.stdout
     assert "OVERLAY True ['new.txt']" in p.stdout, p.stdout
     assert "[on ] overlay: /ov" in p.stdout, p.stdout
     assert sorted(os.listdir(ov)) == ["host.txt"] and (ov / "host.txt").read_text() == "host\n"

@@ -20,31 +20,10 @@
 #include <thread>
 
 #include "sandbox/landlock_ruleset.h"
+#include "tests/sandbox/sandbox_test_support.h"
 
 namespace dolsot {
 namespace {
-
-// Runs `body` in a forked child and returns what it wrote to the pipe.
-template <typename Body>
-std::string InChild(Body body) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out = body();
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return text;
-}
 
 std::string EnterWithAThreadRunning(bool best_effort) {
   std::atomic<bool> stop{false};
@@ -165,13 +144,18 @@ TEST(SandboxSetup, BaseSystemPathsHoldUsr) {
 TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
   if (LandlockAbi() < 1) GTEST_SKIP() << "Landlock is not enabled on this kernel";
   std::string text = InChild([] {
-    SandboxSetup setup;
-    setup.policy.memory_mb = 0;  // gtest's own address space is not the point here
-    setup.plan = {{MountOpKind::kBindReadOnly, "/usr", "/usr", false}};
+    SandboxSetup setup = UsrOnlySetup();
+    // No user namespace here: a session's own mounts are off (reported).
+    setup.policy.best_effort = true;
     SandboxReport report;
-    Status locked = LockSandbox(setup, &report);
+    SessionWalls walls;
+    Status locked = LockSandbox(setup, &report, &walls);
     if (!locked.ok()) return "LOCK FAILED: " + locked.message();
     std::string out = report.ToText();
+    // The worker's own filter leaves unshare to its keepers; a keeper's walls refuse it.
+    out += ::unshare(0) == 0 ? "worker may unshare\n" : "worker REFUSED unshare\n";
+    Status walled = ApplySessionWalls(walls);
+    if (!walled.ok()) return "WALLS FAILED: " + walled.message();
     out += ::unshare(0x10000000) != 0 && errno == EPERM ? "unshare refused\n" : "unshare ALLOWED\n";
     auto opens = [](const char* path) {
       int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -185,6 +169,8 @@ TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
   EXPECT_NE(text.find("[on ] seccomp"), std::string::npos) << text;
   EXPECT_NE(text.find("[on ] landlock"), std::string::npos) << text;
   EXPECT_NE(text.find("[on ] capabilities"), std::string::npos) << text;
+  EXPECT_NE(text.find("[off] session-walls: each session's own /tmp"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker may unshare"), std::string::npos) << text;
   EXPECT_NE(text.find("unshare refused"), std::string::npos) << text;
   EXPECT_NE(text.find("etc walled"), std::string::npos) << text;
   EXPECT_NE(text.find("usr readable"), std::string::npos) << text;

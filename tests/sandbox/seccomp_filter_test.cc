@@ -113,5 +113,23 @@ TEST_F(SeccompFilter, InetSocketsOnlyWithTheNetwork) {
   EXPECT_EQ(RunFilter(BuildSeccompFilter(open), Call(__NR_socket, AF_INET)), SECCOMP_RET_ALLOW);
 }
 
+TEST_F(SeccompFilter, TheWorkersFilterLeavesTheKeepersSetupToThem) {
+  SeccompOptions worker;
+  worker.allow_session_setup = true;
+  std::vector<sock_filter> its = BuildSeccompFilter(worker);
+  for (long nr : {__NR_mount, __NR_umount2, __NR_unshare, __NR_landlock_create_ruleset,
+                  __NR_landlock_add_rule, __NR_landlock_restrict_self}) {
+    EXPECT_EQ(RunFilter(its, Call(nr)), SECCOMP_RET_ALLOW) << "syscall " << nr;
+    EXPECT_EQ(RunFilter(program, Call(nr)), Errno(EPERM)) << "syscall " << nr;
+  }
+  EXPECT_EQ(SeccompSessionSetupNames().size(), 6u);
+  // Everything else stays refused, namespace clones too.
+  for (long nr : {__NR_ptrace, __NR_setns, __NR_pivot_root, __NR_bpf, __NR_pidfd_send_signal,
+                  __NR_process_vm_writev, __NR_mount_setattr, __NR_fsopen}) {
+    EXPECT_EQ(RunFilter(its, Call(nr)), Errno(EPERM)) << "syscall " << nr;
+  }
+  EXPECT_EQ(RunFilter(its, Call(__NR_clone, SIGCHLD | CLONE_NEWUSER)), Errno(EPERM));
+}
+
 }  // namespace
 }  // namespace dolsot
