@@ -597,26 +597,34 @@ Status ReportSessionWalls(const SandboxSetup& setup, const SessionWalls& walls, 
   if (!walls.private_mounts) {
     lacking = "each session's own /tmp and /dev/shm need the user-namespace layer";
   }
-  if (!walls.landlock || abi < 6) {
+  if (!walls.landlock) {
     lacking += std::string(lacking.empty() ? "" : "; ") +
-               (walls.landlock ? "signals between sessions are scoped from Landlock ABI 6 "
-                                 "(Linux 6.12), this kernel offers ABI " + std::to_string(abi)
-                               : "without Landlock, sessions may signal and read each other's "
-                                 "processes");
+               "without Landlock, sessions may signal and read each other's processes";
   }
   if (!lacking.empty()) {
     return Missing(setup, report, "session-walls", lacking,
                    "use Linux 6.12 or later with Landlock and user namespaces, or one Repl per "
                    "session");
   }
+  // Signal scoping is Landlock's from ABI 6 (Linux 6.12): an older kernel
+  // (Debian 12's 6.1) gets every other wall and this one not, like the
+  // worker's own ABI-dependent rules, and the report says so; failing the
+  // whole Sandbox there would take away walls it had before sessions had
+  // their own.
+  const std::string signals =
+      abi >= 6 ? "no signal, ptrace, /proc/<pid>/mem, environ or fd access to another "
+                 "session's processes or the worker"
+               : "no ptrace, /proc/<pid>/mem, environ or fd access to another session's "
+                 "processes or the worker; signals between sessions are NOT scoped on this "
+                 "kernel (Landlock ABI " + std::to_string(abi) +
+                     "; ABI 6, Linux 6.12, scopes them)";
   Active(report, "session-walls",
          "each session (with its branches) in a mount namespace and a Landlock domain of its "
          "own, entered by its keeper: its own /tmp and /dev/shm" +
              (setup.policy.disk_mb ? " (" + std::to_string(setup.policy.disk_mb) + " MB each)"
                                    : std::string()) +
              ", its own overlay layers, a /proc listing only its processes, its own System V "
-             "IPC; no signal, ptrace, /proc/<pid>/mem, environ or fd access to another "
-             "session's processes or the worker");
+             "IPC; " + signals);
   return Status::Ok();
 }
 
