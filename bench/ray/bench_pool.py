@@ -1,8 +1,9 @@
 """The Ray session pool against one Repl on the same machine, same run: cells
-per second over 64 sessions, and the latency the pool adds to one cell.
+per second over 64 sessions, and the latency the pool adds to one cell, with
+cells over the pool's direct channel and over Ray calls.
 
-    python bench/ray/bench_pool.py [--actors 2 4] [--cells 8] [--latency-cells 300] \
-        [--markdown docs/bench/ray.md]
+    python bench/ray/bench_pool.py [--actors 2 4] [--rounds 3] [--cells 8] \
+        [--latency-cells 300] [--markdown docs/bench/ray.md]
 
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
@@ -11,10 +12,12 @@ one Repl keeps all 64 sessions live (max_live_sessions=64, as 4 actors of the
 default 16 do), since evictions would otherwise dominate its figure.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
-one warm session from one thread; the pool's extra latency is its p50 minus
-the Repl's p50 in the same run (both p50 and p90 shown), and Ray's own floor
-(a no-op actor call) is printed beside it. Order: Repl, then
-each pool, then the Repl again (its two figures bound the drift).
+one warm session from one thread (p50 and p90). Each round runs one Repl,
+then for each actor count a pool over Ray calls and a pool over the direct
+channel (their order alternating by round), then the Repl again; a pool's
+extra p50 is its p50 minus the mean of the round's two Repl p50s. The figures
+are medians over the rounds. Floors, beside them: a no-op call (`hello`) of a
+pool actor through Ray and over the direct channel.
 """
 
 from __future__ import annotations
@@ -67,13 +70,13 @@ def latency(backend, tag: str, cells: int) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.9)]
 
 
-def ray_floor(actor, cells: int) -> float:
-    """p50 of a call that does nothing: what any Ray actor call costs."""
-    ray.get(actor.pid.remote())
+def floor(call, cells: int) -> float:
+    """p50 of a call that does nothing on the actor: what reaching it costs."""
+    call()
     times = []
     for _ in range(cells):
         start = time.perf_counter()
-        ray.get(actor.pid.remote())
+        call()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -81,6 +84,7 @@ def ray_floor(actor, cells: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cells", type=int, default=8)
     parser.add_argument("--latency-cells", type=int, default=300)
     parser.add_argument("--markdown")
@@ -89,45 +93,78 @@ def main() -> None:
     server, url = start_redis(work)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=80 * 1024 * 1024, _node_ip_address="127.0.0.1")
-    rows, floors = [], []
+    # label -> per round (cells/s, p50, p90, extra p50 or None)
+    figures: dict[str, list[tuple[float, float, float, float | None]]] = {}
+    floors: dict[str, list[float]] = {"Ray call": [], "direct channel": []}
+    loads = [os.getloadavg()[0]]
     try:
-        def repl_row(label: str, tag: str) -> tuple[float, float]:
+        def repl_run(tag: str) -> tuple[float, float, float]:
             store = RedisStore(url, prefix=f"{tag}:")
             with Repl(store=store, max_live_sessions=64, **OPTIONS) as repl:
                 tput = throughput(repl, tag, args.cells)
                 p50, p90 = latency(repl, tag, args.latency_cells)
             store.close()
-            rows.append((label, tput, p50, p90))
-            return tput, p50
+            return tput, p50, p90
 
-        base_tput, base_p50 = repl_row("one Repl", "repl1")
-        for n in args.actors:
-            store = RedisStore(url, prefix=f"pool{n}:")
-            with SessionPool(n, store=store, repl_options=OPTIONS) as pool:
-                tput = throughput(pool, f"pool{n}", args.cells)
-                p50, p90 = latency(pool, f"pool{n}", args.latency_cells)
-                floors.append(ray_floor(pool.actors()[0], args.latency_cells))
+        def pool_run(n: int, channel: str, tag: str) -> tuple[float, float, float]:
+            store = RedisStore(url, prefix=f"{tag}:")
+            with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
+                tput = throughput(pool, tag, args.cells)
+                p50, p90 = latency(pool, tag, args.latency_cells)
+                slot = pool._slots[0]
+                if channel == "ray":
+                    floors["Ray call"].append(
+                        floor(lambda: ray.get(slot.handle.hello.remote()), args.latency_cells))
+                else:
+                    assert slot.channel is not None, "the direct channel did not open"
+                    floors["direct channel"].append(
+                        floor(lambda: slot.channel.call("hello"), args.latency_cells))
             store.close()
-            rows.append((f"SessionPool, {n} actors", tput, p50, p90))
-        end_tput, end_p50 = repl_row("one Repl, again", "repl2")
+            return tput, p50, p90
+
+        for r in range(args.rounds):
+            first = repl_run(f"r{r}-repl1")
+            pools = {}
+            for n in args.actors:
+                order = ("ray", "auto") if r % 2 == 0 else ("auto", "ray")
+                for channel in order:
+                    pools[(n, channel)] = pool_run(n, channel, f"r{r}-pool{n}{channel}")
+            last = repl_run(f"r{r}-repl2")
+            base = (first[1] + last[1]) / 2
+            figures.setdefault("one Repl", []).append((*first, None))
+            for n in args.actors:
+                for channel, name in (("ray", "Ray calls"), ("auto", "direct channel")):
+                    tput, p50, p90 = pools[(n, channel)]
+                    figures.setdefault(f"SessionPool, {n} actors, {name}", []).append(
+                        (tput, p50, p90, p50 - base))
+            figures.setdefault("one Repl, again", []).append((*last, None))
+            loads.append(os.getloadavg()[0])
     finally:
         ray.shutdown()
         server.kill()
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
-    repl_tput = (base_tput + end_tput) / 2
-    repl_p50 = (base_p50 + end_p50) / 2
+    repl_tput = statistics.median([f[0] for key in ("one Repl", "one Repl, again")
+                                   for f in figures[key]])
     lines = [f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-             f"{platform.python_version()}, Ray {ray.__version__}, load "
-             f"{os.getloadavg()[0]:.1f}; 64 sessions x {args.cells} cells from 16 threads; "
+             f"{platform.python_version()}, Ray {ray.__version__}, load average "
+             f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
+             f"medians; 64 sessions x {args.cells} cells from 16 threads; "
              f"{args.latency_cells} cells back to back for latency.", "",
-             "| backend | cells/s | x one Repl | p50 ms | p90 ms | extra p50 ms |",
+             "| backend | cells/s | x one Repl | p50 ms | p90 ms | extra p50 ms (rounds) |",
              "|---|---:|---:|---:|---:|---:|"]
-    for label, tput, p50, p90 in rows:
+    for label, rounds in figures.items():
+        tput = statistics.median(f[0] for f in rounds)
+        p50 = statistics.median(f[1] for f in rounds)
+        p90 = statistics.median(f[2] for f in rounds)
+        extras = [f[3] for f in rounds if f[3] is not None]
+        extra = (f"{statistics.median(extras) * 1e3:+.2f} "
+                 f"({', '.join(f'{e * 1e3:+.2f}' for e in extras)})" if extras else "")
         lines.append(f"| {label} | {tput:.0f} | {tput / repl_tput:.2f} | {p50 * 1e3:.2f} "
-                     f"| {p90 * 1e3:.2f} | {(p50 - repl_p50) * 1e3:+.2f} |")
-    lines += ["", f"Ray's own round trip in the same run (a no-op method of a pool actor, "
-              f"p50): {', '.join(f'{f * 1e3:.2f}' for f in floors)} ms."]
+                     f"| {p90 * 1e3:.2f} | {extra} |")
+    lines += ["", "A no-op call of a pool actor (p50 per pool, ms): " + "; ".join(
+        f"{name} {', '.join(f'{v * 1e3:.3f}' for v in values)}"
+        for name, values in floors.items()) + "."]
     table = "\n".join(lines)
     print(table)
     if args.markdown:
