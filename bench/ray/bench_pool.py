@@ -12,12 +12,14 @@ one Repl keeps all 64 sessions live (max_live_sessions=64, as 4 actors of the
 default 16 do), since evictions would otherwise dominate its figure.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
-one warm session from one thread (p50 and p90). Each round runs one Repl,
-then for each actor count a pool over Ray calls and a pool over the direct
-channel (their order alternating by round), then the Repl again; a pool's
-extra p50 is its p50 minus the mean of the round's two Repl p50s. The figures
-are medians over the rounds. Floors, beside them: a no-op call (`hello`) of a
-pool actor through Ray and over the direct channel.
+one warm session from one thread, the pool's and the Repl's interleaved cell
+by cell (so both see the same load); a pool's extra p50 is its p50 minus the
+Repl's p50 over those interleaved cells. Each round opens one Repl (kept for
+the round) and measures its throughput, then for each actor count a pool
+over Ray calls and a pool over the direct channel (their order alternating
+by round), then the Repl's throughput again. The figures are medians over
+the rounds. Floors, beside them: a no-op call (`hello`) of a pool actor
+through Ray and over the direct channel.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import ray
 
@@ -58,16 +61,22 @@ def throughput(backend, tag: str, cells: int) -> float:
     return len(work) / elapsed
 
 
-def latency(backend, tag: str, cells: int) -> tuple[float, float]:
+def latency(repl, pool, tag: str, cells: int) -> tuple[tuple[float, float], ...]:
+    """(p50, p90) of the Repl's cells and of the pool's, sent alternately."""
     sid = f"{tag}-latency"
-    backend.run(sid, "x = 0")
-    times = []
+    repl.run(sid, "x = 0")
+    pool.run(sid, "x = 0")
+    times: dict[Any, list[float]] = {repl: [], pool: []}
     for _ in range(cells):
-        start = time.perf_counter()
-        backend.run(sid, "x += 1")
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.9)]
+        for backend in (repl, pool):
+            start = time.perf_counter()
+            backend.run(sid, "x += 1")
+            times[backend].append(time.perf_counter() - start)
+    out = []
+    for backend in (repl, pool):
+        ordered = sorted(times[backend])
+        out.append((statistics.median(ordered), ordered[int(len(ordered) * 0.9)]))
+    return tuple(out)
 
 
 def floor(call, cells: int) -> float:
@@ -98,19 +107,11 @@ def main() -> None:
     floors: dict[str, list[float]] = {"Ray call": [], "direct channel": []}
     loads = [os.getloadavg()[0]]
     try:
-        def repl_run(tag: str) -> tuple[float, float, float]:
-            store = RedisStore(url, prefix=f"{tag}:")
-            with Repl(store=store, max_live_sessions=64, **OPTIONS) as repl:
-                tput = throughput(repl, tag, args.cells)
-                p50, p90 = latency(repl, tag, args.latency_cells)
-            store.close()
-            return tput, p50, p90
-
-        def pool_run(n: int, channel: str, tag: str) -> tuple[float, float, float]:
+        def pool_run(repl, n: int, channel: str, tag: str) -> tuple[float, ...]:
             store = RedisStore(url, prefix=f"{tag}:")
             with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
                 tput = throughput(pool, tag, args.cells)
-                p50, p90 = latency(pool, tag, args.latency_cells)
+                (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells)
                 slot = pool._slots[0]
                 if channel == "ray":
                     floors["Ray call"].append(
@@ -120,37 +121,40 @@ def main() -> None:
                     floors["direct channel"].append(
                         floor(lambda: slot.channel.call("hello"), args.latency_cells))
             store.close()
-            return tput, p50, p90
+            return tput, p50, p90, rp50, rp90
 
         for r in range(args.rounds):
-            first = repl_run(f"r{r}-repl1")
-            pools = {}
-            for n in args.actors:
-                order = ("ray", "auto") if r % 2 == 0 else ("auto", "ray")
-                for channel in order:
-                    pools[(n, channel)] = pool_run(n, channel, f"r{r}-pool{n}{channel}")
-            last = repl_run(f"r{r}-repl2")
-            base = (first[1] + last[1]) / 2
-            figures.setdefault("one Repl", []).append((*first, None))
-            for n in args.actors:
-                for channel, name in (("ray", "Ray calls"), ("auto", "direct channel")):
-                    tput, p50, p90 = pools[(n, channel)]
-                    figures.setdefault(f"SessionPool, {n} actors, {name}", []).append(
-                        (tput, p50, p90, p50 - base))
-            figures.setdefault("one Repl, again", []).append((*last, None))
+            store = RedisStore(url, prefix=f"r{r}-repl:")
+            with Repl(store=store, max_live_sessions=64, **OPTIONS) as repl:
+                repl_tputs = [throughput(repl, f"r{r}-repl1", args.cells)]
+                repl_lat = []
+                for n in args.actors:
+                    order = ("ray", "auto") if r % 2 == 0 else ("auto", "ray")
+                    for channel in order:
+                        tput, p50, p90, rp50, rp90 = pool_run(repl, n, channel,
+                                                              f"r{r}-pool{n}{channel}")
+                        name = "Ray calls" if channel == "ray" else "direct channel"
+                        figures.setdefault(f"SessionPool, {n} actors, {name}", []).append(
+                            (tput, p50, p90, p50 - rp50))
+                        repl_lat.append((rp50, rp90))
+                repl_tputs.append(throughput(repl, f"r{r}-repl2", args.cells))
+            store.close()
+            figures.setdefault("one Repl", []).append(
+                (statistics.mean(repl_tputs), statistics.median(p for p, _ in repl_lat),
+                 statistics.median(p for _, p in repl_lat), None))
             loads.append(os.getloadavg()[0])
     finally:
         ray.shutdown()
         server.kill()
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
-    repl_tput = statistics.median([f[0] for key in ("one Repl", "one Repl, again")
-                                   for f in figures[key]])
+    repl_tput = statistics.median(f[0] for f in figures["one Repl"])
     lines = [f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
              f"{platform.python_version()}, Ray {ray.__version__}, load average "
              f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
              f"medians; 64 sessions x {args.cells} cells from 16 threads; "
-             f"{args.latency_cells} cells back to back for latency.", "",
+             f"{args.latency_cells} cells back to back for latency, the Repl's and the "
+             "pool's interleaved; the Repl's latency: over all its interleaved runs.", "",
              "| backend | cells/s | x one Repl | p50 ms | p90 ms | extra p50 ms (rounds) |",
              "|---|---:|---:|---:|---:|---:|"]
     for label, rounds in figures.items():

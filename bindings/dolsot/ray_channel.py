@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import selectors
 import socket
 import struct
 import tempfile
@@ -85,6 +86,7 @@ class ChannelServer:
         self._authkey = authkey
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
+        self._unproven: dict[socket.socket, float] = {}  # in the handshake: its deadline
         self._threads: set[threading.Thread] = set()
         self._stopped = False
         self._dir: str | None = None
@@ -126,15 +128,15 @@ class ChannelServer:
             self._dir = None
 
     def _accept_loop(self) -> None:
-        import selectors
-
         with selectors.DefaultSelector() as selector:
             selector.register(self._listener, selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
             while True:
-                ready = {key.fileobj for key, _ in selector.select()}
+                ready = {key.fileobj for key, _ in selector.select(self._expire())}
                 if self._wake_r in ready:
                     return
+                if self._listener not in ready:
+                    continue
                 try:
                     sock, _ = self._listener.accept()
                 except OSError:
@@ -145,15 +147,31 @@ class ChannelServer:
                         sock.close()
                         continue
                     self._conns.add(sock)
+                    self._unproven[sock] = time.monotonic() + HANDSHAKE_SECONDS
                     thread = threading.Thread(target=self._serve, args=(sock,), daemon=True,
                                               name="dolsot-channel-conn")
                     self._threads.add(thread)
                 thread.start()
 
+    def _expire(self) -> float:
+        """Shuts down the connections whose handshake outran its deadline
+        (a client sending a byte at a time); returns the time to the next."""
+        now = time.monotonic()
+        with self._lock:
+            for sock in [s for s, t in self._unproven.items() if t <= now]:
+                del self._unproven[sock]
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return min(self._unproven.values(), default=now + 3600) - now
+
     def _serve(self, sock: socket.socket) -> None:
         conn = None
         try:
             conn = _authenticate(sock, self._authkey, server=True)
+            with self._lock:
+                self._unproven.pop(sock, None)
             while True:
                 try:
                     request = conn.recv_bytes()
@@ -177,6 +195,7 @@ class ChannelServer:
                 conn.close()
             with self._lock:
                 self._conns.discard(sock)
+                self._unproven.pop(sock, None)
                 self._threads.discard(threading.current_thread())
                 sock.close()
 
