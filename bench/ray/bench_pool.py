@@ -3,7 +3,7 @@ per second over 64 sessions, and the latency the pool adds to one cell, with
 cells over the pool's direct channel and over Ray calls.
 
     python bench/ray/bench_pool.py [--actors 2 4] [--rounds 3] [--cells 8] \
-        [--latency-cells 300] [--markdown docs/bench/ray.md]
+        [--latency-cells 300] [--pace 0] [--markdown docs/bench/ray.md]
 
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
@@ -12,9 +12,9 @@ one Repl keeps all 64 sessions live (max_live_sessions=64, as 4 actors of the
 default 16 do), since evictions would otherwise dominate its figure.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
-one warm session from one thread, the pool's and the Repl's interleaved cell
-by cell (so both see the same load); a pool's extra p50 is its p50 minus the
-Repl's p50 over those interleaved cells. Each round opens one Repl (kept for
+one warm session from one thread, the pool's and the Repl's in alternating
+blocks of 20 (so both see the same load); a pool's extra p50 is its p50
+minus the Repl's p50 over those blocks. Each round opens one Repl (kept for
 the round) and measures its throughput, then for each actor count a pool
 over Ray calls and a pool over the direct channel (their order alternating
 by round), then the Repl's throughput again. The figures are medians over
@@ -61,17 +61,25 @@ def throughput(backend, tag: str, cells: int) -> float:
     return len(work) / elapsed
 
 
-def latency(repl, pool, tag: str, cells: int) -> tuple[tuple[float, float], ...]:
-    """(p50, p90) of the Repl's cells and of the pool's, sent alternately."""
+BLOCK = 20  # latency cells back to back on one backend before the other's turn
+
+
+def latency(repl, pool, tag: str, cells: int, pace: float) -> tuple[tuple[float, float], ...]:
+    """(p50, p90) of the Repl's cells and of the pool's, in alternating blocks
+    of BLOCK cells back to back (a cell may wait for its session's previous
+    checkpoint: cells sent one by one alternately would hide that from both)."""
     sid = f"{tag}-latency"
     repl.run(sid, "x = 0")
     pool.run(sid, "x = 0")
     times: dict[Any, list[float]] = {repl: [], pool: []}
-    for _ in range(cells):
-        for backend in (repl, pool):
-            start = time.perf_counter()
-            backend.run(sid, "x += 1")
-            times[backend].append(time.perf_counter() - start)
+    for block in range(max(1, cells // BLOCK)):
+        for backend in ((repl, pool) if block % 2 == 0 else (pool, repl)):
+            for _ in range(BLOCK):
+                if pace:
+                    time.sleep(pace)  # a pause between cells, as an agent thinks
+                start = time.perf_counter()
+                backend.run(sid, "x += 1")
+                times[backend].append(time.perf_counter() - start)
     out = []
     for backend in (repl, pool):
         ordered = sorted(times[backend])
@@ -79,11 +87,14 @@ def latency(repl, pool, tag: str, cells: int) -> tuple[tuple[float, float], ...]
     return tuple(out)
 
 
-def floor(call, cells: int) -> float:
-    """p50 of a call that does nothing on the actor: what reaching it costs."""
+def floor(call, cells: int, pace: float) -> float:
+    """p50 of a call that does nothing on the actor: what reaching it costs
+    (paced as the latency cells are)."""
     call()
     times = []
     for _ in range(cells):
+        if pace:
+            time.sleep(pace)
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
@@ -96,6 +107,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cells", type=int, default=8)
     parser.add_argument("--latency-cells", type=int, default=300)
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="seconds between latency cells (default 0: back to back)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="dolsot-bench-ray-")
@@ -111,15 +124,16 @@ def main() -> None:
             store = RedisStore(url, prefix=f"{tag}:")
             with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
                 tput = throughput(pool, tag, args.cells)
-                (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells)
+                (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells, args.pace)
                 slot = pool._slots[0]
                 if channel == "ray":
                     floors["Ray call"].append(
-                        floor(lambda: ray.get(slot.handle.hello.remote()), args.latency_cells))
+                        floor(lambda: ray.get(slot.handle.hello.remote()), args.latency_cells,
+                              args.pace))
                 else:
                     assert slot.channel is not None, "the direct channel did not open"
                     floors["direct channel"].append(
-                        floor(lambda: slot.channel.call("hello"), args.latency_cells))
+                        floor(lambda: slot.channel.call("hello"), args.latency_cells, args.pace))
             store.close()
             return tput, p50, p90, rp50, rp90
 
@@ -153,8 +167,10 @@ def main() -> None:
              f"{platform.python_version()}, Ray {ray.__version__}, load average "
              f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
              f"medians; 64 sessions x {args.cells} cells from 16 threads; "
-             f"{args.latency_cells} cells back to back for latency, the Repl's and the "
-             "pool's interleaved; the Repl's latency: over all its interleaved runs.", "",
+             f"{args.latency_cells} cells for latency, the Repl's and the pool's in "
+             f"alternating blocks of {BLOCK}, "
+             + (f"{args.pace * 1e3:.0f} ms apart" if args.pace else "back to back")
+             + "; the Repl's latency: median over its runs.", "",
              "| backend | cells/s | x one Repl | p50 ms | p90 ms | extra p50 ms (rounds) |",
              "|---|---:|---:|---:|---:|---:|"]
     for label, rounds in figures.items():

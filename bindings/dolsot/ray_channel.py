@@ -99,9 +99,10 @@ class ChannelServer:
         else:
             raise ValueError(f"channel kind must be 'unix' or 'tcp', got {kind!r}")
         self.kind = kind
-        self._listener = socket.socket(family, socket.SOCK_STREAM)
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._listener = self._wake_r = self._wake_w = None
         try:
+            self._listener = socket.socket(family, socket.SOCK_STREAM)
+            self._wake_r, self._wake_w = socket.socketpair()
             if kind == "unix":
                 self._listener.bind(self.address)
             else:
@@ -116,9 +117,9 @@ class ChannelServer:
         self._acceptor.start()
 
     def _release_listener(self) -> None:
-        self._listener.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
         if self._dir is not None:
             try:
                 os.unlink(os.path.join(self._dir, "s"))

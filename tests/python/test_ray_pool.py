@@ -141,6 +141,10 @@ def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
         assert (a.value, b.value) == ("1", "2")
         failing = pool.run("a", "1 / 0")
         assert not failing.ok and "ZeroDivisionError" in failing.error
+        slow = pool.run("b", "while True: pass", timeout=0.5)
+        assert slow.outcome == dolsot.Outcome.TIMEOUT and not slow.ok
+        # The session outlived its timed-out cell; variables cross the channel.
+        assert pool.run("b", "w + v", variables={"v": 5}).value == "7"
         assert [i.id for i in pool.sessions()] == ["a", "b"]
         assert pool.reset("a") == 1
         assert "NameError" in pool.run("a", "v").error  # a new, empty session
