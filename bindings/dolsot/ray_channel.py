@@ -49,6 +49,13 @@ def _deadline(sock: socket.socket, seconds: float) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
+def _no_delay(sock: socket.socket) -> None:
+    """A reply goes out at once on TCP: a large message is two writes (length,
+    then bytes), which Nagle's algorithm would hold for the peer's ACK."""
+    if sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def _authenticate(sock: socket.socket, authkey: bytes, server: bool) -> mpc.Connection:
     """The mutual challenge-response on a connected blocking socket, within
     HANDSHAKE_SECONDS; returns a Connection over a dup of its fd (the socket
@@ -143,6 +150,7 @@ class ChannelServer:
                 except OSError:
                     continue  # the client gave up before it was accepted
                 sock.setblocking(True)  # accept() may return a socket with the listener's mode
+                _no_delay(sock)
                 with self._lock:
                     if self._stopped or len(self._conns) >= MAX_CONNECTIONS:
                         sock.close()
@@ -301,6 +309,7 @@ class Channel:
             sock.settimeout(CONNECT_SECONDS)
             sock.connect(self.address)
             sock.settimeout(None)
+            _no_delay(sock)
             return _authenticate(sock, self._authkey, server=False)
         except (OSError, EOFError, mpc.AuthenticationError) as error:
             raise ChannelLost(f"could not connect to {self.address!r} "

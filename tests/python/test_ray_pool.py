@@ -234,6 +234,19 @@ def test_the_tcp_channel_refuses_a_client_without_the_key_and_outlasts_a_silent_
             silent.close()
 
 
+def test_a_channel_broken_under_a_live_actor_is_worker_lost_and_the_actor_replaced(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.run("b", "b = 8").ok
+        live = pool.actor_of("b")
+        for conn in pool._route("b").channel._idle:  # each connection cut at the pool's end
+            with socket.socket(fileno=os.dup(conn.fileno())) as end:
+                end.shutdown(socket.SHUT_RDWR)
+        lost = pool.run("b", "b")
+        assert lost.outcome == dolsot.Outcome.WORKER_LOST
+        assert "broke its direct channel" in lost.error and "Ray reports it alive" in lost.error
+        assert live not in pool.actors()  # replaced: the cell's fate was unknown
+        assert pool.run("b", "b").value == "8"  # from the store, on the new actor
+
 def test_cells_of_different_sessions_on_one_actor_run_in_parallel(store, tmp_path):
     fifo = str(tmp_path / "meet")
     os.mkfifo(fifo)
