@@ -3,7 +3,7 @@ per second over 64 sessions, and the latency the pool adds to one cell, with
 cells over the pool's direct channel and over Ray calls.
 
     python bench/ray/bench_pool.py [--actors 2 4] [--rounds 3] [--cells 8] \
-        [--latency-cells 300] [--pace 0] [--markdown docs/bench/ray.md]
+        [--latency-cells 300] [--pace 0] [--checkpoint async] [--markdown FILE]
 
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
@@ -109,8 +109,11 @@ def main() -> None:
     parser.add_argument("--latency-cells", type=int, default=300)
     parser.add_argument("--pace", type=float, default=0.0,
                         help="seconds between latency cells (default 0: back to back)")
+    parser.add_argument("--checkpoint", choices=("async", "sync", "off"), default="async",
+                        help="every backend's checkpoint mode (default async, the library's)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
+    OPTIONS["checkpoint"] = args.checkpoint
     work = tempfile.mkdtemp(prefix="dolsot-bench-ray-")
     server, url = start_redis(work)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -164,7 +167,8 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     repl_tput = statistics.median(f[0] for f in figures["one Repl"])
     lines = [f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-             f"{platform.python_version()}, Ray {ray.__version__}, load average "
+             f"{platform.python_version()}, Ray {ray.__version__}, checkpoint "
+             f"{args.checkpoint}, load average "
              f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
              f"medians; 64 sessions x {args.cells} cells from 16 threads; "
              f"{args.latency_cells} cells for latency, the Repl's and the pool's in "
