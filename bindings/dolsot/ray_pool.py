@@ -2,38 +2,75 @@
 one shared RedisStore. A session sticks to its actor while that actor lives
 (affinity); new sessions go to the actor with the fewest; when an actor dies,
 its sessions continue on the others from their last checkpoint in the store.
-Ray does the scheduling and the processes; this module only routes.
+Ray does the scheduling and the processes; this module only routes. Cells
+and the other calls travel over a direct channel to each actor
+(`ray_channel.py`), not through Ray, whose own call costs ~1 ms; Ray starts,
+watches, kills and replaces the actors.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import warnings
 from typing import Any, Callable, Mapping
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError
 
 from dolsot._backend import AsyncRunMixin
 from dolsot._dolsot import Outcome, Result, SessionInfo, validate_session_id
 from dolsot.errors import ConfigError, SessionBusy
+from dolsot.ray_channel import Channel, ChannelLost, ChannelServer
 
 __all__ = ["SessionPool"]
 
 StoreSpec = Callable[[], Any]
 
+CHANNELS = ("auto", "unix", "tcp", "ray")
+CLASSIFY_SECONDS = 10.0  # how long a broken channel waits for Ray's word on its actor
+
 
 class _Host:
-    """The actor: one Repl over its own store (same Redis, its own lease token)."""
+    """The actor: one Repl over its own store (same Redis, its own lease
+    token), and the listener of its direct channel. ``channel``: None (Ray
+    calls only) or ``{"kind": "auto" | "unix" | "tcp", "node": the driver's
+    node id, "authkey": bytes}``; "auto" is a unix socket when the driver is
+    on this node, else TCP on this node's IP."""
 
-    def __init__(self, make_store: StoreSpec, repl_options: Mapping[str, Any]) -> None:
+    _CALLS = frozenset({"run", "sessions", "reset", "hello"})  # what the channel serves
+
+    def __init__(self, make_store: StoreSpec, repl_options: Mapping[str, Any],
+                 channel: Mapping[str, Any] | None = None) -> None:
         from dolsot import Repl
 
         self.store = make_store()
         self.repl = Repl(store=self.store, **dict(repl_options))
+        self.server: ChannelServer | None = None
+        self.channel_error = None if channel else "the pool asked for Ray calls only"
+        if channel:
+            try:
+                kind, here = channel["kind"], ray.get_runtime_context().get_node_id()
+                if kind == "auto":
+                    kind = "unix" if here == channel["node"] else "tcp"
+                host = ""
+                if kind == "tcp":  # the address Ray's own node uses
+                    host = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == here)
+                self.server = ChannelServer(self._serve, channel["authkey"], kind, host)
+            except Exception as error:  # noqa: BLE001 - the pool falls back to Ray calls
+                self.channel_error = f"the actor could not listen ({type(error).__name__}: {error})"
 
-    def token(self) -> str:
-        return self.store.token
+    def hello(self) -> tuple[str, str | None, Any, str | None]:
+        """(lease token, channel kind or None, its address, why there is none)."""
+        if self.server is None:
+            return self.store.token, None, None, self.channel_error
+        return self.store.token, self.server.kind, self.server.address, None
+
+    def _serve(self, method: str, args: tuple) -> Any:
+        if method not in self._CALLS:
+            raise ValueError(f"the channel serves {sorted(self._CALLS)}, not {method!r}")
+        return getattr(self, method)(*args)
 
     def pid(self) -> int:
         import os
@@ -57,15 +94,22 @@ class _Host:
         return self.repl.reset(target)
 
     def close(self) -> str | None:
-        """Closes the Repl (flushing checkpoints, releasing leases), then the
-        store; returns what could not be saved, or None."""
-        error = None
+        """Stops the channel (no new cells), closes the Repl (flushing
+        checkpoints, releasing leases), waits for the channel's threads,
+        then closes the store; returns what went wrong, or None."""
+        errors = []
+        if self.server is not None:
+            self.server.stop()
         try:
             self.repl.close()
         except Exception as e:  # noqa: BLE001 - reported to the pool's close
-            error = str(e)
+            errors.append(str(e))
+        if self.server is not None:
+            left = self.server.join(30.0)
+            if left:
+                errors.append(f"{len(left)} channel threads of the actor did not end")
         self.store.close()
-        return error
+        return "; ".join(errors) or None
 
 
 class PoolResult(Result):
@@ -83,10 +127,26 @@ class PoolResult(Result):
 class _Slot:
     """One actor of the pool and what the pool knows of it."""
 
-    def __init__(self, handle: Any, token: str) -> None:
+    def __init__(self, handle: Any, token: str, channel: Channel | None) -> None:
         self.handle = handle
         self.token = token
+        self.channel = channel  # None: Ray calls
         self.sessions: set[str] = set()
+
+    def call(self, method: str, *args: Any) -> Any:
+        """`method(*args)` on the actor, over its channel or else through Ray.
+        Raises ChannelLost or RayActorError when the actor cannot answer."""
+        if self.channel is not None:
+            return self.channel.call(method, *args)
+        return ray.get(getattr(self.handle, method).remote(*args))
+
+    def end(self) -> None:
+        """The pool is done with this actor (closed, or found dead): kills it
+        and removes its unix socket if the actor could not."""
+        ray.kill(self.handle, no_restart=True)
+        if self.channel is not None:
+            self.channel.close()
+            self.channel.remove_endpoint()
 
 
 def _store_factory(store: Any) -> StoreSpec:
@@ -104,7 +164,7 @@ class SessionPool(AsyncRunMixin):
     """Sessions spread over ``num_actors`` Ray actors, each hosting a Repl.
 
     ``SessionPool(num_actors, *, store, repl_options=None, actor_options=None,
-    lease_wait=None)``. ``store``: a RedisStore, whose ``spec()`` (HMAC key
+    lease_wait=None, channel="auto")``. ``store``: a RedisStore, whose ``spec()`` (HMAC key
     included) makes each actor's own store, or a picklable zero-argument
     callable returning a store every actor can reach. ``repl_options``: the
     keyword arguments of each actor's ``Repl``. ``actor_options``: Ray's
@@ -112,7 +172,11 @@ class SessionPool(AsyncRunMixin):
     any node, ``max_concurrency=32``: cells of different sessions on one
     actor run in parallel, as on a Repl). ``lease_wait``: how long ``run``
     retries a session another host still holds (default: twice the store's
-    lease) before it raises ``SessionBusy``.
+    lease) before it raises ``SessionBusy``. ``channel``: how calls reach
+    the actors: ``"auto"`` (a unix socket to an actor on the driver's node,
+    else TCP), ``"unix"``, ``"tcp"``, or ``"ray"`` (Ray calls, ~1 ms more per
+    cell). An actor whose channel cannot be opened is called through Ray,
+    with a ``RuntimeWarning`` saying why.
 
     ``run(session_id, code, *, timeout=None) -> Result`` (``arun`` awaits it),
     ``sessions()``, ``reset(target)``, ``close()``: as on a Repl. A cell
@@ -129,14 +193,20 @@ class SessionPool(AsyncRunMixin):
         repl_options: Mapping[str, Any] | None = None,
         actor_options: Mapping[str, Any] | None = None,
         lease_wait: float | None = None,
+        channel: str = "auto",
     ) -> None:
         if not isinstance(num_actors, int) or num_actors < 1:
             raise ConfigError(f"num_actors must be an int >= 1, got {num_actors!r}")
+        if channel not in CHANNELS:
+            raise ConfigError(f"channel must be one of {', '.join(CHANNELS)}; got {channel!r}")
         if not ray.is_initialized():
             raise ConfigError("Ray is not initialized: call ray.init(...) before SessionPool")
         self._make_store = _store_factory(store)
         self._repl_options = dict(repl_options or {})
         self._actor_options = {"num_cpus": 0, "max_concurrency": 32, **(actor_options or {})}
+        self._channel_spec = None if channel == "ray" else {
+            "kind": channel, "node": ray.get_runtime_context().get_node_id(),
+            "authkey": os.urandom(32)}
         self._admin = self._make_store()  # breaks the leases of dead actors
         lease = getattr(self._admin, "lease_seconds", 30.0)
         self._lease_wait = 2 * lease + 5 if lease_wait is None else float(lease_wait)
@@ -156,16 +226,15 @@ class SessionPool(AsyncRunMixin):
         while True:
             slot = self._route(session_id)
             try:
-                fields = ray.get(slot.handle.run.remote(session_id, code, timeout, variables))
-                return PoolResult(fields)
-            except RayActorError as error:
-                self._replace(slot)
+                return PoolResult(slot.call("run", session_id, code, timeout, variables))
+            except (RayActorError, ChannelLost) as error:
+                what = self._lost(slot, error)
                 return PoolResult({
                     "ok": False, "value": None, "stdout": "", "exit_code": 1, "held": [],
                     "dropped": [], "outcome": "WORKER_LOST", "save_error": None,
-                    "error": (f"WorkerError: the Ray actor hosting session '{session_id}' died "
-                              f"({type(error).__name__}); this cell's effects may be lost. The "
-                              "session continues on another actor from its last checkpoint."),
+                    "error": (f"WorkerError: the Ray actor hosting session '{session_id}' {what}; "
+                              "this cell's effects may be lost. The session continues on another "
+                              "actor from its last checkpoint."),
                 })
             except SessionBusy:
                 # Another host still holds the session (a lease not yet given
@@ -178,12 +247,11 @@ class SessionPool(AsyncRunMixin):
         """Every session of the pool: live on an actor or stored, by id. An
         actor found dead is replaced (its sessions are in the store)."""
         merged: dict[str, tuple[str, int, float]] = {}
-        calls = [(slot, slot.handle.sessions.remote()) for slot in self._live_slots()]
-        for slot, ref in calls:
+        for slot in self._live_slots():
             try:
-                rows = ray.get(ref)
-            except RayActorError:
-                self._replace(slot)
+                rows = slot.call("sessions")
+            except (RayActorError, ChannelLost) as error:
+                self._lost(slot, error)
                 continue
             for row in rows:
                 if row[0] not in merged or row[1] > merged[row[0]][1]:
@@ -195,7 +263,11 @@ class SessionPool(AsyncRunMixin):
         store; returns how many sessions were forgotten."""
         if target == "all":
             known = {info.id for info in self.sessions()}
-            ray.get([slot.handle.reset.remote("all") for slot in self._live_slots()])
+            for slot in self._live_slots():
+                try:
+                    slot.call("reset", "all")
+                except (RayActorError, ChannelLost) as error:
+                    self._lost(slot, error)  # the others' reset wiped the store
             with self._lock:
                 self._routes.clear()
                 for slot in self._slots:
@@ -208,10 +280,10 @@ class SessionPool(AsyncRunMixin):
                 slot.sessions.discard(target)
         slot = slot or self._least_loaded()
         try:
-            return ray.get(slot.handle.reset.remote(target))
-        except RayActorError:
-            self._replace(slot)  # its leases broken: another actor can delete it
-            return ray.get(self._least_loaded().handle.reset.remote(target))
+            return slot.call("reset", target)
+        except (RayActorError, ChannelLost) as error:
+            self._lost(slot, error)  # its leases broken: another actor can delete it
+            return self._least_loaded().call("reset", target)
 
     def close(self) -> None:
         """Closes every actor's Repl (flushing checkpoints), then ends the
@@ -226,6 +298,9 @@ class SessionPool(AsyncRunMixin):
             self._closed = True
             slots, self._slots = self._slots, []
         errors = []
+        for slot in slots:
+            if slot.channel is not None:
+                slot.channel.close()  # calls in flight end when the actor stops its channel
         for slot, ref in [(s, s.handle.close.remote()) for s in slots]:
             try:
                 error = ray.get(ref)
@@ -239,7 +314,7 @@ class SessionPool(AsyncRunMixin):
                              "(cells after it may be lost)")
             if error:
                 errors.append(error)
-            ray.kill(slot.handle, no_restart=True)
+            slot.end()
         self._admin.close()
         if errors:
             raise StoreError("; ".join(errors))
@@ -261,10 +336,27 @@ class SessionPool(AsyncRunMixin):
         with self._lock:
             return [slot.handle for slot in self._slots]
 
+    def channel_of(self, session_id: str) -> str:
+        """How cells of `session_id` reach its actor now: "unix", "tcp" or "ray"."""
+        channel = self._route(session_id).channel
+        return "ray" if channel is None else channel.kind
+
     def _start_actor(self) -> _Slot:
-        handle = self._remote.options(**self._actor_options).remote(self._make_store,
-                                                                    self._repl_options)
-        return _Slot(handle, ray.get(handle.token.remote()))
+        handle = self._remote.options(**self._actor_options).remote(
+            self._make_store, self._repl_options, self._channel_spec)
+        token, kind, address, why = ray.get(handle.hello.remote())
+        channel = None
+        if kind is not None:
+            try:
+                channel = Channel(kind, address, self._channel_spec["authkey"],
+                                  self._actor_options["max_concurrency"])
+            except ChannelLost as error:
+                why = f"the pool could not connect ({error})"
+        if channel is None and self._channel_spec is not None:
+            warnings.warn(f"dolsot.ray.SessionPool: no direct channel to a new actor: {why}; "
+                          "its calls go through Ray (~1 ms more per cell)", RuntimeWarning,
+                          stacklevel=2)
+        return _Slot(handle, token, channel)
 
     def _live_slots(self) -> list[_Slot]:
         with self._lock:
@@ -295,6 +387,27 @@ class SessionPool(AsyncRunMixin):
                 self._routes[sid] = slot
             return slot
 
+    def _lost(self, slot: _Slot, error: Exception) -> str:
+        """A call found `slot`'s actor unable to answer: replaces it and says
+        what happened. A broken channel is classified by asking Ray whether
+        the actor is dead; either way the actor is replaced, since the cell's
+        fate and the actor's state are unknown."""
+        if self._closed:
+            raise ConfigError("this SessionPool was closed during the call") from error
+        what = f"died ({type(error).__name__})"
+        if isinstance(error, ChannelLost):
+            try:
+                ray.get(slot.handle.hello.remote(), timeout=CLASSIFY_SECONDS)
+                what = (f"broke its direct channel ({error}) though Ray reports it alive; the "
+                        "pool replaced it")
+            except RayActorError as dead:
+                what = f"died ({type(dead).__name__})"
+            except GetTimeoutError:
+                what = (f"broke its direct channel ({error}) and did not answer Ray within "
+                        f"{CLASSIFY_SECONDS:.0f} s; the pool replaced it")
+        self._replace(slot)
+        return what
+
     def _replace(self, dead: _Slot) -> None:
         """Replaces a dead actor: it leaves the routing at once, its leases
         are broken (Ray says it is dead, so it renews them no more), its
@@ -308,7 +421,7 @@ class SessionPool(AsyncRunMixin):
                 if self._routes.get(sid) is dead:
                     del self._routes[sid]
             dead.sessions.clear()
-        ray.kill(dead.handle, no_restart=True)
+        dead.end()
         for sid in orphans:
             try:
                 self._admin.break_lease(sid, dead.token)
@@ -317,7 +430,7 @@ class SessionPool(AsyncRunMixin):
         replacement = self._start_actor()
         with self._lock:
             if self._closed:
-                ray.kill(replacement.handle, no_restart=True)
+                replacement.end()
                 return
             self._slots.append(replacement)
             self._changed.notify_all()

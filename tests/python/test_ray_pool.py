@@ -1,22 +1,31 @@
 """dolsot.ray.SessionPool on Ray in local mode over a real redis-server: 64
 sessions on 4 actors with affinity and every state checked, an actor killed
 mid-run whose sessions continue on others from the store, the Repl calls
-(arun, sessions, reset), and no process left after shutdown."""
+(arun, sessions, reset), and no process left after shutdown. Cells travel over
+the pool's direct channel (a unix socket, or TCP with its key checked), with
+Ray's own calls as the fallback."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import connection as mpc
 
 import pytest
 import ray
 
 import dolsot
+from dolsot.errors import ConfigError
 from dolsot.ray import SessionPool
+from dolsot.ray_channel import Channel, ChannelLost
+from dolsot.ray_pool import _Host
 from dolsot.store import RedisStore
 from process_tree import alive, children, descendants
 
@@ -40,7 +49,6 @@ def store(ray_local, redis_server, redis_prefix):
     s.close()
 
 
-
 def _kill(actor):
     """Kills a pool actor and returns once its process is gone: ray.kill only
     asks, and a call sent before the process dies could still be answered."""
@@ -50,6 +58,16 @@ def _kill(actor):
     while alive(pid):
         assert time.monotonic() < deadline, f"actor process {pid} outlived ray.kill"
         time.sleep(0.01)
+
+
+def _open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def _socket_dir(pool, sid):
+    """The private directory of the unix socket `sid`'s actor listens on."""
+    return os.path.dirname(pool._route(sid).channel.address)
+
 
 def _run_all(pool, cells):
     """Runs [(sid, code)] from 16 threads; returns the Results in order."""
@@ -123,6 +141,10 @@ def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
         assert (a.value, b.value) == ("1", "2")
         failing = pool.run("a", "1 / 0")
         assert not failing.ok and "ZeroDivisionError" in failing.error
+        slow = pool.run("b", "while True: pass", timeout=0.5)
+        assert slow.outcome == dolsot.Outcome.TIMEOUT and not slow.ok
+        # The session outlived its timed-out cell; variables cross the channel.
+        assert pool.run("b", "w + v", variables={"v": 5}).value == "7"
         assert [i.id for i in pool.sessions()] == ["a", "b"]
         assert pool.reset("a") == 1
         assert "NameError" in pool.run("a", "v").error  # a new, empty session
@@ -144,6 +166,196 @@ def test_a_session_another_host_holds_is_session_busy_after_lease_wait(store, re
             assert pool.run("held", "1").value == "1"
     finally:
         other_host.close()
+
+
+
+def test_cells_take_a_unix_socket_in_a_private_directory_to_an_actor_on_this_node(store):
+    with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.run("u", "u = 5\nu * 2").value == "10"
+        assert pool.channel_of("u") == "unix"
+        directory = _socket_dir(pool, "u")
+        mode = os.stat(directory).st_mode
+        assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == 0o700
+        assert os.stat(directory).st_uid == os.getuid()
+        dirs = [os.path.dirname(slot.channel.address) for slot in pool._slots]
+        assert len(set(dirs)) == 2
+        assert pool.run("u", "u").value == "5"
+    for directory in dirs:  # each actor removed its listener at close
+        assert not os.path.exists(directory)
+
+
+def test_an_actor_killed_mid_cell_on_the_channel_is_worker_lost_then_resumes_elsewhere(
+        store, tmp_path):
+    started, blocked = tmp_path / "started", tmp_path / "blocked"
+    os.mkfifo(started)
+    os.mkfifo(blocked)
+    cell = (f"f = open({str(started)!r}, 'w')\nf.write('x')\nf.close()\n"
+            f"open({str(blocked)!r}).read()")  # runs until its actor is killed
+    with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.run("m", "x = 41").ok
+        assert pool.channel_of("m") == "unix"
+        victim = pool.actor_of("m")
+        victim_dir = _socket_dir(pool, "m")
+        with ThreadPoolExecutor(1) as thread:
+            pending = thread.submit(pool.run, "m", cell)
+            with open(started) as f:  # returns once the cell is running
+                assert f.read() == "x"
+            _kill(victim)
+            lost = pending.result(timeout=120)
+        assert lost.outcome == dolsot.Outcome.WORKER_LOST and not lost.ok
+        assert "'m' died (ActorDiedError)" in lost.error
+        assert victim not in pool.actors() and len(pool.actors()) == 2
+        assert not os.path.exists(victim_dir)  # the pool removed what the actor left
+        resumed = pool.run("m", "x + 1")
+        assert resumed.value == "42", resumed
+        assert pool.actor_of("m") != victim and pool.channel_of("m") == "unix"
+
+
+def test_the_tcp_channel_refuses_a_client_without_the_key_and_outlasts_a_silent_one(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS, channel="tcp") as pool:
+        assert pool.run("t", "t = 3").ok
+        assert pool.channel_of("t") == "tcp"
+        address = pool._route("t").channel.address
+        assert address[0] == ray.nodes()[0]["NodeManagerAddress"]  # the node's IP, as Ray's
+        with pytest.raises(mpc.AuthenticationError):
+            mpc.Client(address, authkey=b"not the pool's key")
+        with pytest.raises(ChannelLost, match="AuthenticationError"):
+            Channel("tcp", address, b"k" * 32, limit=1)
+        silent = socket.create_connection(address)  # connects and never authenticates
+        try:
+            assert pool.run("t", "t + 1").value == "4"  # over a new connection
+            with ThreadPoolExecutor(4) as threads:
+                results = list(threads.map(lambda i: pool.run(f"t{i}", f"{i} * 2"), range(8)))
+            assert [r.value for r in results] == [str(i * 2) for i in range(8)]
+            silent.settimeout(60)  # a guard: the actor drops it after its 5 s handshake deadline
+            while silent.recv(4096):  # the actor's challenge, then EOF
+                pass
+        finally:
+            silent.close()
+
+
+def test_a_channel_broken_under_a_live_actor_is_worker_lost_and_the_actor_replaced(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.run("b", "b = 8").ok
+        live = pool.actor_of("b")
+        for conn in pool._route("b").channel._idle:  # each connection cut at the pool's end
+            with socket.socket(fileno=os.dup(conn.fileno())) as end:
+                end.shutdown(socket.SHUT_RDWR)
+        lost = pool.run("b", "b")
+        assert lost.outcome == dolsot.Outcome.WORKER_LOST
+        assert "broke its direct channel" in lost.error and "Ray reports it alive" in lost.error
+        assert live not in pool.actors()  # replaced: the cell's fate was unknown
+        assert pool.run("b", "b").value == "8"  # from the store, on the new actor
+
+def test_cells_of_different_sessions_on_one_actor_run_in_parallel(store, tmp_path):
+    fifo = str(tmp_path / "meet")
+    os.mkfifo(fifo)
+    # The reader's open returns only once the writer's is made, and the other
+    # way round: run one after the other, the first cell would time out.
+    cells = [("reader", f"open({fifo!r}).read()"),
+             ("writer", f"f = open({fifo!r}, 'w')\nf.write('met')\nf.close()")]
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.channel_of("reader") == "unix"
+        with ThreadPoolExecutor(2) as threads:
+            reader, writer = threads.map(lambda c: pool.run(*c, timeout=60), cells)
+        assert writer.ok and reader.value == "'met'", (reader, writer)
+        assert pool.actor_of("reader") == pool.actor_of("writer")
+
+
+def test_a_pool_leaves_no_thread_socket_or_process_after_close(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as warm:
+        assert warm.run("w", "1").ok  # Ray's driver-side setup happens once
+    threads, fds = set(threading.enumerate()), _open_fds()
+    pool = SessionPool(2, store=store, repl_options=REPL_OPTIONS)
+    with ThreadPoolExecutor(8) as callers:
+        results = list(callers.map(lambda i: pool.run(f"c{i % 4}", f"{i}"), range(32)))
+    assert all(r.ok for r in results)
+    channels = [slot.channel for slot in pool._slots]
+    assert sum(c.open_connections() for c in channels) >= 2
+    actor_pids = ray.get([h.pid.remote() for h in pool.actors()])
+    tree = set(actor_pids)
+    for pid in actor_pids:
+        tree.update(descendants(pid))
+    dirs = [os.path.dirname(c.address) for c in channels]
+    pool.close()
+    assert [c.open_connections() for c in channels] == [0, 0]
+    assert not [d for d in dirs if os.path.exists(d)]
+    deadline = time.monotonic() + 60
+    while [p for p in tree if alive(p)]:
+        assert time.monotonic() < deadline, [p for p in tree if alive(p)]
+        time.sleep(0.1)
+    assert set(threading.enumerate()) == threads
+    assert _open_fds() - fds == set()
+
+
+def test_an_actor_s_channel_ends_its_threads_sockets_and_processes_at_close(store):
+    """The actor's side, hosted in this process: after close, its listener,
+    serving threads, sockets and Repl processes are gone."""
+    spec = store.spec()
+    key = os.urandom(32)
+    kids = set(descendants(os.getpid(), every_thread=True))
+    threads, fds = set(threading.enumerate()), _open_fds()
+    host = _Host(lambda: RedisStore(**spec), REPL_OPTIONS,
+                 {"kind": "unix", "node": None, "authkey": key})
+    _, kind, address, why = host.hello()
+    assert (kind, why) == ("unix", None)
+    channel = Channel(kind, address, key, limit=4)
+    with ThreadPoolExecutor(4) as callers:
+        values = list(callers.map(lambda i: channel.call("run", f"h{i}", f"{i} + 1", None),
+                                  range(12)))
+    assert [v["value"] for v in values] == [str(i + 1) for i in range(12)]
+    with pytest.raises(ValueError, match="not 'close'"):
+        channel.call("close")  # the channel serves run, sessions, reset and hello only
+    with pytest.raises(dolsot.InvalidSession):
+        channel.call("run", "../bad", "1", None)  # the actor's exception, raised here
+    assert channel.call("sessions")  # the connection is still good after both
+    assert set(descendants(os.getpid(), every_thread=True)) - kids  # the Repl's worker
+    channel.close()
+    assert host.close() is None
+    assert not os.path.exists(os.path.dirname(address))
+    assert set(threading.enumerate()) == threads
+    assert _open_fds() - fds == set()
+    assert not [p for p in set(descendants(os.getpid(), every_thread=True)) - kids if alive(p)]
+
+
+def test_an_actor_that_cannot_listen_says_why(store):
+    spec = store.spec()
+    host = _Host(lambda: RedisStore(**spec), REPL_OPTIONS,
+                 {"kind": "udp", "node": None, "authkey": b"k" * 32})
+    try:
+        token, kind, address, why = host.hello()
+        assert (kind, address) == (None, None) and token
+        assert why == ("the actor could not listen (ValueError: channel kind must be 'unix' or "
+                       "'tcp', got 'udp')")
+    finally:
+        assert host.close() is None
+
+
+def test_a_channel_that_cannot_be_opened_falls_back_to_ray_calls_and_says_so(store,
+                                                                            monkeypatch):
+    def refused(*args, **kwargs):
+        raise ChannelLost("could not connect (ConnectionRefusedError: refused)")
+
+    monkeypatch.setattr("dolsot.ray_pool.Channel", refused)
+    with pytest.warns(RuntimeWarning, match=r"no direct channel to a new actor: the pool could "
+                                            r"not connect \(could not connect \(Connection"):
+        pool = SessionPool(1, store=store, repl_options=REPL_OPTIONS)
+    with pool:
+        assert pool.channel_of("r") == "ray"
+        assert pool.run("r", "r = 2\nr ** 3").value == "8"
+        assert [i.id for i in pool.sessions()] == ["r"]
+    with pytest.raises(ConfigError, match="channel must be one of auto, unix, tcp, ray"):
+        SessionPool(1, store=store, channel="udp")
+
+
+def test_ray_calls_only_when_asked(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS, channel="ray") as pool:
+        assert pool.channel_of("q") == "ray"
+        assert pool.run("q", "q = 1").ok
+        _kill(pool.actor_of("q"))
+        lost = pool.run("q", "q")
+        assert lost.outcome == dolsot.Outcome.WORKER_LOST and "died" in lost.error
+        assert pool.run("q", "q").value == "1"
 
 
 def test_without_ray_the_error_says_what_to_install():
