@@ -11,9 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "sandbox/sandbox_policy.h"
@@ -59,6 +63,62 @@ Status SessionOverlays(const std::vector<SessionOverlay>& overlays, const std::s
   return Status::Ok();
 }
 
+// A mount point of /proc/self/mountinfo, its octal escapes (\040 for a
+// space, \011, \012, \134) decoded.
+std::string MountinfoPath(const std::string& field) {
+  std::string out;
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() &&
+        field[i + 1] >= '0' && field[i + 1] <= '3' && field[i + 2] >= '0' && field[i + 2] <= '7' &&
+        field[i + 3] >= '0' && field[i + 3] <= '7') {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+// The outermost mount points strictly below `dir` (sorted): what the
+// worker bound there (a venv or toolbox directory that lives under /tmp on
+// the host, a policy mount at /tmp/...).
+std::vector<std::string> MountsBelow(const std::string& dir) {
+  std::vector<std::string> points;
+  std::ifstream info("/proc/self/mountinfo");
+  std::string line;
+  const std::string prefix = dir + "/";
+  while (std::getline(info, line)) {
+    std::size_t at = 0;
+    std::string field;
+    for (int i = 0; i < 5; ++i) {  // the fifth field: the mount point
+      std::size_t end = line.find(' ', at);
+      field = line.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    std::string point = MountinfoPath(field);
+    if (point.compare(0, prefix.size(), prefix) == 0) points.push_back(point);
+  }
+  std::sort(points.begin(), points.end());
+  std::vector<std::string> outer;
+  for (const std::string& p : points) {
+    if (!outer.empty() && (p == outer.back() || p.compare(0, outer.back().size() + 1, outer.back() + "/") == 0)) {
+      continue;  // below one kept already: it comes along (MS_REC)
+    }
+    outer.push_back(p);
+  }
+  return outer;
+}
+
+Status MakeDirs(const std::string& path) {
+  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string part = path.substr(0, slash);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return Failed("mkdir " + part);
+    if (slash == std::string::npos) return Status::Ok();
+  }
+}
+
 Status PrivateMounts(const SessionWalls& walls) {
   if (::unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return Failed("unshare(CLONE_NEWNS | CLONE_NEWIPC)");
   // Nothing mounted here may reach the worker's namespace or a sibling's.
@@ -68,8 +128,30 @@ Status PrivateMounts(const SessionWalls& walls) {
   const unsigned long flags = MS_NOSUID | MS_NODEV;
   const std::string size = SizeOption(walls.disk_mb);
   if (!walls.overlays.empty()) DOLSOT_RETURN_IF_ERROR(SessionOverlays(walls.overlays, size));
+  // What the worker bound below the scratch would be hidden by the
+  // session's tmpfs there: each is held (bound, with what is mounted below
+  // it and its flags: read-only stays read-only) in the worker's /dev/shm,
+  // which the session's own covers next, and bound back on the new tmpfs.
+  std::vector<std::pair<std::string, std::string>> held;  // point, hold
+  for (const std::string& point : MountsBelow(kSandboxScratch)) {
+    const std::string hold = "/dev/shm/.dolsot-hold-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(held.size());
+    if (::mkdir(hold.c_str(), 0700) != 0) return Failed("mkdir " + hold);
+    if (::mount(point.c_str(), hold.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      return Failed("hold " + point);
+    }
+    held.emplace_back(point, hold);
+  }
   if (::mount("tmpfs", kSandboxScratch, "tmpfs", flags, ("mode=0755" + size).c_str()) != 0) {
     return Failed(std::string("mount the session's tmpfs on ") + kSandboxScratch);
+  }
+  for (const auto& [point, hold] : held) {
+    DOLSOT_RETURN_IF_ERROR(MakeDirs(point));
+    if (::mount(hold.c_str(), point.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      return Failed("bind " + point + " back");
+    }
+    if (::umount2(hold.c_str(), MNT_DETACH) != 0) return Failed("let go of " + hold);
+    ::rmdir(hold.c_str());
   }
   if (::mount("tmpfs", "/dev/shm", "tmpfs", flags | MS_NOEXEC, ("mode=01777" + size).c_str()) != 0) {
     return Failed("mount the session's tmpfs on /dev/shm");

@@ -568,6 +568,21 @@ def test_multiprocessing_works_inside_a_sessions_walls(repl):
     ok(repl, "mpA", "shm.close(); shm.unlink()")
 
 
+def test_what_is_bound_below_the_scratch_stays_in_every_sessions_walls(host_dirs):
+    """A mount under /tmp (and so a venv or toolbox directory that lives under
+    /tmp on the host, which the worker binds there) is not hidden by a
+    session's own /tmp: it is there, read-only stays read-only, and the
+    session's scratch around it is its own."""
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     sandbox=Sandbox(mounts=[Mount("/tmp/below/data", host_dirs["data"])])) as r:
+        for sid in ("a", "b"):
+            assert ok(r, sid, "open('/tmp/below/data/hello.txt').read()").value == \
+                repr("hello from the host\n")
+            failed(r, sid, "open('/tmp/below/data/new.txt', 'w')", "OSError", "PermissionError")
+        ok(r, "a", "open('/tmp/mine.txt', 'w').write('a')")
+        failed(r, "b", "open('/tmp/mine.txt').read()", "FileNotFoundError")
+
+
 def stored_repl(cache, **options):
     """A default-sandboxed Repl checkpointing into the directory `cache`."""
     return dolsot.Repl(store=FileStore(str(cache)), typecheck=False, sandbox=Sandbox(), **options)
