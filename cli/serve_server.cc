@@ -1,5 +1,5 @@
-// The server: lock, socket, accept loop, a thread per connection, the
-// profiles' Repls and the session -> profile routing.
+// The server: lock, socket, acceptor threads (each serves the connections
+// it accepts), the profiles' Repls and the session -> profile routing.
 #include "cli/serve_server.h"
 
 #include <fcntl.h>
