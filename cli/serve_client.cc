@@ -40,6 +40,14 @@ constexpr auto kStopWait = std::chrono::seconds(120);
 
 enum class Connected { kYes, kNoServer, kStale };
 
+// The credentials of the process serving `fd` (SO_PEERCRED), if readable.
+std::optional<ucred> PeerOf(int fd) {
+  ucred peer{};
+  socklen_t length = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return std::nullopt;
+  return peer;
+}
+
 // Connects to `socket`; kStale when a socket file is there but nobody
 // listens (a server that was killed), kNoServer when there is none.
 StatusOr<Connected> Connect(const std::string& socket, UniqueFd& fd) {
@@ -60,12 +68,12 @@ StatusOr<Connected> Connect(const std::string& socket, UniqueFd& fd) {
     if (error == ECONNREFUSED) return Connected::kStale;
     return Status(ErrorCode::kUnavailable, "cannot connect to " + socket + ": " + std::strerror(error));
   }
-  ucred peer{};
-  socklen_t length = sizeof peer;
-  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::getuid()) {
+  std::optional<ucred> peer = PeerOf(fd.get());
+  if (!peer || peer->uid != ::getuid()) {
     fd.Reset();
-    return Status(ErrorCode::kPermission, socket + " is served by uid " + std::to_string(peer.uid) +
-                                              ", not by us; refusing it");
+    return Status(ErrorCode::kPermission,
+                  socket + " is served by uid " + (peer ? std::to_string(peer->uid) : "unknown") +
+                      ", not by us; refusing it");
   }
   return Connected::kYes;
 }
@@ -147,14 +155,6 @@ Status SpawnServer(const ServePaths& paths) {
   return Status(ErrorCode::kUnavailable, "the server did not start (see " + paths.log + ")");
 }
 
-// The pid of the process serving `fd` (checked to be our uid by Connect).
-pid_t PeerPid(int fd) {
-  ucred peer{};
-  socklen_t length = sizeof peer;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return -1;
-  return peer.pid;
-}
-
 // Stops a server that speaks another protocol version (an upgrade or a
 // downgrade left it running), so this release's can start: it cannot read
 // our stop request, so it gets the signal its own `serve --stop` handling
@@ -163,7 +163,8 @@ pid_t PeerPid(int fd) {
 // SIGKILL when it does not exit within kStopWait (its sessions then are at
 // their last checkpoint, as after any crash).
 Status StopOtherVersion(int connection) {
-  const pid_t pid = PeerPid(connection);
+  std::optional<ucred> peer = PeerOf(connection);  // our uid: Connect checked
+  const pid_t pid = peer ? peer->pid : -1;
   if (pid <= 0) return Status(ErrorCode::kUnavailable, "cannot tell the server's pid");
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   if (!pidfd) {
