@@ -217,7 +217,7 @@ def test_a_server_of_another_release_is_replaced_within_the_call(served, old_ser
     assert (again.returncode, out(again), "another" in err(again)) == (0, "43\n", False)
 
 
-def test_stop_status_and_direct_mode_handle_a_server_of_another_release(served, old_server):
+def test_stop_and_status_handle_a_server_of_another_release(served, old_server):
     status = subprocess.run([str(CLI), "serve", "--status"], env=served.env, capture_output=True,
                             text=True, timeout=60)
     assert status.returncode == 1 and "another dolsot release" in status.stderr, status.stderr
