@@ -267,6 +267,9 @@ StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   pair->second.Reset();
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
       std::move(pair->first), ChildProcess::Adopt(*pid, ChildProcess::Group::kOwn)));
+  // While its interpreter starts, and before HELLO (it forks nothing
+  // before HELLO): an error here is the worker's to retry and report.
+  if (sandbox != nullptr) (void)PlaceInSandboxCgroup(*pid, sandbox->processes);
   Status sent = protocol::WriteFrame(worker->socket_.get(), Tag::kHello, EncodeHello(settings));
   auto reply = sent.ok() ? protocol::ReadFrame(worker->socket_.get(), deadline)
                          : StatusOr<protocol::Frame>(sent);

@@ -419,21 +419,33 @@ std::string PidsCgroupOfSelf() {
   return "";
 }
 
+// The pids cgroup `dir` (made when absent) capped at `max`, with `pid` in it.
+Status JoinPidsCgroup(const std::string& dir, std::uint64_t max, pid_t pid) {
+  if (dir.empty()) return Status(ErrorCode::kUnavailable, "no cgroup v1 pids controller");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status(ErrorCode::kUnavailable, Errno("mkdir " + dir));
+  }
+  DOLSOT_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(max)));
+  return WriteFile(dir + "/cgroup.procs", std::to_string(pid));
+}
+
 // The kernel exempts uid 0 from RLIMIT_NPROC, so for a root host the
 // processes cap is a pids cgroup (v1 here) the worker joins: the waiting
-// parent and everything pid 1 forks. The host removes it once the worker
-// is reaped (RemoveSandboxCgroup).
+// parent and everything pid 1 forks. The host has moved the worker in
+// already, as a rule (PlaceInSandboxCgroup); the worker checks that it is
+// there with the cap, and joins by itself otherwise. The host removes the
+// cgroup once the worker is reaped (RemoveSandboxCgroup).
 Status CapProcessesWithCgroup(const SandboxSetup& setup, SandboxReport* report) {
   const std::uint64_t max = setup.policy.processes;
   if (max == 0 || ::geteuid() != 0) return Status::Ok();
-  std::string dir = SandboxCgroupDir(::getpid());
-  Status joined = dir.empty() ? Status(ErrorCode::kUnavailable, "no cgroup v1 pids controller")
-                              : Status::Ok();
-  if (joined.ok() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    joined = Status(ErrorCode::kUnavailable, Errno("mkdir " + dir));
-  }
-  if (joined.ok()) joined = WriteFile(dir + "/pids.max", std::to_string(max + 1));
-  if (joined.ok()) joined = WriteFile(dir + "/cgroup.procs", std::to_string(::getpid()));
+  const std::string own = "/dolsot-sandbox-" + std::to_string(::getpid());
+  std::string current = PidsCgroupOfSelf();
+  const bool placed = current.size() > own.size() &&
+                      current.compare(current.size() - own.size(), own.size(), own) == 0;
+  // Placed by the host: the cap is written again (cheap; only the move
+  // waits), so what holds is this policy's whatever the host wrote.
+  Status joined = placed ? WriteFile(current + "/pids.max", std::to_string(max + 1))
+                         : JoinPidsCgroup(SandboxCgroupDir(::getpid()), max + 1, ::getpid());
   if (!joined.ok()) {
     return Missing(setup, report, "cgroup", "processes=" + std::to_string(max) +
                    " as root needs a pids cgroup (the kernel exempts root from RLIMIT_NPROC): " +
@@ -470,6 +482,11 @@ Status EnterUserNamespace(const SandboxSetup& setup, SandboxReport* report) {
 std::string SandboxCgroupDir(pid_t worker) {
   std::string base = PidsCgroupOfSelf();
   return base.empty() ? "" : base + "/dolsot-sandbox-" + std::to_string(worker);
+}
+
+Status PlaceInSandboxCgroup(pid_t worker, std::uint64_t processes) {
+  if (processes == 0 || ::geteuid() != 0) return Status::Ok();
+  return JoinPidsCgroup(SandboxCgroupDir(worker), processes + 1, worker);
 }
 
 void RemoveSandboxCgroup(pid_t worker) {

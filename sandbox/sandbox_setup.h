@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -57,5 +58,13 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWall
 // that worker is reaped (a no-op when absent or not root).
 std::string SandboxCgroupDir(pid_t worker);
 void RemoveSandboxCgroup(pid_t worker);
+
+// The host's half, called right after spawning `worker` and before sending
+// it anything: makes that cgroup, caps it at `processes` + 1 and moves the
+// worker in. A cgroup v1 move waits for an RCU grace period (5-25 ms here),
+// which this way passes while the worker's interpreter starts instead of on
+// its start's path. A no-op (Ok) when `processes` is 0 or the host is not
+// root; on an error the worker joins by itself and reports what failed.
+Status PlaceInSandboxCgroup(pid_t worker, std::uint64_t processes);
 
 }  // namespace dolsot

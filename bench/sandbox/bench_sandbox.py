@@ -152,9 +152,9 @@ def main() -> None:
     print(f"| paced cell ({args.pace * 1e3:.0f} ms apart, rollback, async) | {ms(p0)} | {ms(p1)} | "
           f"{p1 / p0:.2f}x | <= 1.1x |")
     s0, s1 = (statistics.median(rows["start"][s]) for s in (False, True))
-    print(f"| worker start (to the first Result) | {ms(s0)} | {ms(s1)} | +{ms(s1 - s0)} | <= +20 ms |")
+    print(f"| worker start (to the first Result) | {ms(s0)} | {ms(s1)} | {signed_ms(s1 - s0)} | <= +20 ms |")
     n0, n1 = (statistics.median(rows["session"][s]) for s in (False, True))
-    print(f"| new session (first cell, warm worker) | {ms(n0)} | {ms(n1)} | +{ms(n1 - n0)} | <= +2 ms |")
+    print(f"| new session (first cell, warm worker) | {ms(n0)} | {ms(n1)} | {signed_ms(n1 - n0)} | <= +2 ms |")
     for key in rows:
         print(key, {s: [ms(v) for v in rows[key][s]] for s in (False, True)})
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +175,57 @@ TEST(SandboxSetup, LockSandboxAppliesEveryLayerInAChild) {
   EXPECT_NE(text.find("unshare refused"), std::string::npos) << text;
   EXPECT_NE(text.find("etc walled"), std::string::npos) << text;
   EXPECT_NE(text.find("usr readable"), std::string::npos) << text;
+}
+
+// The host moves a just-spawned worker into its pids cgroup (the move's wait
+// overlaps the worker's start); the cap holds for what the worker forks, and
+// the cgroup is gone once the worker is reaped.
+TEST(SandboxSetup, TheHostPlacesAWorkerInItsPidsCgroup) {
+  if (::geteuid() != 0 || SandboxCgroupDir(1).empty()) {
+    GTEST_SKIP() << "needs root and a cgroup v1 pids controller";
+  }
+  int go[2], told[2];
+  ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(told, O_CLOEXEC), 0);
+  pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    char byte;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(2);
+    // Two processes allowed (processes=1, +1): this one and one child.
+    pid_t first = ::fork();
+    if (first == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    pid_t second = ::fork();
+    if (second == 0) ::_exit(0);
+    char verdict = first > 0 && second < 0 && errno == EAGAIN ? 'y' : 'n';
+    if (first > 0) ::kill(first, SIGKILL);
+    (void)!::write(told[1], &verdict, 1);
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  ::close(told[1]);
+  ASSERT_TRUE(PlaceInSandboxCgroup(worker, 1).ok());
+  const std::string dir = SandboxCgroupDir(worker);
+  EXPECT_NE(ReadAll("/proc/" + std::to_string(worker) + "/cgroup")
+                .find("/dolsot-sandbox-" + std::to_string(worker)),
+            std::string::npos);
+  EXPECT_EQ(ReadAll(dir + "/pids.max"), "2\n");
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  char verdict = 0;
+  EXPECT_EQ(::read(told[0], &verdict, 1), 1);
+  EXPECT_EQ(verdict, 'y') << "the second fork was not refused";
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
+  ::close(go[1]);
+  ::close(told[0]);
+  RemoveSandboxCgroup(worker);
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " outlived its worker";
+  // Not root's business without a cap: nothing is made.
+  EXPECT_TRUE(PlaceInSandboxCgroup(::getpid(), 0).ok());
+  EXPECT_NE(::access(SandboxCgroupDir(::getpid()).c_str(), F_OK), 0);
 }
 
 }  // namespace
