@@ -213,6 +213,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
     w.U8(0).Str(v.pickle != nullptr ? *v.pickle : std::string());
     (*sent)[v.name] = v.digest;
   }
+  w.U8(run.checkpoint_owed ? protocol::kRunCheckpointOwed : 0);
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
 }
 
@@ -367,6 +368,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       checkpoint_channel = std::move(*next_fd);
       next_fd = &frame->fd2;
     }
+    outcome.read_only = (carried & protocol::kReadOnlyCell) != 0;
+    if (outcome.read_only && (carried & ~protocol::kReadOnlyCell) != 0) {
+      return CorruptError("a read-only cell's RESULT carried descriptors");
+    }
     if (carried & protocol::kCarriesSnapshotSocket) {
       if (!snapshots_) return CorruptError("a snapshot's socket with rollback off");
       snapshot_socket = Attested(std::move(*next_fd));
@@ -376,12 +381,13 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     held_ = outcome.result.held;
     threads_ = std::move(threads);
     restored_no_cell_ = false;
-    if (snapshots_) {
+    if (snapshots_ && !outcome.read_only) {
       // The runner forks the snapshot of this state on that socket once we
       // have read this Result, and retires the previous snapshot itself
       // (its child): that socket goes to the caller, to close off the
       // critical path. Without a new socket the runner could not make one:
       // the old snapshot, from before this cell, must never be promoted.
+      // (After a read-only cell it may: the state is as it was.)
       outcome.retired_socket = std::move(snapshot_.socket);
       snapshot_.socket = std::move(snapshot_socket);
     }

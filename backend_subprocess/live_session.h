@@ -44,6 +44,9 @@ struct CellRun {
   const CellTools* tools = nullptr;
   std::string_view session_id;  // named in each ToolCall
   const std::vector<CellVariable>* variables = nullptr;
+  // The host holds no durable checkpoint of the session's state: a
+  // read-only cell is checkpointed all the same (protocol::kRunCheckpointOwed).
+  bool checkpoint_owed = false;
 };
 
 struct CellOutcome {
@@ -57,6 +60,9 @@ struct CellOutcome {
   // The socket of a snapshot retired by now (rollback on): the caller closes
   // it, off the critical path (DeferredCloser).
   UniqueFd retired_socket;
+  // The cell was proven read-only: no checkpoint follows it (the last one
+  // still holds the state) and the snapshot from before it stays.
+  bool read_only = false;
 };
 
 // What a restore brought back.

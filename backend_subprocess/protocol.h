@@ -34,7 +34,9 @@ namespace dolsot::protocol {
 // 8: HELLO carries a Sandbox.
 // 9: TOOL_SOCKET (a cell's own socket for tool calls; RUN says whether the
 //    host serves one); TOOL_CALL and TOOL_REPLY end with the sender's clock.
-inline constexpr std::uint32_t kProtocolVersion = 9;
+// 10: RUN ends with a byte of flags (kRunCheckpointOwed); RESULT's last byte
+//    may say kReadOnlyCell (no checkpoint follows; the snapshot stays).
+inline constexpr std::uint32_t kProtocolVersion = 10;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -101,6 +103,15 @@ enum class Tag : std::uint32_t {
 // carries, in this order.
 inline constexpr std::uint8_t kCarriesCheckpointChannel = 1;
 inline constexpr std::uint8_t kCarriesSnapshotSocket = 2;
+// Not a descriptor: the cell was proven read-only (embedded/read_only_cell.h)
+// and completed, so the session is as the snapshot from before it (which
+// stays the rollback point) and as its last checkpoint (none follows).
+inline constexpr std::uint8_t kReadOnlyCell = 4;
+
+// RUN's last byte: the host has no durable checkpoint of the session's
+// current state (none yet, the last save failed, or it is old): the cell
+// gets a checkpoint even when it is read-only.
+inline constexpr std::uint8_t kRunCheckpointOwed = 1;
 
 struct Frame {
   Tag tag{};

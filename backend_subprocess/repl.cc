@@ -77,7 +77,34 @@ struct SessionSlot {
   // A save that failed (async, or an eviction on this session's behalf),
   // not yet reported.
   std::string last_save_error;
+  // When the store last took a checkpoint of this session (or gave the one
+  // it was restored from), steady-clock nanoseconds; 0: none, or the last
+  // save failed. A read-only cell skips its checkpoint only while this is
+  // recent (CheckpointOwed).
+  std::atomic<std::int64_t> durable_at_ns{0};
 };
+
+namespace {
+
+// A read-only cell changes nothing, so the last checkpoint still holds the
+// state, unless there is none, the last save failed, or it is older than
+// this: then the cell is checkpointed anyway, which also keeps the store's
+// last-used time (and a TTL) within this of the session's use.
+constexpr std::chrono::seconds kReadOnlyCheckpointAge{30};
+
+std::int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool CheckpointOwed(const SessionSlot& slot) {
+  const std::int64_t at = slot.durable_at_ns.load();
+  return at == 0 ||
+         SteadyNs() - at > std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
+}
+
+}  // namespace
 
 class Repl::Impl {
  public:
@@ -242,6 +269,8 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
                                    *worker);
     if (!live.ok()) return live.status();
     slot.live = std::move(live).value();
+    // What the store gave back is durable; a new session has nothing yet.
+    slot.durable_at_ns.store(blob.empty() ? 0 : SteadyNs());
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
     StatusOr<GateMemory> memory = ReadGateMemory(blob);
@@ -343,7 +372,9 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std
   // The memory as it is now: it only grows while the session runs on, so it
   // covers whatever the blob holds (a rolled-back cell is in neither).
   DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
-  return store_->Save(sid, blob);
+  Status saved = store_->Save(sid, blob);
+  slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
+  return saved;
 }
 
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell) {
@@ -461,6 +492,7 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
+  run.checkpoint_owed = options_.checkpoint != CheckpointMode::kOff && CheckpointOwed(slot);
   const std::uint64_t cell = ++slot.cells_started;
   auto outcome = slot.live->Run(run, ChannelHandler(sid, cell));
   if (!outcome.ok()) {
@@ -475,7 +507,20 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     if (!saved.ok()) {
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
+    } else {
+      std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+      slot.last_dropped = outcome->checkpoint->dropped;
+      slot.last_dropped_cell = cell;
     }
+  } else if (outcome->read_only && options_.checkpoint == CheckpointMode::kSync) {
+    // No checkpoint followed: the last one's verdict holds (the cell bound
+    // nothing).
+    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+    std::set<std::string> held(result.held.begin(), result.held.end());
+    for (const auto& name : slot.last_dropped) {
+      if (held.count(name)) result.dropped.push_back(name);
+    }
+    std::sort(result.dropped.begin(), result.dropped.end());
   } else if (options_.checkpoint == CheckpointMode::kAsync) {
     // The session probed what this cell bound anew (result.dropped); the
     // last checkpoint that landed knows the rest (a value that cannot be

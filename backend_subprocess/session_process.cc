@@ -31,6 +31,7 @@
 #include "backend_subprocess/tool_channel.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
+#include "embedded/read_only_cell.h"
 
 namespace dolsot {
 namespace {
@@ -621,6 +622,7 @@ class SessionProcess {
       if (v.resent) v.pickle = r.StrView();
       variables.push_back(std::move(v));
     }
+    const bool checkpoint_owed = (r.U8() & protocol::kRunCheckpointOwed) != 0;
     if (!r.Finish("RUN").ok()) Exit(2);
     // Numbered by the session, so the count is part of its state: it forks
     // with it, is rolled back with it (a cell that died leaves its number to
@@ -634,8 +636,15 @@ class SessionProcess {
     request.returned = &returned;
     tools_.BeginCell(socket_.get(), tool_socket);
     Result result;
+    // A cell proven read-only (embedded/read_only_cell.h) that completes
+    // leaves the state as the last snapshot and checkpoint hold it: neither
+    // is made again. Variables bind names, so a cell with them is not one.
+    bool read_only = !checkpoint_owed && variables.empty() &&
+                     (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff) &&
+                     ReadOnlyCell::Check(request.code, globals_);
     Status bound = BindExtras(tools, variables);
     if (bound.ok()) {
+      ReadOnlyCell::Scope no_finalizers(read_only);
       result = RunCell(globals_, request);
     } else {
       result = Result::Failure(Outcome::kError, kExitFailure, bound.message(),
@@ -662,6 +671,13 @@ class SessionProcess {
       }
     }
 
+    std::vector<std::string> threads = LiveThreadNames();
+    // A thread of the session's may have changed the state meanwhile.
+    read_only = read_only && bound.ok() && result.ok && returned == nullptr && threads.empty();
+    if (read_only) {
+      SendReadOnlyResult(std::move(result), threads);
+      return;
+    }
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
     std::vector<std::string> rebound;  // async: the names this cell bound anew
@@ -675,7 +691,7 @@ class SessionProcess {
     protocol::WriteResult(w, result);
     w.U8(checkpoint ? 1 : 0);
     if (checkpoint) w.Strs(checkpoint->saved).Str(checkpoint->blob);
-    w.Strs(LiveThreadNames());
+    w.Strs(threads);
     w.Strs(rebound);
     // Async: the checkpoint's channel travels with the Result, so the host
     // starts saving at once.
@@ -727,6 +743,22 @@ class SessionProcess {
       ForkCheckpointWriter(std::move(channel->second));
       background_.Set(false);
     }
+  }
+
+  // The Result of a read-only cell that completed: no checkpoint (sync or
+  // async) and no descriptor; the snapshot from before it stays the
+  // rollback point and nothing runs after it (no fork, no HotPages), so the
+  // next cell finds this process as it left it. result.dropped as for any
+  // cell: what the last checkpoint could not hold is the host's to add.
+  void SendReadOnlyResult(Result result, const std::vector<std::string>& threads) {
+    PayloadWriter w;
+    protocol::WriteResult(w, result);
+    w.U8(0);  // no checkpoint
+    w.Strs(threads);
+    w.Strs({});  // nothing bound anew
+    w.U32(static_cast<std::uint32_t>(::getpid()));
+    w.U8(protocol::kReadOnlyCell);
+    Send(Tag::kResult, w.data());
   }
 
   struct ReceivedVariable {

@@ -35,6 +35,7 @@
 #include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_runner.h"
+#include "embedded/read_only_cell.h"
 #include "embedded/huge_page_arenas.h"
 
 namespace dolsot {
@@ -417,6 +418,14 @@ int RunWorker(int socket_fd) {
     ready = entered.status();
   }
   if (ready.ok()) ready = InstallCellIo();
+  // Before any session's code: the builtins a read-only cell may call are
+  // the interpreter's own as it starts (embedded/read_only_cell.h); the
+  // session processes inherit them. DOLSOT_READ_ONLY_CELLS=0 leaves the
+  // fast path off (every cell then forks its snapshot and checkpoints).
+  if (const char* read_only = std::getenv("DOLSOT_READ_ONLY_CELLS");
+      ready.ok() && (read_only == nullptr || std::string(read_only) != "0")) {
+    (void)ReadOnlyCell::Prepare();  // a failure only means no fast path
+  }
   // Before the toolboxes: one of them may import matplotlib.
   if (ready.ok()) ready = InstallFigureBackend(/*force=*/true);
   if (ready.ok()) ready = ImportToolboxes(host.get(), *settings);

@@ -1,0 +1,272 @@
+// ReadOnlyCell (see read_only_cell.h): the shape of a cell from Python's own
+// parser, the values it reads from the session's namespace, checked here.
+#include "embedded/read_only_cell.h"
+
+#include <sys/time.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "embedded/py_ref.h"
+
+namespace dolsot {
+namespace {
+
+// Runs once, in a private scope, on the C module `_ast` (importing `ast`
+// costs ~10 ms here). `shape` returns (names read, comprehension variables)
+// for a cell made only of the nodes below, else None. The walk lists a
+// comprehension before its target, so a target's names are known when they
+// are met.
+constexpr char kGlueSource[] = R"PY(
+import _ast
+import sys as _sys
+_compile = compile
+_getattr = getattr
+_isinstance = isinstance
+_id = id
+_set = set
+_tuple = tuple
+_range = range
+_list = list
+_AST = _ast.AST
+_ONLY_AST = _ast.PyCF_ONLY_AST
+_NODES = (_ast.Module, _ast.Expr, _ast.Pass, _ast.Constant, _ast.Name, _ast.Load, _ast.Store,
+          _ast.BinOp, _ast.UnaryOp, _ast.BoolOp, _ast.Compare, _ast.IfExp, _ast.Call,
+          _ast.keyword, _ast.Tuple, _ast.List, _ast.Set, _ast.Dict, _ast.Subscript, _ast.Slice,
+          _ast.JoinedStr, _ast.FormattedValue, _ast.ListComp, _ast.SetComp, _ast.GeneratorExp,
+          _ast.DictComp, _ast.comprehension, _ast.Starred, _ast.operator, _ast.unaryop,
+          _ast.boolop, _ast.cmpop)
+_NAME = _ast.Name
+_LOAD = _ast.Load
+_COMPREHENSION = _ast.comprehension
+_gettrace = _sys.gettrace
+_getprofile = _sys.getprofile
+_monitoring = _getattr(_sys, 'monitoring', None)
+_get_tool = _monitoring.get_tool if _monitoring is not None else None
+
+def hooked():
+    if _gettrace() is not None or _getprofile() is not None:
+        return True
+    if _get_tool is not None:
+        for tool in _range(6):
+            if _get_tool(tool) is not None:
+                return True
+    return False
+
+def _walk(node):
+    # Breadth first, like ast.walk: a node before its children.
+    queue = [node]
+    for node in queue:
+        for field in node._fields:
+            value = _getattr(node, field, None)
+            if _isinstance(value, _list):
+                queue.extend(item for item in value if _isinstance(item, _AST))
+            elif _isinstance(value, _AST):
+                queue.append(value)
+    return queue
+
+def shape(source):
+    try:
+        tree = _compile(source, '<read-only check>', 'exec', _ONLY_AST, dont_inherit=True)
+    except BaseException:
+        return None
+    targets = _set()
+    loaded = _set()
+    local = _set()
+    nodes = _walk(tree)
+    for node in nodes:
+        if not _isinstance(node, _NODES):
+            return None
+    for node in nodes:
+        if _isinstance(node, _COMPREHENSION):
+            if node.is_async:
+                return None
+            for target in _walk(node.target):
+                if _isinstance(target, _NAME):
+                    targets.add(_id(target))
+                    local.add(target.id)
+        elif _isinstance(node, _NAME):
+            if _isinstance(node.ctx, _LOAD):
+                loaded.add(node.id)
+            elif _id(node) not in targets:
+                return None
+    return _tuple(loaded), _tuple(local)
+)PY";
+
+constexpr std::size_t kMaxSource = 1024;
+constexpr int kMaxAtomItems = 256;
+
+// Builtins that are pure on immutable values, builtins like these and what
+// they make: no side effect but output (print writes to the cell's capture).
+// Left out on purpose: anything reaching attributes or frames (getattr,
+// vars, dir, globals, locals), running code (eval, exec, compile,
+// __import__, breakpoint, help), touching files or stdin (open, input), and
+// type (three arguments make a class whose methods the cell chooses).
+constexpr const char* kPureFunctions[] = {
+    "abs",  "all",   "any", "ascii", "bin", "callable", "chr",    "divmod", "format",
+    "hash", "hex",   "id",  "isinstance", "issubclass", "iter", "len", "max", "min",
+    "next", "oct",   "ord", "pow",   "print", "repr", "round", "sorted", "sum"};
+
+struct PureType {
+  const char* name;
+  PyTypeObject* type;
+};
+const PureType kPureTypes[] = {
+    {"bool", &PyBool_Type},           {"bytes", &PyBytes_Type},
+    {"bytearray", &PyByteArray_Type}, {"complex", &PyComplex_Type},
+    {"dict", &PyDict_Type},           {"enumerate", &PyEnum_Type},
+    {"filter", &PyFilter_Type},       {"float", &PyFloat_Type},
+    {"frozenset", &PyFrozenSet_Type}, {"int", &PyLong_Type},
+    {"list", &PyList_Type},           {"map", &PyMap_Type},
+    {"range", &PyRange_Type},         {"reversed", &PyReversed_Type},
+    {"set", &PySet_Type},             {"slice", &PySlice_Type},
+    {"str", &PyUnicode_Type},         {"tuple", &PyTuple_Type},
+    {"zip", &PyZip_Type}};
+
+struct Prepared {
+  PyObject* shape = nullptr;   // the glue's shape()
+  PyObject* hooked = nullptr;  // the glue's hooked()
+  std::map<std::string, PyObject*, std::less<>> trusted;  // name -> the builtin (strong)
+};
+Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
+
+// An exact immutable builtin value, all the way down (within `budget` items).
+bool IsAtom(PyObject* value, int* budget) {
+  if (--*budget < 0) return false;
+  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
+      PyBytes_CheckExact(value) || Py_IS_TYPE(value, &PyRange_Type)) {
+    return true;
+  }
+  if (PyTuple_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
+      if (!IsAtom(PyTuple_GET_ITEM(value, i), budget)) return false;
+    }
+    return true;
+  }
+  if (PyFrozenSet_CheckExact(value)) {
+    if (PySet_GET_SIZE(value) > *budget) return false;
+    Ref items(PySequence_Tuple(value));  // a frozenset of atoms iterates without side effects
+    if (!items) {
+      PyErr_Clear();
+      return false;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
+      if (!IsAtom(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// The dict the cell's name lookups fall back to (globals' __builtins__).
+PyObject* BuiltinsOf(PyObject* globals) {
+  PyObject* builtins = PyDict_GetItemString(globals, "__builtins__");  // borrowed
+  if (builtins == nullptr) return nullptr;
+  if (PyModule_Check(builtins)) return PyModule_GetDict(builtins);
+  return PyDict_Check(builtins) ? builtins : nullptr;
+}
+
+bool IntervalTimerSet() {
+  for (int which : {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF}) {
+    itimerval timer{};
+    if (::getitimer(which, &timer) != 0) return true;  // cannot tell: assume one
+    if (timer.it_value.tv_sec != 0 || timer.it_value.tv_usec != 0) return true;
+  }
+  return false;
+}
+
+bool CheckLocked(std::string_view code, PyObject* globals) {
+  if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return false;
+  if (IntervalTimerSet()) return false;
+  Ref hooked(PyObject_CallNoArgs(g_prepared->hooked));
+  if (!hooked || hooked.get() != Py_False) return false;
+  Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
+  if (!source) return false;
+  Ref shape(PyObject_CallOneArg(g_prepared->shape, source.get()));
+  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 2) return false;
+  PyObject* loaded = PyTuple_GET_ITEM(shape.get(), 0);
+  PyObject* local = PyTuple_GET_ITEM(shape.get(), 1);
+  PyObject* builtins = BuiltinsOf(globals);
+  int budget = kMaxAtomItems;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(loaded, i);
+    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (value != nullptr) {
+      if (!IsAtom(value, &budget)) return false;
+      continue;
+    }
+    if (PyErr_Occurred()) return false;
+    int is_local = PySequence_Contains(local, name);
+    if (is_local < 0) return false;
+    if (is_local == 1) continue;
+    const char* text = PyUnicode_AsUTF8(name);
+    if (text == nullptr || builtins == nullptr) return false;
+    auto trusted = g_prepared->trusted.find(std::string_view(text));
+    if (trusted == g_prepared->trusted.end()) return false;
+    PyObject* current = PyDict_GetItemWithError(builtins, name);  // borrowed
+    if (current != trusted->second) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ReadOnlyCell::Prepare() {
+  if (g_prepared != nullptr) return true;
+  auto prepared = std::make_unique<Prepared>();
+  Ref scope(PyDict_New());
+  Ref builtins_module(PyImport_ImportModule("builtins"));
+  if (!scope || !builtins_module ||
+      PyDict_SetItemString(scope.get(), "__builtins__", builtins_module.get()) < 0 ||
+      PyDict_SetItemString(scope.get(), "__name__", Ref(PyUnicode_FromString("dolsot_read_only")).get()) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  Ref done(PyRun_String(kGlueSource, Py_file_input, scope.get(), scope.get()));
+  if (!done) {
+    PyErr_Clear();
+    return false;
+  }
+  prepared->shape = Py_XNewRef(PyDict_GetItemString(scope.get(), "shape"));
+  prepared->hooked = Py_XNewRef(PyDict_GetItemString(scope.get(), "hooked"));
+  if (prepared->shape == nullptr || prepared->hooked == nullptr) return false;
+  PyObject* builtins = PyModule_GetDict(builtins_module.get());  // borrowed
+  for (const char* name : kPureFunctions) {
+    PyObject* function = PyDict_GetItemString(builtins, name);  // borrowed
+    // The interpreter's own: a C function of the builtins module, by that name.
+    if (function == nullptr || !PyCFunction_Check(function) ||
+        PyCFunction_GET_SELF(function) != builtins_module.get() ||
+        std::strcmp(reinterpret_cast<PyCFunctionObject*>(function)->m_ml->ml_name, name) != 0) {
+      continue;
+    }
+    prepared->trusted.emplace(name, Py_NewRef(function));
+  }
+  for (const PureType& pure : kPureTypes) {
+    PyObject* type = PyDict_GetItemString(builtins, pure.name);  // borrowed
+    if (type == reinterpret_cast<PyObject*>(pure.type)) prepared->trusted.emplace(pure.name, Py_NewRef(type));
+  }
+  g_prepared = prepared.release();  // kept for the process's life
+  return true;
+}
+
+bool ReadOnlyCell::Check(std::string_view code, PyObject* globals) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  bool read_only = CheckLocked(code, globals);
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+  return read_only;
+}
+
+ReadOnlyCell::Scope::Scope(bool active) {
+  if (active) resume_ = PyGC_Disable() != 0;
+}
+
+ReadOnlyCell::Scope::~Scope() {
+  if (resume_) PyGC_Enable();
+}
+
+}  // namespace dolsot

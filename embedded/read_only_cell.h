@@ -1,0 +1,71 @@
+// ReadOnlyCell: whether a cell provably leaves its session's state as it
+// found it, so a backend need neither fork a new rollback point after it nor
+// write a checkpoint of it (issue #22: the cost of durability follows what a
+// cell changed). `1 + 1`, `n * 2` for an int `n`, `print(len(s), s[:3])` for
+// a str `s`, `sorted(t)` for a tuple of numbers are read-only; a cell that
+// binds, deletes, imports, defines, touches an attribute, awaits or calls
+// anything but a short list of builtins that are pure on the values it can
+// reach is not.
+//
+// The proof, before the cell runs (`Check`):
+//   - Shape: the cell parses (Python's own `ast`, under 1 KiB of source) to
+//     expressions only: constants, names, operators, comparisons, calls,
+//     subscripts and slices, displays, f-strings, comprehensions. Names are
+//     stored only as comprehension targets (local to it).
+//   - Values: every name the cell reads is, in the session's namespace, a
+//     value of an exact immutable builtin type (int, float, complex, bool,
+//     None, str, bytes, range; tuples and frozensets of those, at most 256
+//     items deep) or, absent there, a comprehension's own variable or one of
+//     the pure builtins, checked to be the interpreter's own object (a
+//     session that rebinds `builtins.len` gets no fast path for `len`).
+//   So every object the cell can reach is immutable, one of those builtins
+//   or made by the cell, and no code of the session's (a method, a
+//   property, a __del__ of its objects) can run.
+// And while it runs (`Scope`): the cyclic garbage collector is paused, so no
+// finalizer of an earlier cell's garbage runs inside it. The backend adds
+// what it knows: no thread of the session's still runs, no variables were
+// bound for the cell, and the cell completed.
+//
+// What the proof cannot see: an audit hook (sys.addaudithook), a trace or
+// profile function, or a signal handler installed by an earlier cell that
+// changes the namespace while this cell runs. `Check` refuses while a trace
+// or profile function or an interval timer is set; audit hooks cannot be
+// listed and are taken as absent. docs/architecture.md ("Read-only cells").
+//
+// Everything here needs the GIL.
+#pragma once
+
+#include <Python.h>
+
+#include <string_view>
+
+namespace dolsot {
+
+class ReadOnlyCell {
+ public:
+  // Imports `ast` and takes the builtins this check trusts from the
+  // interpreter as it is now. Call it once per interpreter before any
+  // session code runs (a worker does at start; its forks inherit it).
+  // Without it, Check says false. Returns false (the Python error cleared)
+  // when it cannot prepare; cells then just get no fast path.
+  static bool Prepare();
+
+  // Whether `code`, run in `globals` (the session's namespace), is proven
+  // read-only by the rules above. Never raises (the error indicator is as
+  // it was).
+  static bool Check(std::string_view code, PyObject* globals);
+
+  // Pauses the cyclic GC for the life of the scope, when `active`.
+  class Scope {
+   public:
+    explicit Scope(bool active);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    bool resume_ = false;
+  };
+};
+
+}  // namespace dolsot

@@ -1,0 +1,164 @@
+// ReadOnlyCell::Check (embedded/read_only_cell.h): cells that provably leave
+// a namespace as they found it, and every way a cell that could change it is
+// told apart: by its shape, by the values it reads, by builtins rebound, by
+// hooks that run code while it runs.
+#include "embedded/read_only_cell.h"
+
+#include <gtest/gtest.h>
+#include <pybind11/embed.h>
+#include <sys/time.h>
+
+#include <string>
+
+namespace py = pybind11;
+
+namespace dolsot {
+namespace {
+
+// A session-like namespace: atoms, containers, a module, a function, a
+// subclass of int, a tuple holding a list.
+py::dict Namespace() {
+  py::dict ns;
+  py::exec(R"PY(
+import builtins
+__builtins__ = builtins
+n = 41
+s = 'abc'
+f = 2.5
+t = (1, 'two', (3.0, None, b'x'), frozenset({4, 5}), range(3))
+nothing = None
+items = [1, 2, 3]
+table = {'k': 1}
+import math
+def helper():
+    return 1
+class Sneaky(int):
+    def __add__(self, other):
+        import os
+        return 0
+sneaky = Sneaky(1)
+mixed = (1, [2])
+wide = tuple(range(1000))
+)PY", ns);
+  return ns;
+}
+
+bool ReadOnly(const std::string& code, const py::dict& ns) {
+  return ReadOnlyCell::Check(code, ns.ptr());
+}
+
+class ReadOnlyCellTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    py::gil_scoped_acquire gil;
+    ASSERT_TRUE(ReadOnlyCell::Prepare());
+  }
+};
+
+TEST_F(ReadOnlyCellTest, ExpressionsOverImmutableValuesAreReadOnly) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  for (const char* code : {
+           "1 + 1", "n * 2", "n", "s[1:]", "print(n, s, len(s))", "t[2][0] + f",
+           "[i * n for i in range(3)]", "{k: v for k, v in zip(s, range(3))}",
+           "sorted(t[3], key=abs)", "f'{s!r:>10} {n:04d}'", "max(n, 3) if s else -n",
+           "sum(x for x in range(10) if x % 2)", "print(*t, sep=', ')", "pass", "",
+           "not nothing and n > 3", "divmod(n, 7); pow(2, 10)", "dict(a=1) | {'b': n}",
+           "[x for x in t[4]]", "repr(t)", "isinstance(n, int)", "s * 3, -f, ~n",
+           "[*range(3), *s]", "{**{'a': 1}}", "list(map(str, range(3)))", "n  # comment"}) {
+    EXPECT_TRUE(ReadOnly(code, ns)) << code;
+  }
+}
+
+TEST_F(ReadOnlyCellTest, CellsThatCouldChangeStateAreNot) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  for (const char* code : {
+           // binds, deletes, imports, defines, loops, awaits
+           "x = 1", "n += 1", "del n", "import os", "from math import pi", "def g(): pass",
+           "class C: pass", "for i in range(3): pass", "while False: pass",
+           "with open('x') as fh: pass", "try:\n    pass\nexcept Exception:\n    pass",
+           "global n", "lambda: 0", "[y := 1]", "(i for i in range(3)); z = 1", "await n",
+           "assert n", "raise ValueError", "if n: pass",
+           // attributes, and what reaches them
+           "s.upper()", "n.real", "math.pi", "getattr(n, 'real')", "vars()", "globals()",
+           "dir()", "__import__('os')", "eval('1')", "exec('1')", "compile('1', 'x', 'eval')",
+           "open('/dev/null')", "input()", "breakpoint()", "type(n)", "help()",
+           // values that are not immutable all the way down
+           "items", "len(items)", "table['k']", "helper()", "math", "sneaky + 1", "mixed",
+           "wide",
+           // a comprehension variable named like a global list stays refused
+           "[items for items in range(3)]",
+           // names nobody defined
+           "undefined_name", "n + undefined_name",
+           // not Python, or too long to check
+           "1 +", "\xff"}) {
+    EXPECT_FALSE(ReadOnly(code, ns)) << code;
+  }
+  EXPECT_FALSE(ReadOnly("n + " + std::string(1100, '1'), ns));
+  EXPECT_FALSE(ReadOnly(std::string(1100, ' ') + "\n1", ns));
+}
+
+TEST_F(ReadOnlyCellTest, ABuiltinRebound_InTheNamespaceOrInBuiltins_IsNotTrusted) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  EXPECT_TRUE(ReadOnly("len(s)", ns));
+  ns["len"] = py::eval("lambda value: 0");
+  EXPECT_FALSE(ReadOnly("len(s)", ns));
+  // A private builtins dict whose `len` is another builtin under that name.
+  py::dict own_builtins = py::module_::import("builtins").attr("__dict__").attr("copy")();
+  own_builtins["len"] = own_builtins["exec"];
+  own_builtins["abs"] = py::eval("lambda value: value");
+  py::dict other = Namespace();
+  other["__builtins__"] = own_builtins;
+  EXPECT_FALSE(ReadOnly("len(s)", other));
+  EXPECT_FALSE(ReadOnly("abs(n)", other));
+  EXPECT_TRUE(ReadOnly("min(n, 2)", other));
+}
+
+TEST_F(ReadOnlyCellTest, TraceFunctionsAndTimersMakeNoCellReadOnly) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  py::module_ sys = py::module_::import("sys");
+  sys.attr("settrace")(py::eval("lambda *args: None"));
+  EXPECT_FALSE(ReadOnly("1 + 1", ns));
+  sys.attr("settrace")(py::none());
+  sys.attr("setprofile")(py::eval("lambda *args: None"));
+  EXPECT_FALSE(ReadOnly("1 + 1", ns));
+  sys.attr("setprofile")(py::none());
+  EXPECT_TRUE(ReadOnly("1 + 1", ns));
+  itimerval timer{};
+  timer.it_value.tv_sec = 1000;
+  ASSERT_EQ(::setitimer(ITIMER_VIRTUAL, &timer, nullptr), 0);
+  EXPECT_FALSE(ReadOnly("1 + 1", ns));
+  timer = itimerval{};
+  ASSERT_EQ(::setitimer(ITIMER_VIRTUAL, &timer, nullptr), 0);
+  EXPECT_TRUE(ReadOnly("1 + 1", ns));
+}
+
+TEST_F(ReadOnlyCellTest, ThePythonErrorIndicatorIsLeftAsItWas) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  PyErr_SetString(PyExc_KeyError, "kept");
+  EXPECT_FALSE(ReadOnly("1 +", ns));
+  EXPECT_TRUE(ReadOnly("1 + 1", ns));
+  ASSERT_TRUE(PyErr_ExceptionMatches(PyExc_KeyError));
+  PyErr_Clear();
+}
+
+TEST_F(ReadOnlyCellTest, TheScopePausesTheCollectorOnlyWhenAsked) {
+  py::gil_scoped_acquire gil;
+  ASSERT_EQ(PyGC_IsEnabled(), 1);
+  {
+    ReadOnlyCell::Scope paused(true);
+    EXPECT_EQ(PyGC_IsEnabled(), 0);
+  }
+  EXPECT_EQ(PyGC_IsEnabled(), 1);
+  {
+    ReadOnlyCell::Scope untouched(false);
+    EXPECT_EQ(PyGC_IsEnabled(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace dolsot

@@ -1,0 +1,181 @@
+"""Read-only cells (embedded/read_only_cell.h, issue #22): a cell proven to
+change nothing is neither checkpointed nor followed by a new rollback point,
+and everything a user relies on stays exact: a crash after read-only cells
+rolls back to the state before it, a restart sees the last state, a failed
+save is made good by the next cell, and any cell that could change the state
+(or ran while a thread could) is checkpointed as before.
+
+The store counts saves: with checkpoint="sync" a save happens before the
+Result returns, so the count after each cell is exact."""
+
+from __future__ import annotations
+
+import dolsot
+import pytest
+from dolsot.store import MemoryStore
+
+
+class CountingStore:
+    """MemoryStore's behaviour, counting saves; `fail_next` saves raise."""
+
+    def __init__(self):
+        self.inner = MemoryStore()
+        self.saves = 0
+        self.fail_next = 0
+
+    def load(self, sid):
+        return self.inner.load(sid)
+
+    def save(self, sid, blob):
+        if self.fail_next:
+            self.fail_next -= 1
+            raise OSError("the disk is gone")
+        self.saves += 1
+        self.inner.save(sid, blob)
+
+    def delete(self, sid):
+        return self.inner.delete(sid)
+
+    def list(self):
+        return self.inner.list()
+
+
+def ok(repl, code, **kwargs):
+    result = repl.run("s", code, **kwargs)
+    assert result.ok, (code, result.error)
+    return result
+
+
+@pytest.fixture
+def counted():
+    store = CountingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync")
+    yield repl, store
+    repl.close()
+
+
+READ_ONLY = ["1 + 1", "x + 1", "print(x, len(name))", "[i * x for i in range(3)]", "name[1:]",
+             "sorted((3, 1, 2))", "f'{x:03d}'"]
+
+NOT_READ_ONLY = [
+    "y = 1",                        # binds
+    "box.append(3)",                # an attribute: mutates in place
+    "len(box)",                     # reads a mutable value
+    "import math",                  # imports
+    "def f():\n    return x",       # defines
+    "f()",                          # calls the session's own code
+    "for _ in range(2): pass",      # a statement
+]
+
+
+def test_read_only_cells_write_no_checkpoint_and_the_others_do(counted):
+    repl, store = counted
+    ok(repl, "1 + 1")  # a new session's first cell: nothing durable yet, so saved
+    assert store.saves == 1
+    ok(repl, "x = 41; name = 'dolsot'; box = [1, 2]")
+    assert store.saves == 2
+    for code in READ_ONLY:
+        ok(repl, code)
+        assert store.saves == 2, f"{code!r} wrote a checkpoint"
+    for code in NOT_READ_ONLY:
+        before = store.saves
+        ok(repl, code)
+        assert store.saves == before + 1, f"{code!r} wrote no checkpoint"
+    # A cell that raised is checkpointed as before, read-only or not.
+    before = store.saves
+    assert not repl.run("s", "x / 0").ok
+    assert store.saves == before + 1
+    # Variables bind names: not read-only.
+    before = store.saves
+    ok(repl, "x + 1", variables={"v": 1})
+    assert store.saves == before + 1
+    # A builtin the session rebound is not the interpreter's own.
+    ok(repl, "import builtins; builtins.len = lambda value: 0")
+    before = store.saves
+    ok(repl, "len(name)")
+    assert store.saves == before + 1
+
+
+def test_a_running_thread_makes_every_cell_checkpointed(counted):
+    repl, store = counted
+    ok(repl, "x = 1")
+    ok(repl, "import threading\nstop = threading.Event()\n"
+             "t = threading.Thread(target=stop.wait, daemon=True)\nt.start()")
+    before = store.saves
+    ok(repl, "x + 1")  # the thread may have changed the state meanwhile
+    assert store.saves == before + 1
+    ok(repl, "stop.set(); t.join()")
+    before = store.saves
+    ok(repl, "x + 1")
+    assert store.saves == before
+
+
+def test_a_failed_save_is_made_good_by_the_next_cell_even_a_read_only_one(counted):
+    repl, store = counted
+    ok(repl, "x = 1")
+    store.fail_next = 1
+    result = ok(repl, "x = 2")
+    assert result.save_error and "the disk is gone" in result.save_error, result.save_error
+    before = store.saves
+    ok(repl, "x + 1")  # read-only, but the store holds x == 1
+    assert store.saves == before + 1
+    restarted = dolsot.Repl(store=store, typecheck=False, checkpoint="sync")
+    try:
+        assert restarted.run("s", "x").value == "2"
+    finally:
+        restarted.close()
+
+
+@pytest.mark.parametrize("checkpoint", ["async", "sync", "off"])
+def test_a_crash_after_read_only_cells_rolls_back_exactly(checkpoint):
+    repl = dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint=checkpoint)
+    try:
+        ok(repl, "x = 1; box = [1]; name = 'n'")
+        for code in READ_ONLY[:3] + ["x", "x * 2"]:
+            ok(repl, code)
+        crashed = repl.run("s", "x = 99; box.append(99); import os; os._exit(3)")
+        assert not crashed.ok and "rolled back" in crashed.error, crashed.error
+        assert ok(repl, "(x, box)").value == "(1, [1])"
+        ok(repl, "box.append(2)")
+        ok(repl, "x + 1")
+        ok(repl, "len(name) if x else x")
+        crashed = repl.run("s", "box.clear(); import os; os._exit(3)")
+        assert not crashed.ok and "rolled back" in crashed.error, crashed.error
+        assert ok(repl, "(x, box)").value == "(1, [1, 2])"
+        # Cells keep counting: a function defined now names its own cell.
+        ok(repl, "def g():\n    return 1 / 0")
+        failed = repl.run("s", "g()")
+        assert not failed.ok and "<cell" in failed.error
+    finally:
+        repl.close()
+
+
+def test_a_restart_after_read_only_cells_sees_the_last_state():
+    store = CountingStore()
+    repl = dolsot.Repl(store=store, typecheck=False)  # async checkpoints
+    ok(repl, "x = 5; box = [5]; name = 'n'")
+    repl.sessions()  # lets the async checkpoint land
+    saved = store.saves
+    for code in READ_ONLY[:4]:
+        ok(repl, code)
+    repl.sessions()
+    assert store.saves == saved  # no writer was forked for them
+    repl.close()
+    again = dolsot.Repl(store=store, typecheck=False)
+    try:
+        assert ok(again, "(x, box)").value == "(5, [5])"
+    finally:
+        again.close()
+
+
+def test_the_fast_path_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("DOLSOT_READ_ONLY_CELLS", "0")
+    store = CountingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync")
+    try:
+        ok(repl, "x = 1")
+        before = store.saves
+        ok(repl, "x + 1")
+        assert store.saves == before + 1
+    finally:
+        repl.close()
