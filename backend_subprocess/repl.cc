@@ -78,18 +78,22 @@ struct SessionSlot {
   // not yet reported.
   std::string last_save_error;
   // When the store last took a checkpoint of this session (or gave the one
-  // it was restored from), steady-clock nanoseconds; 0: none, or the last
-  // save failed. A read-only cell skips its checkpoint only while this is
-  // recent (CheckpointOwed).
+  // it was restored from), and when the last async checkpoint was handed to
+  // the saver, steady-clock nanoseconds; 0: none, or the last save failed.
+  // A read-only cell skips its checkpoint only while one is recent
+  // (CheckpointOwed).
   std::atomic<std::int64_t> durable_at_ns{0};
+  std::atomic<std::int64_t> submitted_at_ns{0};
 };
 
 namespace {
 
-// A read-only cell changes nothing, so the last checkpoint still holds the
-// state, unless there is none, the last save failed, or it is older than
-// this: then the cell is checkpointed anyway, which also keeps the store's
-// last-used time (and a TTL) within this of the session's use.
+// A read-only cell changes nothing, so the last checkpoint (saved, or on
+// its way: an async one handed to the saver) still holds the state, unless
+// there is none, the last save failed, or it is older than this: then the
+// cell is checkpointed anyway. That also bounds how long a checkpoint that
+// was lost without a word (its writer died) goes unnoticed, and keeps the
+// store's last-used time (and a TTL) within this of the session's use.
 constexpr std::chrono::seconds kReadOnlyCheckpointAge{30};
 
 std::int64_t SteadyNs() {
@@ -99,9 +103,11 @@ std::int64_t SteadyNs() {
 }
 
 bool CheckpointOwed(const SessionSlot& slot) {
-  const std::int64_t at = slot.durable_at_ns.load();
-  return at == 0 ||
-         SteadyNs() - at > std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
+  const std::int64_t now = SteadyNs();
+  auto recent = [now](std::int64_t at) {
+    return at != 0 && now - at <= std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
+  };
+  return !recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load());
 }
 
 }  // namespace
@@ -374,6 +380,7 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std
   DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
   Status saved = store_->Save(sid, blob);
   slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
+  if (!saved.ok()) slot.submitted_at_ns.store(0);
   return saved;
 }
 
@@ -494,7 +501,10 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.variables = &run_options.variables;
   run.checkpoint_owed = options_.checkpoint != CheckpointMode::kOff && CheckpointOwed(slot);
   const std::uint64_t cell = ++slot.cells_started;
-  auto outcome = slot.live->Run(run, ChannelHandler(sid, cell));
+  auto outcome = slot.live->Run(run, [this, &slot, &sid, cell](UniqueFd fd) {
+    slot.submitted_at_ns.store(SteadyNs());
+    saver_.Submit(sid, std::move(fd), cell);
+  });
   if (!outcome.ok()) {
     slot.live.reset();  // out of step with the session: start over next time
     return outcome.status();

@@ -1,0 +1,98 @@
+"""Throughput of one Repl under many sessions (#22): 64 sessions, 8 threads,
+2 cores, a mix of trivial cells that read the state (`x + 1`, `len(name)`)
+and cells that change it (`x += 1`), default configuration (rollback on,
+async checkpoints), cells per second, and nothing lost: every session's `x`
+is checked at the end, in the Repl and after a restart from the store.
+
+Each configuration runs in its own child process (one build per
+interpreter), interleaved in rounds; medians over rounds. The comparison is
+the same build with read-only cells turned off (DOLSOT_READ_ONLY_CELLS=0,
+every cell forks its snapshot and checkpoints, as before that change).
+
+    PYTHONPATH=build/python python bench/repl/bench_throughput.py \
+        [--rounds 3] [--sessions 64] [--threads 8] [--cells 16] [--read-share 0 0.5 0.9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r"""
+import json, random, sys, tempfile, threading, time
+from concurrent.futures import ThreadPoolExecutor
+import dolsot
+from dolsot.store import FileStore
+sessions, threads, cells, share, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+cache = tempfile.mkdtemp(prefix="dolsot-throughput-")
+store = FileStore(cache)
+repl = dolsot.Repl(store=store, typecheck=False, max_live_sessions=sessions)
+sids = [f"s{i}" for i in range(sessions)]
+for sid in sids:
+    assert repl.run(sid, "x = 0; name = 'dolsot'").ok
+rng = random.Random(seed)
+plan = {sid: [rng.random() < share for _ in range(cells)] for sid in sids}
+writes = {sid: sum(1 for read in plan[sid] if not read) for sid in sids}
+def drive(sid):
+    for read in plan[sid]:
+        res = repl.run(sid, "x + len(name)" if read else "x += 1")
+        assert res.ok, res.error
+start = time.perf_counter()
+with ThreadPoolExecutor(threads) as pool:
+    list(pool.map(drive, sids))
+elapsed = time.perf_counter() - start
+lost = [sid for sid in sids if repl.run(sid, "x").value != str(writes[sid])]
+repl.close()
+again = dolsot.Repl(store=FileStore(cache), typecheck=False, max_live_sessions=sessions)
+lost += [sid + " (restored)" for sid in sids if again.run(sid, "x").value != str(writes[sid])]
+again.close()
+print(json.dumps({"cells_per_s": sessions * cells / elapsed, "lost": lost}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--cells", type=int, default=16)
+    parser.add_argument("--read-share", type=float, nargs="+", default=[0.0, 0.5, 0.9])
+    args = parser.parse_args()
+    configs = {"read-only cells on": {}, "read-only cells off": {"DOLSOT_READ_ONLY_CELLS": "0"}}
+    rows: dict[tuple[str, float], list[float]] = {}
+    lost: list[str] = []
+    load = [os.getloadavg()[0]]
+    for round_index in range(args.rounds):
+        for share in args.read_share:
+            for name, extra in configs.items():
+                env = {k: v for k, v in os.environ.items() if not k.startswith("DOLSOT_")}
+                env.update(extra)
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(args.sessions), str(args.threads),
+                     str(args.cells), str(share), str(round_index)],
+                    env=env, check=True, capture_output=True, text=True).stdout
+                figures = json.loads(out.strip().splitlines()[-1])
+                rows.setdefault((name, share), []).append(figures["cells_per_s"])
+                lost += [f"{name}, share {share}: {sid}" for sid in figures["lost"]]
+        load.append(os.getloadavg()[0])
+    print(f"{args.sessions} sessions, {args.threads} threads, {args.cells} cells each after one "
+          f"that binds the state; {args.rounds} rounds, medians; load average "
+          f"{min(load):.1f}-{max(load):.1f}; {os.cpu_count()} CPUs")
+    print("| share of read-only cells | cells/s, read-only cells on | cells/s, off | on vs off |")
+    print("|---:|---:|---:|---:|")
+    for share in args.read_share:
+        on = statistics.median(rows[("read-only cells on", share)])
+        off = statistics.median(rows[("read-only cells off", share)])
+        print(f"| {share:.0%} | {on:.0f} | {off:.0f} | {on / off:.2f}x |")
+    for (name, share), values in rows.items():
+        print(name, share, [round(v) for v in values])
+    print("lost:", lost or "nothing")
+
+
+if __name__ == "__main__":
+    main()
