@@ -636,13 +636,14 @@ class SessionProcess {
     request.returned = &returned;
     tools_.BeginCell(socket_.get(), tool_socket);
     Result result;
+    Status bound = BindExtras(tools, variables);
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
-    // is made again. Variables bind names, so a cell with them is not one.
-    bool read_only = !checkpoint_owed && variables.empty() &&
+    // is made again. Variables bind names, so a cell with them is not one;
+    // checked once the tools are bound (a tool may shadow a builtin).
+    bool read_only = bound.ok() && !checkpoint_owed && variables.empty() &&
                      (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff) &&
                      ReadOnlyCell::Check(request.code, globals_);
-    Status bound = BindExtras(tools, variables);
     if (bound.ok()) {
       ReadOnlyCell::Scope no_finalizers(read_only);
       result = RunCell(globals_, request);

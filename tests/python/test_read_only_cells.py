@@ -179,3 +179,20 @@ def test_the_fast_path_can_be_turned_off(monkeypatch):
         assert store.saves == before + 1
     finally:
         repl.close()
+
+
+def test_a_cell_calling_a_host_tool_is_checkpointed():
+    store = CountingStore()
+    calls = []
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync",
+                       tools={"lookup": lambda value: calls.append(value) or 0})
+    try:
+        ok(repl, "name = 'ab'")
+        before = store.saves
+        assert ok(repl, "lookup(name)").value == "0"  # the host's tool ran
+        assert calls == ["ab"]
+        assert store.saves == before + 1
+        ok(repl, "abs(-1)")
+        assert store.saves == before + 1
+    finally:
+        repl.close()
