@@ -132,7 +132,9 @@ struct Prepared {
 };
 Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
 
-// An exact immutable builtin value, all the way down (within `budget` items).
+// An exact builtin value whose reading runs no Python code, all the way
+// down (within `budget` items): immutable atoms, and tuples, frozensets,
+// lists, dicts, sets and bytearrays of them.
 bool IsAtom(PyObject* value, int* budget) {
   if (--*budget < 0) return false;
   if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
@@ -146,9 +148,27 @@ bool IsAtom(PyObject* value, int* budget) {
     }
     return true;
   }
-  if (PyFrozenSet_CheckExact(value)) {
+  if (PyList_CheckExact(value)) {
+    // Mutable, but only through attributes, stores and `+=`, none of which
+    // a read-only cell has: reading it runs no code of the session's.
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
+      if (!IsAtom(PyList_GET_ITEM(value, i), budget)) return false;
+    }
+    return true;
+  }
+  if (PyDict_CheckExact(value)) {
+    if (PyDict_GET_SIZE(value) > *budget) return false;
+    Py_ssize_t position = 0;
+    PyObject *key, *item;  // borrowed
+    while (PyDict_Next(value, &position, &key, &item)) {
+      if (!IsAtom(key, budget) || !IsAtom(item, budget)) return false;
+    }
+    return true;
+  }
+  if (PyByteArray_CheckExact(value)) return true;
+  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
     if (PySet_GET_SIZE(value) > *budget) return false;
-    Ref items(PySequence_Tuple(value));  // a frozenset of atoms iterates without side effects
+    Ref items(PySequence_Tuple(value));  // a set of atoms iterates without side effects
     if (!items) {
       PyErr_Clear();
       return false;

@@ -14,13 +14,16 @@
 //     stored only as comprehension targets (local to it).
 //   - Values: every name the cell reads is, in the session's namespace, a
 //     value of an exact immutable builtin type (int, float, complex, bool,
-//     None, str, bytes, range; tuples and frozensets of those, at most 256
-//     items deep) or, absent there, a comprehension's own variable or one of
-//     the pure builtins, checked to be the interpreter's own object (a
-//     session that rebinds `builtins.len` gets no fast path for `len`).
-//   So every object the cell can reach is immutable, one of those builtins
-//   or made by the cell, and no code of the session's (a method, a
-//   property, a __del__ of its objects) can run.
+//     None, str, bytes, range) or an exact tuple, frozenset, list, dict, set
+//     or bytearray of those, 256 items in all at most; or, absent there, a
+//     comprehension's own variable or one of the pure builtins, checked to
+//     be the interpreter's own object (a session that rebinds `builtins.len`
+//     gets no fast path for `len`). A list, dict or set changes only through
+//     an attribute (`.append`), a store (`d[k] = v`) or `+=`, which such a
+//     cell has none of.
+//   So every object the cell can reach is a builtin value it can only read,
+//   one of those builtins or made by the cell, and no code of the session's
+//   (a method, a property, a __del__ of its objects) can run.
 // And while it runs (`Scope`): the cyclic garbage collector is paused, so no
 // finalizer of an earlier cell's garbage runs inside it. The backend adds
 // what it knows: no thread of the session's still runs, no variables were

@@ -37,8 +37,11 @@ class Sneaky(int):
         import os
         return 0
 sneaky = Sneaky(1)
-mixed = (1, [2])
+mixed = (1, [2], {3: {4}}, bytearray(b'5'))
+holder = [1, helper]
+keyed = {'k': math}
 wide = tuple(range(1000))
+long_list = list(range(300))
 )PY", ns);
   return ns;
 }
@@ -65,7 +68,10 @@ TEST_F(ReadOnlyCellTest, ExpressionsOverImmutableValuesAreReadOnly) {
            "sum(x for x in range(10) if x % 2)", "print(*t, sep=', ')", "pass", "",
            "not nothing and n > 3", "divmod(n, 7); pow(2, 10)", "dict(a=1) | {'b': n}",
            "[x for x in t[4]]", "repr(t)", "isinstance(n, int)", "s * 3, -f, ~n",
-           "[*range(3), *s]", "{**{'a': 1}}", "list(map(str, range(3)))", "n  # comment"}) {
+           "[*range(3), *s]", "{**{'a': 1}}", "list(map(str, range(3)))", "n  # comment",
+           // builtin containers of such values, read
+           "items", "len(items)", "items[-1] + table['k']", "sorted(items, reverse=True)",
+           "print(mixed)", "{k: table[k] for k in table}"}) {
     EXPECT_TRUE(ReadOnly(code, ns)) << code;
   }
 }
@@ -85,10 +91,10 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeStateAreNot) {
            "dir()", "__import__('os')", "eval('1')", "exec('1')", "compile('1', 'x', 'eval')",
            "open('/dev/null')", "input()", "breakpoint()", "type(n)", "help()",
            // values that are not immutable all the way down
-           "items", "len(items)", "table['k']", "helper()", "math", "sneaky + 1", "mixed",
-           "wide",
+           "helper()", "math", "sneaky + 1", "holder", "len(holder)", "keyed", "wide",
+           "long_list", "items.append(4)", "items[0] = 2", "table.update(a=1)", "items += [1]",
            // a comprehension variable named like a global list stays refused
-           "[items for items in range(3)]",
+           "[holder for holder in range(3)]",
            // names nobody defined
            "undefined_name", "n + undefined_name",
            // not Python, or too long to check

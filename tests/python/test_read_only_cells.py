@@ -55,12 +55,12 @@ def counted():
 
 
 READ_ONLY = ["1 + 1", "x + 1", "print(x, len(name))", "[i * x for i in range(3)]", "name[1:]",
-             "sorted((3, 1, 2))", "f'{x:03d}'"]
+             "sorted((3, 1, 2))", "f'{x:03d}'", "len(box)", "box[-1]"]
 
 NOT_READ_ONLY = [
     "y = 1",                        # binds
     "box.append(3)",                # an attribute: mutates in place
-    "len(box)",                     # reads a mutable value
+    "len(objs)",                    # reads a value that is not a builtin one
     "import math",                  # imports
     "def f():\n    return x",       # defines
     "f()",                          # calls the session's own code
@@ -72,7 +72,7 @@ def test_read_only_cells_write_no_checkpoint_and_the_others_do(counted):
     repl, store = counted
     ok(repl, "1 + 1")  # a new session's first cell: nothing durable yet, so saved
     assert store.saves == 1
-    ok(repl, "x = 41; name = 'dolsot'; box = [1, 2]")
+    ok(repl, "x = 41; name = 'dolsot'; box = [1, 2]; objs = [object()]")
     assert store.saves == 2
     for code in READ_ONLY:
         ok(repl, code)
@@ -139,6 +139,7 @@ def test_a_crash_after_read_only_cells_rolls_back_exactly(checkpoint):
         ok(repl, "box.append(2)")
         ok(repl, "x + 1")
         ok(repl, "len(name) if x else x")
+        ok(repl, "box[-1] + len(box)")
         crashed = repl.run("s", "box.clear(); import os; os._exit(3)")
         assert not crashed.ok and "rolled back" in crashed.error, crashed.error
         assert ok(repl, "(x, box)").value == "(1, [1, 2])"
