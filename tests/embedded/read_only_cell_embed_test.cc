@@ -93,7 +93,7 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeStateAreNot) {
            // values that are not immutable all the way down
            "helper()", "math", "sneaky + 1", "holder", "len(holder)", "keyed", "wide",
            "long_list", "items.append(4)", "items[0] = 2", "table.update(a=1)", "items += [1]",
-           // a comprehension variable named like a global list stays refused
+           // a comprehension variable named like a global that is not a builtin value
            "[holder for holder in range(3)]",
            // names nobody defined
            "undefined_name", "n + undefined_name",
