@@ -85,6 +85,8 @@ class _Host:
             "error": result.error, "exit_code": result.exit_code, "held": list(result.held),
             "dropped": list(result.dropped), "outcome": result.outcome.name,
             "save_error": result.save_error, "error_type": result.error_type,
+            "images": list(result.images), "has_returned": result.has_returned,
+            "returned": result.returned if result.has_returned else None,
         }
 
     def sessions(self) -> list[tuple[str, int, float]]:
@@ -114,14 +116,26 @@ class _Host:
 
 class PoolResult(Result):
     """A Result that crossed from an actor (Result itself has no pickling):
-    the same fields, ``save_error`` and ``error_type`` included."""
+    the same fields, ``save_error``, ``error_type``, ``images`` and the
+    final answer (``returned``, a copy unpickled here) included."""
 
     def __init__(self, fields: Mapping[str, Any]) -> None:
         super().__init__(ok=fields["ok"], value=fields["value"], stdout=fields["stdout"],
                          error=fields["error"], exit_code=fields["exit_code"],
                          held=fields["held"], dropped=fields["dropped"],
                          outcome=Outcome.__members__[fields["outcome"]],
-                         error_type=fields.get("error_type"), save_error=fields["save_error"])
+                         error_type=fields.get("error_type"), save_error=fields["save_error"],
+                         images=fields.get("images", ()))
+        self._has_returned = bool(fields.get("has_returned", False))
+        self._returned = fields.get("returned")
+
+    @property
+    def has_returned(self) -> bool:
+        return self._has_returned
+
+    @property
+    def returned(self) -> Any:
+        return self._returned
 
 
 class _Slot:

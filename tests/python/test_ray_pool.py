@@ -154,6 +154,19 @@ def test_arun_sessions_and_reset_behave_as_on_a_repl(store):
             pool.run("../x", "1")
 
 
+def test_final_answers_and_figures_cross_from_the_actor(store):
+    options = dict(REPL_OPTIONS, final="SUBMIT")
+    with SessionPool(1, store=store, repl_options=options) as pool:
+        plain = pool.run("f", "1 + 1")
+        assert plain.ok and not plain.has_returned and plain.returned is None
+        done = pool.run("f", "SUBMIT({'answer': 42, 'items': [1, 2]})")
+        assert done.ok and done.has_returned, done.error
+        assert done.returned == {"answer": 42, "items": [1, 2]}
+        drawn = pool.run("f", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+        assert drawn.ok, drawn.error
+        assert len(drawn.images) == 1 and drawn.images[0].startswith(b"\x89PNG")
+
+
 def test_a_session_another_host_holds_is_session_busy_after_lease_wait(store, redis_server,
                                                                        redis_prefix):
     other_host = RedisStore(redis_server.url, prefix=redis_prefix, hmac_key="k" * 32)
