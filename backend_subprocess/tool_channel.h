@@ -72,7 +72,7 @@ class ToolChannel {
 
   int socket_ = -1;
   UniqueFd wake_;  // an eventfd: wakes the reading thread (the cell ended, a tool socket opened)
-  SpinBudget reply_budget_;  // how long the reading thread spins for a reply
+  SpinBudget reply_budget_{SpinBudget::kPeers};  // how long the reading thread spins for a reply
   std::mutex write_mutex_;
   std::mutex mutex_;  // guards everything below
   std::condition_variable changed_;

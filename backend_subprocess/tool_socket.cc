@@ -15,7 +15,7 @@ namespace {
 // One budget for every tool socket of the host: how soon a cell's next call
 // follows a reply is the same kind of gap from one cell to the next.
 SpinBudget& CallBudget() {
-  static SpinBudget budget;
+  static SpinBudget budget(SpinBudget::kPeers);
   return budget;
 }
 

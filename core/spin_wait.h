@@ -64,8 +64,23 @@ struct HandOffSample {
 // misses, or a hand-off later than the cap, halves it.
 // Learn() and CurrentNanos() may race between threads (relaxed atomics): the
 // budget is a hint, any value in range is safe.
+//
+// Between two processes (SpinBudget::kPeers: a Repl's host tool calls) a
+// sleeping wait costs more than its wake-up: the sleeper's poll and the
+// sender's wake-up each take about 1.5 us more than a spin's look, so a
+// round trip whose two ends sleep costs ~3 us more even where wake-ups are
+// fast (a socket ping-pong between two C processes: 9.2 us sleeping, 6.3 us
+// spinning, on the 2-vCPU VM of docs/benchmarks.md). Such a budget spins
+// whatever the wake-up cost; what keeps it from burning a CPU the producer
+// needs (a machine whose CPUs are taken) is that a spin that misses makes the
+// next kMinBackOff waits sleep, doubling (up to kMaxBackOff) while the spins
+// after them keep missing; a spin that catches ends the back-off.
 class SpinBudget {
  public:
+  enum Kind {
+    kThreads,  // spins only while sleeping waits wake slowly (kSlowWakeNanos)
+    kPeers,    // spins whatever the wake-up cost, backing off after misses
+  };
   // Never spins longer than this per wait.
   static constexpr std::int64_t kCapNanos = 50'000;
   // The least useful budget; a smaller one becomes 0 (no spinning).
@@ -76,9 +91,13 @@ class SpinBudget {
   static constexpr std::uint32_t kProbeEvery = 32;
   // ... and at most this many while probes keep confirming slow wake-ups.
   static constexpr std::uint32_t kMaxProbeEvery = 1024;
+  // kPeers: after a missed spin, this many waits sleep; doubling up to kMaxBackOff.
+  static constexpr std::uint32_t kMinBackOff = 4;
+  static constexpr std::uint32_t kMaxBackOff = 1024;
 
   // `enabled` false: CurrentNanos() is always 0.
-  explicit SpinBudget(bool enabled = SpinningCanHelp());
+  explicit SpinBudget(bool enabled = SpinningCanHelp(), Kind kind = kThreads);
+  explicit SpinBudget(Kind kind) : SpinBudget(SpinningCanHelp(), kind) {}
 
   bool enabled() const { return enabled_; }
   std::int64_t CurrentNanos() const;
@@ -86,6 +105,9 @@ class SpinBudget {
   std::int64_t WakeNanos() const { return wake_nanos_.load(std::memory_order_relaxed); }
   // How many waits apart the probes are now.
   std::uint32_t ProbeEvery() const { return probe_every_.load(std::memory_order_relaxed); }
+  // kPeers: how many waits sleep after the next missed spin (0: none missed
+  // since the last catch).
+  std::uint32_t BackOff() const { return back_off_.load(std::memory_order_relaxed); }
   // The budget for the next wait (0 for a probe); counts the wait.
   std::int64_t NextWaitNanos();
 
@@ -93,10 +115,13 @@ class SpinBudget {
 
  private:
   bool enabled_;
+  Kind kind_;
   std::atomic<std::int64_t> budget_nanos_{0};
   std::atomic<std::int64_t> wake_nanos_{0};
   std::atomic<std::uint32_t> probe_every_{kProbeEvery};
   std::atomic<std::uint32_t> until_probe_{kProbeEvery};  // waits left before the next probe
+  std::atomic<std::uint32_t> back_off_{0};    // kPeers: the current back-off
+  std::atomic<std::uint32_t> until_spin_{0};  // kPeers: waits left to sleep before spinning
 };
 
 // Spins while `ready()` is false, at most `spin_nanos` and never past

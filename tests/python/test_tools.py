@@ -403,3 +403,42 @@ def test_a_sandboxed_repl_calls_tools_over_the_cells_own_socket():
         assert r.ok, r.error
         assert r.value == "5050"
     assert len(names) == 1 and names.pop().startswith("dolsot-tool-socket")
+
+
+def test_a_tool_returning_an_awaitable_is_awaited_on_the_cells_own_socket():
+    # Not an `async def`: the host learns it only from the value returned.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"later": lambda x: double(x)}) as b:
+        assert b.run("s", "later(4), later(x=5)").value == "(8, 10)"
+
+
+def test_a_trusting_repl_takes_any_picklable_argument():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, unpickle="full",
+                     tools={"name_of": lambda p, *, suffix="": p.name + suffix}) as b:
+        r = b.run("s", "import pathlib\nname_of(pathlib.PurePosixPath('/a/b.txt'), suffix='!')")
+        assert r.ok and r.value == "'b.txt!'", r.error
+
+
+def test_a_stub_kept_after_its_tool_was_removed_says_it_is_gone():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"search": search, "other": lambda: 1}) as b:
+        assert b.run("s", "kept = search\nkept('x', 1)").value == "['x']"
+        del b.tools["search"]
+        r = b.run("s", "kept('x', 1)")
+        assert not r.ok and r.error_type == "LookupError"
+        assert "search() is not available in the host any more" in r.error
+        assert b.run("s", "other()").value == "1"  # the cell's other tools still answer
+
+
+def test_the_cells_transport_refuses_malformed_calls_with_a_clear_error():
+    # What a cell's code could do with the stub's transport: no hang, no crash.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"search": search}) as b:
+        grab = ("tr = [c.cell_contents for c in search.__closure__\n"
+                "      if getattr(c.cell_contents, '__name__', '') == 'transport'][0]\n")
+        r = b.run("s", grab + "tr('search', ['not', 'a tuple'], {}, None)")
+        assert not r.ok and r.error_type == "TypeError" and "transport(name: str" in r.error
+        r = b.run("s", "tr('search', (), {}, None)")  # the tool raises: failed(...) is not callable
+        assert not r.ok and r.error_type == "TypeError"
+        r = b.run("s", "def failed(*a):\n    raise LookupError(a[3])\ntr('nosuch', (), {}, failed)")
+        assert not r.ok and r.error_type == "LookupError"
+        assert b.run("s", "tr('search', ('q',), {'k': 1}, failed)").value == "['q']"
