@@ -111,6 +111,20 @@ void SpinBudget::Learn(const HandOffSample& sample) {
 }
 
 int SpinningPoll::Wait(pollfd* fds, nfds_t count, int timeout_ms) {
+  const int spun = Spin(fds, count);
+  if (spun != 0) return spun;
+  if (timeout_ms == 0) {
+    slept_ = -1;
+    return 0;
+  }
+  const int ready = ::poll(fds, count, timeout_ms);
+  Woke();
+  return ready;
+}
+
+void SpinningPoll::Woke() { woke_ = SpinNowNanos(); }
+
+int SpinningPoll::Spin(pollfd* fds, nfds_t count) {
   sample_ = HandOffSample();
   slept_ = -1;
   start_ = SpinNowNanos();
@@ -134,11 +148,8 @@ int SpinningPoll::Wait(pollfd* fds, nfds_t count, int timeout_ms) {
       last = now;
     }
   }
-  if (timeout_ms == 0) return 0;
   slept_ = SpinNowNanos();
-  const int ready = ::poll(fds, count, timeout_ms);
-  woke_ = SpinNowNanos();
-  return ready;
+  return 0;
 }
 
 void SpinningPoll::Learn(std::int64_t published_nanos) {

@@ -203,6 +203,13 @@ class SpinningPoll {
   explicit SpinningPoll(SpinBudget& budget) : budget_(budget) {}
   // What poll() returns (errno set when < 0).
   int Wait(pollfd* fds, nfds_t count, int timeout_ms);
+  // The spin of Wait alone, for a caller that sleeps its own way (a blocking
+  // read of one descriptor costs a system call less than poll, then read):
+  // what poll() returned when the spin saw something (> 0, or < 0 with
+  // errno set), else 0, and the caller sleeps, then calls Woke() once it has
+  // what it waited for, before Learn.
+  int Spin(pollfd* fds, nfds_t count);
+  void Woke();
   void Learn(std::int64_t published_nanos);
 
  private:
