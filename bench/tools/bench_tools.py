@@ -1,7 +1,9 @@
 """Host tool round trip: a no-op host function called from a Repl cell, against
 a pipe round trip (the floor under any two-process exchange) measured in the
 same run, and the same call in-process; also a call that sends arguments and
-gets them back (the no-op call pickles nothing: see docs/benchmarks.md).
+gets them back (the no-op call pickles nothing: see docs/benchmarks.md), and
+the same 64-byte round trip over a unix socket pair (the tool socket's
+transport; informational).
 
 Run: PYTHONPATH=<build>/python python bench/tools/bench_tools.py \
        --pipe-floor <build>/bench/repl/bench_repl_pipe_floor [--rounds 5] [--calls 2000] \
@@ -89,7 +91,8 @@ def main() -> None:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     inproc = dolsot.InProcessSession(typecheck=False, tools=TOOLS)
     rows: dict[str, list[float]] = {k: [] for k in (
-        "repl", "repl_p99", "args", "base", "base_args", "inprocess", "pipe", "pipe_p99")}
+        "repl", "repl_p99", "args", "base", "base_args", "inprocess", "pipe", "pipe_p99",
+        "socket")}
     load_before = os.getloadavg()[0]
     ours = repl_rounds(args.calls, args.rounds)
     try:
@@ -101,6 +104,10 @@ def main() -> None:
             floor = json.loads(subprocess.check_output([args.pipe_floor, str(args.calls)]))
             rows["pipe"].append(floor["p50_us"])
             rows["pipe_p99"].append(floor["p99_us"])
+            # The same over a unix socket pair (what the tool socket is): not
+            # the target's floor, the transport's.
+            sock = json.loads(subprocess.check_output([args.pipe_floor, str(args.calls), "socket"]))
+            rows["socket"].append(sock["p50_us"])
             if base is not None:
                 base.stdin.write("round\n")
                 base.stdin.flush()
@@ -121,7 +128,9 @@ def main() -> None:
           f"ratio median {statistics.median(ratios):.2f}x "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); "
           f"in-process call p50 {med['inprocess']:.2f} µs; "
-          f"with arguments (echo((1, 'text', 2.5), key=3)) p50 {med['args']:.1f} µs")
+          f"with arguments (echo((1, 'text', 2.5), key=3)) p50 {med['args']:.1f} µs; "
+          f"socket pair round trip p50 {med['socket']:.1f} µs (tool / socket "
+          f"{statistics.median(a / b for a, b in zip(rows['repl'], rows['socket'])):.2f}x)")
     print("per round, tool / floor p50 µs: "
           + ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(rows["repl"], rows["pipe"]))
           + f"; load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
