@@ -215,8 +215,9 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
     int known = PySet_Contains(scope.names, name);
     // Read on every call: host.tools and host.unpickle are the host's to change.
     PyObject* tools = known == 1 ? PyObject_GetAttrString(scope.host, "tools") : nullptr;
-    PyObject* tool = tools != nullptr && PyDict_Check(tools) ? PyDict_GetItemWithError(tools, name)
-                                                             : nullptr;  // borrowed
+    // Not a dict any more (the host's code swapped it): the Python path looks it up.
+    const bool looked_up = tools != nullptr && PyDict_CheckExact(tools);
+    PyObject* tool = looked_up ? PyDict_GetItemWithError(tools, name) : nullptr;  // borrowed
     Py_XINCREF(tool);
     Py_XDECREF(tools);
     if (known < 0 || PyErr_Occurred()) {
@@ -225,18 +226,18 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
       return nullptr;
     }
     int served = 0;
-    if (known == 1 && tool == nullptr) {
+    if (known == 1 && !looked_up) {
+      served = 0;
+    } else if (known == 1 && tool == nullptr) {
       SendReply(socket, ToolReply{false, std::string()});  // the session reports it unavailable
       served = 1;
     } else if (known == 1) {
       PyObject* policy = PyObject_GetAttrString(scope.host, "unpickle");
-      const int trusted = policy == nullptr ? -1 : PyUnicode_CompareWithASCIIString(policy, "full");
+      // Trusted only when it says "full": anything else decodes as hostile.
+      const bool trusted = policy != nullptr && PyUnicode_Check(policy) &&
+                           PyUnicode_CompareWithASCIIString(policy, "full") == 0;
       Py_XDECREF(policy);
-      if (policy == nullptr || PyErr_Occurred()) {
-        served = -1;
-      } else {
-        served = ServeFast(socket, scope, name, tool, *call, trusted == 0);
-      }
+      served = policy == nullptr ? -1 : ServeFast(socket, scope, name, tool, *call, trusted);
     } else {
       SendReply(socket, ToolReply{false, std::string()});
       served = 1;
