@@ -93,7 +93,7 @@ class SpinBudget {
   static constexpr std::uint32_t kMaxProbeEvery = 1024;
   // kPeers: after a missed spin, this many waits sleep; doubling up to kMaxBackOff.
   static constexpr std::uint32_t kMinBackOff = 4;
-  static constexpr std::uint32_t kMaxBackOff = 1024;
+  static constexpr std::uint32_t kMaxBackOff = 64;
 
   // `enabled` false: CurrentNanos() is always 0.
   explicit SpinBudget(bool enabled = SpinningCanHelp(), Kind kind = kThreads);
