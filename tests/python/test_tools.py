@@ -442,3 +442,32 @@ def test_the_cells_transport_refuses_malformed_calls_with_a_clear_error():
         r = b.run("s", "def failed(*a):\n    raise LookupError(a[3])\ntr('nosuch', (), {}, failed)")
         assert not r.ok and r.error_type == "LookupError"
         assert b.run("s", "tr('search', ('q',), {'k': 1}, failed)").value == "['q']"
+
+
+def test_a_stub_called_after_its_cell_ended_fails_clearly_and_never_hangs():
+    # A thread of the cell keeps calling once the cell is over; the next cell
+    # has no tools, so whichever side of it the call lands on, it fails.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"noop": lambda: None}) as b:
+        code = (
+            "import threading\n"
+            "called = threading.Event()\n"
+            "outcome = []\n"
+            "def loop(stub=noop):\n"
+            "    try:\n"
+            "        while True:\n"
+            "            stub()\n"
+            "            called.set()\n"
+            "    except BaseException as error:\n"
+            "        outcome.append((type(error).__name__, str(error)))\n"
+            "t = threading.Thread(target=loop, daemon=True)\n"
+            "t.start()\n"
+            "called.wait()\n"
+        )
+        assert b.run("s", code).ok
+        del b.tools["noop"]
+        r = b.run("s", "t.join()\noutcome[0]")
+        assert r.ok, r.error
+        kind, message = eval(r.value)  # noqa: S307 - a tuple of two str the cell printed
+        assert (kind, "can be called only while a cell runs" in message) == ("ConnectionError", True) \
+            or (kind, "not available" in message) == ("LookupError", True), r.value
+        assert b.run("s", "1 + 1").value == "2"
