@@ -5,6 +5,7 @@
 
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/resource.h>
 #endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -65,7 +66,7 @@ void SpinBudget::Learn(const HandOffSample& sample) {
   if (!enabled_) return;
   const bool missed = sample.spin_tried && !sample.caught;
   if (kind_ == kPeers) {
-    if (missed) {
+    if (missed && sample.contended) {
       const std::uint32_t next =
           std::min(kMaxBackOff, std::max(kMinBackOff, 2 * back_off_.load(std::memory_order_relaxed)));
       back_off_.store(next, std::memory_order_relaxed);
@@ -144,6 +145,7 @@ int SpinningPoll::Spin(pollfd* fds, nfds_t count) {
       SpinPause();
       const std::int64_t now = SpinNowNanos();
       // Out of budget, or descheduled (the CPU is contended): sleep.
+      if (now - last > 20'000) sample_.contended = true;
       if (now - start_ >= spin || now - last > 20'000) break;
       last = now;
     }
@@ -152,7 +154,31 @@ int SpinningPoll::Spin(pollfd* fds, nfds_t count) {
   return 0;
 }
 
+namespace {
+
+// Whether the calling thread was preempted (an involuntary context switch)
+// since it last asked; false the first time.
+bool PreemptedSinceLastAsked() {
+#if defined(__linux__)
+  thread_local long last = -1;
+  rusage usage;
+  if (::getrusage(RUSAGE_THREAD, &usage) != 0) return false;
+  const bool preempted = last >= 0 && usage.ru_nivcsw > last;
+  last = usage.ru_nivcsw;
+  return preempted;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 void SpinningPoll::Learn(std::int64_t published_nanos) {
+  // Asked only when the spin missed (rare unless something is wrong): a
+  // system call.
+  if (sample_.spin_tried && !sample_.caught && PreemptedSinceLastAsked()) {
+    sample_.contended = true;
+  }
   sample_.needed_nanos = published_nanos - start_;
   if (slept_ >= 0) sample_.wake_nanos = woke_ - std::max(slept_, published_nanos);
   budget_.Learn(sample_);

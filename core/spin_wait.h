@@ -46,6 +46,10 @@ struct HandOffSample {
   // The wait slept: how long after the publication (or the end of the spin,
   // if later) it woke. -1: it did not sleep.
   std::int64_t wake_nanos = -1;
+  // The spin missed, and its CPU is contended: the spin was descheduled, or
+  // the thread was preempted (an involuntary context switch) since its last
+  // missed spin. What makes a kPeers budget back off.
+  bool contended = false;
 };
 
 // A waiter's spin budget. Spinning pays only when waking a sleeping thread is
@@ -72,9 +76,12 @@ struct HandOffSample {
 // fast (a socket ping-pong between two C processes: 9.2 us sleeping, 6.3 us
 // spinning, on the 2-vCPU VM of docs/benchmarks.md). Such a budget spins
 // whatever the wake-up cost; what keeps it from burning a CPU the producer
-// needs (a machine whose CPUs are taken) is that a spin that misses makes the
-// next kMinBackOff waits sleep, doubling (up to kMaxBackOff) while the spins
-// after them keep missing; a spin that catches ends the back-off.
+// needs (a machine whose CPUs are taken) is that a spin that misses on a
+// contended CPU (HandOffSample::contended) makes the next kMinBackOff waits
+// sleep, doubling (up to kMaxBackOff) while the spins after them keep
+// missing; a spin that catches ends the back-off. A spin that misses on a
+// CPU of its own (the peer was just late: a new process warming up, a pause
+// of the peer's) only halves the budget, as between threads.
 class SpinBudget {
  public:
   enum Kind {

@@ -173,10 +173,12 @@ TEST(SpinBudget, AMissedSpinBringsProbesBack) {
   EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kProbeEvery);
 }
 
-// A wait that spun and missed: the hand-off came `needed` in, after it slept.
-HandOffSample Missed(std::int64_t needed) {
+// A wait that spun and missed: the hand-off came `needed` in, after it
+// slept; `contended`: on a CPU another thread took meanwhile.
+HandOffSample Missed(std::int64_t needed, bool contended = true) {
   HandOffSample sample = Slept(needed, /*wake=*/2'000);
   sample.spin_tried = true;
+  sample.contended = contended;
   return sample;
 }
 
@@ -202,7 +204,7 @@ TEST(SpinBudget, BetweenProcessesItSpinsEvenWhenWakeUpsAreQuick) {
   EXPECT_EQ(peers.CurrentNanos(), 6'000);
 }
 
-TEST(SpinBudget, BetweenProcessesAMissedSpinSleepsTheNextWaitsDoublingUntilACatch) {
+TEST(SpinBudget, BetweenProcessesASpinMissedOnAContendedCpuSleepsTheNextWaitsDoublingUntilACatch) {
   SpinBudget budget(true, SpinBudget::kPeers);
   for (int i = 0; i < 4; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));
   ASSERT_GT(budget.CurrentNanos(), 0);
@@ -219,6 +221,16 @@ TEST(SpinBudget, BetweenProcessesAMissedSpinSleepsTheNextWaitsDoublingUntilACatc
   EXPECT_EQ(budget.BackOff(), SpinBudget::kMaxBackOff) << "capped";
   budget.Learn(Caught(3'000));
   EXPECT_EQ(budget.BackOff(), 0u) << "a spin that caught its hand-off ends the back-off";
+}
+
+TEST(SpinBudget, BetweenProcessesASpinMissedOnACpuOfItsOwnOnlyHalvesTheBudget) {
+  SpinBudget budget(true, SpinBudget::kPeers);
+  for (int i = 0; i < 4; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));
+  ASSERT_EQ(budget.CurrentNanos(), 12'000);
+  budget.Learn(Missed(60'000, /*contended=*/false));  // the peer was just late
+  EXPECT_EQ(budget.BackOff(), 0u);
+  EXPECT_EQ(budget.CurrentNanos(), 6'000);
+  EXPECT_GT(Spinning(budget, 8), 6) << "no back-off: only the probes sleep";
 }
 
 TEST(SpinBudget, BetweenThreadsAMissedSpinDoesNotBackOff) {
