@@ -314,21 +314,20 @@ StatusOr<Frame> BufferedFrameReader::Read(int fd) {
 StatusOr<std::size_t> BufferedFrameReader::Take(int fd, char* to, std::size_t n) {
   std::size_t got = 0;
   while (got < n) {
-    if (start_ < buffer_.size()) {
-      const std::size_t k = std::min(n - got, buffer_.size() - start_);
-      std::memcpy(to + got, buffer_.data() + start_, k);
+    if (start_ < end_) {
+      const std::size_t k = std::min(n - got, end_ - start_);
+      std::memcpy(to + got, buffer_.get() + start_, k);
       start_ += k;
       got += k;
       continue;
     }
-    buffer_.clear();
-    start_ = 0;
+    start_ = end_ = 0;
     // A long read goes straight to its destination; a short one takes what
     // has come, up to a chunk (the rest of a small frame with its header).
     const bool direct = n - got >= kChunk;
-    if (!direct) buffer_.resize(kChunk);
-    ssize_t r = direct ? ::recv(fd, to + got, n - got, 0) : ::recv(fd, buffer_.data(), kChunk, 0);
-    if (!direct) buffer_.resize(r > 0 ? static_cast<std::size_t>(r) : 0);
+    if (!direct && !buffer_) buffer_.reset(new char[kChunk]);  // not zeroed: only read bytes are taken
+    ssize_t r = direct ? ::recv(fd, to + got, n - got, 0) : ::recv(fd, buffer_.get(), kChunk, 0);
+    if (!direct) end_ = r > 0 ? static_cast<std::size_t>(r) : 0;
     if (r < 0) {
       if (errno == EAGAIN) AwaitReady(fd, POLLIN);  // made non-blocking by the peer
       if (errno == EINTR || errno == EAGAIN) continue;

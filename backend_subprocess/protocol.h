@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -151,14 +152,15 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 class BufferedFrameReader {
  public:
   StatusOr<Frame> Read(int fd);  // as ReadFrame without a deadline
-  bool pending() const { return start_ < buffer_.size(); }
+  bool pending() const { return start_ < end_; }
 
  private:
   static constexpr std::size_t kChunk = 4096;
   // Up to `n` bytes (short only at EOF).
   StatusOr<std::size_t> Take(int fd, char* to, std::size_t n);
-  std::string buffer_;
+  std::unique_ptr<char[]> buffer_;  // kChunk bytes once a short read needed it
   std::size_t start_ = 0;
+  std::size_t end_ = 0;  // buffer_[start_, end_) is read and not yet taken
 };
 
 // Waits until `fd` is readable (or hung up). kTimeout when `deadline` passes.

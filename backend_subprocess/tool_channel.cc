@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <new>
+#include <string_view>
 
 #include "backend_subprocess/protocol.h"
 
@@ -20,33 +21,104 @@ using protocol::Tag;
 
 constexpr char kCapsuleName[] = "dolsot.ToolChannel";
 
-// transport(name, payload) for the tool stubs.
+// The pickle a call without arguments sends: ((), {}) (PROTO 5,
+// EMPTY_TUPLE, EMPTY_DICT, TUPLE2, STOP), made without pickle.dumps.
+constexpr std::string_view kNoArguments("\x80\x05)}\x86.", 6);
+// What pickle.dumps(None, 5) makes: a reply the stub decodes without pickle.loads.
+constexpr std::string_view kNone("\x80\x05N.", 4);
+
+// pickle.dumps and pickle.loads, looked up once (the session process has one
+// interpreter, and the channel lives as long as it). Needs the GIL.
+bool PickleFunctions(PyObject** dumps, PyObject** loads) {
+  static PyObject* cached_dumps = nullptr;
+  static PyObject* cached_loads = nullptr;
+  if (cached_dumps == nullptr) {
+    PyObject* pickle = PyImport_ImportModule("pickle");
+    if (pickle == nullptr) return false;
+    PyObject* d = PyObject_GetAttrString(pickle, "dumps");
+    PyObject* l = d == nullptr ? nullptr : PyObject_GetAttrString(pickle, "loads");
+    Py_DECREF(pickle);
+    if (l == nullptr) {
+      Py_XDECREF(d);
+      return false;
+    }
+    cached_dumps = d;
+    cached_loads = l;
+  }
+  *dumps = cached_dumps;
+  *loads = cached_loads;
+  return true;
+}
+
+// transport(name, args, kwargs, failed) for the tool stubs
+// (embedded/cell_tools.cc): pickles (args, kwargs), sends the call, waits
+// without the GIL and returns the unpickled result. Every other outcome
+// returns failed(args, kwargs, error, reply), which raises: `error` the
+// exception pickling the arguments raised (reply None), else `reply` the
+// host's bytes (b"": the tool is not available; else the exception).
 PyObject* Transport(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
   auto* channel = static_cast<ToolChannel*>(PyCapsule_GetPointer(capsule, kCapsuleName));
   if (channel == nullptr) return nullptr;
-  if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyBytes_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "transport(name: str, payload: bytes)");
+  if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyTuple_Check(args[1]) ||
+      !PyDict_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "transport(name: str, args: tuple, kwargs: dict, failed: callable)");
     return nullptr;
   }
-  const char* name = PyUnicode_AsUTF8(args[0]);
+  PyObject* failed = args[3];
+  Py_ssize_t name_size = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(args[0], &name_size);
   if (name == nullptr) return nullptr;
-  std::string tool = name;
-  std::string payload(PyBytes_AS_STRING(args[1]), static_cast<std::size_t>(PyBytes_GET_SIZE(args[1])));
+  PyObject *dumps, *loads;
+  if (!PickleFunctions(&dumps, &loads)) return nullptr;
+  PyObject* pickled = nullptr;  // the arguments' pickle, unless there are none
+  std::string_view payload = kNoArguments;
+  if (PyTuple_GET_SIZE(args[1]) != 0 || PyDict_GET_SIZE(args[2]) != 0) {
+    PyObject* call = PyTuple_Pack(2, args[1], args[2]);
+    if (call == nullptr) return nullptr;
+    PyObject* protocol = PyLong_FromLong(5);
+    pickled = protocol == nullptr ? nullptr
+                                  : PyObject_CallFunctionObjArgs(dumps, call, protocol, nullptr);
+    Py_XDECREF(protocol);
+    Py_DECREF(call);
+    if (pickled == nullptr || !PyBytes_Check(pickled)) {
+      if (pickled != nullptr) {
+        Py_CLEAR(pickled);
+        PyErr_SetString(PyExc_TypeError, "pickle.dumps did not return bytes");
+      }
+      PyObject *type, *error, *trace;
+      PyErr_Fetch(&type, &error, &trace);
+      PyErr_NormalizeException(&type, &error, &trace);
+      PyObject* raised = PyObject_CallFunctionObjArgs(failed, args[1], args[2],
+                                                      error != nullptr ? error : Py_None,
+                                                      Py_None, nullptr);
+      Py_XDECREF(type);
+      Py_XDECREF(error);
+      Py_XDECREF(trace);
+      return raised;
+    }
+    payload = std::string_view(PyBytes_AS_STRING(pickled),
+                               static_cast<std::size_t>(PyBytes_GET_SIZE(pickled)));
+  }
+  const std::string_view tool(name, static_cast<std::size_t>(name_size));
   StatusOr<ToolReply> reply = Status(ErrorCode::kInternal, "unset");
   Py_BEGIN_ALLOW_THREADS
-  reply = channel->Call(tool, payload);
+  reply = channel->Call(tool, payload);  // `pickled` and the name stay alive meanwhile
   Py_END_ALLOW_THREADS
+  Py_XDECREF(pickled);
   if (!reply.ok()) {
-    PyErr_Format(PyExc_ConnectionError, "tool %s(): %s", tool.c_str(),
-                 reply.status().message().c_str());
+    PyErr_Format(PyExc_ConnectionError, "tool %s(): %s", name, reply.status().message().c_str());
     return nullptr;
   }
+  if (reply->ok && reply->payload == kNone) Py_RETURN_NONE;
   PyObject* bytes = PyBytes_FromStringAndSize(reply->payload.data(),
                                               static_cast<Py_ssize_t>(reply->payload.size()));
   if (bytes == nullptr) return nullptr;
-  PyObject* pair = PyTuple_Pack(2, reply->ok ? Py_True : Py_False, bytes);
+  PyObject* out = reply->ok ? PyObject_CallOneArg(loads, bytes)
+                            : PyObject_CallFunctionObjArgs(failed, args[1], args[2], Py_None,
+                                                           bytes, nullptr);
   Py_DECREF(bytes);
-  return pair;
+  return out;
 }
 
 PyMethodDef kTransportDef = {"transport", reinterpret_cast<PyCFunction>(
@@ -125,7 +197,7 @@ Status ToolChannel::OpenToolSocket() {
   return Status::Ok();
 }
 
-StatusOr<ToolReply> ToolChannel::Call(const std::string& name, const std::string& arguments) {
+StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view arguments) {
   if (fork_guard::InCellChild()) {
     return Status(ErrorCode::kUnavailable,
                   "host tools cannot be called from a process the cell forked");

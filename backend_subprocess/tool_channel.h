@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/protocol.h"
@@ -46,11 +47,14 @@ class ToolChannel {
   void EndCell();
 
   // Sends one call and waits for its reply. Call without the GIL.
-  StatusOr<ToolReply> Call(const std::string& name, const std::string& arguments);
+  StatusOr<ToolReply> Call(std::string_view name, std::string_view arguments);
 
-  // transport(name: str, payload: bytes) -> (ok: bool, reply: bytes), the
-  // callable the tool stubs use (embedded/cell_tools.h): a new reference to
-  // a Python function bound to this channel, or nullptr with an error set.
+  // transport(name: str, args: tuple, kwargs: dict, failed) -> the tool's
+  // result, the callable the tool stubs use (embedded/cell_tools.h): it
+  // pickles the arguments, calls, and unpickles the reply in C; every other
+  // outcome returns failed(args, kwargs, error, reply), the stub's Python
+  // (which raises). A new reference to a Python function bound to this
+  // channel, or nullptr with an error set.
   // Needs the GIL; the channel must outlive it (it lives as long as the
   // session process).
   PyObject* NewTransport();
@@ -68,7 +72,7 @@ class ToolChannel {
 
   int socket_ = -1;
   UniqueFd wake_;  // an eventfd: wakes the reading thread (the cell ended, a tool socket opened)
-  SpinBudget reply_budget_;  // how long the reading thread spins for a reply
+  SpinBudget reply_budget_{SpinBudget::kPeers};  // how long the reading thread spins for a reply
   std::mutex write_mutex_;
   std::mutex mutex_;  // guards everything below
   std::condition_variable changed_;

@@ -15,7 +15,7 @@ namespace {
 // One budget for every tool socket of the host: how soon a cell's next call
 // follows a reply is the same kind of gap from one cell to the next.
 SpinBudget& CallBudget() {
-  static SpinBudget budget;
+  static SpinBudget budget(SpinBudget::kPeers);
   return budget;
 }
 
@@ -35,15 +35,17 @@ std::optional<ToolCall> ToolSocketHost::Receive() {
   if (!socket_) return std::nullopt;
   SpinningPoll wait(CallBudget());
   const bool waited = !reader_.pending();  // else the call came with the last one
+  bool slept = false;
   if (waited) {
     pollfd p{socket_.get(), POLLIN, 0};
-    int ready;
-    do {
-      ready = wait.Wait(&p, 1, -1);
-    } while (ready < 0 && errno == EINTR);
-    if (ready <= 0) return std::nullopt;
+    const int ready = wait.Spin(&p, 1);
+    if (ready < 0 && errno != EINTR) return std::nullopt;
+    // Not seen while spinning: sleep in the read itself (poll, then recv,
+    // costs a system call more). Shutting the socket down ends it.
+    slept = ready <= 0;
   }
   auto frame = reader_.Read(socket_.get());
+  if (slept) wait.Woke();
   if (!frame.ok() || frame->tag != protocol::Tag::kToolCall) return std::nullopt;
   auto message = protocol::ReadToolCall(frame->payload);
   if (!message.ok()) return std::nullopt;

@@ -8,8 +8,9 @@
 // reads calls from it and runs each one itself (ToolSocketHost); a call made
 // while another waits on that socket goes the runner's socket instead, so
 // calls from several of the cell's threads still run at once. Both waiting
-// ends spin briefly before they sleep (core/spin_wait.h): the session for a
-// reply, the host for the next call. Each frame carries its sender's
+// ends spin briefly before they sleep (core/spin_wait.h, SpinBudget::kPeers):
+// the session for a reply, the host for the next call (sleeping, if its spin
+// saw nothing, in the recv itself). Each frame carries its sender's
 // SpinNowNanos(), from which the waiter learns how long to spin.
 //
 // The host thread awaiting the Result shuts the socket down when the cell is

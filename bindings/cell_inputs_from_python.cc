@@ -104,7 +104,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
     const std::vector<std::string>* tool_names = &names_;  // lives as long as this object
     options.tools.serve_socket = [serve, tool_names](UniqueFd socket, std::string_view session_id) {
       PyGILState_STATE gil = PyGILState_Ensure();
-      PyObject* receive = nullptr;
+      PyObject* serve_calls = nullptr;
       PyObject* reply = nullptr;
       bool served = false;
       PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(tool_names->size()));
@@ -114,11 +114,11 @@ void PythonCellInputs::Fill(RunOptions& options) const {
         if (name == nullptr) Py_CLEAR(names);
         else PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), name);
       }
-      if (names != nullptr && NewToolSocketFunctions(std::move(socket), &receive, &reply)) {
+      if (names != nullptr && NewToolSocketFunctions(std::move(socket), &serve_calls, &reply)) {
         PyObject* session = PyUnicode_FromStringAndSize(session_id.data(),
                                                         static_cast<Py_ssize_t>(session_id.size()));
         if (session != nullptr) {
-          PyObject* args[] = {receive, reply, session, names};
+          PyObject* args[] = {serve_calls, reply, session, names};
           PyObject* returned = PyObject_Vectorcall(serve, args, 4, nullptr);
           served = returned != nullptr;
           Py_XDECREF(returned);
@@ -129,7 +129,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
       // Not served: the socket closes with the functions, and the session's
       // call on it fails.
       if (!served) PyErr_Clear();
-      Py_XDECREF(receive);
+      Py_XDECREF(serve_calls);
       Py_XDECREF(reply);
       PyGILState_Release(gil);
       return served;

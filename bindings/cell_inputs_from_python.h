@@ -34,7 +34,7 @@ class PythonCellInputs {
   pybind11::object host_;       // the ToolHost, or None
   pybind11::object callables_;  // in-process: name -> callable (a dict)
   pybind11::object dispatch_;   // Repl: the host's dispatch(name, payload, done, session_id)
-  // Repl: the host's serve_socket(receive, reply, session_id, names)
+  // Repl: the host's serve_socket(serve, reply, session_id, names)
   pybind11::object serve_socket_;
   std::vector<std::string> names_;
   std::string final_name_;

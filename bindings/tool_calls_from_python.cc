@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend_subprocess/tool_socket.h"
+#include "bindings/plain_pickle.h"
 
 namespace dolsot::bindings {
 namespace {
@@ -38,31 +39,6 @@ PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
-PyObject* SocketReceive(PyObject* capsule, PyObject* const*, Py_ssize_t nargs) {
-  auto* host = static_cast<ToolSocketHost*>(PyCapsule_GetPointer(capsule, kSocketCapsule));
-  if (host == nullptr) return nullptr;
-  if (nargs != 0) {
-    PyErr_SetString(PyExc_TypeError, "receive() takes no arguments");
-    return nullptr;
-  }
-  std::optional<ToolCall> call;
-  Py_BEGIN_ALLOW_THREADS
-  call = host->Receive();
-  Py_END_ALLOW_THREADS
-  if (!call) Py_RETURN_NONE;
-  // The name came from the cell: one that is not UTF-8 names no tool.
-  PyObject* name = PyUnicode_DecodeUTF8(call->name.data(),
-                                        static_cast<Py_ssize_t>(call->name.size()), "replace");
-  PyObject* payload = name == nullptr ? nullptr
-                                      : PyBytes_FromStringAndSize(
-                                            call->arguments.data(),
-                                            static_cast<Py_ssize_t>(call->arguments.size()));
-  PyObject* pair = payload == nullptr ? nullptr : PyTuple_Pack(2, name, payload);
-  Py_XDECREF(name);
-  Py_XDECREF(payload);
-  return pair;
-}
-
 PyObject* SocketReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
   auto* host = static_cast<ToolSocketHost*>(PyCapsule_GetPointer(capsule, kSocketCapsule));
   if (host == nullptr) return nullptr;
@@ -74,12 +50,220 @@ PyObject* SocketReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
+
+// Sends `reply` on the socket without the GIL.
+void SendReply(ToolSocketHost* host, ToolReply reply) {
+  Py_BEGIN_ALLOW_THREADS
+  (void)host->Reply(reply);  // a cell that is over drops it
+  Py_END_ALLOW_THREADS
+}
+
+// The bytes of `data` (bytes), copied into a reply.
+ToolReply ReplyOf(bool ok, PyObject* data) {
+  return ToolReply{ok, std::string(PyBytes_AS_STRING(data),
+                                   static_cast<std::size_t>(PyBytes_GET_SIZE(data)))};
+}
+
+// What the fast path needs from the host, looked up once per served socket.
+struct ServeScope {
+  PyObject* host;       // the ToolHost (borrowed: the caller's argument)
+  PyObject* names;      // the cell's tool names, a frozenset (borrowed)
+  PyObject* reply;      // reply(ok, payload), for the Python paths
+  PyObject* loads = nullptr;
+  PyObject* dumps = nullptr;
+  PyObject* protocol = nullptr;  // 5
+  PyObject* unpickling_error = nullptr;  // pickle.UnpicklingError
+  PyObject* error_reply = nullptr;  // dolsot._tools._error_reply
+  ~ServeScope() {
+    Py_XDECREF(loads);
+    Py_XDECREF(dumps);
+    Py_XDECREF(protocol);
+    Py_XDECREF(error_reply);
+    Py_XDECREF(unpickling_error);
+  }
+};
+
+// Answers a call that failed with the error set: the exception as the
+// host's _error_reply describes it. False when even that failed (the
+// serving ends, as the Python loop's did).
+bool ReplyError(ToolSocketHost* socket, const ServeScope& scope) {
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  if (trace != nullptr && value != nullptr) PyException_SetTraceback(value, trace);
+  PyObject* data = value == nullptr ? nullptr : PyObject_CallOneArg(scope.error_reply, value);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  if (data != nullptr && !PyBytes_Check(data)) {
+    Py_CLEAR(data);
+    PyErr_SetString(PyExc_TypeError, "_error_reply did not return bytes");
+  }
+  if (data == nullptr) return false;
+  ToolReply reply = ReplyOf(false, data);
+  Py_DECREF(data);
+  SendReply(socket, std::move(reply));
+  return true;
+}
+
+// Runs one call the fast way when it can: `tool` is a plain synchronous
+// callable (it returns no awaitable), the arguments are a plain pickle (or
+// the host trusts the session: unpickle="full") of an (args, kwargs) pair,
+// and the result pickles. Returns 1 when answered, 0 to hand the call to
+// the host's Python (host._call: nothing of it ran yet), or -1 on a
+// failure to answer.
+int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, PyObject* tool,
+              const ToolCall& call, bool trusted) {
+  if (!trusted && !IsPlainPickle(call.arguments)) return 0;  // the allow-list decodes it
+  PyObject* view = PyMemoryView_FromMemory(const_cast<char*>(call.arguments.data()),
+                                           static_cast<Py_ssize_t>(call.arguments.size()),
+                                           PyBUF_READ);
+  if (view == nullptr) return -1;
+  PyObject* decoded = PyObject_CallOneArg(scope.loads, view);
+  Py_DECREF(view);
+  if (decoded == nullptr) {
+    if (PyErr_ExceptionMatches(scope.unpickling_error)) {
+      // As host._call says it: the tool's name, then pickle's message.
+      PyObject *type, *value, *trace;
+      PyErr_Fetch(&type, &value, &trace);
+      PyErr_NormalizeException(&type, &value, &trace);
+      PyObject* text = value == nullptr ? nullptr : PyObject_Str(value);
+      if (text != nullptr) {
+        PyErr_Format(scope.unpickling_error, "tool %U(): %U", name, text);
+        Py_DECREF(text);
+      }
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(trace);
+    }
+    return ReplyError(socket, scope) ? 1 : -1;
+  }
+  if (!PyTuple_CheckExact(decoded) || PyTuple_GET_SIZE(decoded) != 2 ||
+      !PyTuple_CheckExact(PyTuple_GET_ITEM(decoded, 0)) ||
+      !PyDict_CheckExact(PyTuple_GET_ITEM(decoded, 1))) {
+    Py_DECREF(decoded);
+    PyErr_Format(PyExc_TypeError, "tool %U(): the call's arguments are not an (args, kwargs) pair",
+                 name);
+    return ReplyError(socket, scope) ? 1 : -1;
+  }
+  PyObject* kwargs = PyTuple_GET_ITEM(decoded, 1);
+  PyObject* value = PyObject_Call(tool, PyTuple_GET_ITEM(decoded, 0),
+                                  PyDict_GET_SIZE(kwargs) == 0 ? nullptr : kwargs);
+  Py_DECREF(decoded);
+  if (value == nullptr) return ReplyError(socket, scope) ? 1 : -1;
+  PyTypeObject* kind = Py_TYPE(value);
+  const bool awaitable = (kind->tp_as_async != nullptr && kind->tp_as_async->am_await != nullptr) ||
+                         PyGen_Check(value);
+  PyObject* data = awaitable ? nullptr : PyObject_CallFunctionObjArgs(scope.dumps, value,
+                                                                      scope.protocol, nullptr);
+  if (data == nullptr || !PyBytes_Check(data)) {
+    // Awaited, or its pickling error described, by the host's Python.
+    Py_XDECREF(data);
+    PyErr_Clear();
+    PyObject* answered =
+        PyObject_CallMethod(scope.host, "_answer", "OOO", name, value, scope.reply);
+    Py_DECREF(value);
+    if (answered == nullptr) return ReplyError(socket, scope) ? 1 : -1;
+    Py_DECREF(answered);
+    return 1;
+  }
+  Py_DECREF(value);
+  ToolReply reply = ReplyOf(true, data);
+  Py_DECREF(data);
+  SendReply(socket, std::move(reply));
+  return 1;
+}
+
+// serve(host, names): answers the cell's calls until the cell is over. Each
+// call is received and answered without the GIL; the GIL is taken once in
+// between, for the tool. A call the fast path cannot take goes to
+// host._call(name, payload, reply), as before.
+PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
+  auto* socket = static_cast<ToolSocketHost*>(PyCapsule_GetPointer(capsule, kSocketCapsule));
+  if (socket == nullptr) return nullptr;
+  if (nargs != 3 || !PyFrozenSet_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "serve(host, names: frozenset, reply)");
+    return nullptr;
+  }
+  ServeScope scope{args[0], args[1], args[2]};
+  PyObject* pickle = PyImport_ImportModule("pickle");
+  if (pickle == nullptr) return nullptr;
+  scope.loads = PyObject_GetAttrString(pickle, "loads");
+  scope.dumps = PyObject_GetAttrString(pickle, "dumps");
+  scope.unpickling_error = PyObject_GetAttrString(pickle, "UnpicklingError");
+  Py_DECREF(pickle);
+  PyObject* tools_module = PyImport_ImportModule("dolsot._tools");
+  if (tools_module != nullptr) {
+    scope.error_reply = PyObject_GetAttrString(tools_module, "_error_reply");
+    Py_DECREF(tools_module);
+  }
+  scope.protocol = PyLong_FromLong(5);
+  if (scope.loads == nullptr || scope.dumps == nullptr || scope.error_reply == nullptr ||
+      scope.protocol == nullptr || scope.unpickling_error == nullptr) {
+    return nullptr;
+  }
+  for (;;) {
+    std::optional<ToolCall> call;
+    Py_BEGIN_ALLOW_THREADS
+    call = socket->Receive();
+    Py_END_ALLOW_THREADS
+    if (!call) Py_RETURN_NONE;
+    // The name came from the cell: one that is not UTF-8 names no tool.
+    PyObject* name = PyUnicode_DecodeUTF8(call->name.data(),
+                                          static_cast<Py_ssize_t>(call->name.size()), "replace");
+    if (name == nullptr) return nullptr;
+    int known = PySet_Contains(scope.names, name);
+    // Read on every call: host.tools and host.unpickle are the host's to change.
+    PyObject* tools = known == 1 ? PyObject_GetAttrString(scope.host, "tools") : nullptr;
+    // Not a dict any more (the host's code swapped it): the Python path looks it up.
+    const bool looked_up = tools != nullptr && PyDict_CheckExact(tools);
+    PyObject* tool = looked_up ? PyDict_GetItemWithError(tools, name) : nullptr;  // borrowed
+    Py_XINCREF(tool);
+    Py_XDECREF(tools);
+    if (known < 0 || PyErr_Occurred()) {
+      Py_XDECREF(tool);
+      Py_DECREF(name);
+      return nullptr;
+    }
+    int served = 0;
+    if (known == 1 && !looked_up) {
+      served = 0;
+    } else if (known == 1 && tool == nullptr) {
+      SendReply(socket, ToolReply{false, std::string()});  // the session reports it unavailable
+      served = 1;
+    } else if (known == 1) {
+      PyObject* policy = PyObject_GetAttrString(scope.host, "unpickle");
+      // Trusted only when it says "full": anything else decodes as hostile.
+      const bool trusted = policy != nullptr && PyUnicode_Check(policy) &&
+                           PyUnicode_CompareWithASCIIString(policy, "full") == 0;
+      Py_XDECREF(policy);
+      served = policy == nullptr ? -1 : ServeFast(socket, scope, name, tool, *call, trusted);
+    } else {
+      SendReply(socket, ToolReply{false, std::string()});
+      served = 1;
+    }
+    Py_XDECREF(tool);
+    if (served == 0) {
+      PyObject* payload = PyBytes_FromStringAndSize(
+          call->arguments.data(), static_cast<Py_ssize_t>(call->arguments.size()));
+      PyObject* done = payload == nullptr ? nullptr
+                                          : PyObject_CallMethod(scope.host, "_call", "OOO", name,
+                                                                payload, scope.reply);
+      Py_XDECREF(payload);
+      served = done == nullptr ? -1 : 1;
+      Py_XDECREF(done);
+    }
+    Py_DECREF(name);
+    if (served < 0) return nullptr;
+  }
+}
+
 PyMethodDef kReplyDoneDef = {
     "done", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ReplyDone)),
     METH_FASTCALL, "Sends a tool's reply to the cell that called it."};
-PyMethodDef kReceiveDef = {
-    "receive", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SocketReceive)),
-    METH_FASTCALL, "The cell's next tool call (name, payload), or None once the cell is over."};
+PyMethodDef kServeDef = {
+    "serve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SocketServe)),
+    METH_FASTCALL, "Answers the cell's tool calls until the cell is over."};
 PyMethodDef kReplyDef = {
     "reply", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SocketReply)),
     METH_FASTCALL, "Answers the tool call received last."};
@@ -96,19 +280,19 @@ PyObject* NewReplyFunction(ToolReplyFn fn) {
   return function;
 }
 
-bool NewToolSocketFunctions(UniqueFd socket, PyObject** receive, PyObject** reply) {
-  *receive = *reply = nullptr;
+bool NewToolSocketFunctions(UniqueFd socket, PyObject** serve, PyObject** reply) {
+  *serve = *reply = nullptr;
   auto host = std::make_unique<ToolSocketHost>(std::move(socket));
   PyObject* capsule = PyCapsule_New(host.get(), kSocketCapsule, [](PyObject* c) {
     delete static_cast<ToolSocketHost*>(PyCapsule_GetPointer(c, kSocketCapsule));
   });
   if (capsule == nullptr) return false;
   host.release();  // the capsule's now
-  *receive = PyCFunction_New(&kReceiveDef, capsule);
-  *reply = *receive == nullptr ? nullptr : PyCFunction_New(&kReplyDef, capsule);
+  *serve = PyCFunction_New(&kServeDef, capsule);
+  *reply = *serve == nullptr ? nullptr : PyCFunction_New(&kReplyDef, capsule);
   Py_DECREF(capsule);
   if (*reply == nullptr) {
-    Py_CLEAR(*receive);
+    Py_CLEAR(*serve);
     return false;
   }
   return true;

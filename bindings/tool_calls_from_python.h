@@ -1,9 +1,14 @@
 // The C functions the host's Python side (dolsot/_tools.py) answers a Repl
 // cell's tool calls with: done(ok, payload) for a call handed to a tool
-// thread (ToolHost.dispatch), and receive() / reply(ok, payload) for the
-// calls of a cell's own tool socket, which one thread reads and runs itself
-// (ToolHost.serve_socket; backend_subprocess/tool_socket.h). Plain
-// METH_FASTCALL functions over capsules: cheaper per call than pybind11's.
+// thread (ToolHost.dispatch), and serve(host, names, reply) / reply(ok,
+// payload) for the calls of a cell's own tool socket, which one thread reads
+// and runs itself (ToolHost.serve_socket; backend_subprocess/tool_socket.h).
+// serve is the whole receive / run / reply loop in C: per call it takes the
+// GIL once, decodes a plain pickle (plain_pickle.h) with pickle.loads, calls
+// the tool and pickles its result; what it cannot take that way (a pickle
+// that names something, an awaitable or unpicklable result) goes to the
+// host's Python (ToolHost._call, ToolHost._answer). Plain METH_FASTCALL
+// functions over capsules: cheaper per call than pybind11's.
 #pragma once
 
 #include <Python.h>
@@ -17,10 +22,12 @@ namespace dolsot::bindings {
 // per call (without the GIL), or nullptr with an error set.
 PyObject* NewReplyFunction(ToolReplyFn fn);
 
-// receive() -> (name: str, payload: bytes) | None (the cell is over) and
-// reply(ok: bool, payload: bytes), answering the call received last; both
-// wait without the GIL and own `socket` together (closed when both are
-// gone). False with an error set (the socket is closed).
-bool NewToolSocketFunctions(UniqueFd socket, PyObject** receive, PyObject** reply);
+// serve(host: ToolHost, names: frozenset, reply) -> None, answering the
+// cell's calls of the tools in `names` until the cell is over, and
+// reply(ok: bool, payload: bytes), answering the call received last (for
+// the host's Python paths); both wait without the GIL and own `socket`
+// together (closed when both are gone). False with an error set (the socket
+// is closed).
+bool NewToolSocketFunctions(UniqueFd socket, PyObject** serve, PyObject** reply);
 
 }  // namespace dolsot::bindings

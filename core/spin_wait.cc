@@ -5,6 +5,7 @@
 
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/resource.h>
 #endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -39,7 +40,7 @@ void SpinPause() {
 #endif
 }
 
-SpinBudget::SpinBudget(bool enabled) : enabled_(enabled) {}
+SpinBudget::SpinBudget(bool enabled, Kind kind) : enabled_(enabled), kind_(kind) {}
 
 std::int64_t SpinBudget::CurrentNanos() const {
   return enabled_ ? budget_nanos_.load(std::memory_order_relaxed) : 0;
@@ -47,6 +48,11 @@ std::int64_t SpinBudget::CurrentNanos() const {
 
 std::int64_t SpinBudget::NextWaitNanos() {
   if (!enabled_) return 0;
+  const std::uint32_t backing_off = until_spin_.load(std::memory_order_relaxed);
+  if (backing_off > 0) {
+    until_spin_.store(backing_off - 1, std::memory_order_relaxed);
+    return 0;
+  }
   const std::uint32_t left = until_probe_.load(std::memory_order_relaxed);
   if (left <= 1) {
     until_probe_.store(probe_every_.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -58,6 +64,19 @@ std::int64_t SpinBudget::NextWaitNanos() {
 
 void SpinBudget::Learn(const HandOffSample& sample) {
   if (!enabled_) return;
+  const bool missed = sample.spin_tried && !sample.caught;
+  if (kind_ == kPeers) {
+    if (missed && sample.contended) {
+      const std::uint32_t next =
+          std::min(kMaxBackOff, std::max(kMinBackOff, 2 * back_off_.load(std::memory_order_relaxed)));
+      back_off_.store(next, std::memory_order_relaxed);
+      until_spin_.store(next, std::memory_order_relaxed);
+    } else if (sample.caught) {
+      back_off_.store(0, std::memory_order_relaxed);
+    }
+  }
+  // Spinning is worth it when sleeping waits wake this late (kPeers: always).
+  const std::int64_t slow_wake = kind_ == kPeers ? 0 : kSlowWakeNanos;
   std::int64_t wake = wake_nanos_.load(std::memory_order_relaxed);
   if (sample.wake_nanos >= 0) {
     wake += (sample.wake_nanos - wake) / 4;
@@ -67,17 +86,16 @@ void SpinBudget::Learn(const HandOffSample& sample) {
   // A probe: a wait that slept without spinning while there was a budget.
   const bool probe = !sample.spin_tried && budget > 0 && sample.wake_nanos >= 0;
   const std::uint32_t every = probe_every_.load(std::memory_order_relaxed);
-  if (probe && sample.wake_nanos >= kSlowWakeNanos) {
+  if (probe && sample.wake_nanos >= slow_wake) {
     probe_every_.store(std::min(kMaxProbeEvery, every * 2), std::memory_order_relaxed);
-  } else if (probe || (sample.spin_tried && !sample.caught)) {
+  } else if (probe || missed) {
     probe_every_.store(kProbeEvery, std::memory_order_relaxed);
     if (until_probe_.load(std::memory_order_relaxed) > kProbeEvery) {
       until_probe_.store(kProbeEvery, std::memory_order_relaxed);
     }
   }
   std::int64_t next;
-  if (wake >= kSlowWakeNanos && sample.needed_nanos <= kCapNanos &&
-      !(sample.spin_tried && !sample.caught)) {
+  if (wake >= slow_wake && sample.needed_nanos <= kCapNanos && !missed) {
     // Sleeping is slow and a spin catches (or would have caught) this one:
     // aim at 4x its latency, up at once, down slowly.
     const std::int64_t target = std::min(
@@ -94,6 +112,20 @@ void SpinBudget::Learn(const HandOffSample& sample) {
 }
 
 int SpinningPoll::Wait(pollfd* fds, nfds_t count, int timeout_ms) {
+  const int spun = Spin(fds, count);
+  if (spun != 0) return spun;
+  if (timeout_ms == 0) {
+    slept_ = -1;
+    return 0;
+  }
+  const int ready = ::poll(fds, count, timeout_ms);
+  Woke();
+  return ready;
+}
+
+void SpinningPoll::Woke() { woke_ = SpinNowNanos(); }
+
+int SpinningPoll::Spin(pollfd* fds, nfds_t count) {
   sample_ = HandOffSample();
   slept_ = -1;
   start_ = SpinNowNanos();
@@ -113,18 +145,40 @@ int SpinningPoll::Wait(pollfd* fds, nfds_t count, int timeout_ms) {
       SpinPause();
       const std::int64_t now = SpinNowNanos();
       // Out of budget, or descheduled (the CPU is contended): sleep.
+      if (now - last > 20'000) sample_.contended = true;
       if (now - start_ >= spin || now - last > 20'000) break;
       last = now;
     }
   }
-  if (timeout_ms == 0) return 0;
   slept_ = SpinNowNanos();
-  const int ready = ::poll(fds, count, timeout_ms);
-  woke_ = SpinNowNanos();
-  return ready;
+  return 0;
 }
 
+namespace {
+
+// Whether the calling thread was preempted (an involuntary context switch)
+// since it last asked; false the first time.
+bool PreemptedSinceLastAsked() {
+#if defined(__linux__)
+  thread_local long last = -1;
+  rusage usage;
+  if (::getrusage(RUSAGE_THREAD, &usage) != 0) return false;
+  const bool preempted = last >= 0 && usage.ru_nivcsw > last;
+  last = usage.ru_nivcsw;
+  return preempted;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 void SpinningPoll::Learn(std::int64_t published_nanos) {
+  // Asked only when the spin missed (rare unless something is wrong): a
+  // system call.
+  if (sample_.spin_tried && !sample_.caught && PreemptedSinceLastAsked()) {
+    sample_.contended = true;
+  }
   sample_.needed_nanos = published_nanos - start_;
   if (slept_ >= 0) sample_.wake_nanos = woke_ - std::max(slept_, published_nanos);
   budget_.Learn(sample_);

@@ -46,6 +46,10 @@ struct HandOffSample {
   // The wait slept: how long after the publication (or the end of the spin,
   // if later) it woke. -1: it did not sleep.
   std::int64_t wake_nanos = -1;
+  // The spin missed, and its CPU is contended: the spin was descheduled, or
+  // the thread was preempted (an involuntary context switch) since its last
+  // missed spin. What makes a kPeers budget back off.
+  bool contended = false;
 };
 
 // A waiter's spin budget. Spinning pays only when waking a sleeping thread is
@@ -64,8 +68,26 @@ struct HandOffSample {
 // misses, or a hand-off later than the cap, halves it.
 // Learn() and CurrentNanos() may race between threads (relaxed atomics): the
 // budget is a hint, any value in range is safe.
+//
+// Between two processes (SpinBudget::kPeers: a Repl's host tool calls) a
+// sleeping wait costs more than its wake-up: the sleeper's poll and the
+// sender's wake-up each take about 1.5 us more than a spin's look, so a
+// round trip whose two ends sleep costs ~3 us more even where wake-ups are
+// fast (a socket ping-pong between two C processes: 9.2 us sleeping, 6.3 us
+// spinning, on the 2-vCPU VM of docs/benchmarks.md). Such a budget spins
+// whatever the wake-up cost; what keeps it from burning a CPU the producer
+// needs (a machine whose CPUs are taken) is that a spin that misses on a
+// contended CPU (HandOffSample::contended) makes the next kMinBackOff waits
+// sleep, doubling (up to kMaxBackOff) while the spins after them keep
+// missing; a spin that catches ends the back-off. A spin that misses on a
+// CPU of its own (the peer was just late: a new process warming up, a pause
+// of the peer's) only halves the budget, as between threads.
 class SpinBudget {
  public:
+  enum Kind {
+    kThreads,  // spins only while sleeping waits wake slowly (kSlowWakeNanos)
+    kPeers,    // spins whatever the wake-up cost, backing off after misses
+  };
   // Never spins longer than this per wait.
   static constexpr std::int64_t kCapNanos = 50'000;
   // The least useful budget; a smaller one becomes 0 (no spinning).
@@ -76,9 +98,13 @@ class SpinBudget {
   static constexpr std::uint32_t kProbeEvery = 32;
   // ... and at most this many while probes keep confirming slow wake-ups.
   static constexpr std::uint32_t kMaxProbeEvery = 1024;
+  // kPeers: after a missed spin, this many waits sleep; doubling up to kMaxBackOff.
+  static constexpr std::uint32_t kMinBackOff = 4;
+  static constexpr std::uint32_t kMaxBackOff = 64;
 
   // `enabled` false: CurrentNanos() is always 0.
-  explicit SpinBudget(bool enabled = SpinningCanHelp());
+  explicit SpinBudget(bool enabled = SpinningCanHelp(), Kind kind = kThreads);
+  explicit SpinBudget(Kind kind) : SpinBudget(SpinningCanHelp(), kind) {}
 
   bool enabled() const { return enabled_; }
   std::int64_t CurrentNanos() const;
@@ -86,6 +112,9 @@ class SpinBudget {
   std::int64_t WakeNanos() const { return wake_nanos_.load(std::memory_order_relaxed); }
   // How many waits apart the probes are now.
   std::uint32_t ProbeEvery() const { return probe_every_.load(std::memory_order_relaxed); }
+  // kPeers: how many waits sleep after the next missed spin (0: none missed
+  // since the last catch).
+  std::uint32_t BackOff() const { return back_off_.load(std::memory_order_relaxed); }
   // The budget for the next wait (0 for a probe); counts the wait.
   std::int64_t NextWaitNanos();
 
@@ -93,10 +122,13 @@ class SpinBudget {
 
  private:
   bool enabled_;
+  Kind kind_;
   std::atomic<std::int64_t> budget_nanos_{0};
   std::atomic<std::int64_t> wake_nanos_{0};
   std::atomic<std::uint32_t> probe_every_{kProbeEvery};
   std::atomic<std::uint32_t> until_probe_{kProbeEvery};  // waits left before the next probe
+  std::atomic<std::uint32_t> back_off_{0};    // kPeers: the current back-off
+  std::atomic<std::uint32_t> until_spin_{0};  // kPeers: waits left to sleep before spinning
 };
 
 // Spins while `ready()` is false, at most `spin_nanos` and never past
@@ -178,6 +210,13 @@ class SpinningPoll {
   explicit SpinningPoll(SpinBudget& budget) : budget_(budget) {}
   // What poll() returns (errno set when < 0).
   int Wait(pollfd* fds, nfds_t count, int timeout_ms);
+  // The spin of Wait alone, for a caller that sleeps its own way (a blocking
+  // read of one descriptor costs a system call less than poll, then read):
+  // what poll() returned when the spin saw something (> 0, or < 0 with
+  // errno set), else 0, and the caller sleeps, then calls Woke() once it has
+  // what it waited for, before Learn.
+  int Spin(pollfd* fds, nfds_t count);
+  void Woke();
   void Learn(std::int64_t published_nanos);
 
  private:

@@ -67,19 +67,18 @@ def rebuild(reply):
     return exc
 
 def make_remote(name, transport):
-    def tool(*args, **kwargs):
-        try:
-            payload = _pickle.dumps((args, kwargs), 5)
-        except Exception as error:
+    # transport (C: backend_subprocess/tool_channel.h) pickles, calls and
+    # unpickles; it returns failed(...) on every other outcome, which raises.
+    def failed(args, kwargs, error, reply):
+        if error is not None:
             raise TypeError('tool ' + name + '(): ' + _culprit(args, kwargs) +
                             ' cannot be sent to the host (it cannot be pickled: ' +
                             str(error) + ')') from None
-        ok, reply = transport(name, payload)
-        if ok:
-            return _pickle.loads(reply)
         if not reply:
             raise LookupError('tool ' + name + '() is not available in the host any more')
         raise rebuild(reply) from None
+    def tool(*args, **kwargs):
+        return transport(name, args, kwargs, failed)
     tool.__name__ = tool.__qualname__ = name
     tool.__doc__ = 'Host tool ' + name + ': runs in the host; values cross as pickles.'
     return tool

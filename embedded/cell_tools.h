@@ -27,8 +27,10 @@ std::shared_ptr<PyObjectHandle> HoldPyObject(PyObject* object);  // takes a new 
 
 // Binds `tools` into `builtins` (a dict: the session's own builtins): each
 // name to tools.callables[name] when callables is set (in-process), else to a
-// stub that pickles its arguments and calls `transport(name, payload)`, which
-// returns (ok, bytes) (a session process). The final-answer function, when
+// stub that calls `transport(name, args, kwargs, failed)` (a session
+// process), which pickles the arguments, calls the host and returns the
+// unpickled result, or returns failed(args, kwargs, error, reply): the
+// stub's function that raises the error the cell sees. The final-answer function, when
 // named, raises a BaseException that RunCell turns into a successful end with
 // Result::returned. Names bound before and absent now are removed. Cheap when
 // nothing changed. A Python error is returned as a Status (cleared).

@@ -236,34 +236,33 @@ class ToolHost:
                 raise RuntimeError("the backend is closed")
             self._calls.put((name, payload, done, session_id))
 
-    def serve_socket(self, receive: Callable[[], tuple[str, bytes] | None],
+    def serve_socket(self, serve: Callable[[ToolHost, frozenset[str], Callable[[bool, bytes], None]], None],
                      reply: Callable[[bool, bytes], None], session_id: str,
                      names: tuple[str, ...]) -> None:
         """Serves a Repl cell's own tool socket until the cell is over: a
-        thread of the host's takes each call with ``receive()`` and runs it
-        itself (one wake-up fewer than ``dispatch``); ``names`` are the tools
-        the cell was given. The session sends a call there only while no other
+        thread of the host's runs ``serve(self, names, reply)``, the C loop
+        that receives each call and runs it itself (one wake-up fewer than
+        ``dispatch``; bindings/tool_calls_from_python.h), handing what it
+        cannot take to ``_call`` and ``_answer``; ``names`` are the tools the
+        cell was given. The session sends a call there only while no other
         waits on it, so calls from several of its threads still run at once."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the backend is closed")
-            self._servers.put([receive, reply, session_id, frozenset(names)])
+            self._servers.put([serve, reply, session_id, frozenset(names)])
 
     def _serve_socket(self, item: list[Any]) -> None:
-        receive, reply, session_id, names = item
+        serve, reply, session_id, names = item
         # The last references to the socket's functions go with this call: it closes.
         item.clear()
         # One session's calls: its id is set once, not per call.
         token = calling_session.set(session_id)
         try:
-            while (call := receive()) is not None:
-                if call[0] in names:
-                    self._call(call[0], call[1], reply)
-                else:
-                    reply(False, b"")  # the session reports the tool as unavailable
+            serve(self, names, reply)
         except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
             pass
         finally:
+            del serve, reply
             calling_session.reset(token)
 
     def _serve(self, name: str, payload: bytes, done: Callable[[bool, bytes], None],
@@ -285,16 +284,21 @@ class ToolHost:
                 args, kwargs = self.loads(payload)
             except pickle.UnpicklingError as error:
                 raise pickle.UnpicklingError(f"tool {name}(): {error}") from None
-            value = tool(*args, **kwargs)
-            if inspect.isawaitable(value):
-                value = asyncio.run(_awaited(value))
-            try:
-                data = pickle.dumps(value, 5)
-            except Exception as error:  # the message is made only when it is needed
-                raise _unpicklable(value, f"tool {name}() returned", "the cell", error) from None
-            done(True, data)
+            self._answer(name, tool(*args, **kwargs), done)
         except BaseException as error:  # noqa: BLE001 - every failure goes back to the cell
             done(False, _error_reply(error))
+
+    def _answer(self, name: str, value: Any, done: Callable[[bool, bytes], None]) -> None:
+        """Answers a call with what its tool returned (awaited if it is
+        awaitable); raises what the await raised or a TypeError naming an
+        unpicklable result."""
+        if inspect.isawaitable(value):
+            value = asyncio.run(_awaited(value))
+        try:
+            data = pickle.dumps(value, 5)
+        except Exception as error:  # the message is made only when it is needed
+            raise _unpicklable(value, f"tool {name}() returned", "the cell", error) from None
+        done(True, data)
 
     def loads(self, data: bytes) -> Any:
         """Decodes bytes a session made, by this host's policy. A pickle that

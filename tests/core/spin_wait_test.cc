@@ -173,6 +173,73 @@ TEST(SpinBudget, AMissedSpinBringsProbesBack) {
   EXPECT_EQ(budget.ProbeEvery(), SpinBudget::kProbeEvery);
 }
 
+// A wait that spun and missed: the hand-off came `needed` in, after it
+// slept; `contended`: on a CPU another thread took meanwhile.
+HandOffSample Missed(std::int64_t needed, bool contended = true) {
+  HandOffSample sample = Slept(needed, /*wake=*/2'000);
+  sample.spin_tried = true;
+  sample.contended = contended;
+  return sample;
+}
+
+// How many of the next `waits` waits spin (budget > 0).
+int Spinning(SpinBudget& budget, int waits) {
+  int spinning = 0;
+  for (int i = 0; i < waits; ++i) {
+    if (budget.NextWaitNanos() > 0) ++spinning;
+  }
+  return spinning;
+}
+
+TEST(SpinBudget, BetweenProcessesItSpinsEvenWhenWakeUpsAreQuick) {
+  SpinBudget peers(true, SpinBudget::kPeers);
+  SpinBudget threads(true, SpinBudget::kThreads);
+  for (int i = 0; i < 20; ++i) {
+    peers.Learn(Slept(3'000, /*wake=*/2'000));
+    threads.Learn(Slept(3'000, /*wake=*/2'000));
+  }
+  EXPECT_EQ(threads.CurrentNanos(), 0) << "threads: quick wake-ups, sleeping is cheap";
+  EXPECT_EQ(peers.CurrentNanos(), 12'000) << "processes: 4x the hand-off latency";
+  peers.Learn(Slept(kCap + 1));  // a hand-off later than any budget still halves it
+  EXPECT_EQ(peers.CurrentNanos(), 6'000);
+}
+
+TEST(SpinBudget, BetweenProcessesASpinMissedOnAContendedCpuSleepsTheNextWaitsDoublingUntilACatch) {
+  SpinBudget budget(true, SpinBudget::kPeers);
+  for (int i = 0; i < 4; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));
+  ASSERT_GT(budget.CurrentNanos(), 0);
+  EXPECT_EQ(budget.BackOff(), 0u);
+  budget.Learn(Missed(3'000));
+  EXPECT_EQ(budget.BackOff(), SpinBudget::kMinBackOff);
+  EXPECT_EQ(Spinning(budget, SpinBudget::kMinBackOff), 0) << "the back-off: every wait sleeps";
+  for (int i = 0; i < 4; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));  // budget back up
+  EXPECT_GT(budget.NextWaitNanos(), 0) << "then it spins again";
+  budget.Learn(Missed(3'000));  // ... and misses again: twice as long
+  EXPECT_EQ(budget.BackOff(), 2 * SpinBudget::kMinBackOff);
+  EXPECT_EQ(Spinning(budget, 2 * SpinBudget::kMinBackOff), 0);
+  for (int i = 0; i < 20; ++i) budget.Learn(Missed(3'000));
+  EXPECT_EQ(budget.BackOff(), SpinBudget::kMaxBackOff) << "capped";
+  budget.Learn(Caught(3'000));
+  EXPECT_EQ(budget.BackOff(), 0u) << "a spin that caught its hand-off ends the back-off";
+}
+
+TEST(SpinBudget, BetweenProcessesASpinMissedOnACpuOfItsOwnOnlyHalvesTheBudget) {
+  SpinBudget budget(true, SpinBudget::kPeers);
+  for (int i = 0; i < 4; ++i) budget.Learn(Slept(3'000, /*wake=*/2'000));
+  ASSERT_EQ(budget.CurrentNanos(), 12'000);
+  budget.Learn(Missed(60'000, /*contended=*/false));  // the peer was just late
+  EXPECT_EQ(budget.BackOff(), 0u);
+  EXPECT_EQ(budget.CurrentNanos(), 6'000);
+  EXPECT_GT(Spinning(budget, 8), 6) << "no back-off: only the probes sleep";
+}
+
+TEST(SpinBudget, BetweenThreadsAMissedSpinDoesNotBackOff) {
+  SpinBudget budget(true);
+  LearnSlowWakeUps(budget);
+  budget.Learn(Missed(3'000));
+  EXPECT_EQ(budget.BackOff(), 0u);
+}
+
 TEST(SpinUntil, ReturnsAtOnceWhenReady) {
   int calls = 0;
   EXPECT_TRUE(SpinUntil(kCap, SpinClock::time_point::max(), [&] { return ++calls > 0; }));

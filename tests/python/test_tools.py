@@ -403,3 +403,76 @@ def test_a_sandboxed_repl_calls_tools_over_the_cells_own_socket():
         assert r.ok, r.error
         assert r.value == "5050"
     assert len(names) == 1 and names.pop().startswith("dolsot-tool-socket")
+
+
+def test_a_tool_returning_an_awaitable_is_awaited_on_the_cells_own_socket():
+    # Not an `async def`: the host learns it only from the value returned.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"later": lambda x: double(x)}) as b:
+        assert b.run("s", "later(4), later(x=5)").value == "(8, 10)"
+
+
+def test_a_trusting_repl_takes_any_picklable_argument():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, unpickle="full",
+                     tools={"name_of": lambda p, *, suffix="": p.name + suffix}) as b:
+        r = b.run("s", "import pathlib\nname_of(pathlib.PurePosixPath('/a/b.txt'), suffix='!')")
+        assert r.ok and r.value == "'b.txt!'", r.error
+
+
+def test_a_stub_kept_after_its_tool_was_removed_says_it_is_gone():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False,
+                     tools={"search": search, "other": lambda: 1}) as b:
+        assert b.run("s", "kept = search\nkept('x', 1)").value == "['x']"
+        del b.tools["search"]
+        r = b.run("s", "kept('x', 1)")
+        assert not r.ok and r.error_type == "LookupError"
+        assert "search() is not available in the host any more" in r.error
+        assert b.run("s", "other()").value == "1"  # the cell's other tools still answer
+
+
+def test_the_cells_transport_refuses_malformed_calls_with_a_clear_error():
+    # What a cell's code could do with the stub's transport: no hang, no crash.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"search": search}) as b:
+        grab = ("tr = [c.cell_contents for c in search.__closure__\n"
+                "      if getattr(c.cell_contents, '__name__', '') == 'transport'][0]\n")
+        r = b.run("s", grab + "tr('search', ['not', 'a tuple'], {}, None)")
+        assert not r.ok and r.error_type == "TypeError" and "transport(name: str" in r.error
+        r = b.run("s", "tr('search', (), {}, None)")  # the tool raises: failed(...) is not callable
+        assert not r.ok and r.error_type == "TypeError"
+        r = b.run("s", "def failed(*a):\n    raise LookupError(a[3])\ntr('nosuch', (), {}, failed)")
+        assert not r.ok and r.error_type == "LookupError"
+        assert b.run("s", "tr('search', ('q',), {'k': 1}, failed)").value == "['q']"
+
+
+def test_a_stub_called_after_its_cell_ended_fails_clearly_and_never_hangs():
+    # A thread of the cell keeps calling once the cell is over; the next cell
+    # has no tools, so wherever the call falls, it fails with a clear error.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"noop": lambda: None}) as b:
+        code = (
+            "import threading\n"
+            "called = threading.Event()\n"
+            "outcome = []\n"
+            "def loop(stub=noop):\n"
+            "    try:\n"
+            "        while True:\n"
+            "            stub()\n"
+            "            called.set()\n"
+            "    except BaseException as error:\n"
+            "        outcome.append((type(error).__name__, str(error)))\n"
+            "t = threading.Thread(target=loop, daemon=True)\n"
+            "t.start()\n"
+            "called.wait()\n"
+        )
+        assert b.run("s", code).ok
+        del b.tools["noop"]
+        r = b.run("s", "t.join()\noutcome[0]")
+        assert r.ok, r.error
+        kind, message = eval(r.value)  # noqa: S307 - a tuple of two str the cell printed
+        # Sent after the cell ended, in flight when it ended, or landed in the next cell.
+        clear = {
+            "ConnectionError": ("can be called only while a cell runs",
+                                "the cell ended before the host answered"),
+            "LookupError": ("is not available in the host any more",),
+        }
+        assert any(text in message for text in clear.get(kind, ())), r.value
+        assert b.run("s", "1 + 1").value == "2"
