@@ -743,7 +743,7 @@ def test_a_killed_host_s_cgroup_is_swept_by_the_next_start_and_a_live_worker_s_i
     while members := _cgroup_members(stale):
         for pid in members:
             wait_until_gone(pid)
-    assert os.path.isdir(stale)
+    # Left behind, empty (unless a concurrent root host's start swept it already).
     try:
         r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox())
         try:
