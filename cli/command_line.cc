@@ -46,7 +46,7 @@ demand) that keeps sessions live between calls: dolsot serve --status,
 dolsot serve --stop. A --sandbox call runs there under its own policy (docs/cli.md).
 Figures a cell shows or leaves open (matplotlib) are written as
 dolsot-SID-N.png in the working directory; stderr names each one.
-A code argument starting with '-' (or the word mcp) goes after "--":
+A code argument starting with '-' (or the word mcp or serve) goes after "--":
 dolsot --session s -- "-1")FOOTER";
 
 struct Parser {
@@ -56,6 +56,8 @@ struct Parser {
   CLI::Option* list_sessions = nullptr;
   CLI::Option* reset = nullptr;
   CLI::App* mcp = nullptr;
+  CLI::App* serve = nullptr;
+  CLI::Option* no_serve = nullptr;
 };
 
 void Configure(Parser& parser, CommandLine& line) {
@@ -68,21 +70,33 @@ void Configure(Parser& parser, CommandLine& line) {
   parser.mcp = AddMcpCommand(app, line.mcp);
   parser.json = app.add_flag("--json", line.json,
                              "Print the Result (or the session list) as one JSON document");
-  app.add_flag("--no-serve", line.no_serve,
-               "Run directly, not through the server that keeps sessions live (as DOLSOT_SERVE=0)");
+  parser.no_serve = app.add_flag("--no-serve", line.no_serve,
+                                 "Run directly, not through the server that keeps sessions live (as DOLSOT_SERVE=0)");
+  // "dolsot serve ..." goes to ServeCommand before this parser (main.cc);
+  // the word serve after a global flag ("dolsot --json serve --status")
+  // lands here, so it is the subcommand there too, never a cell's code. Its
+  // arguments are serve's own, collected as they are (prefix_command).
+  parser.serve = app.add_subcommand("serve", "The server that keeps sessions live between calls: "
+                                             "--status, --stop, --json (dolsot serve --help)");
+  parser.serve->prefix_command();
+  parser.serve->set_help_flag();  // serve's --help is ServeCommand's
 }
 
 // --list-sessions and --reset each stand alone (--json aside). Checked here
 // rather than with CLI11's excludes() to keep --help readable.
 std::optional<std::string> ConflictingOptions(const Parser& parser) {
-  if (parser.mcp->parsed()) {
+  // mcp takes none of the global flags; serve takes --json (it has its own).
+  for (const CLI::App* command : {parser.mcp, parser.serve}) {
+    if (!command->parsed()) continue;
     std::vector<const CLI::Option*> top_level(parser.run.begin(), parser.run.end());
-    top_level.insert(top_level.end(), {parser.list_sessions, parser.reset, parser.json});
+    top_level.insert(top_level.end(), {parser.list_sessions, parser.reset, parser.no_serve});
+    if (command == parser.mcp) top_level.push_back(parser.json);
     for (const CLI::Option* option : top_level) {
       if (option->count() > 0) {
+        const std::string word = command->get_name();
         const std::string name = option->get_name();
-        return "mcp cannot be combined with " + (name == "code" ? std::string("code to run") : name) +
-               " (its options go after the word mcp)";
+        return word + " cannot be combined with " + (name == "code" ? std::string("code to run") : name) +
+               " (its options go after the word " + word + ")";
       }
     }
     return std::nullopt;
@@ -123,6 +137,7 @@ std::optional<std::string> EmptyOptionValue(int argc, const char* const* argv) {
 
 Action ChooseAction(const Parser& parser, const CommandLine& line) {
   if (parser.mcp->parsed()) return Action::kMcp;
+  if (parser.serve->parsed()) return Action::kServe;
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
   if (line.run.sandbox.check) return Action::kSandboxCheck;
@@ -156,6 +171,11 @@ CommandLine Parse(int argc, const char* const* argv, std::ostream& out, std::ost
     return line;
   }
   line.action = ChooseAction(parser, line);
+  if (line.action == Action::kServe) {
+    line.serve_args = {"serve"};
+    if (line.json) line.serve_args.emplace_back("--json");
+    for (std::string& arg : parser.serve->remaining()) line.serve_args.push_back(std::move(arg));
+  }
   return line;
 }
 

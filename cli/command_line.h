@@ -21,6 +21,7 @@ enum class Action {
   kListSessions,  // --list-sessions
   kReset,         // --reset SID|all
   kMcp,           // the mcp subcommand
+  kServe,         // the serve subcommand after a global flag: dolsot --json serve --status
   kSandboxCheck,  // --sandbox --check
   kExit,          // --help, --version or a usage error: already printed
 };
@@ -34,6 +35,9 @@ struct CommandLine {
   ListSessionsArgs list_sessions;
   ResetArgs reset;
   McpArgs mcp;
+  // kServe: the serve command's argv ("serve", then its own arguments; a
+  // --json given before the word serve is passed on as serve's --json).
+  std::vector<std::string> serve_args;
 };
 
 // Parses argv (argv[0] is the program). --help and --version print to `out`

@@ -7,6 +7,7 @@
 
 #include <iostream>
 #include <string_view>
+#include <vector>
 
 #include "cli/command_line.h"
 #include "cli/interrupt.h"
@@ -22,8 +23,14 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "serve") {
     return ServeCommand(argc - 1, argv + 1, std::cout, std::cerr);
   }
-  InstallInterruptHandlers();
   CommandLine line = ParseCommandLine(argc, argv, std::cout, std::cerr);
+  if (line.action == Action::kServe) {  // after a global flag: dolsot --json serve --status
+    std::vector<const char*> serve_argv;
+    for (const std::string& arg : line.serve_args) serve_argv.push_back(arg.c_str());
+    serve_argv.push_back(nullptr);
+    return ServeCommand(static_cast<int>(line.serve_args.size()), serve_argv.data(), std::cout, std::cerr);
+  }
+  InstallInterruptHandlers();
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
                          line.json, OpenReplBackend, UnixNow, InterruptRequested};
   // dolsot mcp holds its own Repl for its whole life, and --sandbox --check
@@ -53,6 +60,7 @@ int main(int argc, char** argv) {
       return McpCommand(line.mcp, context);
     case Action::kSandboxCheck:
       return SandboxCheckCommand(line.run.sandbox, context);
+    case Action::kServe:  // returned above
     case Action::kExit:
       break;
   }

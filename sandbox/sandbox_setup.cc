@@ -21,6 +21,8 @@
 #include <cstring>
 #include <fstream>
 #include <ctime>
+#include <string_view>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "sandbox/landlock_ruleset.h"
@@ -420,13 +422,51 @@ std::string PidsCgroupOfSelf() {
 }
 
 // The pids cgroup `dir` (made when absent) capped at `max`, with `pid` in it.
+// Another host's sweep (SweepStaleSandboxCgroups) removes every empty
+// dolsot-sandbox-* directory, so one made (or found, a killed host's under a
+// reused pid) here can vanish before `pid` is in it: the write then fails
+// (ENOENT, or ENODEV on a file opened before the rmdir) and the directory is
+// gone; it is made again, a bounded number of times. Once `pid` is in it the
+// directory is not empty and no sweep can remove it.
 Status JoinPidsCgroup(const std::string& dir, std::uint64_t max, pid_t pid) {
   if (dir.empty()) return Status(ErrorCode::kUnavailable, "no cgroup v1 pids controller");
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Status(ErrorCode::kUnavailable, Errno("mkdir " + dir));
+  Status joined;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status(ErrorCode::kUnavailable, Errno("mkdir " + dir));
+    }
+    joined = WriteFile(dir + "/pids.max", std::to_string(max));
+    if (joined.ok()) joined = WriteFile(dir + "/cgroup.procs", std::to_string(pid));
+    if (joined.ok() || ::access(dir.c_str(), F_OK) == 0) return joined;
   }
-  DOLSOT_RETURN_IF_ERROR(WriteFile(dir + "/pids.max", std::to_string(max)));
-  return WriteFile(dir + "/cgroup.procs", std::to_string(pid));
+  return joined;
+}
+
+constexpr std::string_view kSandboxCgroupPrefix = "dolsot-sandbox-";
+
+// Removes the dolsot-sandbox-<pid> directories under `base` that hold no
+// process: a host killed with SIGKILL never removes its worker's
+// (RemoveSandboxCgroup runs once the worker is reaped), and such a directory
+// would stay until reboot. The kernel refuses to rmdir a cgroup with a
+// process in it (EBUSY): a live worker's directory stays, whoever its host
+// (a pid reused by a live worker is that worker's). An empty one a live host
+// has just made, before its worker's move, may go: that host makes it again
+// (JoinPidsCgroup). Only names of exactly that shape are touched.
+void SweepStaleSandboxCgroups(const std::string& base) {
+  DIR* dir = ::opendir(base.c_str());
+  if (dir == nullptr) return;
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::string_view name = entry->d_name;
+    if (name.size() <= kSandboxCgroupPrefix.size() || name.substr(0, kSandboxCgroupPrefix.size()) != kSandboxCgroupPrefix) {
+      continue;
+    }
+    std::string_view digits = name.substr(kSandboxCgroupPrefix.size());
+    if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    names.emplace_back(name);
+  }
+  ::closedir(dir);
+  for (const std::string& name : names) (void)::rmdir((base + "/" + name).c_str());
 }
 
 // The kernel exempts uid 0 from RLIMIT_NPROC, so for a root host the
@@ -481,12 +521,19 @@ Status EnterUserNamespace(const SandboxSetup& setup, SandboxReport* report) {
 
 std::string SandboxCgroupDir(pid_t worker) {
   std::string base = PidsCgroupOfSelf();
-  return base.empty() ? "" : base + "/dolsot-sandbox-" + std::to_string(worker);
+  return base.empty() ? "" : base + "/" + std::string(kSandboxCgroupPrefix) + std::to_string(worker);
 }
 
 Status PlaceInSandboxCgroup(pid_t worker, std::uint64_t processes) {
   if (processes == 0 || ::geteuid() != 0) return Status::Ok();
-  return JoinPidsCgroup(SandboxCgroupDir(worker), processes + 1, worker);
+  const std::string base = PidsCgroupOfSelf();
+  if (base.empty()) return JoinPidsCgroup("", processes + 1, worker);
+  Status placed = JoinPidsCgroup(base + "/" + std::string(kSandboxCgroupPrefix) + std::to_string(worker),
+                                 processes + 1, worker);
+  // After the move: the worker's own directory is not empty by now, and
+  // the sweep too overlaps the worker's start.
+  SweepStaleSandboxCgroups(base);
+  return placed;
 }
 
 void RemoveSandboxCgroup(pid_t worker) {

@@ -63,8 +63,10 @@ void RemoveSandboxCgroup(pid_t worker);
 // it anything: makes that cgroup, caps it at `processes` + 1 and moves the
 // worker in. A cgroup v1 move waits for an RCU grace period (5-25 ms here),
 // which this way passes while the worker's interpreter starts instead of on
-// its start's path. A no-op (Ok) when `processes` is 0 or the host is not
-// root; on an error the worker joins by itself and reports what failed.
+// its start's path. Then removes the empty dolsot-sandbox-<pid> siblings
+// that killed hosts left (a cgroup with a process in it cannot be removed).
+// A no-op (Ok) when `processes` is 0 or the host is not root; on an error
+// the worker joins by itself and reports what failed.
 Status PlaceInSandboxCgroup(pid_t worker, std::uint64_t processes);
 
 }  // namespace dolsot

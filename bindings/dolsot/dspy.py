@@ -17,6 +17,7 @@ import keyword
 import sys
 import threading
 import uuid
+import weakref
 from typing import Any, Callable, Mapping
 
 try:
@@ -123,6 +124,7 @@ class DolsotInterpreter:
         # Set by a factory: the backend is its, shared by the interpreters it
         # makes; this one's tools go under names of its own (_dolsot_i<n>_...).
         self._shared: _SharedBackend | None = None
+        self._release_shared: weakref.finalize | None = None
         self._tool_prefix = ""
 
     # ---- lifecycle
@@ -134,8 +136,10 @@ class DolsotInterpreter:
                 raise CodeInterpreterError(
                     "this DolsotInterpreter was shut down; create a new one for a fresh session"
                 )
-            if self._backend is None:
-                self._backend = self._shared.get() if self._shared is not None else self._make_backend()
+            if self._backend is None and self._shared is not None:
+                self._backend, self._release_shared = self._shared.acquire(self)
+            elif self._backend is None:
+                self._backend = self._make_backend()
 
     def _borrow(self, shared: _SharedBackend) -> None:
         self._shared = shared
@@ -169,6 +173,8 @@ class DolsotInterpreter:
                 backend.reset(session_id)
             except DolsotError:
                 pass
+        if self._release_shared is not None:
+            self._release_shared()  # the factory's backend stops here if it was the last use
 
     def __enter__(self) -> DolsotInterpreter:
         self.start()
@@ -402,7 +408,12 @@ class DolsotInterpreter:
 class DolsotInterpreterFactory:
     """``interpreter_factory`` for dspy modules: each call makes a new
     ``DolsotInterpreter(**options)`` (RLM shuts each down after its forward
-    pass). Carries the runtime's ``execution_instructions`` for RLM's prompt."""
+    pass). Carries the runtime's ``execution_instructions`` for RLM's prompt.
+
+    The factory owns the backend its interpreters share (one warm worker for
+    every forward pass): ``close`` stops it. dspy never closes an
+    ``interpreter_factory``, so once the factory is garbage (its module is)
+    the backend stops as soon as no interpreter it made is still in use."""
 
     def __init__(self, cls: type[DolsotInterpreter], options: Mapping[str, Any]) -> None:
         self._cls = cls
@@ -410,6 +421,7 @@ class DolsotInterpreterFactory:
         self.execution_instructions = cls.execution_instructions
         cls(**self._options).shutdown()  # the options' mistakes surface here, not mid-forward
         self._shared = _SharedBackend(self._options)
+        weakref.finalize(self, self._shared.orphan)
 
     def __call__(self) -> DolsotInterpreter:
         interpreter = self._cls(**self._options)
@@ -417,8 +429,9 @@ class DolsotInterpreterFactory:
         return interpreter
 
     def close(self) -> None:
-        """Stops the shared backend (its worker process). Idempotent; a Repl
-        left open is closed at the interpreter's exit."""
+        """Stops the shared backend (its worker process) now. Idempotent;
+        without it the backend stops once this factory is garbage and its
+        interpreters are shut down (or garbage too)."""
         self._shared.close()
 
     def __enter__(self) -> DolsotInterpreterFactory:
@@ -434,7 +447,10 @@ class DolsotInterpreterFactory:
 
 class _SharedBackend:
     """The backend a factory's interpreters share, started on first use: a
-    forward pass then starts a session on a warm worker, not a worker."""
+    forward pass then starts a session on a warm worker, not a worker. It
+    stops at the factory's ``close``, or once the factory is gone
+    (``orphan``) and no interpreter holds it (each ``acquire`` is released
+    at that interpreter's shutdown, or when it is garbage)."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self._kind = options.get("backend", "repl")
@@ -444,18 +460,42 @@ class _SharedBackend:
             k: v for k, v in options.items() if k not in ("backend", "timeout", "max_output", "tools")
         }
         self._backend: Any = None
-        self._lock = threading.Lock()
+        # Reentrant: a release runs from a finalizer, which the collector
+        # may call on a thread that holds this lock.
+        self._lock = threading.RLock()
         self._numbers = itertools.count(1)
+        self._holders: set[int] = set()
+        self._orphaned = False
 
     def next_number(self) -> int:
         with self._lock:
             return next(self._numbers)
 
-    def get(self) -> Any:
+    def acquire(self, holder: object) -> tuple[Any, weakref.finalize]:
+        """The backend (started if needed) for ``holder``, and the call that
+        releases it: made by ``holder``'s shutdown, else when it is garbage."""
         with self._lock:
             if self._backend is None:
                 self._backend = _make_backend(self._kind, self._timeout, self._max_output, self._backend_options)
-            return self._backend
+            token = next(self._numbers)
+            self._holders.add(token)
+            backend = self._backend
+        return backend, weakref.finalize(holder, self._release, token)
+
+    def _release(self, token: int) -> None:
+        with self._lock:
+            self._holders.discard(token)
+            unused = self._orphaned and not self._holders
+        if unused:
+            self.close()
+
+    def orphan(self) -> None:
+        """The factory is gone: stop now, or when the last holder releases."""
+        with self._lock:
+            self._orphaned = True
+            unused = not self._holders
+        if unused:
+            self.close()
 
     def replace_tools(self, prefix: str, tools: dict[str, Callable[..., Any]]) -> None:
         """Sets the tools under ``prefix`` (one interpreter's) to ``tools``;
@@ -489,9 +529,33 @@ def _make_backend(kind: str, timeout: float | None, max_output: int | None, back
         options["store"] = dolsot.store.MemoryStore()
         options["checkpoint"] = "off"
         options.update(backend_options)
-        return dolsot.Repl(**options)
+        repl = dolsot.Repl(**options)
+        try:
+            _start_worker(repl)
+        except BaseException:
+            repl.close()
+            raise
+        return repl
     except DolsotError as error:
         raise CodeInterpreterError(f"dolsot could not start its {kind} backend: {error}") from error
+
+
+# How long the Repl's worker may take to start (off every cell's clock).
+_WORKER_START_SECONDS = 120.0
+
+
+def _start_worker(repl: Any) -> None:
+    """Starts the Repl's worker before the first cell: a cell's timeout counts
+    from its call, so the first one would also pay the worker's start (a
+    second or more on a loaded machine) and a tight timeout would stop the
+    model's first step before any of its code ran. One empty cell in a
+    session of its own, then that session is reset; a worker that cannot
+    start says so at the first real cell, as before."""
+    session_id = f"dspy-start-{uuid.uuid4().hex[:12]}"
+    try:
+        repl.run(session_id, "None", timeout=_WORKER_START_SECONDS)
+    finally:
+        repl.reset(session_id)
 
 
 def _await(awaitable: Any, context: contextvars.Context) -> Any:

@@ -189,5 +189,45 @@ TEST(CommandLineTest, McpHelpDescribesTheSubcommand) {
   EXPECT_EQ(p.out.find("--session"), std::string::npos) << "not a flag of mcp";
 }
 
+// "dolsot serve ..." goes to ServeCommand before the parser (main.cc); after a
+// global flag the word is the subcommand too, never a cell's code.
+TEST(CommandLineTest, ServeAfterJsonIsTheServeCommandWithJson) {
+  Parsed p = Parse({"--json", "serve", "--status"});
+  EXPECT_EQ(p.line.action, Action::kServe) << p.err;
+  EXPECT_EQ(p.line.serve_args, (std::vector<std::string>{"serve", "--json", "--status"}));
+  EXPECT_TRUE(p.line.run.code_words.empty());
+  p = Parse({"--json", "serve", "--stop", "--json"});
+  EXPECT_EQ(p.line.action, Action::kServe) << p.err;
+  EXPECT_EQ(p.line.serve_args, (std::vector<std::string>{"serve", "--json", "--stop", "--json"}));
+  p = Parse({"--json", "serve", "--help"});
+  EXPECT_EQ(p.line.action, Action::kServe) << "serve's own help, not the top-level one";
+  EXPECT_EQ(p.line.serve_args, (std::vector<std::string>{"serve", "--json", "--help"}));
+  EXPECT_TRUE(p.out.empty()) << p.out;
+}
+
+TEST(CommandLineTest, ServeDoesNotCombineWithTheRunCommandsWork) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--no-serve", "serve"}, {"--session", "s", "serve"}, {"-s", "s", "--json", "serve", "--status"},
+           {"--list-sessions", "serve"}, {"--reset", "all", "serve"}, {"--timeout", "5", "serve"},
+           {"--session", "s", "mcp"}, {"--no-serve", "mcp"}}) {
+    Parsed p = Parse(args);
+    EXPECT_EQ(p.line.action, Action::kExit) << args[0] << " " << args[1];
+    EXPECT_EQ(p.line.exit_code, kExitUsage);
+    EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
+    EXPECT_TRUE(p.line.run.code_words.empty()) << "never a cell";
+  }
+  Parsed p = Parse({"--no-serve", "serve"});
+  EXPECT_NE(p.err.find("serve cannot be combined with --no-serve (its options go after the word serve)"),
+            std::string::npos) << p.err;
+  p = Parse({"--session", "s", "serve"});
+  EXPECT_NE(p.err.find("serve cannot be combined with --session"), std::string::npos) << p.err;
+}
+
+TEST(CommandLineTest, TheWordServeAsCodeGoesAfterTheDoubleDash) {
+  Parsed p = Parse({"--session", "s", "--", "serve"});
+  EXPECT_EQ(p.line.action, Action::kRun);
+  EXPECT_EQ(p.line.run.code_words, std::vector<std::string>{"serve"});
+}
+
 }  // namespace
 }  // namespace dolsot::cli

@@ -6,6 +6,8 @@ tests never skip."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 
@@ -27,6 +29,26 @@ from process_tree import alive, children
 pytestmark = pytest.mark.timeout(120)
 
 BACKENDS = ["repl", "inprocess"]
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test():
+    """Every process a test starts (a Repl's worker, a ty server) is gone when
+    it ends: owned, closed, reaped. A module-scoped fixture's are set up
+    before this runs, so they count as there before."""
+    me = os.getpid()
+    before = {pid for pid in children(me, every_thread=True) if alive(pid)}
+    yield
+    left = {pid for pid in children(me, every_thread=True) if alive(pid)} - before
+    assert not left, {pid: _command_line(pid) for pid in left}
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -238,14 +260,17 @@ def _script(sleep_step: bool = False) -> dict[str, dict[str, str]]:
     }
 
 
-def _rlm(kind: str, **options) -> dspy.RLM:
-    return dspy.RLM(
-        "context -> answer",
-        max_iters=8,
-        tools=[lookup],
-        sub_lm=DummyLM({"summarise": {"response": "brief"}}),
-        interpreter_factory=DolsotInterpreter.factory(backend=kind, **options),
-    )
+@contextlib.contextmanager
+def _rlm(kind: str, **options):
+    """An RLM on a factory this test owns: closed (its worker stopped) on exit."""
+    with DolsotInterpreter.factory(backend=kind, **options) as factory:
+        yield dspy.RLM(
+            "context -> answer",
+            max_iters=8,
+            tools=[lookup],
+            sub_lm=DummyLM({"summarise": {"response": "brief"}}),
+            interpreter_factory=factory,
+        )
 
 
 def _check_trajectory(prediction, context: str, timeout_step: bool = False) -> None:
@@ -260,15 +285,15 @@ def _check_trajectory(prediction, context: str, timeout_step: bool = False) -> N
 
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_rlm_calls_a_tool_and_llm_query_recovers_and_submits(kind):
-    with dspy.context(lm=DummyLM(_script())):
-        prediction = _rlm(kind)(context="alpha")
+    with _rlm(kind) as rlm, dspy.context(lm=DummyLM(_script())):
+        prediction = rlm(context="alpha")
     _check_trajectory(prediction, "alpha")
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_rlm_survives_a_timeout_in_the_middle(kind):
-    with dspy.context(lm=DummyLM(_script(sleep_step=True))):
-        prediction = _rlm(kind, timeout=0.5)(context="beta")
+    with _rlm(kind, timeout=0.5) as rlm, dspy.context(lm=DummyLM(_script(sleep_step=True))):
+        prediction = rlm(context="beta")
     _check_trajectory(prediction, "beta", timeout_step=True)
 
 
@@ -284,8 +309,8 @@ def test_rlm_under_evaluate_with_four_threads(kind):
         return prediction.answer == example.expected
 
     evaluate = dspy.Evaluate(devset=devset, metric=metric, num_threads=4, max_errors=0, provide_traceback=True)
-    with dspy.context(lm=DummyLM(_script())):
-        result = evaluate(_rlm(kind))
+    with _rlm(kind) as rlm, dspy.context(lm=DummyLM(_script())):
+        result = evaluate(rlm)
     assert result.score == 100.0
     assert len(threads_seen) > 1
 
@@ -370,8 +395,8 @@ def test_rlm_sub_agents_built_in_the_session_run_on_the_host(kind):
         {"reasoning": "done", "code": "SUBMIT(qa(question=context).answer)"},
         {"answer": "again"},
     ]
-    rlm = dspy.RLM("context -> answer", max_iters=3, interpreter_factory=DolsotInterpreter.factory(backend=kind))
-    with dspy.context(lm=DummyLM(script)):
+    with DolsotInterpreter.factory(backend=kind) as factory, dspy.context(lm=DummyLM(script)):
+        rlm = dspy.RLM("context -> answer", max_iters=3, interpreter_factory=factory)
         prediction = rlm(context="q")
     assert prediction.trajectory[0]["output"] == "from the host"
     assert prediction.answer == "again"
@@ -401,3 +426,32 @@ def test_a_factory_s_interpreters_share_a_worker_but_not_tools_or_sessions():
         second.shutdown()
         assert alive(worker_pid)
     assert not alive(worker_pid)
+
+
+def test_a_factory_nobody_closes_stops_its_worker_once_nothing_uses_it():
+    """dspy.RLM never closes its interpreter_factory. Once the factory is
+    gone, its shared worker stops at the last shutdown of an interpreter it
+    made, or when the last such interpreter is garbage."""
+    factory = DolsotInterpreter.factory(backend="repl")
+    first, second = factory(), factory()
+    assert first.execute("1") == "1"
+    worker = first.backend.worker_pid
+    del factory
+    assert second.execute("2") == "2" and alive(worker)  # still in use
+    first.shutdown()
+    assert alive(worker) and second.execute("3") == "3"
+    del second
+    gc.collect()  # an interpreter with tools is in a reference cycle (its tools' proxies)
+    assert not alive(worker)
+    with pytest.raises(CodeInterpreterError, match="shut down"):
+        first.execute("1")
+
+
+def test_a_repl_s_worker_starts_off_the_first_cell_s_clock():
+    """A timeout is the code's: the worker's start (a second or more on a
+    loaded machine) is not on the first cell's clock."""
+    with DolsotInterpreter(backend="repl", timeout=0.5) as interpreter:
+        interpreter.start()
+        assert interpreter.backend.worker_pid > 0  # started before any cell
+        assert interpreter.backend.sessions() == []  # and the session it took is gone
+        assert interpreter.execute("n = 7\nn") == "7"

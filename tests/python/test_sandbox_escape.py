@@ -25,7 +25,7 @@ import dolsot
 from dolsot import Mount, Sandbox
 from dolsot.errors import DolsotError, Unsupported
 from dolsot.store import FileStore, MemoryStore
-from process_tree import alive, descendants
+from process_tree import alive, descendants, wait_until_gone
 
 SECRET = "dolsot-escape-secret-" + uuid.uuid4().hex
 # A host file on no sys.path entry (the repository's README).
@@ -691,6 +691,76 @@ def test_worker_and_sessions_die_with_the_repl():
     r.close()
     assert not alive(worker)
     assert not [p for p in tree if alive(p)]
+
+
+def _pids_cgroup_base() -> str | None:
+    """This process's directory in the cgroup v1 pids hierarchy (where a
+    root host makes its workers' dolsot-sandbox-<pid>), None without one."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "pids" in controllers.split(","):
+                base = "/sys/fs/cgroup/pids" + path.rstrip("/")
+                return base if os.path.exists(base + "/cgroup.procs") else None
+    return None
+
+
+def _cgroup_members(directory: str) -> list[int]:
+    with open(f"{directory}/cgroup.procs") as f:
+        return [int(pid) for pid in f.read().split()]
+
+
+KILLED_HOST = """
+import sys
+sys.path.insert(0, {path!r})
+import dolsot
+from dolsot.store import MemoryStore
+r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=dolsot.Sandbox())
+r.run("s", "1")
+print(r.worker_pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_host_s_cgroup_is_swept_by_the_next_start_and_a_live_worker_s_is_not(repl):
+    base = _pids_cgroup_base()
+    if os.geteuid() != 0 or base is None:
+        pytest.skip("a root host's pids cgroups: needs root and a cgroup v1 pids controller")
+    live = f"{base}/dolsot-sandbox-{repl.worker_pid}"
+    assert repl.worker_pid in _cgroup_members(live)
+    # A host killed with SIGKILL never removes its worker's directory.
+    path = os.path.dirname(os.path.dirname(dolsot.__file__))
+    host = subprocess.Popen([sys.executable, "-c", KILLED_HOST.format(path=path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker = int(host.stdout.readline())
+    stale = f"{base}/dolsot-sandbox-{worker}"
+    assert worker in _cgroup_members(stale)
+    host.kill()
+    host.wait()
+    # Its worker and everything in the cgroup die with it (a process forked
+    # just before is listed the next time round).
+    while members := _cgroup_members(stale):
+        for pid in members:
+            wait_until_gone(pid)
+    # Left behind, empty (unless a concurrent root host's start swept it already).
+    try:
+        r = dolsot.Repl(store=MemoryStore(), typecheck=False, sandbox=Sandbox())
+        try:
+            ok(r, "a", "1")
+            assert not os.path.exists(stale), "the stale directory outlived the next start"
+            assert os.path.isdir(f"{base}/dolsot-sandbox-{r.worker_pid}")
+        finally:
+            r.close()
+        assert not os.path.exists(f"{base}/dolsot-sandbox-{r.worker_pid}")
+        # The live worker's directory stayed, with the worker in it, capped.
+        assert repl.worker_pid in _cgroup_members(live)
+        with open(f"{live}/pids.max") as f:
+            assert f.read().strip() == "129"
+        assert ok(repl, "warm", "2").value == "2"
+    finally:
+        if os.path.isdir(stale):
+            os.rmdir(stale)
 
 
 # ---------------------------------------------------------------- as another user

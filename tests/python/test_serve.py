@@ -366,6 +366,34 @@ def test_serve_as_a_cell_stays_reachable(served):
     assert proc.returncode == 1 and "NameError: name 'serve' is not defined" in err(proc)
 
 
+def test_serve_after_a_global_flag_is_the_subcommand_never_a_cell(served):
+    assert served("--session", "s", "x = 1").returncode == 0
+    status = served.server_status()
+    # --json before the word serve is serve's --json: the same document.
+    proc = served("--json", "serve", "--status")
+    assert proc.returncode == 0, err(proc)
+    shown = json.loads(proc.stdout)
+    assert {k: shown[k] for k in ("running", "pid", "socket", "live_sessions")} == {
+        "running": True, "pid": status["pid"], "socket": status["socket"], "live_sessions": ["s"]}
+    # Every other global flag before it is a usage error naming it; nothing
+    # runs, no session is made (the server would list it).
+    for args, named in [(["--session", "t", "serve"], "--session"), (["--no-serve", "serve"], "--no-serve"),
+                        (["-s", "t", "--json", "serve", "--status"], "--session"),
+                        (["--timeout", "5", "serve", "--stop"], "--timeout"),
+                        (["--reset", "s", "serve"], "--reset")]:
+        proc = served(*args)
+        assert proc.returncode == 2 and proc.stdout == b"", (args, proc)
+        assert err(proc).startswith(f"dolsot: error: serve cannot be combined with {named} "
+                                    "(its options go after the word serve)"), err(proc)
+    assert served.server_status()["live_sessions"] == ["s"]
+    # serve's own options and help, after --json as after nothing.
+    help_text = served("--json", "serve", "--help")
+    assert help_text.returncode == 0 and b"dolsot serve" in help_text.stdout and b"--status" in help_text.stdout
+    stop = served("--json", "serve", "--stop")
+    assert stop.returncode == 0, err(stop)
+    assert served.server_status()["running"] is False
+
+
 def test_a_foreground_server_refuses_a_second_one(served):
     assert served("--session", "s", "1").returncode == 0
     second = subprocess.run([str(CLI), "serve"], env=served.env, capture_output=True, text=True,

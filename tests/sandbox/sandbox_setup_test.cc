@@ -73,6 +73,11 @@ std::string ReadAll(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+std::string Trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 // EnterSandbox with one overlay of `host` at /data, then `body` inside.
 template <typename Body>
 std::string EnterWithOverlay(const std::string& host, bool best_effort, Body body) {
@@ -226,6 +231,60 @@ TEST(SandboxSetup, TheHostPlacesAWorkerInItsPidsCgroup) {
   // Not root's business without a cap: nothing is made.
   EXPECT_TRUE(PlaceInSandboxCgroup(::getpid(), 0).ok());
   EXPECT_NE(::access(SandboxCgroupDir(::getpid()).c_str(), F_OK), 0);
+}
+
+// A host killed with SIGKILL leaves its worker's dolsot-sandbox-<pid>
+// behind; the next placement removes such empty directories, and never one
+// with a process in it, nor another name. A directory already there under
+// the new worker's pid (a reused pid) is taken over.
+TEST(SandboxSetup, PlacingAWorkerSweepsEmptyStaleCgroupsOnly) {
+  if (::geteuid() != 0 || SandboxCgroupDir(1).empty()) {
+    GTEST_SKIP() << "needs root and a cgroup v1 pids controller";
+  }
+  const std::string one = SandboxCgroupDir(1);
+  const std::string base = one.substr(0, one.rfind('/'));
+  auto blocked_child = [](int (&gate)[2]) {
+    EXPECT_EQ(::pipe2(gate, O_CLOEXEC), 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      char byte;
+      (void)!::read(gate[0], &byte, 1);
+      ::_exit(0);
+    }
+    ::close(gate[0]);
+    return pid;
+  };
+  int live_gate[2], next_gate[2];
+  pid_t live = blocked_child(live_gate);
+  ASSERT_GT(live, 0);
+  ASSERT_TRUE(PlaceInSandboxCgroup(live, 4).ok());
+  // pid_max is never a pid: a stale directory no live process can own.
+  const std::string stale = base + "/dolsot-sandbox-" + Trimmed(ReadAll("/proc/sys/kernel/pid_max"));
+  const std::string other = base + "/dolsot-sandbox-x" + std::to_string(::getpid());
+  ASSERT_TRUE(::mkdir(stale.c_str(), 0755) == 0 || errno == EEXIST) << stale;  // EEXIST: a concurrent run's
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0) << other;
+  pid_t next = blocked_child(next_gate);
+  ASSERT_GT(next, 0);
+  const std::string reused = SandboxCgroupDir(next);
+  ASSERT_EQ(::mkdir(reused.c_str(), 0755), 0) << reused;
+
+  EXPECT_TRUE(PlaceInSandboxCgroup(next, 4).ok());
+  EXPECT_NE(::access(stale.c_str(), F_OK), 0) << stale << " was not swept";
+  EXPECT_EQ(::access(other.c_str(), F_OK), 0) << "another name was touched";
+  EXPECT_EQ(Trimmed(ReadAll(SandboxCgroupDir(live) + "/cgroup.procs")), std::to_string(live));
+  EXPECT_EQ(Trimmed(ReadAll(reused + "/cgroup.procs")), std::to_string(next));
+  EXPECT_EQ(ReadAll(reused + "/pids.max"), "5\n");
+
+  for (auto [pid, gate] : {std::pair{live, live_gate[1]}, std::pair{next, next_gate[1]}}) {
+    EXPECT_EQ(::write(gate, "g", 1), 1);  // a byte: the other child holds this pipe's end too
+    ::close(gate);
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    RemoveSandboxCgroup(pid);
+    EXPECT_NE(::access(SandboxCgroupDir(pid).c_str(), F_OK), 0);
+  }
+  ::rmdir(stale.c_str());
+  EXPECT_EQ(::rmdir(other.c_str()), 0);
 }
 
 }  // namespace
