@@ -48,6 +48,27 @@ std::optional<ucred> PeerOf(int fd) {
   return peer;
 }
 
+// Whether the process `pid` has exited or is exiting. Its main thread a
+// zombie while other threads still exit counts: those threads hold the
+// process's files (its listening socket among them) until the last one is
+// gone, and a pidfd only turns readable then. False when it cannot tell.
+bool ProcessExited(pid_t pid) {
+  if (pid <= 0) return false;
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) return errno == ESRCH;
+  pollfd p{pidfd.get(), POLLIN, 0};
+  if (::poll(&p, 1, 0) == 1) return true;
+  // The pidfd pins the pid: the stat read now is this process's.
+  char stat[512];
+  UniqueFd file(::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) return errno == ENOENT || errno == ESRCH;
+  const ssize_t n = ::read(file.get(), stat, sizeof stat - 1);
+  if (n <= 0) return n == 0 || errno == ESRCH;
+  stat[n] = '\0';
+  const char* end = std::strrchr(stat, ')');  // after the name, which may hold anything
+  return end != nullptr && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
 // Connects to `socket`; kStale when a socket file is there but nobody
 // listens (a server that was killed), kNoServer when there is none.
 StatusOr<Connected> Connect(const std::string& socket, UniqueFd& fd) {
@@ -74,6 +95,14 @@ StatusOr<Connected> Connect(const std::string& socket, UniqueFd& fd) {
     return Status(ErrorCode::kPermission,
                   socket + " is served by uid " + (peer ? std::to_string(peer->uid) : "unknown") +
                       ", not by us; refusing it");
+  }
+  // A server killed a moment ago keeps its listening socket until its last
+  // thread has exited, after its main thread is a zombie: the connect
+  // succeeds, and nobody will ever answer. Its listener (SO_PEERCRED names
+  // it) is exiting: stale, as if refused.
+  if (ProcessExited(peer->pid)) {
+    fd.Reset();
+    return Connected::kStale;
   }
   return Connected::kYes;
 }
