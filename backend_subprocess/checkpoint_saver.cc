@@ -100,14 +100,20 @@ void CheckpointSaver::Flush() {
 
 void CheckpointSaver::Flush(const std::string& session_id) {
   std::unique_lock<std::mutex> guard(mutex_);
-  changed_.wait(guard, [&] {
-    if (stopping_) return true;
-    if (handling_ == session_id) return false;
-    for (const Job& job : queue_) {
-      if (job.session_id == session_id) return false;
-    }
-    return true;
-  });
+  changed_.wait(guard, [&] { return stopping_ || !PendingLocked(session_id); });
+}
+
+bool CheckpointSaver::Pending(const std::string& session_id) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return PendingLocked(session_id);
+}
+
+bool CheckpointSaver::PendingLocked(const std::string& session_id) const {
+  if (handling_ == session_id) return true;
+  for (const Job& job : queue_) {
+    if (job.session_id == session_id) return true;
+  }
+  return false;
 }
 
 void CheckpointSaver::Stop(std::chrono::milliseconds patience) {

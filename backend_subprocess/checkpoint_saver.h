@@ -56,6 +56,10 @@ class CheckpointSaver {
   // session about to be restored from the store must not miss one still on
   // its way there). Thread-safe.
   void Flush(const std::string& session_id);
+  // Whether a checkpoint of `session_id` is queued or being read now (one
+  // that ends without data, its writer gone, is neither any more).
+  // Thread-safe; does not wait.
+  bool Pending(const std::string& session_id);
   // Flushes (giving up on checkpoints still unwritten after `patience`:
   // their writers are abandoned), then ends the thread. Idempotent.
   void Stop(std::chrono::milliseconds patience = std::chrono::minutes(10));
@@ -67,6 +71,7 @@ class CheckpointSaver {
     std::uint64_t tag = 0;
   };
   void Loop();
+  bool PendingLocked(const std::string& session_id) const;  // mutex_ held
   void StartLocked();  // the thread and its epoll set, at the first Submit
 
   SaveFunction save_;

@@ -406,6 +406,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   runner_.process = ProcessIdentity();
   runner_frame_due_ = false;
   CellOutcome outcome;
+  outcome.runner_died = true;
   outcome.interrupted = interrupted;
   Result& r = outcome.result;
   r.ok = false;

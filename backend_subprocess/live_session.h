@@ -63,6 +63,9 @@ struct CellOutcome {
   // The cell was proven read-only: no checkpoint follows it (the last one
   // still holds the state) and the snapshot from before it stays.
   bool read_only = false;
+  // The runner died in this cell (killed, crashed): a checkpoint it still
+  // held for an earlier cell (async coalescing) died with it.
+  bool runner_died = false;
 };
 
 // What a restore brought back.

@@ -84,6 +84,17 @@ struct SessionSlot {
   // (CheckpointOwed).
   std::atomic<std::int64_t> durable_at_ns{0};
   std::atomic<std::int64_t> submitted_at_ns{0};
+  // The last cell (cells_started) whose checkpoint landed in the store, and
+  // the last cell that could have changed the state (any but a read-only
+  // one, a killed one too: its rollback may have taken the checkpoint still
+  // waiting in the runner with it). Saved behind changed, with no checkpoint
+  // of the session on its way, means one was lost: a read-only cell then
+  // writes one (CheckpointOwed).
+  std::atomic<std::uint64_t> saved_cell{0};
+  std::uint64_t changed_cell = 0;  // guarded by turn
+  // A runner of this session died in a cell (guarded by turn): Close writes
+  // a checkpoint when the last state has none by then.
+  bool runner_died = false;
 };
 
 namespace {
@@ -102,12 +113,14 @@ std::int64_t SteadyNs() {
       .count();
 }
 
-bool CheckpointOwed(const SessionSlot& slot) {
+// `pending`: a checkpoint of the session is queued or being read by the saver.
+bool CheckpointOwed(const SessionSlot& slot, bool pending) {
   const std::int64_t now = SteadyNs();
   auto recent = [now](std::int64_t at) {
     return at != 0 && now - at <= std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
   };
-  return !recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load());
+  if (!recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load())) return true;
+  return slot.saved_cell.load() < slot.changed_cell && !pending;
 }
 
 }  // namespace
@@ -277,6 +290,8 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     slot.live = std::move(live).value();
     // What the store gave back is durable; a new session has nothing yet.
     slot.durable_at_ns.store(blob.empty() ? 0 : SteadyNs());
+    slot.changed_cell = slot.cells_started;
+    slot.saved_cell.store(slot.cells_started);
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
     StatusOr<GateMemory> memory = ReadGateMemory(blob);
@@ -400,6 +415,11 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     slot->last_dropped_cell = cell;
   }
   Status saved = SaveCheckpoint(sid, *slot, data.blob);
+  if (saved.ok()) {
+    std::uint64_t before = slot->saved_cell.load();
+    while (before < cell && !slot->saved_cell.compare_exchange_weak(before, cell)) {
+    }
+  }
   if (!saved.ok()) {  // reported with the session's next Result
     std::lock_guard<std::mutex> guard(slot->dropped_mutex);
     std::string& pending = slot->last_save_error;
@@ -499,7 +519,9 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
-  run.checkpoint_owed = options_.checkpoint != CheckpointMode::kOff && CheckpointOwed(slot);
+  run.checkpoint_owed =
+      options_.checkpoint != CheckpointMode::kOff &&
+      CheckpointOwed(slot, options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid));
   const std::uint64_t cell = ++slot.cells_started;
   auto outcome = slot.live->Run(run, [this, &slot, &sid, cell](UniqueFd fd) {
     slot.submitted_at_ns.store(SteadyNs());
@@ -510,6 +532,14 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     return outcome.status();
   }
   closer_.Add(std::move(outcome->retired_socket));
+  if (!outcome->read_only) slot.changed_cell = cell;
+  if (outcome->runner_died) {
+    // The next cell, read-only or not, writes a checkpoint of the state it
+    // finds: the one the runner still held may be gone with it.
+    slot.runner_died = true;
+    slot.durable_at_ns.store(0);
+    slot.submitted_at_ns.store(0);
+  }
   if (outcome->session_lost) slot.live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
@@ -518,6 +548,7 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
     } else {
+      slot.saved_cell.store(cell);
       std::lock_guard<std::mutex> guard(slot.dropped_mutex);
       slot.last_dropped = outcome->checkpoint->dropped;
       slot.last_dropped_cell = cell;
@@ -738,6 +769,24 @@ Status Repl::Impl::Close() {
   for (auto& [sid, slot] : copy) {
     std::lock_guard<FifoMutex> turn(slot->turn);
     if (slot->live) (void)slot->live->Settle(After(config_.timeout_seconds), ChannelHandler(sid));
+  }
+  if (options_.checkpoint != CheckpointMode::kOff) {
+    // A session whose runner died holding a checkpoint (async coalescing)
+    // and whose last state has none in the store once the ones on their way
+    // have landed, read-only cells having followed: written now. (A save
+    // that failed was reported with a Result, or is below.)
+    for (auto& [sid, slot] : copy) {
+      std::lock_guard<FifoMutex> turn(slot->turn);
+      if (!slot->live || !slot->runner_died) continue;
+      saver_.Flush(sid);
+      if (slot->saved_cell.load() >= slot->changed_cell) continue;
+      auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+      saver_.Flush(sid);
+      Status saved = data.ok() ? SaveCheckpoint(sid, *slot, data->blob) : data.status();
+      if (saved.ok()) continue;
+      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+      slot->last_save_error += (slot->last_save_error.empty() ? "" : "; ") + saved.message();
+    }
   }
   saver_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(std::max(config_.timeout_seconds, 10.0))));
