@@ -113,14 +113,16 @@ std::int64_t SteadyNs() {
       .count();
 }
 
-// `pending`: a checkpoint of the session is queued or being read by the saver.
-bool CheckpointOwed(const SessionSlot& slot, bool pending) {
+// `pending()`: a checkpoint of the session is queued or being read by the
+// saver (asked only when it decides).
+template <typename Pending>
+bool CheckpointOwed(const SessionSlot& slot, const Pending& pending) {
   const std::int64_t now = SteadyNs();
   auto recent = [now](std::int64_t at) {
     return at != 0 && now - at <= std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
   };
   if (!recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load())) return true;
-  return slot.saved_cell.load() < slot.changed_cell && !pending;
+  return slot.saved_cell.load() < slot.changed_cell && !pending();
 }
 
 }  // namespace
@@ -197,8 +199,10 @@ class Repl::Impl {
     return [this, sid, cell](UniqueFd fd) { saver_.Submit(sid, std::move(fd), cell); };
   }
   void SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell);
-  // Saves a checkpoint the session wrote, with the slot's gate memory attached.
-  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob);
+  // Saves a checkpoint the session wrote, with the slot's gate memory
+  // attached; `cell` (cells_started) is the one whose state it holds.
+  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob,
+                        std::uint64_t cell);
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -363,7 +367,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
                   "was evicted (over max_live_sessions) without a checkpoint, which could not "
                   "be taken (" + data.status().message() + "); it goes back to its last one");
   }
-  Status saved = SaveCheckpoint(sid, slot, data->blob);
+  Status saved = SaveCheckpoint(sid, slot, data->blob, slot.cells_started);
   if (!saved.ok()) {
     return Status(saved.code(), "stays live over max_live_sessions=" +
                                     std::to_string(options_.max_live_sessions) +
@@ -389,13 +393,20 @@ void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning)
   slot->last_save_error += warning;
 }
 
-Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob) {
+Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob,
+                                  std::uint64_t cell) {
   // The memory as it is now: it only grows while the session runs on, so it
   // covers whatever the blob holds (a rolled-back cell is in neither).
   DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
   Status saved = store_->Save(sid, blob);
   slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
-  if (!saved.ok()) slot.submitted_at_ns.store(0);
+  if (!saved.ok()) {
+    slot.submitted_at_ns.store(0);
+    return saved;
+  }
+  std::uint64_t before = slot.saved_cell.load();  // async saves land out of turn
+  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
+  }
   return saved;
 }
 
@@ -414,12 +425,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     slot->last_dropped = std::move(data.dropped);
     slot->last_dropped_cell = cell;
   }
-  Status saved = SaveCheckpoint(sid, *slot, data.blob);
-  if (saved.ok()) {
-    std::uint64_t before = slot->saved_cell.load();
-    while (before < cell && !slot->saved_cell.compare_exchange_weak(before, cell)) {
-    }
-  }
+  Status saved = SaveCheckpoint(sid, *slot, data.blob, cell);
   if (!saved.ok()) {  // reported with the session's next Result
     std::lock_guard<std::mutex> guard(slot->dropped_mutex);
     std::string& pending = slot->last_save_error;
@@ -521,7 +527,9 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.variables = &run_options.variables;
   run.checkpoint_owed =
       options_.checkpoint != CheckpointMode::kOff &&
-      CheckpointOwed(slot, options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid));
+      CheckpointOwed(slot, [&] {
+        return options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid);
+      });
   const std::uint64_t cell = ++slot.cells_started;
   auto outcome = slot.live->Run(run, [this, &slot, &sid, cell](UniqueFd fd) {
     slot.submitted_at_ns.store(SteadyNs());
@@ -543,12 +551,11 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   if (outcome->session_lost) slot.live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
-    Status saved = SaveCheckpoint(sid, slot, outcome->checkpoint->blob);
+    Status saved = SaveCheckpoint(sid, slot, outcome->checkpoint->blob, cell);
     if (!saved.ok()) {
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
     } else {
-      slot.saved_cell.store(cell);
       std::lock_guard<std::mutex> guard(slot.dropped_mutex);
       slot.last_dropped = outcome->checkpoint->dropped;
       slot.last_dropped_cell = cell;
@@ -715,7 +722,10 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   target_slot->gate_memory.Set(source_slot->gate_memory.Get());
   if (options_.checkpoint != CheckpointMode::kOff) {
     auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));
-    if (data.ok()) DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(target, *target_slot, data->blob));
+    if (data.ok()) {
+      DOLSOT_RETURN_IF_ERROR(
+          SaveCheckpoint(target, *target_slot, data->blob, target_slot->cells_started));
+    }
   }
   return Status::Ok();
 }
@@ -782,7 +792,8 @@ Status Repl::Impl::Close() {
       if (slot->saved_cell.load() >= slot->changed_cell) continue;
       auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
       saver_.Flush(sid);
-      Status saved = data.ok() ? SaveCheckpoint(sid, *slot, data->blob) : data.status();
+      Status saved =
+          data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
       if (saved.ok()) continue;
       std::lock_guard<std::mutex> guard(slot->dropped_mutex);
       slot->last_save_error += (slot->last_save_error.empty() ? "" : "; ") + saved.message();

@@ -673,16 +673,17 @@ class SessionProcess {
     }
 
     std::vector<std::string> threads = LiveThreadNames();
-    // A thread of the session's may have changed the state meanwhile.
-    read_only = read_only && bound.ok() && result.ok && returned == nullptr && threads.empty();
-    if (read_only) {
-      SendReadOnlyResult(std::move(result), threads);
-      return;
-    }
+    // A thread of the session's may have changed the state meanwhile. A
+    // read-only cell that completed gets no checkpoint and carries no
+    // descriptor: the snapshot from before it stays the rollback point and
+    // nothing runs after it (no fork, no HotPages). Its result.dropped is
+    // the host's to add (what the last checkpoint could not hold).
+    read_only = read_only && result.ok && returned == nullptr && threads.empty();
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
     std::vector<std::string> rebound;  // async: the names this cell bound anew
-    if (settings_.checkpoint == CheckpointMode::kSync) {
+    if (read_only) {
+    } else if (settings_.checkpoint == CheckpointMode::kSync) {
       checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
       result.dropped = checkpoint->dropped;
     } else if (settings_.checkpoint == CheckpointMode::kAsync) {
@@ -697,7 +698,7 @@ class SessionProcess {
     // Async: the checkpoint's channel travels with the Result, so the host
     // starts saving at once.
     std::optional<std::pair<UniqueFd, UniqueFd>> channel;
-    if (settings_.checkpoint == CheckpointMode::kAsync) {
+    if (!read_only && settings_.checkpoint == CheckpointMode::kAsync) {
       if (checkpoint_host_end_ && checkpoint_writer_end_) {
         channel.emplace(checkpoint_host_end_.Take(), checkpoint_writer_end_.Take());
       } else {
@@ -708,7 +709,7 @@ class SessionProcess {
     // Rollback on: so does the socket of the snapshot this process forks
     // once the host has the Result (the pair was made while it waited).
     UniqueFd snapshot_host_end;
-    if (settings_.snapshots) {
+    if (!read_only && settings_.snapshots) {
       snapshot_host_end = snapshot_host_end_.Take();
       if (!snapshot_host_end || !snapshot_socket_) {
         snapshot_host_end.Reset();
@@ -724,12 +725,14 @@ class SessionProcess {
     }
     w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
-         (snapshot_host_end ? protocol::kCarriesSnapshotSocket : 0));
+         (snapshot_host_end ? protocol::kCarriesSnapshotSocket : 0) |
+         (read_only ? protocol::kReadOnlyCell : 0));
     int fds[2] = {-1, -1};
     int carried = 0;
     if (channel) fds[carried++] = channel->first.get();
     if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
+    if (read_only) return;
     snapshot_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
     checkpoint.reset();
@@ -744,22 +747,6 @@ class SessionProcess {
       ForkCheckpointWriter(std::move(channel->second));
       background_.Set(false);
     }
-  }
-
-  // The Result of a read-only cell that completed: no checkpoint (sync or
-  // async) and no descriptor; the snapshot from before it stays the
-  // rollback point and nothing runs after it (no fork, no HotPages), so the
-  // next cell finds this process as it left it. result.dropped as for any
-  // cell: what the last checkpoint could not hold is the host's to add.
-  void SendReadOnlyResult(Result result, const std::vector<std::string>& threads) {
-    PayloadWriter w;
-    protocol::WriteResult(w, result);
-    w.U8(0);  // no checkpoint
-    w.Strs(threads);
-    w.Strs({});  // nothing bound anew
-    w.U32(static_cast<std::uint32_t>(::getpid()));
-    w.U8(protocol::kReadOnlyCell);
-    Send(Tag::kResult, w.data());
   }
 
   struct ReceivedVariable {

@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 CHILD = r"""
-import json, random, sys, tempfile, threading, time
+import json, random, shutil, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 import dolsot
 from dolsot.store import FileStore
@@ -50,6 +50,7 @@ repl.close()
 again = dolsot.Repl(store=FileStore(cache), typecheck=False, max_live_sessions=sessions)
 lost += [sid + " (restored)" for sid in sids if again.run(sid, "x").value != str(writes[sid])]
 again.close()
+shutil.rmtree(cache, ignore_errors=True)
 print(json.dumps({"cells_per_s": sessions * cells / elapsed, "lost": lost}))
 """
 
