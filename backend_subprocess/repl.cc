@@ -92,9 +92,6 @@ struct SessionSlot {
   // writes one (CheckpointOwed).
   std::atomic<std::uint64_t> saved_cell{0};
   std::uint64_t changed_cell = 0;  // guarded by turn
-  // A runner of this session died in a cell (guarded by turn): Close writes
-  // a checkpoint when the last state has none by then.
-  bool runner_died = false;
 };
 
 namespace {
@@ -544,7 +541,6 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   if (outcome->runner_died) {
     // The next cell, read-only or not, writes a checkpoint of the state it
     // finds: the one the runner still held may be gone with it.
-    slot.runner_died = true;
     slot.durable_at_ns.store(0);
     slot.submitted_at_ns.store(0);
   }
@@ -780,29 +776,35 @@ Status Repl::Impl::Close() {
     std::lock_guard<FifoMutex> turn(slot->turn);
     if (slot->live) (void)slot->live->Settle(After(config_.timeout_seconds), ChannelHandler(sid));
   }
-  if (options_.checkpoint != CheckpointMode::kOff) {
-    // A session whose runner died holding a checkpoint (async coalescing)
-    // and whose last state has none in the store once the ones on their way
-    // have landed, read-only cells having followed: written now. (A save
-    // that failed was reported with a Result, or is below.)
-    for (auto& [sid, slot] : copy) {
-      std::lock_guard<FifoMutex> turn(slot->turn);
-      if (!slot->live || !slot->runner_died) continue;
-      saver_.Flush(sid);
-      if (slot->saved_cell.load() >= slot->changed_cell) continue;
-      auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
-      saver_.Flush(sid);
-      Status saved =
-          data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
-      if (saved.ok()) continue;
-      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-      slot->last_save_error += (slot->last_save_error.empty() ? "" : "; ") + saved.message();
-    }
-  }
+  // Every checkpoint on its way lands (or is abandoned after this patience:
+  // a serializer that hangs must not hang Close).
   saver_.Stop(std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(std::max(config_.timeout_seconds, 10.0))));
-  // A save that failed and no Result has reported yet is reported here: a
-  // close that returns normally means every session is durable.
+  if (options_.checkpoint != CheckpointMode::kOff) {
+    // A live session whose last state has no checkpoint in the store gets
+    // one now, before its process goes and the state with it: its save
+    // failed (reported with a Result, read-only cells having followed), was
+    // abandoned above, or died with a runner (async coalescing).
+    for (auto& [sid, slot] : copy) {
+      std::lock_guard<FifoMutex> turn(slot->turn);
+      if (!slot->live || slot->saved_cell.load() >= slot->changed_cell) continue;
+      auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+      Status saved =
+          data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
+      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+      if (saved.ok()) {
+        slot->last_save_error.clear();  // the state it was about is durable now
+        continue;
+      }
+      std::string& pending = slot->last_save_error;
+      if (pending.find(saved.message()) == std::string::npos) {
+        pending += (pending.empty() ? "" : "; ") + saved.message();
+      }
+    }
+  }
+  // A last state still not saved is reported here, whether or not a Result
+  // reported its failed save: the session process goes now, and with it the
+  // state. A close that returns normally means every session is durable.
   std::string unsaved;
   for (auto& [sid, slot] : copy) {
     std::lock_guard<FifoMutex> turn(slot->turn);

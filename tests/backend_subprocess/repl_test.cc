@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "backend_subprocess/protocol.h"
 #include "core/memory_store.h"
@@ -128,6 +129,24 @@ class FailingStore final : public SessionStore {
   StatusOr<std::vector<SessionInfo>> List() override { return std::vector<SessionInfo>{}; }
 };
 
+// Its first save fails, as on a disk that was full for a moment.
+class FailingOnceStore final : public SessionStore {
+ public:
+  StatusOr<std::optional<std::string>> Load(std::string_view sid) override {
+    return store_.Load(sid);
+  }
+  Status Save(std::string_view sid, std::string_view blob) override {
+    if (!failed_.exchange(true)) return IoError("disk full");
+    return store_.Save(sid, blob);
+  }
+  StatusOr<int> Delete(std::string_view sid) override { return store_.Delete(sid); }
+  StatusOr<std::vector<SessionInfo>> List() override { return store_.List(); }
+
+ private:
+  MemoryStore store_;
+  std::atomic<bool> failed_{false};
+};
+
 TEST(Repl, CloseReportsAsyncCheckpointsItCouldNotSave) {
   // The cell's own Result cannot know (its checkpoint is written after it);
   // a Close that returned normally used to hide the loss for good.
@@ -145,7 +164,24 @@ TEST(Repl, ASyncCheckpointThatFailsIsInTheResult) {
   ASSERT_TRUE(r.error.has_value());
   EXPECT_NE(r.error->find("checkpoint not saved: disk full"), std::string::npos) << *r.error;
   EXPECT_EQ(r.save_error, "disk full");
-  EXPECT_TRUE(repl->Close().ok()) << "already reported by the Result";
+  // Close tries that state once more before the session goes; the store
+  // still fails, so the state is lost, and Close says so.
+  Status closed = repl->Close();
+  EXPECT_EQ(closed.code(), ErrorCode::kIo) << closed.ToString();
+  EXPECT_NE(closed.message().find("s: disk full"), std::string::npos) << closed.message();
+}
+
+TEST(Repl, CloseSavesALastStateWhoseSaveFailed) {
+  // The store fails once (the cell's own save), then works: Close's second
+  // try makes the state durable, and Close returns normally.
+  auto store = std::make_shared<FailingOnceStore>();
+  auto repl = MakeRepl(store, CheckpointMode::kSync);
+  Result r = MustRun(*repl, "s", "y = 41");
+  EXPECT_EQ(r.save_error, "disk full");
+  EXPECT_EQ(MustRun(*repl, "s", "y + 1").value, "42");  // read-only: no checkpoint
+  ASSERT_TRUE(repl->Close().ok());
+  auto again = MakeRepl(store, CheckpointMode::kSync);
+  EXPECT_EQ(MustRun(*again, "s", "y").value, "41");
 }
 
 TEST(Repl, UnserializableNamesAreDroppedButStayUsable) {
