@@ -287,7 +287,15 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     }
     auto live = LiveSession::Start(std::move(channel).value(), blob, settings_, deadline, report,
                                    *worker);
-    if (!live.ok()) return live.status();
+    if (!live.ok()) {
+      if (attempt == 0 && live.status().code() == ErrorCode::kUnavailable) {
+        // The session process the worker handed out was gone (killed from
+        // outside while it waited as a spare, say): ask for another once.
+        if (report) *report = LoadReport{};
+        continue;
+      }
+      return live.status();
+    }
     slot.live = std::move(live).value();
     // What the store gave back is durable; a new session has nothing yet.
     slot.durable_at_ns.store(blob.empty() ? 0 : SteadyNs());
