@@ -3,14 +3,16 @@
 #include "backend_subprocess/live_session.h"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "backend_subprocess/tool_pipes.h"
 #include "backend_subprocess/tool_replies.h"
-#include "backend_subprocess/tool_socket.h"
 #include "core/child_process.h"
 #include "embedded/cell_runner.h"
 
@@ -197,7 +199,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   w.U64(run.max_output).Str(run.code);
   static const CellTools kNoTools;
   const CellTools& tools = run.tools != nullptr ? *run.tools : kNoTools;
-  w.Strs(tools.names).Str(tools.final_name).U8(tools.serve_socket ? 1 : 0);
+  w.Strs(tools.names).Str(tools.final_name).U8(tools.serve_pipes ? 1 : 0);
   std::size_t count = run.variables != nullptr ? run.variables->size() : 0;
   w.U32(static_cast<std::uint32_t>(count));
   *sent = variable_digests_;
@@ -239,17 +241,21 @@ void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
   });
 }
 
-void LiveSession::AcceptToolSocket(const CellRun& run, UniqueFd socket, UniqueFd* kept) {
-  // One per cell, to a host that serves one, and only an AF_UNIX stream
-  // socket (the cell's code may have written this frame). Anything else is
-  // closed here, which fails the call the session sent on it.
-  if (*kept || !socket || run.tools == nullptr || !run.tools->serve_socket ||
-      !IsToolSocket(socket.get())) {
-    return;
-  }
-  UniqueFd served(::fcntl(socket.get(), F_DUPFD_CLOEXEC, 0));
+void LiveSession::AcceptToolPipes(const CellRun& run, protocol::Frame& frame, UniqueFd* stop) {
+  // One pair per cell, to a host that serves them, and only a pipe's read
+  // end and a pipe's write end (the cell's code may have written this
+  // frame). Anything else is closed here, which fails the call the session
+  // sent there.
+  if (*stop || run.tools == nullptr || !run.tools->serve_pipes) return;
+  auto pipes = ::dolsot::AcceptToolPipes(std::move(frame.fd), std::move(frame.fd2));
+  if (!pipes.ok()) return;
+  UniqueFd kept(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  UniqueFd served(kept ? ::fcntl(kept.get(), F_DUPFD_CLOEXEC, 0) : -1);
   if (!served) return;
-  if (run.tools->serve_socket(std::move(served), run.session_id)) *kept = std::move(socket);
+  if (run.tools->serve_pipes(std::move(pipes->calls), std::move(pipes->replies),
+                             std::move(served), run.session_id)) {
+    *stop = std::move(kept);
+  }
 }
 
 StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler& on_channel) {
@@ -287,18 +293,21 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
   // comes later (an abandoned tool) is dropped and never meets the frames
   // this thread writes on the socket next.
   std::shared_ptr<ToolReplies> replies;
-  // The host's end of the cell's own tool socket, once the session sends it:
-  // shut down when this returns, which ends the thread serving it (a tool
-  // still running there is abandoned; its reply goes nowhere).
-  UniqueFd tool_socket;
+  // Once the session sends its tool pipes: the eventfd that stops the thread
+  // serving them, written when this returns (a tool still running there is
+  // abandoned; its reply goes nowhere).
+  UniqueFd stop_tool_pipes;
   struct CloseReplies {
     std::shared_ptr<ToolReplies>& replies;
-    UniqueFd& tool_socket;
+    UniqueFd& stop_tool_pipes;
     ~CloseReplies() {
       if (replies) replies->Close();
-      if (tool_socket) ::shutdown(tool_socket.get(), SHUT_RDWR);
+      if (stop_tool_pipes) {
+        const std::uint64_t one = 1;
+        (void)!::write(stop_tool_pipes.get(), &one, sizeof one);
+      }
     }
-  } close_replies{replies, tool_socket};
+  } close_replies{replies, stop_tool_pipes};
   for (;;) {
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
@@ -329,8 +338,8 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       DispatchToolCall(run, *frame, replies);
       continue;
     }
-    if (frame->tag == Tag::kToolSocket) {
-      AcceptToolSocket(run, std::move(frame->fd), &tool_socket);
+    if (frame->tag == Tag::kToolPipes) {
+      AcceptToolPipes(run, *frame, &stop_tool_pipes);
       continue;
     }
     if (frame->tag != Tag::kResult) {

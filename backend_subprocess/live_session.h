@@ -120,10 +120,11 @@ class LiveSession {
   // called.
   void DispatchToolCall(const CellRun& run, const protocol::Frame& frame,
                         const std::shared_ptr<class ToolReplies>& replies);
-  // A TOOL_SOCKET frame's descriptor: the cell's own tool socket, handed to
-  // the tools' ToolSocketServer; the host's end is kept in `kept`, to be shut
-  // down when the cell is over.
-  void AcceptToolSocket(const CellRun& run, UniqueFd socket, UniqueFd* kept);
+  // A TOOL_PIPES frame's descriptors: the cell's own tool pipes, checked
+  // (tool_pipes.h) and handed to the tools' ToolPipesServer with a new stop
+  // eventfd, whose other copy goes to `stop`, to be written when the cell is
+  // over.
+  void AcceptToolPipes(const CellRun& run, protocol::Frame& frame, UniqueFd* stop);
   StatusOr<CellOutcome> AwaitResult(const CellRun& run, protocol::Clock::time_point deadline,
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,

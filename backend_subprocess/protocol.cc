@@ -3,8 +3,11 @@
 #include "backend_subprocess/protocol.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -58,6 +61,23 @@ void AwaitReady(int fd, short events) {
   pollfd p{fd, events, 0};
   (void)::poll(&p, 1, -1);
   errno = saved;
+}
+
+// AwaitReady that also ends when `stop` (an eventfd; < 0: none) is readable:
+// false then.
+bool AwaitReadyUnlessStopped(int fd, short events, int stop) {
+  if (stop < 0) {
+    AwaitReady(fd, events);
+    return true;
+  }
+  const int saved = errno;
+  pollfd p[2] = {{fd, events, 0}, {stop, POLLIN, 0}};
+  int ready;
+  do {
+    ready = ::poll(p, 2, -1);
+  } while (ready < 0 && errno == EINTR);
+  errno = saved;
+  return p[1].revents == 0;
 }
 
 // Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
@@ -161,8 +181,11 @@ Status WaitReadable(int fd, Deadline deadline) {
 
 namespace {
 
-// Sends one frame (header + payload <= kMaxFrameBytes), with the descriptors.
-Status WriteOneFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2) {
+// Sends one frame (header + payload <= kMaxFrameBytes), with the descriptors
+// (on a socket), or with write() on a pipe (`pipe`), waiting while it is full
+// unless `stop` (an eventfd; < 0: none) is readable first.
+Status WriteOneFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pass_fd2,
+                     bool pipe = false, int stop = -1) {
   char header[kHeaderBytes];
   PutLe32(header, static_cast<std::uint32_t>(tag));
   PutLe32(header + 4, static_cast<std::uint32_t>(payload.size()));
@@ -195,11 +218,13 @@ Status WriteOneFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int
       c->cmsg_len = CMSG_LEN(count * sizeof(int));
       std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
     }
-    ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    ssize_t r = pipe ? ::writev(fd, iov, iovcnt) : ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (r < 0) {
       // A socket a peer made non-blocking (it shares the file description)
       // is waited on, never spun on.
-      if (errno == EAGAIN) AwaitReady(fd, POLLOUT);
+      if (errno == EAGAIN && !AwaitReadyUnlessStopped(fd, POLLOUT, stop)) {
+        return Status(ErrorCode::kUnavailable, "stopped while the peer read nothing");
+      }
       if (errno == EINTR || errno == EAGAIN) continue;
       if (PeerGone(errno)) return Status(ErrorCode::kUnavailable, "the peer process is gone");
       return Status(ErrorCode::kIo, ErrnoText("writing a frame", errno));
@@ -242,6 +267,32 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd, int pa
     payload.remove_prefix(kMaxFrameBytes);
   }
   return WriteOneFrame(fd, tag, payload, pass_fd, pass_fd2);
+}
+
+Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd) {
+  if (payload.size() > kMaxMessageBytes) return WriteFrame(fd, tag, payload);  // the same refusal
+  // A pipe whose reader is gone raises SIGPIPE, which the process may not
+  // ignore: blocked on this thread meanwhile, and taken back if raised.
+  sigset_t pipe_signal, before;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  const bool masked = ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &before) == 0;
+  Status written = Status::Ok();
+  while (written.ok() && payload.size() > kMaxFrameBytes) {
+    written = WriteOneFrame(fd, Tag::kContinued, payload.substr(0, kMaxFrameBytes), -1, -1,
+                            /*pipe=*/true, stop_fd);
+    payload.remove_prefix(kMaxFrameBytes);
+  }
+  if (written.ok()) written = WriteOneFrame(fd, tag, payload, -1, -1, /*pipe=*/true, stop_fd);
+  if (masked) {
+    if (!written.ok() && !sigismember(&before, SIGPIPE)) {
+      const timespec now{0, 0};
+      while (::sigtimedwait(&pipe_signal, nullptr, &now) == SIGPIPE) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  }
+  return written;
 }
 
 namespace {
@@ -304,14 +355,14 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   return frame;
 }
 
-StatusOr<Frame> BufferedFrameReader::Read(int fd) {
+StatusOr<Frame> BufferedFrameReader::Read(int fd, int stop_fd) {
   Frame frame;
-  DOLSOT_RETURN_IF_ERROR(
-      ReadMessageInto(frame, [&](char* to, std::size_t n) { return Take(fd, to, n); }));
+  DOLSOT_RETURN_IF_ERROR(ReadMessageInto(
+      frame, [&](char* to, std::size_t n) { return Take(fd, to, n, stop_fd); }));
   return frame;
 }
 
-StatusOr<std::size_t> BufferedFrameReader::Take(int fd, char* to, std::size_t n) {
+StatusOr<std::size_t> BufferedFrameReader::Take(int fd, char* to, std::size_t n, int stop_fd) {
   std::size_t got = 0;
   while (got < n) {
     if (start_ < end_) {
@@ -326,10 +377,15 @@ StatusOr<std::size_t> BufferedFrameReader::Take(int fd, char* to, std::size_t n)
     // has come, up to a chunk (the rest of a small frame with its header).
     const bool direct = n - got >= kChunk;
     if (!direct && !buffer_) buffer_.reset(new char[kChunk]);  // not zeroed: only read bytes are taken
-    ssize_t r = direct ? ::recv(fd, to + got, n - got, 0) : ::recv(fd, buffer_.get(), kChunk, 0);
+    // read(), not recv(): the stream may be a pipe.
+    ssize_t r = direct ? ::read(fd, to + got, n - got) : ::read(fd, buffer_.get(), kChunk);
     if (!direct) end_ = r > 0 ? static_cast<std::size_t>(r) : 0;
     if (r < 0) {
-      if (errno == EAGAIN) AwaitReady(fd, POLLIN);  // made non-blocking by the peer
+      // Non-blocking (made so by the peer, or by the reader that owns
+      // `stop_fd`): waited on, never spun on.
+      if (errno == EAGAIN && !AwaitReadyUnlessStopped(fd, POLLIN, stop_fd)) {
+        return Status(ErrorCode::kUnavailable, "stopped in the middle of a frame");
+      }
       if (errno == EINTR || errno == EAGAIN) continue;
       if (errno == ECONNRESET) return got;
       return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
@@ -539,7 +595,7 @@ const char* TagName(Tag tag) {
     case Tag::kCheckpointData: return "CHECKPOINT_DATA";
     case Tag::kToolCall: return "TOOL_CALL";
     case Tag::kToolReply: return "TOOL_REPLY";
-    case Tag::kToolSocket: return "TOOL_SOCKET";
+    case Tag::kToolPipes: return "TOOL_PIPES";
     case Tag::kContinued: return "CONTINUED";
   }
   return "UNKNOWN";

@@ -37,7 +37,10 @@ namespace dolsot::protocol {
 //    host serves one); TOOL_CALL and TOOL_REPLY end with the sender's clock.
 // 10: RUN ends with a byte of flags (kRunCheckpointOwed); RESULT's last byte
 //    may say kReadOnlyCell (no checkpoint follows; the snapshot stays).
-inline constexpr std::uint32_t kProtocolVersion = 10;
+// 11: TOOL_PIPES replaces TOOL_SOCKET: a cell's own tool calls go over two
+//    pipes (the frame carries the host's ends: the call pipe's read end and
+//    the reply pipe's write end).
+inline constexpr std::uint32_t kProtocolVersion = 11;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -93,8 +96,9 @@ enum class Tag : std::uint32_t {
   kCheckpointData = 27,   // saved, dropped, blob
   kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs),
                           // sent at}
-  kToolSocket = 29,       // while a cell runs: carries the host's end of the cell's own
-                          // socket for tool calls (tool_socket.h)
+  kToolPipes = 29,        // while a cell runs: carries the host's ends of the cell's own
+                          // pipes for tool calls, the call pipe's read end then the reply
+                          // pipe's write end (tool_pipes.h)
   // any direction
   kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
                     // frame (with the rest) follows
@@ -144,20 +148,29 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
 // Received descriptors are close-on-exec.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 
+// WriteFrame for a pipe (no descriptors): write(), with SIGPIPE blocked on
+// the calling thread meanwhile (a reader that is gone is kUnavailable, never
+// a signal). On a non-blocking pipe that is full it waits until the pipe
+// takes more or `stop_fd` (an eventfd; < 0: none) is readable, which ends it
+// with kUnavailable (the frame may be partly written).
+Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd = -1);
 // ReadFrame for a stream that carries no descriptors and attests no sender
-// (a cell's tool socket): a small frame's header and payload come with one
-// recv, where ReadFrame makes two. Bytes read past a message are kept for
+// (a cell's tool pipes): a small frame's header and payload come with one
+// read, where ReadFrame makes two. Bytes read past a message are kept for
 // the next Read, so poll() cannot tell that one is there: look at pending()
 // first.
 class BufferedFrameReader {
  public:
-  StatusOr<Frame> Read(int fd);  // as ReadFrame without a deadline
+  // As ReadFrame without a deadline. On a non-blocking `fd` it waits for the
+  // rest of a frame until `stop_fd` (an eventfd; < 0: none) is readable,
+  // which ends it with kUnavailable.
+  StatusOr<Frame> Read(int fd, int stop_fd = -1);
   bool pending() const { return start_ < end_; }
 
  private:
   static constexpr std::size_t kChunk = 4096;
   // Up to `n` bytes (short only at EOF).
-  StatusOr<std::size_t> Take(int fd, char* to, std::size_t n);
+  StatusOr<std::size_t> Take(int fd, char* to, std::size_t n, int stop_fd);
   std::unique_ptr<char[]> buffer_;  // kChunk bytes once a short read needed it
   std::size_t start_ = 0;
   std::size_t end_ = 0;  // buffer_[start_, end_) is read and not yet taken

@@ -612,7 +612,7 @@ class SessionProcess {
     CellTools tools;
     tools.names = r.Strs();
     tools.final_name = r.Str();
-    const bool tool_socket = r.U8() != 0;  // the host serves a tool socket of the cell's own
+    const bool tool_pipes = r.U8() != 0;  // the host serves tool pipes of the cell's own
     std::uint32_t variable_count = r.U32();
     std::vector<ReceivedVariable> variables;
     for (std::uint32_t i = 0; i < variable_count && i < frame.payload.size(); ++i) {
@@ -634,7 +634,7 @@ class SessionProcess {
     request.sink = &sink;
     PyObject* returned = nullptr;
     request.returned = &returned;
-    tools_.BeginCell(socket_.get(), tool_socket);
+    tools_.BeginCell(socket_.get(), tool_pipes);
     Result result;
     Status bound = BindExtras(tools, variables);
     // A cell proven read-only (embedded/read_only_cell.h) that completes

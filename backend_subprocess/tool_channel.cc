@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -129,13 +130,13 @@ PyMethodDef kTransportDef = {"transport", reinterpret_cast<PyCFunction>(
 
 ToolChannel::ToolChannel() : wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-void ToolChannel::BeginCell(int socket, bool tool_socket) {
+void ToolChannel::BeginCell(int socket, bool tool_pipes) {
   std::lock_guard<std::mutex> lock(mutex_);
   socket_ = socket;
   open_ = true;
-  tool_socket_served_ = tool_socket;
-  tool_socket_failed_ = false;
-  tool_socket_call_ = 0;
+  tool_pipes_served_ = tool_pipes;
+  tool_pipes_failed_ = false;
+  tool_pipes_call_ = 0;
 }
 
 void ToolChannel::AfterFork() {
@@ -145,9 +146,10 @@ void ToolChannel::AfterFork() {
   new (&changed_) std::condition_variable();
   open_ = false;
   reading_ = false;
-  tool_socket_.Reset();
+  tool_calls_.Reset();
+  tool_replies_.Reset();
   tool_reader_ = protocol::BufferedFrameReader();
-  tool_socket_call_ = 0;
+  tool_pipes_call_ = 0;
   waiting_.clear();
 }
 
@@ -159,7 +161,7 @@ void ToolChannel::Wake() {
 
 void ToolChannel::EndCell() {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!open_ && !reading_ && waiting_.empty() && !tool_socket_) return;
+  if (!open_ && !reading_ && waiting_.empty() && !tool_calls_ && !tool_replies_) return;
   open_ = false;
   if (reading_) Wake();
   changed_.wait(lock, [&] { return !reading_; });
@@ -170,29 +172,39 @@ void ToolChannel::EndCell() {
   changed_.notify_all();
   lock.unlock();
   // A writer that saw the channel open has finished its frame; then nobody
-  // uses the tool socket any more (the host's end sees it close).
+  // uses the tool pipes any more (the host's ends see them close).
   std::lock_guard<std::mutex> writing(write_mutex_);
   lock.lock();
-  tool_socket_.Reset();
+  tool_calls_.Reset();
+  tool_replies_.Reset();
   tool_reader_ = protocol::BufferedFrameReader();
-  tool_socket_call_ = 0;
+  tool_pipes_call_ = 0;
 }
 
-Status ToolChannel::OpenToolSocket() {
-  int ends[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
-    return Status(ErrorCode::kIo, "socketpair for the tool socket failed");
+Status ToolChannel::OpenToolPipes() {
+  int calls[2], replies[2];
+  if (::pipe2(calls, O_CLOEXEC) != 0) return Status(ErrorCode::kIo, "pipe2 for tool calls failed");
+  UniqueFd calls_read(calls[0]), calls_write(calls[1]);
+  if (::pipe2(replies, O_CLOEXEC) != 0) {
+    return Status(ErrorCode::kIo, "pipe2 for tool replies failed");
   }
-  UniqueFd hosts(ends[1]);
-  // Neither end may leak into a process a cell forks meanwhile.
-  auto mine = fork_guard::GuardedFd::Create(UniqueFd(ends[0]));
-  if (!mine.ok()) return mine.status();
-  auto theirs = fork_guard::GuardedFd::Create(std::move(hosts));
-  if (!theirs.ok()) return theirs.status();
-  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(socket_, Tag::kToolSocket, {}, theirs->get()));
+  UniqueFd replies_read(replies[0]), replies_write(replies[1]);
+  // No end may leak into a process a cell forks meanwhile.
+  auto my_calls = fork_guard::GuardedFd::Create(std::move(calls_write));
+  if (!my_calls.ok()) return my_calls.status();
+  auto my_replies = fork_guard::GuardedFd::Create(std::move(replies_read));
+  if (!my_replies.ok()) return my_replies.status();
+  auto hosts_calls = fork_guard::GuardedFd::Create(std::move(calls_read));
+  if (!hosts_calls.ok()) return hosts_calls.status();
+  auto hosts_replies = fork_guard::GuardedFd::Create(std::move(replies_write));
+  if (!hosts_replies.ok()) return hosts_replies.status();
+  // The host's ends go to the host and are closed here (with the guards).
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(socket_, Tag::kToolPipes, {}, hosts_calls->get(),
+                                              hosts_replies->get()));
   std::lock_guard<std::mutex> lock(mutex_);
-  tool_socket_ = std::move(mine).value();
-  // A thread already reading polls without it: it starts again with it.
+  tool_calls_ = std::move(my_calls).value();
+  tool_replies_ = std::move(my_replies).value();
+  // A thread already reading polls without them: it starts again with them.
   if (reading_) Wake();
   return Status::Ok();
 }
@@ -204,10 +216,10 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
   }
   std::uint64_t id;
   {
-    // Held while this thread chooses a socket and writes: the tool socket is
-    // made, used and closed (EndCell) only under it.
+    // Held while this thread chooses where to write and writes: the tool
+    // pipes are made, written and closed (EndCell) only under it.
     std::lock_guard<std::mutex> writing(write_mutex_);
-    bool own_socket;
+    bool own_pipes;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!open_) {
@@ -216,30 +228,31 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
       }
       id = next_id_++;
       waiting_[id];
-      own_socket = tool_socket_served_ && !tool_socket_failed_ && tool_socket_call_ == 0;
+      own_pipes = tool_pipes_served_ && !tool_pipes_failed_ && tool_pipes_call_ == 0;
     }
-    if (own_socket && !tool_socket_) {
-      Status opened = OpenToolSocket();
+    if (own_pipes && !tool_calls_) {
+      Status opened = OpenToolPipes();
       if (!opened.ok()) {
         std::lock_guard<std::mutex> lock(mutex_);
-        tool_socket_failed_ = true;  // this cell's calls take the runner's socket
-        own_socket = false;
+        tool_pipes_failed_ = true;  // this cell's calls take the runner's socket
+        own_pipes = false;
       }
     }
     int target = socket_;
-    if (own_socket) {
+    if (own_pipes) {
       std::lock_guard<std::mutex> lock(mutex_);
-      tool_socket_call_ = id;
-      target = tool_socket_.get();
+      tool_pipes_call_ = id;
+      target = tool_calls_.get();
     }
-    Status sent = protocol::WriteFrame(target, Tag::kToolCall,
-                                       protocol::ToolCallPayload(id, name, arguments));
+    const std::string payload = protocol::ToolCallPayload(id, name, arguments);
+    Status sent = own_pipes ? protocol::WritePipeFrame(target, Tag::kToolCall, payload)
+                            : protocol::WriteFrame(target, Tag::kToolCall, payload);
     if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
       waiting_.erase(id);
-      if (own_socket) {
-        tool_socket_call_ = 0;
-        tool_socket_failed_ = true;
+      if (own_pipes) {
+        tool_pipes_call_ = 0;
+        tool_pipes_failed_ = true;
       }
       return Status(ErrorCode::kUnavailable, "the host is gone: " + sent.message());
     }
@@ -254,7 +267,7 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
     }
     if (!open_) {
       waiting_.erase(it);
-      if (tool_socket_call_ == id) tool_socket_call_ = 0;
+      if (tool_pipes_call_ == id) tool_pipes_call_ = 0;
       return Status(ErrorCode::kUnavailable, "the cell ended before the host answered");
     }
     if (!reading_) {
@@ -268,7 +281,7 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
 void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   reading_ = true;
   // Stays open until EndCell, which waits for this read to end.
-  const int own = tool_socket_ && !tool_socket_failed_ ? tool_socket_.get() : -1;
+  const int own = tool_replies_ && !tool_pipes_failed_ ? tool_replies_.get() : -1;
   lock.unlock();
   pollfd fds[3];
   nfds_t count = 0;
@@ -286,9 +299,9 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   }
   std::optional<protocol::ToolReplyMessage> routed;
   bool broken = false;    // the runner's socket: the host is gone
-  bool own_lost = false;  // the tool socket: the host stopped serving it
+  bool own_lost = false;  // the tool pipes: the host stopped serving them
   if (ready > 0 && wake_at != 0 && fds[wake_at].revents != 0) {
-    // EndCell, or a tool socket opened since this read began: look again.
+    // EndCell, or tool pipes opened since this read began: look again.
     std::uint64_t drained;
     (void)!::read(wake_.get(), &drained, sizeof drained);
   } else if (ready > 0) {
@@ -311,17 +324,17 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   if (routed) {
     auto it = waiting_.find(routed->id);
     if (it != waiting_.end() && !it->second) it->second.emplace(std::move(routed->reply));
-    if (routed->id == tool_socket_call_) tool_socket_call_ = 0;
+    if (routed->id == tool_pipes_call_) tool_pipes_call_ = 0;
   }
   if (own_lost) {
     // Its call fails; the cell's later calls take the runner's socket.
-    tool_socket_failed_ = true;
-    auto it = waiting_.find(tool_socket_call_);
-    if (tool_socket_call_ != 0 && it != waiting_.end() && !it->second) {
+    tool_pipes_failed_ = true;
+    auto it = waiting_.find(tool_pipes_call_);
+    if (tool_pipes_call_ != 0 && it != waiting_.end() && !it->second) {
       it->second.emplace(Status(ErrorCode::kUnavailable,
-                                "the host stopped serving the cell's tool socket"));
+                                "the host stopped serving the cell's tool pipes"));
     }
-    tool_socket_call_ = 0;
+    tool_pipes_call_ = 0;
   }
   if (broken) open_ = false;  // the host is gone: every waiter fails
   changed_.notify_all();

@@ -2,13 +2,15 @@
 // runs, any of its threads may call a tool: the call goes to the host as a
 // TOOL_CALL frame and the thread waits for its TOOL_REPLY; one waiting thread
 // at a time reads and hands other threads their replies. A call goes on the
-// cell's own tool socket (tool_socket.h: the host runs it on the thread that
-// reads it, two wake-ups a round trip) when the host serves one and no other
-// call waits on it, else on the runner's socket (the host hands it to a tool
-// thread). The reading thread spins briefly before it sleeps, by a budget
-// learned from the replies' stamps (core/spin_wait.h). When the cell ends,
-// waiting calls fail, the tool socket is closed and nothing of the channel
-// reads the runner's socket any more (the session's own loop does).
+// cell's own tool pipes (tool_pipes.h: the host runs it on the thread that
+// reads it, two wake-ups a round trip) when the host serves them and no
+// other call waits there, else on the runner's socket (the host hands it to
+// a tool thread). Every frame is written under write_mutex(), so frames of
+// several threads never interleave, whatever their size. The reading thread
+// spins briefly before it sleeps, by a budget learned from the replies'
+// stamps (core/spin_wait.h). When the cell ends, waiting calls fail, the
+// tool pipes are closed and nothing of the channel reads the runner's socket
+// any more (the session's own loop does).
 #pragma once
 
 #include <condition_variable>
@@ -39,9 +41,9 @@ class ToolChannel {
   std::mutex& write_mutex() { return write_mutex_; }
 
   // Calls may be made from now on, on `socket` (the runner's); with
-  // `tool_socket`, the host serves a socket of the cell's own (RUN says so).
-  void BeginCell(int socket, bool tool_socket);
-  // Refuses new calls, fails the waiting ones, closes the tool socket, and
+  // `tool_pipes`, the host serves pipes of the cell's own (RUN says so).
+  void BeginCell(int socket, bool tool_pipes);
+  // Refuses new calls, fails the waiting ones, closes the tool pipes, and
   // returns once no thread reads or writes for the channel: the Result may go
   // out.
   void EndCell();
@@ -64,25 +66,29 @@ class ToolChannel {
   void AfterFork();
 
  private:
-  // The cell's tool socket, made and handed to the host (write_mutex_ held).
-  Status OpenToolSocket();
+  // The cell's tool pipes, made and their host's ends handed to the host
+  // (write_mutex_ held).
+  Status OpenToolPipes();
   // Reads one frame (a reply, routed to its waiter) unless woken first.
   void ReadOne(std::unique_lock<std::mutex>& lock);
   void Wake();
 
   int socket_ = -1;
-  UniqueFd wake_;  // an eventfd: wakes the reading thread (the cell ended, a tool socket opened)
+  UniqueFd wake_;  // an eventfd: wakes the reading thread (the cell ended, tool pipes opened)
   SpinBudget reply_budget_{SpinBudget::kPeers};  // how long the reading thread spins for a reply
   std::mutex write_mutex_;
   std::mutex mutex_;  // guards everything below
   std::condition_variable changed_;
   bool open_ = false;
   bool reading_ = false;
-  bool tool_socket_served_ = false;  // the host serves a tool socket this cell
-  fork_guard::GuardedFd tool_socket_;  // the cell's, once made (written under write_mutex_ too)
-  protocol::BufferedFrameReader tool_reader_;  // its replies (used by the reading thread)
-  bool tool_socket_failed_ = false;    // could not be made, or the host closed it
-  std::uint64_t tool_socket_call_ = 0;  // the call waiting on it (0: none)
+  bool tool_pipes_served_ = false;  // the host serves tool pipes this cell
+  // The cell's ends, once made (set under write_mutex_ too): the call
+  // pipe's write end and the reply pipe's read end.
+  fork_guard::GuardedFd tool_calls_;
+  fork_guard::GuardedFd tool_replies_;
+  protocol::BufferedFrameReader tool_reader_;  // their replies (used by the reading thread)
+  bool tool_pipes_failed_ = false;    // could not be made, or the host stopped serving them
+  std::uint64_t tool_pipes_call_ = 0;  // the call waiting there (0: none)
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, std::optional<StatusOr<ToolReply>>> waiting_;
 };

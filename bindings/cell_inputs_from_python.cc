@@ -38,7 +38,7 @@ PythonCellInputs::PythonCellInputs(py::handle self, std::string_view session_id,
     if (live_objects && !names_.empty()) callables_ = host_.attr("callables")();
     if (!live_objects && !names_.empty()) {
       dispatch_ = host_.attr("dispatch");
-      serve_socket_ = host_.attr("serve_socket");
+      serve_pipes_ = host_.attr("serve_pipes");
     }
   }
   if (variables != nullptr) {
@@ -100,9 +100,10 @@ void PythonCellInputs::Fill(RunOptions& options) const {
       PyGILState_Release(gil);
     };
     // Called on the run's thread without the GIL, at most once per cell.
-    PyObject* serve = serve_socket_.ptr();
+    PyObject* serve = serve_pipes_.ptr();
     const std::vector<std::string>* tool_names = &names_;  // lives as long as this object
-    options.tools.serve_socket = [serve, tool_names](UniqueFd socket, std::string_view session_id) {
+    options.tools.serve_pipes = [serve, tool_names](UniqueFd calls, UniqueFd replies, UniqueFd stop,
+                                                    std::string_view session_id) {
       PyGILState_STATE gil = PyGILState_Ensure();
       PyObject* serve_calls = nullptr;
       PyObject* reply = nullptr;
@@ -114,7 +115,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
         if (name == nullptr) Py_CLEAR(names);
         else PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), name);
       }
-      if (names != nullptr && NewToolSocketFunctions(std::move(socket), &serve_calls, &reply)) {
+      if (names != nullptr && NewToolPipesFunctions(std::move(calls), std::move(replies), std::move(stop), &serve_calls, &reply)) {
         PyObject* session = PyUnicode_FromStringAndSize(session_id.data(),
                                                         static_cast<Py_ssize_t>(session_id.size()));
         if (session != nullptr) {
@@ -126,8 +127,8 @@ void PythonCellInputs::Fill(RunOptions& options) const {
         }
       }
       Py_XDECREF(names);
-      // Not served: the socket closes with the functions, and the session's
-      // call on it fails.
+      // Not served: the pipes close with the functions, and the session's
+      // call there fails.
       if (!served) PyErr_Clear();
       Py_XDECREF(serve_calls);
       Py_XDECREF(reply);

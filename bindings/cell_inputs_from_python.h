@@ -34,8 +34,8 @@ class PythonCellInputs {
   pybind11::object host_;       // the ToolHost, or None
   pybind11::object callables_;  // in-process: name -> callable (a dict)
   pybind11::object dispatch_;   // Repl: the host's dispatch(name, payload, done, session_id)
-  // Repl: the host's serve_socket(serve, reply, session_id, names)
-  pybind11::object serve_socket_;
+  // Repl: the host's serve_pipes(serve, reply, session_id, names)
+  pybind11::object serve_pipes_;
   std::vector<std::string> names_;
   std::string final_name_;
   std::vector<CellVariable> variables_;

@@ -6,14 +6,14 @@
 #include <optional>
 #include <string>
 
-#include "backend_subprocess/tool_socket.h"
+#include "backend_subprocess/tool_pipes.h"
 #include "bindings/plain_pickle.h"
 
 namespace dolsot::bindings {
 namespace {
 
 constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
-constexpr char kSocketCapsule[] = "dolsot.ToolSocketHost";
+constexpr char kPipesCapsule[] = "dolsot.ToolPipesHost";
 
 // The (ok, payload) arguments of done() and reply(), or false with an error set.
 bool ParseReply(PyObject* const* args, Py_ssize_t nargs, const char* signature, ToolReply* reply) {
@@ -40,7 +40,7 @@ PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
 }
 
 PyObject* SocketReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
-  auto* host = static_cast<ToolSocketHost*>(PyCapsule_GetPointer(capsule, kSocketCapsule));
+  auto* host = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
   if (host == nullptr) return nullptr;
   ToolReply reply;
   if (!ParseReply(args, nargs, "reply", &reply)) return nullptr;
@@ -51,8 +51,8 @@ PyObject* SocketReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
 }
 
 
-// Sends `reply` on the socket without the GIL.
-void SendReply(ToolSocketHost* host, ToolReply reply) {
+// Sends `reply` on the reply pipe without the GIL.
+void SendReply(ToolPipesHost* host, ToolReply reply) {
   Py_BEGIN_ALLOW_THREADS
   (void)host->Reply(reply);  // a cell that is over drops it
   Py_END_ALLOW_THREADS
@@ -64,7 +64,7 @@ ToolReply ReplyOf(bool ok, PyObject* data) {
                                    static_cast<std::size_t>(PyBytes_GET_SIZE(data)))};
 }
 
-// What the fast path needs from the host, looked up once per served socket.
+// What the fast path needs from the host, looked up once per served cell.
 struct ServeScope {
   PyObject* host;       // the ToolHost (borrowed: the caller's argument)
   PyObject* names;      // the cell's tool names, a frozenset (borrowed)
@@ -86,7 +86,7 @@ struct ServeScope {
 // Answers a call that failed with the error set: the exception as the
 // host's _error_reply describes it. False when even that failed (the
 // serving ends, as the Python loop's did).
-bool ReplyError(ToolSocketHost* socket, const ServeScope& scope) {
+bool ReplyError(ToolPipesHost* pipes, const ServeScope& scope) {
   PyObject *type, *value, *trace;
   PyErr_Fetch(&type, &value, &trace);
   PyErr_NormalizeException(&type, &value, &trace);
@@ -102,7 +102,7 @@ bool ReplyError(ToolSocketHost* socket, const ServeScope& scope) {
   if (data == nullptr) return false;
   ToolReply reply = ReplyOf(false, data);
   Py_DECREF(data);
-  SendReply(socket, std::move(reply));
+  SendReply(pipes, std::move(reply));
   return true;
 }
 
@@ -112,7 +112,7 @@ bool ReplyError(ToolSocketHost* socket, const ServeScope& scope) {
 // and the result pickles. Returns 1 when answered, 0 to hand the call to
 // the host's Python (host._call: nothing of it ran yet), or -1 on a
 // failure to answer.
-int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, PyObject* tool,
+int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObject* tool,
               const ToolCall& call, bool trusted) {
   if (!trusted && !IsPlainPickle(call.arguments)) return 0;  // the allow-list decodes it
   PyObject* view = PyMemoryView_FromMemory(const_cast<char*>(call.arguments.data()),
@@ -136,7 +136,7 @@ int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, P
       Py_XDECREF(value);
       Py_XDECREF(trace);
     }
-    return ReplyError(socket, scope) ? 1 : -1;
+    return ReplyError(pipes, scope) ? 1 : -1;
   }
   if (!PyTuple_CheckExact(decoded) || PyTuple_GET_SIZE(decoded) != 2 ||
       !PyTuple_CheckExact(PyTuple_GET_ITEM(decoded, 0)) ||
@@ -144,13 +144,13 @@ int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, P
     Py_DECREF(decoded);
     PyErr_Format(PyExc_TypeError, "tool %U(): the call's arguments are not an (args, kwargs) pair",
                  name);
-    return ReplyError(socket, scope) ? 1 : -1;
+    return ReplyError(pipes, scope) ? 1 : -1;
   }
   PyObject* kwargs = PyTuple_GET_ITEM(decoded, 1);
   PyObject* value = PyObject_Call(tool, PyTuple_GET_ITEM(decoded, 0),
                                   PyDict_GET_SIZE(kwargs) == 0 ? nullptr : kwargs);
   Py_DECREF(decoded);
-  if (value == nullptr) return ReplyError(socket, scope) ? 1 : -1;
+  if (value == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
   PyTypeObject* kind = Py_TYPE(value);
   const bool awaitable = (kind->tp_as_async != nullptr && kind->tp_as_async->am_await != nullptr) ||
                          PyGen_Check(value);
@@ -163,14 +163,14 @@ int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, P
     PyObject* answered =
         PyObject_CallMethod(scope.host, "_answer", "OOO", name, value, scope.reply);
     Py_DECREF(value);
-    if (answered == nullptr) return ReplyError(socket, scope) ? 1 : -1;
+    if (answered == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
     Py_DECREF(answered);
     return 1;
   }
   Py_DECREF(value);
   ToolReply reply = ReplyOf(true, data);
   Py_DECREF(data);
-  SendReply(socket, std::move(reply));
+  SendReply(pipes, std::move(reply));
   return 1;
 }
 
@@ -179,8 +179,8 @@ int ServeFast(ToolSocketHost* socket, const ServeScope& scope, PyObject* name, P
 // between, for the tool. A call the fast path cannot take goes to
 // host._call(name, payload, reply), as before.
 PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
-  auto* socket = static_cast<ToolSocketHost*>(PyCapsule_GetPointer(capsule, kSocketCapsule));
-  if (socket == nullptr) return nullptr;
+  auto* pipes = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
+  if (pipes == nullptr) return nullptr;
   if (nargs != 3 || !PyFrozenSet_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "serve(host, names: frozenset, reply)");
     return nullptr;
@@ -205,7 +205,7 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
   for (;;) {
     std::optional<ToolCall> call;
     Py_BEGIN_ALLOW_THREADS
-    call = socket->Receive();
+    call = pipes->Receive();
     Py_END_ALLOW_THREADS
     if (!call) Py_RETURN_NONE;
     // The name came from the cell: one that is not UTF-8 names no tool.
@@ -229,7 +229,7 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
     if (known == 1 && !looked_up) {
       served = 0;
     } else if (known == 1 && tool == nullptr) {
-      SendReply(socket, ToolReply{false, std::string()});  // the session reports it unavailable
+      SendReply(pipes, ToolReply{false, std::string()});  // the session reports it unavailable
       served = 1;
     } else if (known == 1) {
       PyObject* policy = PyObject_GetAttrString(scope.host, "unpickle");
@@ -237,9 +237,9 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
       const bool trusted = policy != nullptr && PyUnicode_Check(policy) &&
                            PyUnicode_CompareWithASCIIString(policy, "full") == 0;
       Py_XDECREF(policy);
-      served = policy == nullptr ? -1 : ServeFast(socket, scope, name, tool, *call, trusted);
+      served = policy == nullptr ? -1 : ServeFast(pipes, scope, name, tool, *call, trusted);
     } else {
-      SendReply(socket, ToolReply{false, std::string()});
+      SendReply(pipes, ToolReply{false, std::string()});
       served = 1;
     }
     Py_XDECREF(tool);
@@ -280,11 +280,13 @@ PyObject* NewReplyFunction(ToolReplyFn fn) {
   return function;
 }
 
-bool NewToolSocketFunctions(UniqueFd socket, PyObject** serve, PyObject** reply) {
+bool NewToolPipesFunctions(UniqueFd calls, UniqueFd replies, UniqueFd stop, PyObject** serve,
+                           PyObject** reply) {
   *serve = *reply = nullptr;
-  auto host = std::make_unique<ToolSocketHost>(std::move(socket));
-  PyObject* capsule = PyCapsule_New(host.get(), kSocketCapsule, [](PyObject* c) {
-    delete static_cast<ToolSocketHost*>(PyCapsule_GetPointer(c, kSocketCapsule));
+  auto host = std::make_unique<ToolPipesHost>(HostToolPipes{std::move(calls), std::move(replies)},
+                                              std::move(stop));
+  PyObject* capsule = PyCapsule_New(host.get(), kPipesCapsule, [](PyObject* c) {
+    delete static_cast<ToolPipesHost*>(PyCapsule_GetPointer(c, kPipesCapsule));
   });
   if (capsule == nullptr) return false;
   host.release();  // the capsule's now

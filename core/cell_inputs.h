@@ -38,12 +38,15 @@ struct ToolReply {
 // from any thread, possibly after the cell is gone (its reply is then dropped).
 using ToolReplyFn = std::function<void(ToolReply)>;
 using ToolDispatcher = std::function<void(ToolCall call, ToolReplyFn done)>;
-// Serves the calls that come on one cell's own tool socket (an AF_UNIX stream
-// socket; backend_subprocess/tool_socket.h) on a thread of the host's, which
-// runs each call itself, until the socket is shut down at the end of the
-// cell: a round trip of two wake-ups instead of a dispatched call's three.
-// Takes the socket; false when it cannot serve it (the socket is closed).
-using ToolSocketServer = std::function<bool(UniqueFd socket, std::string_view session_id)>;
+// Serves the calls that come on one cell's own tool pipes
+// (backend_subprocess/tool_pipes.h: `calls` the call pipe's read end,
+// `replies` the reply pipe's write end, both non-blocking and the host's own)
+// on a thread of the host's, which runs each call itself, until `stop` (an
+// eventfd) is written at the end of the cell: a round trip of two wake-ups
+// instead of a dispatched call's three. Takes the descriptors; false when it
+// cannot serve them (they are closed).
+using ToolPipesServer = std::function<bool(UniqueFd calls, UniqueFd replies, UniqueFd stop,
+                                           std::string_view session_id)>;
 
 // The host tools one cell sees. They are bound as builtins of the session
 // (never in its namespace: not held, not dropped, never checkpointed), so a
@@ -54,9 +57,9 @@ struct CellTools {
   PyObject* callables = nullptr;
   // Repl: how a call from the session process reaches the host.
   ToolDispatcher dispatch;
-  // Repl, optional: how a cell's own tool socket is served (without it every
+  // Repl, optional: how a cell's own tool pipes are served (without it every
   // call goes through `dispatch`).
-  ToolSocketServer serve_socket;
+  ToolPipesServer serve_pipes;
   // The final-answer function ("SUBMIT", say; empty: none). Calling it ends
   // the cell successfully with Result::returned set to what it was given.
   std::string final_name;

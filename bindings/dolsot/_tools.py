@@ -205,9 +205,9 @@ class ToolHost:
         self._lock = threading.Lock()
         self._calls = _Workers("dolsot-tool", lambda call: self._serve(*call), self._lock,
                                _MAX_TOOL_THREADS)
-        # Threads serving cells' own tool sockets (serve_socket): one per cell
+        # Threads serving cells' own tool pipes (serve_pipes): one per cell
         # that calls a tool while it runs, kept for the next.
-        self._servers = _Workers("dolsot-tool-socket", self._serve_socket, self._lock)
+        self._servers = _Workers("dolsot-tool-pipes", self._serve_pipes, self._lock)
         self._closed = False
 
     # ---- in-process: tools called directly
@@ -236,10 +236,10 @@ class ToolHost:
                 raise RuntimeError("the backend is closed")
             self._calls.put((name, payload, done, session_id))
 
-    def serve_socket(self, serve: Callable[[ToolHost, frozenset[str], Callable[[bool, bytes], None]], None],
+    def serve_pipes(self, serve: Callable[[ToolHost, frozenset[str], Callable[[bool, bytes], None]], None],
                      reply: Callable[[bool, bytes], None], session_id: str,
                      names: tuple[str, ...]) -> None:
-        """Serves a Repl cell's own tool socket until the cell is over: a
+        """Serves a Repl cell's own tool pipes until the cell is over: a
         thread of the host's runs ``serve(self, names, reply)``, the C loop
         that receives each call and runs it itself (one wake-up fewer than
         ``dispatch``; bindings/tool_calls_from_python.h), handing what it
@@ -251,15 +251,15 @@ class ToolHost:
                 raise RuntimeError("the backend is closed")
             self._servers.put([serve, reply, session_id, frozenset(names)])
 
-    def _serve_socket(self, item: list[Any]) -> None:
+    def _serve_pipes(self, item: list[Any]) -> None:
         serve, reply, session_id, names = item
-        # The last references to the socket's functions go with this call: it closes.
+        # The last references to the pipes' functions go with this call: they close.
         item.clear()
         # One session's calls: its id is set once, not per call.
         token = calling_session.set(session_id)
         try:
             serve(self, names, reply)
-        except Exception:  # noqa: BLE001 - the socket is dropped; the cell's call fails
+        except Exception:  # noqa: BLE001 - the pipes are dropped; the cell's call fails
             pass
         finally:
             del serve, reply
@@ -321,8 +321,8 @@ class ToolHost:
             if self._closed:
                 return
             self._closed = True
-            # A socket's server ends once its cell is over (the host shuts the
-            # socket down when run() returns).
+            # A cell's pipes server ends once its cell is over (the host stops it
+            # when run() returns).
             threads = self._calls.stop() + self._servers.stop()
         # Idle threads end at once; one running a tool ends when it returns
         # (a daemon thread: it never holds the interpreter's exit).

@@ -317,7 +317,7 @@ def test_run_returns_at_the_deadline_while_a_tool_on_the_cells_own_socket_still_
         assert ended.wait(60)
         assert returned_before_the_tool
         assert seen["released"] is True
-        assert seen["thread"].startswith("dolsot-tool-socket")
+        assert seen["thread"].startswith("dolsot-tool-pipes")
         assert r.outcome == dolsot.Outcome.TIMEOUT and r.error_type == "TimeoutError"
         # Rolled back; the abandoned reply went nowhere, and the next cell's
         # calls are answered in order.
@@ -354,17 +354,17 @@ def test_a_tool_called_from_four_cell_threads_at_once_runs_four_times_at_once(ma
         assert r.value == "[0, 10, 20, 30]"
         assert len(names) == 4
         if kind == "repl":
-            assert sum(name.startswith("dolsot-tool-socket") for name in names) == 1
+            assert sum(name.startswith("dolsot-tool-pipes") for name in names) == 1
 
 
-def test_closing_a_repl_ends_its_tool_socket_threads():
+def test_closing_a_repl_ends_its_tool_pipes_threads():
     earlier = set(threading.enumerate())  # other backends' threads are not this one's
     with dolsot.Repl(store=MemoryStore(), typecheck=False, tools={"one": lambda: 1}) as b:
         assert b.run("a", "one() + one()").value == "2"
         assert b.run("b", "one()").value == "1"
         servers = [t for t in threading.enumerate()
-                   if t.name.startswith("dolsot-tool-socket") and t not in earlier]
-        assert servers  # the cells' calls were served on their own sockets
+                   if t.name.startswith("dolsot-tool-pipes") and t not in earlier]
+        assert servers  # the cells' calls were served on their own pipes
     for thread in servers:
         thread.join(30)
         assert not thread.is_alive(), thread.name
@@ -390,7 +390,7 @@ def test_calls_from_many_threads_each_get_their_own_answer(make):
     assert r.value == "(0, ('last', 0))"
 
 
-def test_a_sandboxed_repl_calls_tools_over_the_cells_own_socket():
+def test_a_sandboxed_repl_calls_tools_over_the_cells_own_pipes():
     names = set()
 
     def add(a, b):
@@ -402,10 +402,10 @@ def test_a_sandboxed_repl_calls_tools_over_the_cells_own_socket():
         r = b.run("s", "sum(add(i, 1) for i in range(100))")
         assert r.ok, r.error
         assert r.value == "5050"
-    assert len(names) == 1 and names.pop().startswith("dolsot-tool-socket")
+    assert len(names) == 1 and names.pop().startswith("dolsot-tool-pipes")
 
 
-def test_a_tool_returning_an_awaitable_is_awaited_on_the_cells_own_socket():
+def test_a_tool_returning_an_awaitable_is_awaited_on_the_cells_own_pipes():
     # Not an `async def`: the host learns it only from the value returned.
     with dolsot.Repl(store=MemoryStore(), typecheck=False,
                      tools={"later": lambda x: double(x)}) as b:
