@@ -148,12 +148,33 @@ Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
 // Received descriptors are close-on-exec.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 
-// WriteFrame for a pipe (no descriptors): write(), with SIGPIPE blocked on
-// the calling thread meanwhile (a reader that is gone is kUnavailable, never
-// a signal). On a non-blocking pipe that is full it waits until the pipe
-// takes more or `stop_fd` (an eventfd; < 0: none) is readable, which ends it
-// with kUnavailable (the frame may be partly written).
-Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd = -1);
+// WriteFrame for a pipe (no descriptors): write(). A reader that is gone is
+// kUnavailable, never a signal: SIGPIPE is blocked on the calling thread
+// meanwhile (two system calls) unless the process ignores it (`ignored`, as
+// PipeSignalIgnored() said) or a ScopedPipeSignalBlock of this thread blocks
+// it. On a non-blocking pipe that is full it waits until the pipe takes
+// more or `stop_fd` (an eventfd; < 0: none) is readable, which ends it with
+// kUnavailable (the frame may be partly written).
+Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd = -1,
+                      bool ignored = false);
+// Whether the process ignores SIGPIPE now (a Python process does, unless
+// its code said otherwise).
+bool PipeSignalIgnored();
+// Blocks SIGPIPE on the calling thread while it lives, for a thread that
+// writes to pipes many times (WritePipeFrame then blocks nothing itself); a
+// SIGPIPE raised meanwhile is taken back before the mask is restored.
+class ScopedPipeSignalBlock {
+ public:
+  ScopedPipeSignalBlock();
+  ~ScopedPipeSignalBlock();
+  ScopedPipeSignalBlock(const ScopedPipeSignalBlock&) = delete;
+  ScopedPipeSignalBlock& operator=(const ScopedPipeSignalBlock&) = delete;
+  static bool Active();  // on the calling thread
+
+ private:
+  bool blocked_ = false;     // this one blocked it (it was not blocked before)
+  bool was_active_ = false;  // an outer one was
+};
 // ReadFrame for a stream that carries no descriptors and attests no sender
 // (a cell's tool pipes): a small frame's header and payload come with one
 // read, where ReadFrame makes two. Bytes read past a message are kept for

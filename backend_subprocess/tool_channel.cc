@@ -135,6 +135,7 @@ void ToolChannel::BeginCell(int socket, bool tool_pipes) {
   socket_ = socket;
   open_ = true;
   tool_pipes_served_ = tool_pipes;
+  pipe_signal_ignored_ = tool_pipes && protocol::PipeSignalIgnored();
   tool_pipes_failed_ = false;
   tool_pipes_call_ = 0;
 }
@@ -245,7 +246,8 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
       target = tool_calls_.get();
     }
     const std::string payload = protocol::ToolCallPayload(id, name, arguments);
-    Status sent = own_pipes ? protocol::WritePipeFrame(target, Tag::kToolCall, payload)
+    Status sent = own_pipes ? protocol::WritePipeFrame(target, Tag::kToolCall, payload, -1,
+                                                       pipe_signal_ignored_)
                             : protocol::WriteFrame(target, Tag::kToolCall, payload);
     if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -82,6 +82,10 @@ class ToolChannel {
   bool open_ = false;
   bool reading_ = false;
   bool tool_pipes_served_ = false;  // the host serves tool pipes this cell
+  // The process ignored SIGPIPE when the cell began: writing to the pipes
+  // need not block it (a cell that stops ignoring it meanwhile and then
+  // writes to a pipe the host closed ends its own process).
+  bool pipe_signal_ignored_ = false;
   // The cell's ends, once made (set under write_mutex_ too): the call
   // pipe's write end and the reply pipe's read end.
   fork_guard::GuardedFd tool_calls_;

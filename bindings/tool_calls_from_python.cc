@@ -198,6 +198,9 @@ PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs
     Py_DECREF(tools_module);
   }
   scope.protocol = PyLong_FromLong(5);
+  // The replies' writes raise no SIGPIPE, whatever the host's Python did
+  // with it: blocked on this thread while it serves (not per reply).
+  protocol::ScopedPipeSignalBlock no_pipe_signal;
   if (scope.loads == nullptr || scope.dumps == nullptr || scope.error_reply == nullptr ||
       scope.protocol == nullptr || scope.unpickling_error == nullptr) {
     return nullptr;
