@@ -263,6 +263,11 @@ Result ReadResult(PayloadReader& r);
 // (core/spin_wait.h).
 std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments);
 std::string ToolReplyPayload(std::uint64_t id, const ToolReply& reply);
+// Two pickles both ends make and recognise without the pickle module: the
+// arguments of a call without any, ((), {}) (PROTO 5, EMPTY_TUPLE,
+// EMPTY_DICT, TUPLE2, STOP), and what pickle.dumps(None, 5) makes.
+inline constexpr std::string_view kNoArgumentsPickle("\x80\x05)}\x86.", 6);
+inline constexpr std::string_view kNonePickle("\x80\x05N.", 4);
 struct ToolCallMessage {
   std::uint64_t id = 0;
   ToolCall call;  // session_id left empty

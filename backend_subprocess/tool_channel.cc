@@ -22,11 +22,10 @@ using protocol::Tag;
 
 constexpr char kCapsuleName[] = "dolsot.ToolChannel";
 
-// The pickle a call without arguments sends: ((), {}) (PROTO 5,
-// EMPTY_TUPLE, EMPTY_DICT, TUPLE2, STOP), made without pickle.dumps.
-constexpr std::string_view kNoArguments("\x80\x05)}\x86.", 6);
-// What pickle.dumps(None, 5) makes: a reply the stub decodes without pickle.loads.
-constexpr std::string_view kNone("\x80\x05N.", 4);
+// A call without arguments sends protocol::kNoArgumentsPickle, made without
+// pickle.dumps; a reply of protocol::kNonePickle is decoded without pickle.loads.
+constexpr std::string_view kNoArguments = protocol::kNoArgumentsPickle;
+constexpr std::string_view kNone = protocol::kNonePickle;
 
 // pickle.dumps and pickle.loads, looked up once (the session process has one
 // interpreter, and the channel lives as long as it). Needs the GIL.

@@ -39,7 +39,7 @@ PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
-PyObject* SocketReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* PipesReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
   auto* host = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
   if (host == nullptr) return nullptr;
   ToolReply reply;
@@ -106,6 +106,39 @@ bool ReplyError(ToolPipesHost* pipes, const ServeScope& scope) {
   return true;
 }
 
+// Answers a call with what its tool returned (`value`, a new reference, or
+// nullptr with the tool's error set): 1 when answered, -1 on a failure to
+// answer.
+int Answer(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObject* value) {
+  if (value == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
+  if (value == Py_None) {
+    Py_DECREF(value);
+    SendReply(pipes, ToolReply{true, std::string(protocol::kNonePickle)});  // no pickle.dumps
+    return 1;
+  }
+  PyTypeObject* kind = Py_TYPE(value);
+  const bool awaitable = (kind->tp_as_async != nullptr && kind->tp_as_async->am_await != nullptr) ||
+                         PyGen_Check(value);
+  PyObject* data = awaitable ? nullptr : PyObject_CallFunctionObjArgs(scope.dumps, value,
+                                                                      scope.protocol, nullptr);
+  if (data == nullptr || !PyBytes_Check(data)) {
+    // Awaited, or its pickling error described, by the host's Python.
+    Py_XDECREF(data);
+    PyErr_Clear();
+    PyObject* answered =
+        PyObject_CallMethod(scope.host, "_answer", "OOO", name, value, scope.reply);
+    Py_DECREF(value);
+    if (answered == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
+    Py_DECREF(answered);
+    return 1;
+  }
+  Py_DECREF(value);
+  ToolReply reply = ReplyOf(true, data);
+  Py_DECREF(data);
+  SendReply(pipes, std::move(reply));
+  return 1;
+}
+
 // Runs one call the fast way when it can: `tool` is a plain synchronous
 // callable (it returns no awaitable), the arguments are a plain pickle (or
 // the host trusts the session: unpickle="full") of an (args, kwargs) pair,
@@ -114,6 +147,10 @@ bool ReplyError(ToolPipesHost* pipes, const ServeScope& scope) {
 // failure to answer.
 int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObject* tool,
               const ToolCall& call, bool trusted) {
+  if (call.arguments == protocol::kNoArgumentsPickle) {
+    // No arguments (the stub's constant): nothing to unpickle.
+    return Answer(pipes, scope, name, PyObject_CallNoArgs(tool));
+  }
   if (!trusted && !IsPlainPickle(call.arguments)) return 0;  // the allow-list decodes it
   PyObject* view = PyMemoryView_FromMemory(const_cast<char*>(call.arguments.data()),
                                            static_cast<Py_ssize_t>(call.arguments.size()),
@@ -150,35 +187,14 @@ int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyO
   PyObject* value = PyObject_Call(tool, PyTuple_GET_ITEM(decoded, 0),
                                   PyDict_GET_SIZE(kwargs) == 0 ? nullptr : kwargs);
   Py_DECREF(decoded);
-  if (value == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
-  PyTypeObject* kind = Py_TYPE(value);
-  const bool awaitable = (kind->tp_as_async != nullptr && kind->tp_as_async->am_await != nullptr) ||
-                         PyGen_Check(value);
-  PyObject* data = awaitable ? nullptr : PyObject_CallFunctionObjArgs(scope.dumps, value,
-                                                                      scope.protocol, nullptr);
-  if (data == nullptr || !PyBytes_Check(data)) {
-    // Awaited, or its pickling error described, by the host's Python.
-    Py_XDECREF(data);
-    PyErr_Clear();
-    PyObject* answered =
-        PyObject_CallMethod(scope.host, "_answer", "OOO", name, value, scope.reply);
-    Py_DECREF(value);
-    if (answered == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
-    Py_DECREF(answered);
-    return 1;
-  }
-  Py_DECREF(value);
-  ToolReply reply = ReplyOf(true, data);
-  Py_DECREF(data);
-  SendReply(pipes, std::move(reply));
-  return 1;
+  return Answer(pipes, scope, name, value);
 }
 
 // serve(host, names): answers the cell's calls until the cell is over. Each
 // call is received and answered without the GIL; the GIL is taken once in
 // between, for the tool. A call the fast path cannot take goes to
 // host._call(name, payload, reply), as before.
-PyObject* SocketServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
   auto* pipes = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
   if (pipes == nullptr) return nullptr;
   if (nargs != 3 || !PyFrozenSet_Check(args[1])) {
@@ -265,10 +281,10 @@ PyMethodDef kReplyDoneDef = {
     "done", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ReplyDone)),
     METH_FASTCALL, "Sends a tool's reply to the cell that called it."};
 PyMethodDef kServeDef = {
-    "serve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SocketServe)),
+    "serve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PipesServe)),
     METH_FASTCALL, "Answers the cell's tool calls until the cell is over."};
 PyMethodDef kReplyDef = {
-    "reply", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SocketReply)),
+    "reply", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PipesReply)),
     METH_FASTCALL, "Answers the tool call received last."};
 
 }  // namespace
