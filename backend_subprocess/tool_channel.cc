@@ -259,6 +259,9 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
+  // A thread reading only the tool pipes reads the runner's socket from its
+  // next wait on: this call's reply comes there.
+  if (reading_ && !reading_runner_ && id != tool_pipes_call_) Wake();
   for (;;) {
     auto it = waiting_.find(id);
     if (it->second) {
@@ -283,13 +286,19 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   reading_ = true;
   // Stays open until EndCell, which waits for this read to end.
   const int own = tool_replies_ && !tool_pipes_failed_ ? tool_replies_.get() : -1;
+  // Only the tool pipes' call waits: the runner's socket has nothing for it
+  // (a host that is gone closes the reply pipe too), and one descriptor
+  // less makes the wait cheaper. A call that goes there meanwhile wakes it.
+  reading_runner_ = own < 0 || tool_pipes_call_ == 0 || waiting_.size() > 1;
+  const bool runner = reading_runner_;
   lock.unlock();
   pollfd fds[3];
   nfds_t count = 0;
-  fds[count++] = {socket_, POLLIN, 0};
-  const nfds_t own_at = own >= 0 ? count : 0;
+  const nfds_t runner_at = runner ? count : 3;
+  if (runner) fds[count++] = {socket_, POLLIN, 0};
+  const nfds_t own_at = own >= 0 ? count : 3;
   if (own >= 0) fds[count++] = {own, POLLIN, 0};
-  const nfds_t wake_at = wake_ ? count : 0;
+  const nfds_t wake_at = wake_ ? count : 3;
   if (wake_) fds[count++] = {wake_.get(), POLLIN, 0};
   SpinningPoll wait(reply_budget_);
   // A reply that came with the last one is read without a wait.
@@ -301,12 +310,13 @@ void ToolChannel::ReadOne(std::unique_lock<std::mutex>& lock) {
   std::optional<protocol::ToolReplyMessage> routed;
   bool broken = false;    // the runner's socket: the host is gone
   bool own_lost = false;  // the tool pipes: the host stopped serving them
-  if (ready > 0 && wake_at != 0 && fds[wake_at].revents != 0) {
+  if (ready > 0 && wake_at != 3 && fds[wake_at].revents != 0) {
     // EndCell, or tool pipes opened since this read began: look again.
     std::uint64_t drained;
     (void)!::read(wake_.get(), &drained, sizeof drained);
   } else if (ready > 0) {
-    const bool from_own = own_at != 0 && fds[own_at].revents != 0 && fds[0].revents == 0;
+    const bool from_own =
+        own_at != 3 && fds[own_at].revents != 0 && (runner_at == 3 || fds[runner_at].revents == 0);
     auto frame = from_own ? tool_reader_.Read(own) : protocol::ReadFrame(socket_);
     if (!frame.ok()) {
       (from_own ? own_lost : broken) = true;

@@ -81,6 +81,7 @@ class ToolChannel {
   std::condition_variable changed_;
   bool open_ = false;
   bool reading_ = false;
+  bool reading_runner_ = false;  // the reading thread waits on the runner's socket too
   bool tool_pipes_served_ = false;  // the host serves tool pipes this cell
   // The process ignored SIGPIPE when the cell began: writing to the pipes
   // need not block it (a cell that stops ignoring it meanwhile and then
