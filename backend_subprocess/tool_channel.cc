@@ -245,16 +245,22 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
       target = tool_calls_.get();
     }
     const std::string payload = protocol::ToolCallPayload(id, name, arguments);
-    Status sent = own_pipes ? protocol::WritePipeFrame(target, Tag::kToolCall, payload, -1,
-                                                       pipe_signal_ignored_)
-                            : protocol::WriteFrame(target, Tag::kToolCall, payload);
+    if (own_pipes &&
+        !protocol::WritePipeFrame(target, Tag::kToolCall, payload, -1, pipe_signal_ignored_)
+             .ok()) {
+      // The host stopped serving them (the cell wrote there itself, or
+      // closed them): this call and the cell's later ones take the runner's
+      // socket.
+      std::lock_guard<std::mutex> lock(mutex_);
+      tool_pipes_call_ = 0;
+      tool_pipes_failed_ = true;
+      own_pipes = false;
+      target = socket_;
+    }
+    Status sent = own_pipes ? Status::Ok() : protocol::WriteFrame(target, Tag::kToolCall, payload);
     if (!sent.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
       waiting_.erase(id);
-      if (own_pipes) {
-        tool_pipes_call_ = 0;
-        tool_pipes_failed_ = true;
-      }
       return Status(ErrorCode::kUnavailable, "the host is gone: " + sent.message());
     }
   }

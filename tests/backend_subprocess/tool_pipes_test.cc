@@ -216,6 +216,23 @@ TEST(ToolPipes, TheHostGoingAwayFailsTheWaitingCallAndLaterOnesUseTheRunnersSock
   channel.EndCell();
 }
 
+TEST(ToolPipes, ACallThatCannotBeWrittenThereTakesTheRunnersSocket) {
+  Runner runner;
+  ToolChannel channel;
+  channel.BeginCell(runner.session.get(), true);
+  auto first = CallAsync(channel, "t", "a");
+  {
+    ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+    ASSERT_TRUE(host.Receive().has_value());
+    ASSERT_TRUE(host.Reply(ToolReply{true, "1"}));
+    ExpectAnswer(first, true, "1");
+  }  // the host's ends close: the next write there meets no reader (no SIGPIPE here)
+  auto second = CallAsync(channel, "t", "b");
+  AnswerOnTheRunnersSocket(runner.host.get(), "t", "2");
+  ExpectAnswer(second, true, "2");
+  channel.EndCell();
+}
+
 TEST(ToolPipes, TheCellEndingFailsTheCallWaitingThere) {
   Runner runner;
   ToolChannel channel;
