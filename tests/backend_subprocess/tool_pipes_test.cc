@@ -135,6 +135,15 @@ std::string CallFrame(std::uint64_t id, const std::string& name, const std::stri
   return Header(Tag::kToolCall, static_cast<std::uint32_t>(payload.size())) + payload;
 }
 
+// The channel's next call comes on the runner's socket and is answered; the
+// cell then ends.
+void ExpectTheNextCallOnTheRunnersSocket(ToolChannel& channel, int runner) {
+  auto next = CallAsync(channel, "t", "b");
+  AnswerOnTheRunnersSocket(runner, "t", "m");
+  ExpectAnswer(next, true, "m");
+  channel.EndCell();
+}
+
 TEST(ToolPipes, CallsGoOnTheCellsOwnPipesAndTheHostRunsThem) {
   Runner runner;
   ToolChannel channel;
@@ -209,11 +218,7 @@ TEST(ToolPipes, TheHostGoingAwayFailsTheWaitingCallAndLaterOnesUseTheRunnersSock
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("tool pipes"), std::string::npos)
       << reply.status().ToString();
-
-  auto next = CallAsync(channel, "t", "b");
-  AnswerOnTheRunnersSocket(runner.host.get(), "t", "m");
-  ExpectAnswer(next, true, "m");
-  channel.EndCell();
+  ExpectTheNextCallOnTheRunnersSocket(channel, runner.host.get());
 }
 
 TEST(ToolPipes, ACallThatCannotBeWrittenThereTakesTheRunnersSocket) {
@@ -227,10 +232,7 @@ TEST(ToolPipes, ACallThatCannotBeWrittenThereTakesTheRunnersSocket) {
     ASSERT_TRUE(host.Reply(ToolReply{true, "1"}));
     ExpectAnswer(first, true, "1");
   }  // the host's ends close: the next write there meets no reader (no SIGPIPE here)
-  auto second = CallAsync(channel, "t", "b");
-  AnswerOnTheRunnersSocket(runner.host.get(), "t", "2");
-  ExpectAnswer(second, true, "2");
-  channel.EndCell();
+  ExpectTheNextCallOnTheRunnersSocket(channel, runner.host.get());
 }
 
 TEST(ToolPipes, TheCellEndingFailsTheCallWaitingThere) {

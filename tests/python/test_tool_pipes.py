@@ -38,6 +38,12 @@ assert len(CALLS) == 1 and len(REPLIES) == 1, _new
 CALLS, REPLIES = CALLS[0], REPLIES[0]
 def frame(tag, payload):
     return struct.pack('<II', tag, len(payload)) + payload
+def try_one():
+    try:
+        one()
+        return 'answered'
+    except ConnectionError as error:
+        return 'ConnectionError: ' + str(error)
 def call_frame(call_id, name, arguments):
     name = name.encode()
     return frame(28, struct.pack('<Q', call_id) + struct.pack('<I', len(name)) + name
@@ -77,12 +83,7 @@ def still_serves(b, session="s"):
 def test_garbage_on_the_call_pipe_fails_the_call_clearly_and_later_calls_still_work(repl):
     code = FIND_PIPES + (
         "os.write(CALLS, b'garbage, not a frame: ' * 10)\n"
-        "try:\n"
-        "    one()\n"
-        "    outcome = 'answered'\n"
-        "except ConnectionError as error:\n"
-        "    outcome = str(error)\n"
-        "outcome, one()\n"
+        "try_one(), one()\n"
     )
     r = repl.run("s", code, timeout=60)
     assert r.ok, r.error
@@ -113,12 +114,7 @@ def test_half_a_frame_left_behind_with_a_writer_kept_open_holds_nothing(repl):
 def test_a_huge_claimed_length_is_refused(repl):
     code = FIND_PIPES + (
         "os.write(CALLS, struct.pack('<II', 28, 0xfffffff0))\n"
-        "try:\n"
-        "    one()\n"
-        "    outcome = 'answered'\n"
-        "except ConnectionError as error:\n"
-        "    outcome = str(error)\n"
-        "outcome\n"
+        "try_one()\n"
     )
     r = repl.run("s", code, timeout=60)
     assert r.ok, r.error
@@ -158,14 +154,7 @@ def test_closing_or_replacing_the_pipes_is_survived_or_fails_the_call_clearly(re
     replace = ("os.close(CALLS); os.close(REPLIES)\n" if how == "close" else
                "_null = os.open(os.devnull, os.O_RDWR)\n"
                "os.dup2(_null, CALLS); os.dup2(_null, REPLIES); os.close(_null)\n")
-    code = FIND_PIPES + replace + (
-        "try:\n"
-        "    one()\n"
-        "    outcome = 'answered'\n"
-        "except ConnectionError as error:\n"
-        "    outcome = 'ConnectionError: ' + str(error)\n"
-        "outcome\n"
-    )
+    code = FIND_PIPES + replace + "try_one()\n"
     r = repl.run("s", code, timeout=60)
     assert r.ok, r.error
     if how == "close":
