@@ -4,10 +4,11 @@ writes garbage, half a frame, calls whose replies it never reads, closes or
 dup2's over them, writes after its cell ended, or calls from many threads
 with frames larger than PIPE_BUF. Each ends as a clear error in the cell (or
 the cell completing), never a hung host; the backend keeps serving tools,
-and closing it leaves no serving thread behind."""
+and closing it leaves no serving thread and no descriptor behind."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -58,9 +59,14 @@ def server_threads(earlier):
             if t.name.startswith("dolsot-tool-pipes") and t not in earlier]
 
 
+def open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
 @pytest.fixture
 def repl():
     earlier = set(threading.enumerate())
+    fds = open_fds()
     servers = []
     big = "x" * (1 << 20)
     with dolsot.Repl(store=MemoryStore(), typecheck=False,
@@ -72,6 +78,8 @@ def repl():
     for thread in servers:
         thread.join(30)
         assert not thread.is_alive(), thread.name  # none left waiting on a cell's pipes
+    # No pipe end nor stop eventfd of the host's outlives the Repl.
+    assert open_fds() - fds == set()
 
 
 def still_serves(b, session="s"):
