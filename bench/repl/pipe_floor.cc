@@ -1,7 +1,8 @@
 // The floor under any cell round trip: 64 bytes to a live process over a
 // pipe and back. Prints {"p50_us": .., "p99_us": ..} for bench_repl.py.
 // With a second argument `socket`: over a unix stream socket pair instead
-// (what a cell's tool socket is), for bench/tools/bench_tools.py.
+// (what a cell's tool socket was before its two pipes), for
+// bench/tools/bench_tools.py.
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,8 +2,8 @@
 a pipe round trip (the floor under any two-process exchange) measured in the
 same run, and the same call in-process; also a call that sends arguments and
 gets them back (the no-op call pickles nothing: see docs/benchmarks.md), and
-the same 64-byte round trip over a unix socket pair (the tool socket's
-transport; informational).
+the same 64-byte round trip over a unix socket pair (the transport before
+the cell's tool pipes; informational).
 
 Run: PYTHONPATH=<build>/python python bench/tools/bench_tools.py \
        --pipe-floor <build>/bench/repl/bench_repl_pipe_floor [--rounds 5] [--calls 2000] \
@@ -104,8 +104,8 @@ def main() -> None:
             floor = json.loads(subprocess.check_output([args.pipe_floor, str(args.calls)]))
             rows["pipe"].append(floor["p50_us"])
             rows["pipe_p99"].append(floor["p99_us"])
-            # The same over a unix socket pair (what the tool socket is): not
-            # the target's floor, the transport's.
+            # The same over a unix socket pair (the tool calls' transport
+            # before their pipes): informational.
             sock = json.loads(subprocess.check_output([args.pipe_floor, str(args.calls), "socket"]))
             rows["socket"].append(sock["p50_us"])
             if base is not None:

@@ -236,7 +236,7 @@ TEST(Protocol, ReadableAsksWithoutWaiting) {
   EXPECT_TRUE(Readable(b.get()));
 }
 
-// BufferedFrameReader (a cell's tool socket): frames that came together are
+// BufferedFrameReader (a cell's tool pipes): frames that came together are
 // read one by one and pending() says one is there; a long message in parts
 // arrives whole; EOF and truncation are the errors ReadFrame gives; a socket
 // the peer made non-blocking is waited on.

@@ -294,8 +294,8 @@ def test_a_repl_tool_knows_which_session_called_it():
     assert dolsot.calling_session.get() is None
 
 
-def test_run_returns_at_the_deadline_while_a_tool_on_the_cells_own_socket_still_runs():
-    # A Repl cell's calls go on a socket of the cell's own, read by a host
+def test_run_returns_at_the_deadline_while_a_tool_on_the_cells_own_pipes_still_runs():
+    # A Repl cell's calls go on pipes of the cell's own, read by a host
     # thread that runs each call itself; run() must still come back at the
     # deadline while that thread is inside the tool.
     release = threading.Event()
@@ -327,7 +327,7 @@ def test_run_returns_at_the_deadline_while_a_tool_on_the_cells_own_socket_still_
 
 def test_a_tool_called_from_four_cell_threads_at_once_runs_four_times_at_once(make, kind):
     # The barrier passes only when all four calls are in the host together: one
-    # waits on the cell's own socket, the others came the runner's socket.
+    # waits on the cell's own pipes, the others came the runner's socket.
     barrier = threading.Barrier(4, timeout=30)
     names = set()
     lock = threading.Lock()
@@ -371,7 +371,7 @@ def test_closing_a_repl_ends_its_tool_pipes_threads():
 
 
 def test_calls_from_many_threads_each_get_their_own_answer(make):
-    # Calls from eight threads interleave on the cell's own socket and the
+    # Calls from eight threads interleave on the cell's own pipes and the
     # runner's (whichever is free): every reply must reach its own caller.
     b = make(tools={"echo": lambda i, j: (i, j)})
     code = (
