@@ -51,13 +51,6 @@ PyObject* PipesReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
 }
 
 
-// Sends `reply` on the reply pipe without the GIL.
-void SendReply(ToolPipesHost* host, ToolReply reply) {
-  Py_BEGIN_ALLOW_THREADS
-  (void)host->Reply(reply);  // a cell that is over drops it
-  Py_END_ALLOW_THREADS
-}
-
 // The bytes of `data` (bytes), copied into a reply.
 ToolReply ReplyOf(bool ok, PyObject* data) {
   return ToolReply{ok, std::string(PyBytes_AS_STRING(data),
@@ -74,6 +67,9 @@ struct ServeScope {
   PyObject* protocol = nullptr;  // 5
   PyObject* unpickling_error = nullptr;  // pickle.UnpicklingError
   PyObject* error_reply = nullptr;  // dolsot._tools._error_reply
+  // The fast path's answer, sent by the loop without the GIL together with
+  // the next receive (one release of the GIL a call, not two).
+  std::optional<ToolReply> pending;
   ~ServeScope() {
     Py_XDECREF(loads);
     Py_XDECREF(dumps);
@@ -86,7 +82,7 @@ struct ServeScope {
 // Answers a call that failed with the error set: the exception as the
 // host's _error_reply describes it. False when even that failed (the
 // serving ends, as the Python loop's did).
-bool ReplyError(ToolPipesHost* pipes, const ServeScope& scope) {
+bool ReplyError(ServeScope& scope) {
   PyObject *type, *value, *trace;
   PyErr_Fetch(&type, &value, &trace);
   PyErr_NormalizeException(&type, &value, &trace);
@@ -102,18 +98,18 @@ bool ReplyError(ToolPipesHost* pipes, const ServeScope& scope) {
   if (data == nullptr) return false;
   ToolReply reply = ReplyOf(false, data);
   Py_DECREF(data);
-  SendReply(pipes, std::move(reply));
+  scope.pending = std::move(reply);
   return true;
 }
 
 // Answers a call with what its tool returned (`value`, a new reference, or
 // nullptr with the tool's error set): 1 when answered, -1 on a failure to
 // answer.
-int Answer(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObject* value) {
-  if (value == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
+int Answer(ServeScope& scope, PyObject* name, PyObject* value) {
+  if (value == nullptr) return ReplyError(scope) ? 1 : -1;
   if (value == Py_None) {
     Py_DECREF(value);
-    SendReply(pipes, ToolReply{true, std::string(protocol::kNonePickle)});  // no pickle.dumps
+    scope.pending = ToolReply{true, std::string(protocol::kNonePickle)};  // no pickle.dumps
     return 1;
   }
   PyTypeObject* kind = Py_TYPE(value);
@@ -128,14 +124,14 @@ int Answer(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObje
     PyObject* answered =
         PyObject_CallMethod(scope.host, "_answer", "OOO", name, value, scope.reply);
     Py_DECREF(value);
-    if (answered == nullptr) return ReplyError(pipes, scope) ? 1 : -1;
+    if (answered == nullptr) return ReplyError(scope) ? 1 : -1;
     Py_DECREF(answered);
     return 1;
   }
   Py_DECREF(value);
   ToolReply reply = ReplyOf(true, data);
   Py_DECREF(data);
-  SendReply(pipes, std::move(reply));
+  scope.pending = std::move(reply);
   return 1;
 }
 
@@ -145,11 +141,11 @@ int Answer(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObje
 // and the result pickles. Returns 1 when answered, 0 to hand the call to
 // the host's Python (host._call: nothing of it ran yet), or -1 on a
 // failure to answer.
-int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyObject* tool,
+int ServeFast(ServeScope& scope, PyObject* name, PyObject* tool,
               const ToolCall& call, bool trusted) {
   if (call.arguments == protocol::kNoArgumentsPickle) {
     // No arguments (the stub's constant): nothing to unpickle.
-    return Answer(pipes, scope, name, PyObject_CallNoArgs(tool));
+    return Answer(scope, name, PyObject_CallNoArgs(tool));
   }
   if (!trusted && !IsPlainPickle(call.arguments)) return 0;  // the allow-list decodes it
   PyObject* view = PyMemoryView_FromMemory(const_cast<char*>(call.arguments.data()),
@@ -173,7 +169,7 @@ int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyO
       Py_XDECREF(value);
       Py_XDECREF(trace);
     }
-    return ReplyError(pipes, scope) ? 1 : -1;
+    return ReplyError(scope) ? 1 : -1;
   }
   if (!PyTuple_CheckExact(decoded) || PyTuple_GET_SIZE(decoded) != 2 ||
       !PyTuple_CheckExact(PyTuple_GET_ITEM(decoded, 0)) ||
@@ -181,13 +177,13 @@ int ServeFast(ToolPipesHost* pipes, const ServeScope& scope, PyObject* name, PyO
     Py_DECREF(decoded);
     PyErr_Format(PyExc_TypeError, "tool %U(): the call's arguments are not an (args, kwargs) pair",
                  name);
-    return ReplyError(pipes, scope) ? 1 : -1;
+    return ReplyError(scope) ? 1 : -1;
   }
   PyObject* kwargs = PyTuple_GET_ITEM(decoded, 1);
   PyObject* value = PyObject_Call(tool, PyTuple_GET_ITEM(decoded, 0),
                                   PyDict_GET_SIZE(kwargs) == 0 ? nullptr : kwargs);
   Py_DECREF(decoded);
-  return Answer(pipes, scope, name, value);
+  return Answer(scope, name, value);
 }
 
 // serve(host, names): answers the cell's calls until the cell is over. Each
@@ -223,7 +219,10 @@ PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
   }
   for (;;) {
     std::optional<ToolCall> call;
+    std::optional<ToolReply> reply = std::move(scope.pending);
+    scope.pending.reset();
     Py_BEGIN_ALLOW_THREADS
+    if (reply) (void)pipes->Reply(*reply);  // a cell that is over drops it
     call = pipes->Receive();
     Py_END_ALLOW_THREADS
     if (!call) Py_RETURN_NONE;
@@ -248,7 +247,7 @@ PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
     if (known == 1 && !looked_up) {
       served = 0;
     } else if (known == 1 && tool == nullptr) {
-      SendReply(pipes, ToolReply{false, std::string()});  // the session reports it unavailable
+      scope.pending = ToolReply{false, std::string()};  // the session reports it unavailable
       served = 1;
     } else if (known == 1) {
       PyObject* policy = PyObject_GetAttrString(scope.host, "unpickle");
@@ -256,9 +255,9 @@ PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
       const bool trusted = policy != nullptr && PyUnicode_Check(policy) &&
                            PyUnicode_CompareWithASCIIString(policy, "full") == 0;
       Py_XDECREF(policy);
-      served = policy == nullptr ? -1 : ServeFast(pipes, scope, name, tool, *call, trusted);
+      served = policy == nullptr ? -1 : ServeFast(scope, name, tool, *call, trusted);
     } else {
-      SendReply(pipes, ToolReply{false, std::string()});
+      scope.pending = ToolReply{false, std::string()};
       served = 1;
     }
     Py_XDECREF(tool);
