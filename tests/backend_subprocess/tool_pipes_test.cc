@@ -135,6 +135,15 @@ std::string CallFrame(std::uint64_t id, const std::string& name, const std::stri
   return Header(Tag::kToolCall, static_cast<std::uint32_t>(payload.size())) + payload;
 }
 
+// A cell that may call tools over pipes of its own, its channel open.
+struct PipesCell {
+  Runner runner;
+  ToolChannel channel;
+  PipesCell() { channel.BeginCell(runner.session.get(), /*tool_pipes=*/true); }
+  // The host's ends, once the first call sent them.
+  HostToolPipes Accept() { return AcceptFromRunner(runner.host.get()); }
+};
+
 // The channel's next call comes on the runner's socket and is answered; the
 // cell then ends.
 void ExpectTheNextCallOnTheRunnersSocket(ToolChannel& channel, int runner) {
@@ -145,11 +154,11 @@ void ExpectTheNextCallOnTheRunnersSocket(ToolChannel& channel, int runner) {
 }
 
 TEST(ToolPipes, CallsGoOnTheCellsOwnPipesAndTheHostRunsThem) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), /*tool_pipes=*/true);
+  PipesCell cell;
+  Runner& runner = cell.runner;
+  ToolChannel& channel = cell.channel;
   auto first = CallAsync(channel, "search", "args-1");
-  ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+  ToolPipesHost host(cell.Accept(), NewStop());
   auto call = host.Receive();
   ASSERT_TRUE(call.has_value());
   EXPECT_EQ(call->name, "search");
@@ -173,12 +182,11 @@ TEST(ToolPipes, CallsGoOnTheCellsOwnPipesAndTheHostRunsThem) {
 }
 
 TEST(ToolPipes, CallsAndRepliesLargerThanAPipeCrossWhole) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), true);
+  PipesCell cell;
+  ToolChannel& channel = cell.channel;
   const std::string big(1 << 20, 'a');  // over PIPE_BUF and over a pipe's capacity
   auto first = CallAsync(channel, "t", big);
-  ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+  ToolPipesHost host(cell.Accept(), NewStop());
   auto call = host.Receive();
   ASSERT_TRUE(call.has_value());
   EXPECT_EQ(call->arguments, big);
@@ -189,11 +197,11 @@ TEST(ToolPipes, CallsAndRepliesLargerThanAPipeCrossWhole) {
 }
 
 TEST(ToolPipes, ACallMadeWhileOneWaitsThereGoesOnTheRunnersSocket) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), true);
+  PipesCell cell;
+  Runner& runner = cell.runner;
+  ToolChannel& channel = cell.channel;
   auto slow = CallAsync(channel, "slow", "a");
-  ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+  ToolPipesHost host(cell.Accept(), NewStop());
   auto call = host.Receive();
   ASSERT_TRUE(call.has_value());
   // "slow" waits on the tool pipes: the next call comes on the runner's socket.
@@ -206,12 +214,12 @@ TEST(ToolPipes, ACallMadeWhileOneWaitsThereGoesOnTheRunnersSocket) {
 }
 
 TEST(ToolPipes, TheHostGoingAwayFailsTheWaitingCallAndLaterOnesUseTheRunnersSocket) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), true);
+  PipesCell cell;
+  Runner& runner = cell.runner;
+  ToolChannel& channel = cell.channel;
   auto waiting = CallAsync(channel, "t", "a");
   {
-    ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+    ToolPipesHost host(cell.Accept(), NewStop());
     ASSERT_TRUE(host.Receive().has_value());
   }  // its ends close
   auto reply = waiting.get();
@@ -222,12 +230,12 @@ TEST(ToolPipes, TheHostGoingAwayFailsTheWaitingCallAndLaterOnesUseTheRunnersSock
 }
 
 TEST(ToolPipes, ACallThatCannotBeWrittenThereTakesTheRunnersSocket) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), true);
+  PipesCell cell;
+  Runner& runner = cell.runner;
+  ToolChannel& channel = cell.channel;
   auto first = CallAsync(channel, "t", "a");
   {
-    ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+    ToolPipesHost host(cell.Accept(), NewStop());
     ASSERT_TRUE(host.Receive().has_value());
     ASSERT_TRUE(host.Reply(ToolReply{true, "1"}));
     ExpectAnswer(first, true, "1");
@@ -236,11 +244,10 @@ TEST(ToolPipes, ACallThatCannotBeWrittenThereTakesTheRunnersSocket) {
 }
 
 TEST(ToolPipes, TheCellEndingFailsTheCallWaitingThere) {
-  Runner runner;
-  ToolChannel channel;
-  channel.BeginCell(runner.session.get(), true);
+  PipesCell cell;
+  ToolChannel& channel = cell.channel;
   auto waiting = CallAsync(channel, "t", "a");
-  ToolPipesHost host(AcceptFromRunner(runner.host.get()), NewStop());
+  ToolPipesHost host(cell.Accept(), NewStop());
   ASSERT_TRUE(host.Receive().has_value());
   channel.EndCell();
   auto reply = waiting.get();

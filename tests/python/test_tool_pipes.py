@@ -82,6 +82,13 @@ def repl():
     assert open_fds() - fds == set()
 
 
+def run_ok(b, code, session="s"):
+    """The cell's value: it must complete."""
+    r = b.run(session, code, timeout=60)
+    assert r.ok, r.error
+    return r.value
+
+
 def still_serves(b, session="s"):
     r = b.run(session, "one() + one()")
     assert r.ok, r.error
@@ -93,9 +100,7 @@ def test_garbage_on_the_call_pipe_fails_the_call_clearly_and_later_calls_still_w
         "os.write(CALLS, b'garbage, not a frame: ' * 10)\n"
         "try_one(), one()\n"
     )
-    r = repl.run("s", code, timeout=60)
-    assert r.ok, r.error
-    outcome, later = eval(r.value)
+    outcome, later = eval(run_ok(repl, code))
     # The host read the garbage and stopped serving these pipes: a call
     # waiting there fails naming them, one sent after goes on the runner's
     # socket (which of the two the cell meets is a race), as later ones do.
@@ -113,9 +118,7 @@ def test_half_a_frame_left_behind_with_a_writer_kept_open_holds_nothing(repl):
         "'left'\n"
     )
     for _ in range(3):
-        r = repl.run("s", code, timeout=60)
-        assert r.ok, r.error
-        assert r.value == "'left'"
+        assert run_ok(repl, code) == "'left'"
     still_serves(repl)
 
 
@@ -124,9 +127,8 @@ def test_a_huge_claimed_length_is_refused(repl):
         "os.write(CALLS, struct.pack('<II', 28, 0xfffffff0))\n"
         "try_one()\n"
     )
-    r = repl.run("s", code, timeout=60)
-    assert r.ok, r.error
-    assert r.value == "'answered'" or "tool pipes" in r.value, r.value
+    value = run_ok(repl, code)
+    assert value == "'answered'" or "tool pipes" in value, value
     still_serves(repl)
 
 
@@ -138,9 +140,7 @@ def test_calls_whose_replies_are_never_read_hold_the_host_only_until_the_cell_en
         f"for i in range(4): os.write(CALLS, call_frame(100 + i, 'big', {NO_ARGUMENTS}))\n"
         "'sent'\n"
     )
-    r = repl.run("s", code, timeout=60)
-    assert r.ok, r.error
-    assert r.value == "'sent'"
+    assert run_ok(repl, code) == "'sent'"
     still_serves(repl)
 
 
@@ -163,21 +163,19 @@ def test_closing_or_replacing_the_pipes_is_survived_or_fails_the_call_clearly(re
                "_null = os.open(os.devnull, os.O_RDWR)\n"
                "os.dup2(_null, CALLS); os.dup2(_null, REPLIES); os.close(_null)\n")
     code = FIND_PIPES + replace + "try_one()\n"
-    r = repl.run("s", code, timeout=60)
-    assert r.ok, r.error
+    value = run_ok(repl, code)
     if how == "close":
         # Nothing can be written there: the call takes the runner's socket.
-        assert r.value == "'answered'"
+        assert value == "'answered'"
     else:
         # Written into /dev/null, and /dev/null answers end of file.
-        assert eval(r.value) == ("ConnectionError: tool one(): the host stopped serving the "
+        assert eval(value) == ("ConnectionError: tool one(): the host stopped serving the "
                                  "cell's tool pipes")
     still_serves(repl)
 
 
 def test_writing_on_the_pipes_after_the_cell_ended_reaches_nobody(repl):
-    r = repl.run("s", FIND_PIPES + "KEPT = os.dup(CALLS)\n'kept'", timeout=60)
-    assert r.ok, r.error
+    assert run_ok(repl, FIND_PIPES + "KEPT = os.dup(CALLS)\n'kept'") == "'kept'"
     # The host stopped serving them when that cell ended: nobody reads there.
     code = (
         f"try:\n"
@@ -187,9 +185,7 @@ def test_writing_on_the_pipes_after_the_cell_ended_reaches_nobody(repl):
         f"    outcome = 'broken'\n"
         f"outcome, one()\n"
     )
-    r = repl.run("s", code, timeout=60)
-    assert r.ok, r.error
-    assert r.value == "('broken', 1)"
+    assert run_ok(repl, code) == "('broken', 1)"
 
 
 def test_frames_over_pipe_buf_from_many_threads_never_interleave(repl):
