@@ -5,6 +5,8 @@
 #include "backend_subprocess/protocol.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -310,6 +312,64 @@ TEST(BufferedFrameReader, WaitsOnASocketThePeerMadeNonBlocking) {
   writer.join();
   ASSERT_TRUE(frame.ok()) << frame.status().ToString();
   EXPECT_EQ(frame->payload, "late");
+}
+
+TEST(WritePipeFrame, APipeWithoutAReaderIsUnavailableNotASignal) {
+  // SIGPIPE at its default (whatever this process inherited): only the
+  // write's own blocking keeps the process alive.
+  struct sigaction deflt {}, before {};
+  deflt.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &deflt, &before), 0);
+  EXPECT_FALSE(PipeSignalIgnored());
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  read_end.Reset();
+  Status written = WritePipeFrame(write_end.get(), Tag::kToolCall, "x");
+  EXPECT_EQ(written.code(), ErrorCode::kUnavailable) << written.ToString();
+  {
+    ScopedPipeSignalBlock block;
+    EXPECT_TRUE(ScopedPipeSignalBlock::Active());
+    written = WritePipeFrame(write_end.get(), Tag::kToolCall, "x", -1, /*ignored=*/true);
+    EXPECT_EQ(written.code(), ErrorCode::kUnavailable) << written.ToString();
+  }
+  EXPECT_FALSE(ScopedPipeSignalBlock::Active());
+  ASSERT_EQ(::sigaction(SIGPIPE, &before, nullptr), 0);
+}
+
+TEST(WritePipeFrame, AFullPipeWaitsOnlyUntilTheStop) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::thread stopper([fd = stop.get()] {
+    const std::uint64_t one = 1;
+    ASSERT_EQ(::write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  });
+  // Far over a pipe's room, and nobody reads.
+  Status written = WritePipeFrame(write_end.get(), Tag::kToolReply, std::string(4 << 20, 'r'),
+                                  stop.get());
+  stopper.join();
+  EXPECT_EQ(written.code(), ErrorCode::kUnavailable) << written.ToString();
+}
+
+TEST(BufferedFrameReader, HalfAFrameOnANonBlockingPipeWaitsOnlyUntilTheStop) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  // A TOOL_CALL header claiming 100 bytes, and 10 of them; the writer stays.
+  const char half[] = {28, 0, 0, 0, 100, 0, 0, 0, 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x'};
+  ASSERT_EQ(::write(write_end.get(), half, sizeof half), static_cast<ssize_t>(sizeof half));
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::thread stopper([fd = stop.get()] {
+    const std::uint64_t one = 1;
+    ASSERT_EQ(::write(fd, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  });
+  BufferedFrameReader reader;
+  auto frame = reader.Read(read_end.get(), stop.get());
+  stopper.join();
+  ASSERT_FALSE(frame.ok());
+  EXPECT_EQ(frame.status().code(), ErrorCode::kUnavailable) << frame.status().ToString();
 }
 
 TEST(Payload, RoundTripsEveryType) {
