@@ -425,6 +425,20 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
 // reference count is their one owner's), so a copy of it is as good as
 // it; within `budget` items.
 enum class Owned { kNo, kImmutable, kMutable };
+
+// Whether every member of a set or frozenset is immutable (IsImmutable).
+bool ImmutableMembers(PyObject* set, int* budget) {
+  if (PySet_GET_SIZE(set) > *budget) return false;
+  Ref items(PySequence_Tuple(set));  // a set of atoms iterates without side effects
+  if (!items) {
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
+    if (!IsImmutable(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
+  }
+  return true;
+}
 Owned OwnedPlain(PyObject* value, int* budget) {
   if (--*budget < 0) return Owned::kNo;
   if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
@@ -433,13 +447,7 @@ Owned OwnedPlain(PyObject* value, int* budget) {
     return Owned::kImmutable;
   }
   if (PyFrozenSet_CheckExact(value)) {
-    if (PySet_GET_SIZE(value) > *budget) return Owned::kNo;
-    Ref items(PySequence_Tuple(value));  // a set of atoms iterates without side effects
-    if (!items) return Owned::kNo;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-      if (!IsImmutable(PyTuple_GET_ITEM(items.get(), i), budget)) return Owned::kNo;
-    }
-    return Owned::kImmutable;
+    return ImmutableMembers(value, budget) ? Owned::kImmutable : Owned::kNo;
   }
   const bool single_owner = Py_REFCNT(value) == 1;
   if (PyTuple_CheckExact(value)) {
@@ -467,14 +475,8 @@ Owned OwnedPlain(PyObject* value, int* budget) {
     }
     return Owned::kMutable;
   }
-  if (PyAnySet_CheckExact(value) && !PyFrozenSet_CheckExact(value)) {
-    if (PySet_GET_SIZE(value) > *budget) return Owned::kNo;
-    Ref items(PySequence_Tuple(value));  // a set of atoms iterates without side effects
-    if (!items) return Owned::kNo;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-      if (!IsImmutable(PyTuple_GET_ITEM(items.get(), i), budget)) return Owned::kNo;
-    }
-    return Owned::kMutable;
+  if (PyAnySet_CheckExact(value)) {
+    return ImmutableMembers(value, budget) ? Owned::kMutable : Owned::kNo;
   }
   return Owned::kNo;
 }

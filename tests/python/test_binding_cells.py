@@ -19,34 +19,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 
 import dolsot
 import pytest
-from dolsot.store import FileStore, MemoryStore
-
-
-class CountingStore:
-    """MemoryStore's behaviour, counting saves; `saved` is set on each."""
-
-    def __init__(self):
-        self.inner = MemoryStore()
-        self.saves = 0
-        self.saved = threading.Event()
-
-    def load(self, sid):
-        return self.inner.load(sid)
-
-    def save(self, sid, blob):
-        self.saves += 1
-        self.inner.save(sid, blob)
-        self.saved.set()
-
-    def delete(self, sid):
-        return self.inner.delete(sid)
-
-    def list(self):
-        return self.inner.list()
+from counting_store import CountingStore
+from dolsot.store import FileStore
 
 
 def ok(repl, code, **kwargs):
