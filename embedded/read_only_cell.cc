@@ -41,7 +41,14 @@ _NODES = (_ast.Module, _ast.Expr, _ast.Pass, _ast.Constant, _ast.Name, _ast.Load
           _ast.JoinedStr, _ast.FormattedValue, _ast.ListComp, _ast.SetComp, _ast.GeneratorExp,
           _ast.DictComp, _ast.comprehension, _ast.Starred, _ast.operator, _ast.unaryop,
           _ast.boolop, _ast.cmpop)
-_STATEMENTS = (_ast.Assign, _ast.AugAssign)
+_STATEMENTS = (_ast.Assign, _ast.AugAssign, _ast.Attribute)
+_ATTRIBUTE = _ast.Attribute
+_SUBSCRIPT = _ast.Subscript
+_CALL = _ast.Call
+# Methods of list, dict and set that change the container in place, run no
+# code but the builtins' own on plain values, and may be called on a name.
+_MUTATORS = frozenset(('append', 'extend', 'insert', 'pop', 'remove', 'clear', 'sort',
+                       'reverse', 'add', 'discard', 'update', 'setdefault'))
 _NAME = _ast.Name
 _LOAD = _ast.Load
 _COMPREHENSION = _ast.comprehension
@@ -76,30 +83,48 @@ def _walk(node, allowed):
                 queue.append(value)
     return queue
 
+def _store(target, targets, names, mutated):
+    # A statement's target: a name (into `names`), or a subscript of a name,
+    # which changes the value that name holds (into `mutated`).
+    if _isinstance(target, _NAME):
+        targets.add(_id(target))
+        names.add(target.id)
+        return True
+    if _isinstance(target, _SUBSCRIPT) and _isinstance(target.value, _NAME):
+        targets.add(_id(target))
+        mutated.add(target.value.id)
+        return True
+    return False
+
 def shape(source, binding):
-    # (names read, comprehension variables, names assigned, names augmented);
-    # with `binding`, top-level `name = ...` and `name op= ...` statements
-    # are allowed too.
+    # (names read, comprehension variables, names assigned, names augmented,
+    # names whose values the cell changes in place); with `binding`,
+    # top-level `name = ...`, `name op= ...`, `name[key] = ...`,
+    # `name[key] op= ...` statements and calls `name.method(...)` of the
+    # methods above are allowed too.
     try:
         tree = _compile(source, '<read-only check>', 'exec', _ONLY_AST, dont_inherit=True)
     except BaseException:
         return None
-    targets = _set()  # the Name nodes a name may be stored by (by identity)
+    targets = _set()  # the Name and Subscript nodes that may store (by identity)
+    methods = _set()  # the Attribute nodes that may be called (by identity)
     assigned = _set()
     augmented = _set()
+    mutated = _set()
     if binding:
         for statement in tree.body:
             if _isinstance(statement, _ASSIGN):
                 for target in statement.targets:
-                    if not _isinstance(target, _NAME):
+                    if not _store(target, targets, assigned, mutated):
                         return None
-                    targets.add(_id(target))
-                    assigned.add(target.id)
             elif _isinstance(statement, _AUG_ASSIGN):
-                if not _isinstance(statement.target, _NAME):
+                if not _store(statement.target, targets, augmented, mutated):
                     return None
-                targets.add(_id(statement.target))
-                augmented.add(statement.target.id)
+        for node in _walk(tree, _NODES + _STATEMENTS) or ():
+            if (_isinstance(node, _CALL) and _isinstance(node.func, _ATTRIBUTE) and
+                    _isinstance(node.func.value, _NAME) and node.func.attr in _MUTATORS):
+                methods.add(_id(node.func))
+                mutated.add(node.func.value.id)
     loaded = _set()
     local = _set()
     nodes = _walk(tree, _NODES + _STATEMENTS if binding else _NODES)
@@ -118,7 +143,14 @@ def shape(source, binding):
                 loaded.add(node.id)
             elif _id(node) not in targets:
                 return None
-    return _tuple(loaded), _tuple(local), _tuple(assigned), _tuple(augmented)
+        elif _isinstance(node, _SUBSCRIPT):
+            if not _isinstance(node.ctx, _LOAD) and _id(node) not in targets:
+                return None
+        elif _isinstance(node, _ATTRIBUTE):
+            if _id(node) not in methods:
+                return None
+    return (_tuple(loaded), _tuple(local), _tuple(assigned), _tuple(augmented),
+            _tuple(mutated))
 )PY";
 
 constexpr std::size_t kMaxSource = 1024;
@@ -243,6 +275,17 @@ bool RefusedWord(std::string_view word) {
   return false;
 }
 
+// The glue's _MUTATORS: in a binding cell, `name.method(...)` may call them.
+bool IsMutator(std::string_view word) {
+  static constexpr std::string_view kMutators[] = {"append", "extend", "insert", "pop",
+                                                   "remove", "clear",  "sort",   "reverse",
+                                                   "add",    "discard", "update", "setdefault"};
+  for (std::string_view mutator : kMutators) {
+    if (word == mutator) return true;
+  }
+  return false;
+}
+
 // A linear scan that turns away, in about a microsecond, most cells that
 // are not read-only (an assignment, an attribute, a statement, a block),
 // before Python's parser (30-150 us) is asked: a cell that could change
@@ -286,7 +329,13 @@ bool MayBeReadOnly(std::string_view code, bool binding) {
     }
     switch (c) {
       case '.':
-        if (i + 1 < code.size() && IsWordStart(code[i + 1])) return false;  // an attribute
+        if (i + 1 < code.size() && IsWordStart(code[i + 1])) {  // an attribute
+          std::size_t end = i + 1;
+          while (end < code.size() && IsWordByte(code[end])) ++end;
+          if (!binding || !IsMutator(code.substr(i + 1, end - i - 1))) return false;
+          i = end;
+          continue;
+        }
         break;
       case '(': case '[': case '{':
         ++depth;
@@ -361,11 +410,12 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   if (!source) return Effect::kAny;
   Ref shape(PyObject_CallFunctionObjArgs(g_prepared->shape, source.get(),
                                          binding ? Py_True : Py_False, nullptr));
-  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 4) return Effect::kAny;
+  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 5) return Effect::kAny;
   PyObject* loaded = PyTuple_GET_ITEM(shape.get(), 0);
   PyObject* local = PyTuple_GET_ITEM(shape.get(), 1);
   PyObject* assigned = PyTuple_GET_ITEM(shape.get(), 2);
   PyObject* augmented = PyTuple_GET_ITEM(shape.get(), 3);
+  PyObject* mutated = PyTuple_GET_ITEM(shape.get(), 4);
   PyObject* builtins = BuiltinsOf(globals);
   int budget = kMaxAtomItems;
   // A name the cell assigns: what it held is let go (an atom: no finalizer
@@ -386,6 +436,25 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
     PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
     if (value == nullptr || !IsImmutable(value, &budget)) return Effect::kAny;
   }
+  // A name whose value the cell changes in place (a store into it, one of
+  // the methods): an exact list, dict or set of atoms the namespace holds
+  // now, not rebound in the cell (the change must reach the value checked
+  // here). Whether another object holds it too shows after the cell
+  // (MarshalBindings: then it is not a binding cell, and its snapshot and
+  // checkpoint are made as for any cell).
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mutated); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(mutated, i);
+    if (!BindableName(name) || Contains(assigned, name) || Contains(augmented, name)) {
+      return Effect::kAny;
+    }
+    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (value == nullptr ||
+        !(PyList_CheckExact(value) || PyDict_CheckExact(value) ||
+          (PyAnySet_CheckExact(value) && !PyFrozenSet_CheckExact(value))) ||
+        !IsAtom(value, &budget)) {
+      return Effect::kAny;
+    }
+  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     PyObject* name = PyTuple_GET_ITEM(loaded, i);
     PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
@@ -404,11 +473,12 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
     PyObject* current = PyDict_GetItemWithError(builtins, name);  // borrowed
     if (current != trusted->second) return Effect::kAny;
   }
-  const Py_ssize_t bound = PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented);
+  const Py_ssize_t bound =
+      PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented) + PyTuple_GET_SIZE(mutated);
   if (bound == 0) return Effect::kNothing;
   if (names != nullptr) {
     names->clear();
-    for (PyObject* group : {assigned, augmented}) {
+    for (PyObject* group : {assigned, augmented, mutated}) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(group); ++i) {
         const char* text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(group, i));
         if (text == nullptr) return Effect::kAny;

@@ -64,17 +64,23 @@ class ReadOnlyCell {
   enum class Effect {
     kAny,          // unproven
     kNothing,      // read-only (Check)
-    kItsBindings,  // a binding cell: only the names it binds
+    kItsBindings,  // a binding cell: only the names it binds (and what they hold)
   };
   // Check's proof, and with `binding` also for binding cells: top-level
-  // statements `name = expr` and `name op= expr` among the expressions,
-  // every expression under the same rules. A name assigned must hold a
-  // value of those kinds now, or nothing (letting it go runs no finalizer);
-  // a name augmented must hold an immutable one (int, float, complex, str,
-  // bytes, bool, None, tuples of them: `+=` on a list would change it in
-  // place, under every name that holds it) and is assigned nowhere else in
-  // the cell. No dunder name is bound. For a binding cell `*names` gets the
-  // names it binds. The backend adds what it knows, as for read-only cells,
+  // statements `name = expr`, `name op= expr`, `name[key] = expr`,
+  // `name[key] op= expr` and calls `name.method(...)` of the in-place
+  // methods of list, dict and set (append, extend, insert, pop, remove,
+  // clear, sort, reverse, add, discard, update, setdefault) among the
+  // expressions, every expression under the same rules. A name assigned
+  // must hold a value of those kinds now, or nothing (letting it go runs no
+  // finalizer); a name augmented must hold an immutable one (int, float,
+  // complex, str, bytes, bool, None, tuples of them: `+=` on a list would
+  // change it in place, under every name that holds it) and is assigned
+  // nowhere else in the cell; a name changed in place must hold an exact
+  // list, dict or set of atoms and is not rebound in the cell (whether
+  // another object holds that container too, MarshalBindings sees after
+  // the cell). No dunder name is bound. For a binding cell `*names` gets the
+  // names it binds or changes. The backend adds what it knows, as for read-only cells,
   // and after the cell, MarshalBindings must succeed too. Never raises.
   static Effect Classify(std::string_view code, PyObject* globals, bool binding,
                          std::vector<std::string>* names);

@@ -183,14 +183,18 @@ TEST_F(ReadOnlyCellTest, BindingCellsAreProvenAndNameWhatTheyBind) {
   const char* binding[] = {
       "y = 1", "n += 1", "s += 'd'", "t2 = (n, s)", "a = b = [n, s]", "d = {'k': n}",
       "y = len(items)\ny", "z = sorted(items)", "n = n * 2", "y = [i for i in items]",
-      "items = [0]", "y = None", "fresh = 1\nfresh + 1", "q = {1, 2}"};
+      "items = [0]", "y = None", "fresh = 1\nfresh + 1", "q = {1, 2}",
+      // In place, on a list, dict or set of atoms the namespace holds.
+      "items.append(4)", "table['j'] = 2", "items[0] += 1", "table.update({'j': n})",
+      "items.sort(reverse=True)", "items.pop()\nitems.extend([n, s])"};
   for (const char* code : binding) {
     EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kItsBindings) << code;
   }
   std::vector<std::string> names;
-  ASSERT_EQ(Effect("a = b = 1\nn += 2\nn", ns, &names), ReadOnlyCell::Effect::kItsBindings);
+  ASSERT_EQ(Effect("a = b = 1\nn += 2\nn\ntable['k'] = n", ns, &names),
+            ReadOnlyCell::Effect::kItsBindings);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "n"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "n", "table"}));
   // Without `binding`, Check's answer.
   EXPECT_EQ(ReadOnlyCell::Classify("y = 1", ns.ptr(), false, &names), ReadOnlyCell::Effect::kAny);
   EXPECT_EQ(Effect("n + 1", ns), ReadOnlyCell::Effect::kNothing);
@@ -209,7 +213,6 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeMoreThanTheirNamesAreNotBindingCell
       "math = 1",             // or of a module
       "y = sneaky + 1",       // reading one
       "y, z = 1, 2",          // a target that is not a name
-      "items[0] = 5",         // a store into a value
       "table.k = 1",          // an attribute
       "y: int = 1",           // an annotation
       "(y := 1)",             // a named expression
@@ -220,6 +223,15 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeMoreThanTheirNamesAreNotBindingCell
       "y = 1; del y",
       "y = lambda: 1",
       "y = open('f')",
+      "items.count(1)",               // not one of the methods that change a container
+      "t.append(1)",                  // a tuple
+      "holder.append(1)",             // holds a function
+      "items.append(helper)",         // reads one
+      "items = []\nitems.append(1)",  // rebound, then changed
+      "items[0].append(1)",           // a method of an item
+      "y = items.pop",                // a method not called
+      "items[0][0] = 1",              // a store into an item
+      "name.upper()",
   };
   for (const char* code : refused) {
     EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kAny) << code;
