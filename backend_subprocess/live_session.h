@@ -67,8 +67,9 @@ struct CellOutcome {
   // held for an earlier cell (async coalescing) died with it.
   bool runner_died = false;
   // A binding cell (embedded/read_only_cell.h): it changed only the names it
-  // bound (in `rebound`), to plain values this LiveSession keeps for the
-  // snapshot from before it, which stays; no checkpoint follows it.
+  // bound and the plain containers they hold, whose values this LiveSession
+  // keeps for the snapshot from before it, which stays; no checkpoint
+  // follows it.
   bool binding = false;
 };
 

@@ -700,10 +700,8 @@ class SessionProcess {
     std::vector<std::string> threads = LiveThreadNames();
     // A read-only or binding cell that completed gets no checkpoint and
     // carries no descriptor: the snapshot from before it stays the rollback
-    // point and nothing runs after it (no fork, no HotPages). Its
-    // result.dropped is the host's to add (what the last checkpoint could
-    // not hold). A binding cell's values go to the host, or it counts as
-    // any other cell.
+    // point and nothing runs after it (no fork, no HotPages). A binding
+    // cell's values go to the host, or it counts as any other cell.
     const bool completed_alone = result.ok && returned == nullptr && threads.empty();
     const bool read_only = effect == Effect::kNothing && completed_alone;
     std::optional<protocol::Bindings> bindings;
@@ -720,6 +718,12 @@ class SessionProcess {
     std::optional<SerializedNamespace> checkpoint;
     std::vector<std::string> rebound;  // async: the names this cell bound anew
     if (keeps_snapshot) {
+      // The verdicts a Result reports stay the session's own to give, from
+      // names it already probed (an async checkpoint that would say them
+      // may not have landed yet).
+      if (settings_.checkpoint == CheckpointMode::kAsync) {
+        result.dropped = unsaveable_.Update(globals_, aliases_, &rebound);
+      }
     } else if (settings_.checkpoint == CheckpointMode::kSync) {
       checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
       result.dropped = checkpoint->dropped;

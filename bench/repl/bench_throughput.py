@@ -33,13 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 import dolsot
 from dolsot.store import FileStore
 sessions, threads, cells, share, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-general = float(sys.argv[6])  # of the writes: `box.append(1)` (any cell) instead of `x += 1`
+general = float(sys.argv[6])  # of the writes: `box.append(1)` on 300 items (the general path)
 cache = tempfile.mkdtemp(prefix="dolsot-throughput-")
 store = FileStore(cache)
 repl = dolsot.Repl(store=store, typecheck=False, max_live_sessions=sessions)
 sids = [f"s{i}" for i in range(sessions)]
 for sid in sids:
-    assert repl.run(sid, "x = 0; name = 'dolsot'; box = []").ok
+    # box holds more than a binding cell may (256 items): appending to it
+    # takes the general path (a snapshot fork and a full checkpoint).
+    assert repl.run(sid, "x = 0; name = 'dolsot'; box = list(range(300))").ok
 rng = random.Random(seed)
 CELLS = {"read": "x + len(name)", "bind": "x += 1", "general": "box.append(1)"}
 def kind():
@@ -48,7 +50,7 @@ def kind():
     return "general" if rng.random() < general else "bind"
 plan = {sid: [kind() for _ in range(cells)] for sid in sids}
 def expected(sid):
-    return f"({plan[sid].count('bind')}, {plan[sid].count('general')})"
+    return f"({plan[sid].count('bind')}, {300 + plan[sid].count('general')})"
 def drive(sid):
     for step in plan[sid]:
         res = repl.run(sid, CELLS[step])
@@ -78,8 +80,9 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=16)
     parser.add_argument("--read-share", type=float, nargs="+", default=[0.0, 0.5, 0.9])
     parser.add_argument("--general-share", type=float, default=0.0,
-                        help="share of the writes that are `box.append(1)`, a cell that "
-                             "takes the general path (fork and checkpoint), not `x += 1`")
+                        help="share of the writes that are `box.append(1)` on a list of 300+ "
+                             "items, a cell that takes the general path (fork and checkpoint), "
+                             "not `x += 1`")
     args = parser.parse_args()
     configs = {"on": {}, "on, delay 0": {"DOLSOT_CHECKPOINT_DELAY": "0"},
                "off": {"DOLSOT_READ_ONLY_CELLS": "0"}}
