@@ -215,7 +215,10 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
     w.U8(0).Str(v.pickle != nullptr ? *v.pickle : std::string());
     (*sent)[v.name] = v.digest;
   }
-  w.U8(run.checkpoint_owed ? protocol::kRunCheckpointOwed : 0);
+  // Past this much kept for the snapshot, the cell forks a new one (a
+  // checkpoint follows it too) and the host lets the bindings go.
+  const bool snapshot_owed = pending_binding_bytes_ > kMaxPendingBindingBytes;
+  w.U8(run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0);
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
 }
 
@@ -360,6 +363,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     outcome.rebound = r.Strs();
     auto runner_pid = static_cast<pid_t>(r.U32());
     std::uint8_t carried = r.U8();
+    std::optional<protocol::Bindings> bindings;
+    if (carried & protocol::kBindingCell) {
+      auto read = protocol::ReadBindings(r);
+      if (!read.ok()) return read.status();
+      bindings = std::move(read).value();
+    }
     DOLSOT_RETURN_IF_ERROR(r.Finish("RESULT"));
     if (!PlausiblePid(runner_pid)) return CorruptError("RESULT without the runner's pid");
     if (!(runner_.process.known() && frame->sender == runner_.process.pid() &&
@@ -381,6 +390,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     if (outcome.read_only && (carried & ~protocol::kReadOnlyCell) != 0) {
       return CorruptError("a read-only cell's RESULT carried descriptors");
     }
+    outcome.binding = bindings.has_value();
+    if (outcome.binding && (!snapshots_ || (carried & ~protocol::kBindingCell) != 0)) {
+      return CorruptError("a binding cell's RESULT carried descriptors, or came with rollback off");
+    }
     if (carried & protocol::kCarriesSnapshotSocket) {
       if (!snapshots_) return CorruptError("a snapshot's socket with rollback off");
       snapshot_socket = Attested(std::move(*next_fd));
@@ -390,7 +403,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     held_ = outcome.result.held;
     threads_ = std::move(threads);
     restored_no_cell_ = false;
-    if (snapshots_ && !outcome.read_only) {
+    if (bindings) {
+      // The snapshot stays; what the cell bound is kept for it (the last
+      // value of each name), to replay if it is promoted.
+      KeepBindings(std::move(*bindings));
+    } else if (snapshots_ && !outcome.read_only) {
+      DropBindings();  // the new snapshot holds them
       // The runner forks the snapshot of this state on that socket once we
       // have read this Result, and retires the previous snapshot itself
       // (its child): that socket goes to the caller, to close off the
@@ -402,6 +420,21 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     }
     return outcome;
   }
+}
+
+void LiveSession::KeepBindings(protocol::Bindings bindings) {
+  pending_cells_run_ = bindings.cells_run;
+  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
+    std::string& value = pending_bindings_[bindings.names[i]];
+    pending_binding_bytes_ += bindings.names[i].size() + bindings.values[i].size() - value.size();
+    if (!value.empty()) pending_binding_bytes_ -= bindings.names[i].size();
+    value = std::move(bindings.values[i]);
+  }
+}
+
+void LiveSession::DropBindings() {
+  pending_bindings_.clear();
+  pending_binding_bytes_ = 0;
 }
 
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
@@ -425,7 +458,18 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
     // The snapshot kills what is left of the runner (its parent), waits until
     // it is gone and runs the next cell from the state before this one.
     promoted_at_ns_ = BootTimeNs();
-    if (protocol::WriteFrame(snapshot_.socket.get(), Tag::kPromote, {}).ok()) {
+    protocol::PayloadWriter replay;  // what binding cells bound since it forked
+    if (!pending_bindings_.empty()) {
+      protocol::Bindings kept;
+      kept.cells_run = pending_cells_run_;
+      for (auto& [name, value] : pending_bindings_) {
+        kept.names.push_back(name);
+        kept.values.push_back(std::move(value));
+      }
+      protocol::WriteBindings(replay, kept);
+    }
+    DropBindings();
+    if (protocol::WriteFrame(snapshot_.socket.get(), Tag::kPromote, replay.data()).ok()) {
       runner_ = std::move(snapshot_);
       snapshot_ = ProcessChannel{};
       runner_frame_due_ = true;

@@ -66,6 +66,11 @@ struct CellOutcome {
   // The runner died in this cell (killed, crashed): a checkpoint it still
   // held for an earlier cell (async coalescing) died with it.
   bool runner_died = false;
+  // A binding cell (embedded/read_only_cell.h): it changed only the names it
+  // bound and the plain containers they hold, whose values this LiveSession
+  // keeps for the snapshot from before it, which stays; no checkpoint
+  // follows it.
+  bool binding = false;
 };
 
 // What a restore brought back.
@@ -129,6 +134,9 @@ class LiveSession {
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                          const std::string& output);
+  // A binding cell's values, kept for the snapshot (the last of each name).
+  void KeepBindings(protocol::Bindings bindings);
+  void DropBindings();
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
   // The next frame from the runner, its RUNNER frame taken first if due.
@@ -154,6 +162,14 @@ class LiveSession {
   // The variables the state after the last completed cell holds in its
   // private cache (name -> digest): what need not be sent again.
   std::map<std::string, std::string> variable_digests_;
+  // Rollback on: what binding cells bound since the snapshot forked (name ->
+  // marshalled value), replayed by the snapshot when it is promoted; the
+  // session's cell count after the last of them; and their size. Past
+  // kMaxPendingBindingBytes the next cell forks a new snapshot.
+  static constexpr std::size_t kMaxPendingBindingBytes = 1 << 20;
+  std::map<std::string, std::string> pending_bindings_;
+  std::uint64_t pending_cells_run_ = 0;
+  std::size_t pending_binding_bytes_ = 0;
 };
 
 }  // namespace dolsot

@@ -548,6 +548,27 @@ Status PayloadReader::Finish(const char* what) const {
   return Status::Ok();
 }
 
+void WriteBindings(PayloadWriter& w, const Bindings& bindings) {
+  w.U64(bindings.cells_run).Strs(bindings.names).Strs(bindings.values);
+}
+
+StatusOr<Bindings> ReadBindings(PayloadReader& r) {
+  Bindings bindings;
+  bindings.cells_run = r.U64();
+  bindings.names = r.Strs();
+  bindings.values = r.Strs();
+  if (bindings.names.size() != bindings.values.size()) {
+    return CorruptError("bindings: " + std::to_string(bindings.names.size()) + " names, " +
+                        std::to_string(bindings.values.size()) + " values");
+  }
+  for (const std::string& name : bindings.names) {
+    if (name.empty() || name.find('\0') != std::string::npos) {
+      return CorruptError("bindings: a name that is empty or holds a NUL byte");
+    }
+  }
+  return bindings;
+}
+
 void WriteResult(PayloadWriter& w, const Result& r) {
   w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
   w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);

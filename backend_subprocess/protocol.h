@@ -37,10 +37,12 @@ namespace dolsot::protocol {
 //    host serves one); TOOL_CALL and TOOL_REPLY end with the sender's clock.
 // 10: RUN ends with a byte of flags (kRunCheckpointOwed); RESULT's last byte
 //    may say kReadOnlyCell (no checkpoint follows; the snapshot stays).
-// 11: TOOL_PIPES replaces TOOL_SOCKET: a cell's own tool calls go over two
+// 11: RESULT may say kBindingCell and then carries the cell's bindings;
+//    PROMOTE carries the bindings a snapshot replays.
+// 12: TOOL_PIPES replaces TOOL_SOCKET: a cell's own tool calls go over two
 //    pipes (the frame carries the host's ends: the call pipe's read end and
 //    the reply pipe's write end).
-inline constexpr std::uint32_t kProtocolVersion = 11;
+inline constexpr std::uint32_t kProtocolVersion = 12;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -112,6 +114,23 @@ inline constexpr std::uint8_t kCarriesSnapshotSocket = 2;
 // and completed, so the session is as the snapshot from before it (which
 // stays the rollback point) and as its last checkpoint (none follows).
 inline constexpr std::uint8_t kReadOnlyCell = 4;
+// Not a descriptor: a binding cell (embedded/read_only_cell.h) that
+// completed and changed only the names it bound, to plain values: the
+// snapshot from before it stays, the host keeps those values (Bindings,
+// after the byte) and hands them to the snapshot when it promotes it, and
+// no checkpoint follows yet (the host asks for one: RUN's
+// kRunCheckpointOwed).
+inline constexpr std::uint8_t kBindingCell = 8;
+
+// What binding cells bound since the snapshot: the session's cell count
+// after the last of them (so a promoted snapshot numbers on from there),
+// and each name's marshalled value, the last one bound. Written after
+// RESULT's flags byte (kBindingCell) and as PROMOTE's payload (empty: none).
+struct Bindings {
+  std::uint64_t cells_run = 0;
+  std::vector<std::string> names;
+  std::vector<std::string> values;  // marshal format
+};
 
 // RUN's last byte: the host has no durable checkpoint of the session's
 // current state (none yet, the last save failed, or it is old): the cell
@@ -256,6 +275,12 @@ class PayloadReader {
 // Result <-> payload (used in kResult).
 void WriteResult(PayloadWriter& w, const Result& r);
 Result ReadResult(PayloadReader& r);
+
+// Bindings <-> payload (kResult after kBindingCell; kPromote). Reading
+// checks a value for every name and no empty name.
+void WriteBindings(PayloadWriter& w, const Bindings& bindings);
+StatusOr<Bindings> ReadBindings(PayloadReader& r);
+
 
 // TOOL_CALL {call id, tool name, pickled (args, kwargs), the sender's
 // SpinNowNanos()} and TOOL_REPLY {call id, ok, pickled value or error, the

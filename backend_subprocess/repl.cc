@@ -12,6 +12,7 @@
 #include <set>
 
 #include "backend_subprocess/checkpoint_saver.h"
+#include "backend_subprocess/checkpoint_timer.h"
 #include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/fifo_mutex.h"
 #include "backend_subprocess/live_session.h"
@@ -92,6 +93,11 @@ struct SessionSlot {
   // writes one (CheckpointOwed).
   std::atomic<std::uint64_t> saved_cell{0};
   std::uint64_t changed_cell = 0;  // guarded by turn
+  // Steady-clock ns of the first binding cell no checkpoint covers yet (no
+  // checkpoint was taken or handed to the saver after it); 0: none. Its
+  // checkpoint is owed once config's checkpoint delay has passed: the next
+  // cell takes it, or the timer (CheckpointDue). Guarded by turn.
+  std::int64_t deferred_since_ns = 0;
 };
 
 namespace {
@@ -113,13 +119,16 @@ std::int64_t SteadyNs() {
 // `pending()`: a checkpoint of the session is queued or being read by the
 // saver (asked only when it decides).
 template <typename Pending>
-bool CheckpointOwed(const SessionSlot& slot, const Pending& pending) {
+bool CheckpointOwed(const SessionSlot& slot, std::int64_t delay_ns, const Pending& pending) {
   const std::int64_t now = SteadyNs();
   auto recent = [now](std::int64_t at) {
     return at != 0 && now - at <= std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
   };
   if (!recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load())) return true;
-  return slot.saved_cell.load() < slot.changed_cell && !pending();
+  if (slot.saved_cell.load() >= slot.changed_cell || pending()) return false;
+  // Binding cells' changes wait out the delay (cells until then share one
+  // checkpoint); any other change whose checkpoint was lost is owed now.
+  return slot.deferred_since_ns == 0 || now - slot.deferred_since_ns >= delay_ns;
 }
 
 }  // namespace
@@ -196,6 +205,12 @@ class Repl::Impl {
     return [this, sid, cell](UniqueFd fd) { saver_.Submit(sid, std::move(fd), cell); };
   }
   void SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell);
+  // The timer's call: a checkpoint of `sid` now, when binding cells' changes
+  // still wait for one (the session idle since).
+  void CheckpointDue(const std::string& sid);
+  std::int64_t DelayNs() const {
+    return static_cast<std::int64_t>(config_.checkpoint_delay_seconds * 1e9);
+  }
   // Saves a checkpoint the session wrote, with the slot's gate memory
   // attached; `cell` (cells_started) is the one whose state it holds.
   Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob,
@@ -223,6 +238,9 @@ class Repl::Impl {
   DeferredCloser closer_{8};
   CheckpointSaver saver_;
   CellPipeline pipeline_;
+  // Writes binding cells' deferred checkpoints of idle sessions. Declared
+  // last: stopped first (its calls use everything above).
+  CheckpointTimer timer_{[this](const std::string& sid) { CheckpointDue(sid); }};
 };
 
 GateSet Repl::Impl::Gates() const {
@@ -301,6 +319,7 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     slot.durable_at_ns.store(blob.empty() ? 0 : SteadyNs());
     slot.changed_cell = slot.cells_started;
     slot.saved_cell.store(slot.cells_started);
+    slot.deferred_since_ns = 0;
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
     StatusOr<GateMemory> memory = ReadGateMemory(blob);
@@ -440,6 +459,38 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
   }
 }
 
+void Repl::Impl::CheckpointDue(const std::string& sid) {
+  std::shared_ptr<SessionSlot> slot;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto it = slots_.find(sid);
+    if (closed_ || it == slots_.end()) return;
+    slot = it->second;
+  }
+  std::lock_guard<FifoMutex> turn(slot->turn);
+  if (!slot->live || slot->deferred_since_ns == 0) return;
+  if (saver_.Pending(sid)) {
+    // An older checkpoint is still on its way: this one must land after it.
+    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()) +
+                             std::chrono::milliseconds(10));
+    return;
+  }
+  auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+  Status saved =
+      data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
+  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+  if (!saved.ok()) {  // reported with the session's next Result (or close)
+    std::string& pending = slot->last_save_error;
+    if (pending.find(saved.message()) == std::string::npos) {
+      pending += (pending.empty() ? "" : "; ") + saved.message();
+    }
+    return;
+  }
+  slot->deferred_since_ns = 0;
+  slot->last_dropped = data->dropped;
+  slot->last_dropped_cell = slot->cells_started;
+}
+
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
                                   const RunOptions& run_options) {
   DOLSOT_RETURN_IF_ERROR(ValidateRunRequest(sid_view, code, run_options));
@@ -532,12 +583,13 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.variables = &run_options.variables;
   run.checkpoint_owed =
       options_.checkpoint != CheckpointMode::kOff &&
-      CheckpointOwed(slot, [&] {
+      CheckpointOwed(slot, DelayNs(), [&] {
         return options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid);
       });
   const std::uint64_t cell = ++slot.cells_started;
   auto outcome = slot.live->Run(run, [this, &slot, &sid, cell](UniqueFd fd) {
     slot.submitted_at_ns.store(SteadyNs());
+    slot.deferred_since_ns = 0;  // written after this cell: it covers them
     saver_.Submit(sid, std::move(fd), cell);
   });
   if (!outcome.ok()) {
@@ -546,6 +598,13 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   }
   closer_.Add(std::move(outcome->retired_socket));
   if (!outcome->read_only) slot.changed_cell = cell;
+  if (outcome->binding && options_.checkpoint == CheckpointMode::kAsync &&
+      slot.deferred_since_ns == 0) {
+    // No checkpoint follows it: one is owed within the delay (the next cell
+    // after that takes it, or the timer does while the session is idle).
+    slot.deferred_since_ns = SteadyNs();
+    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()));
+  }
   if (outcome->runner_died) {
     // The next cell, read-only or not, writes a checkpoint of the state it
     // finds: the one the runner still held may be gone with it.
@@ -779,6 +838,7 @@ Status Repl::Impl::Close() {
     copy = slots_;
     worker = std::move(worker_);
   }
+  timer_.Stop();  // a deferred checkpoint still owed is written below
   // Collect every pending checkpoint channel, let them land, then kill.
   for (auto& [sid, slot] : copy) {
     std::lock_guard<FifoMutex> turn(slot->turn);
@@ -802,6 +862,7 @@ Status Repl::Impl::Close() {
       std::lock_guard<std::mutex> guard(slot->dropped_mutex);
       if (saved.ok()) {
         slot->last_save_error.clear();  // the state it was about is durable now
+        slot->deferred_since_ns = 0;
         continue;
       }
       std::string& pending = slot->last_save_error;

@@ -362,6 +362,16 @@ class SessionProcess {
     }
     Frame frame = ReadOrExit();
     if (frame.tag != Tag::kPromote) Exit(2);
+    // What the runner's binding cells bound after this process forked (the
+    // host kept it): replayed below, before this process runs a cell or
+    // forks its own snapshot.
+    std::optional<protocol::Bindings> bindings;
+    if (!frame.payload.empty()) {
+      PayloadReader r(frame.payload);
+      auto read = protocol::ReadBindings(r);
+      if (!read.ok() || !r.Finish("PROMOTE").ok()) Exit(2);
+      bindings = std::move(read).value();
+    }
     // The host killed the runner or saw it die; make sure, and wait until it
     // is gone: two processes must never run this session's cells.
     if (runner_pidfd_) {
@@ -376,6 +386,10 @@ class SessionProcess {
     Py_END_ALLOW_THREADS
     role_ = Role::kRunner;
     background_.Set(false);  // forked during post-cell work, under SCHED_BATCH
+    if (bindings) {
+      if (!ReadOnlyCell::ApplyBindings(globals_, bindings->names, bindings->values)) Exit(2);
+      cells_run_ = std::max(cells_run_, bindings->cells_run);
+    }
     if (Announce()) return;  // the new snapshot
     WarmUp();
   }
@@ -639,13 +653,24 @@ class SessionProcess {
     Status bound = BindExtras(tools, variables);
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
-    // is made again. Variables bind names, so a cell with them is not one;
-    // checked once the tools are bound (a tool may shadow a builtin).
-    bool read_only = bound.ok() && !checkpoint_owed && variables.empty() &&
-                     (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff) &&
-                     ReadOnlyCell::Check(request.code, globals_);
+    // is made again. A binding cell that completes changes only the names it
+    // bound: the snapshot stays, and the host keeps those values for it (and
+    // asks for the checkpoint later); so only with a snapshot, and without
+    // sync checkpoints (their Result returns once durable). Variables bind
+    // names, so a cell with them is neither; checked once the tools are
+    // bound (a tool may shadow a builtin). A thread of the session's that
+    // runs meanwhile could change anything: none may be alive.
+    using Effect = ReadOnlyCell::Effect;
+    Effect effect = Effect::kAny;
+    std::vector<std::string> binding_names;
+    if (bound.ok() && !checkpoint_owed && variables.empty() &&
+        (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
+      const bool binding = settings_.snapshots && settings_.checkpoint != CheckpointMode::kSync;
+      effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names);
+      if (effect != Effect::kAny && !LiveThreadNames().empty()) effect = Effect::kAny;
+    }
     if (bound.ok()) {
-      ReadOnlyCell::Scope no_finalizers(read_only);
+      ReadOnlyCell::Scope no_finalizers(effect != Effect::kAny);
       result = RunCell(globals_, request);
     } else {
       result = Result::Failure(Outcome::kError, kExitFailure, bound.message(),
@@ -673,16 +698,32 @@ class SessionProcess {
     }
 
     std::vector<std::string> threads = LiveThreadNames();
-    // A thread of the session's may have changed the state meanwhile. A
-    // read-only cell that completed gets no checkpoint and carries no
-    // descriptor: the snapshot from before it stays the rollback point and
-    // nothing runs after it (no fork, no HotPages). Its result.dropped is
-    // the host's to add (what the last checkpoint could not hold).
-    read_only = read_only && result.ok && returned == nullptr && threads.empty();
+    // A read-only or binding cell that completed gets no checkpoint and
+    // carries no descriptor: the snapshot from before it stays the rollback
+    // point and nothing runs after it (no fork, no HotPages). A binding
+    // cell's values go to the host, or it counts as any other cell.
+    const bool completed_alone = result.ok && returned == nullptr && threads.empty();
+    const bool read_only = effect == Effect::kNothing && completed_alone;
+    std::optional<protocol::Bindings> bindings;
+    if (effect == Effect::kItsBindings && completed_alone) {
+      bindings.emplace();
+      bindings->cells_run = cells_run_;
+      bindings->names = std::move(binding_names);
+      if (!ReadOnlyCell::MarshalBindings(globals_, bindings->names, &bindings->values)) {
+        bindings.reset();
+      }
+    }
+    const bool keeps_snapshot = read_only || bindings.has_value();
     PayloadWriter w;
     std::optional<SerializedNamespace> checkpoint;
     std::vector<std::string> rebound;  // async: the names this cell bound anew
-    if (read_only) {
+    if (keeps_snapshot) {
+      // The verdicts a Result reports stay the session's own to give, from
+      // names it already probed (an async checkpoint that would say them
+      // may not have landed yet).
+      if (settings_.checkpoint == CheckpointMode::kAsync) {
+        result.dropped = unsaveable_.Update(globals_, aliases_, &rebound);
+      }
     } else if (settings_.checkpoint == CheckpointMode::kSync) {
       checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
       result.dropped = checkpoint->dropped;
@@ -698,7 +739,7 @@ class SessionProcess {
     // Async: the checkpoint's channel travels with the Result, so the host
     // starts saving at once.
     std::optional<std::pair<UniqueFd, UniqueFd>> channel;
-    if (!read_only && settings_.checkpoint == CheckpointMode::kAsync) {
+    if (!keeps_snapshot && settings_.checkpoint == CheckpointMode::kAsync) {
       if (checkpoint_host_end_ && checkpoint_writer_end_) {
         channel.emplace(checkpoint_host_end_.Take(), checkpoint_writer_end_.Take());
       } else {
@@ -709,7 +750,7 @@ class SessionProcess {
     // Rollback on: so does the socket of the snapshot this process forks
     // once the host has the Result (the pair was made while it waited).
     UniqueFd snapshot_host_end;
-    if (!read_only && settings_.snapshots) {
+    if (!keeps_snapshot && settings_.snapshots) {
       snapshot_host_end = snapshot_host_end_.Take();
       if (!snapshot_host_end || !snapshot_socket_) {
         snapshot_host_end.Reset();
@@ -726,13 +767,14 @@ class SessionProcess {
     w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
          (snapshot_host_end ? protocol::kCarriesSnapshotSocket : 0) |
-         (read_only ? protocol::kReadOnlyCell : 0));
+         (read_only ? protocol::kReadOnlyCell : 0) | (bindings ? protocol::kBindingCell : 0));
+    if (bindings) protocol::WriteBindings(w, *bindings);
     int fds[2] = {-1, -1};
     int carried = 0;
     if (channel) fds[carried++] = channel->first.get();
     if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
-    if (read_only) return;
+    if (keeps_snapshot) return;
     snapshot_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
     checkpoint.reset();

@@ -53,6 +53,7 @@ std::optional<SandboxPolicy> SandboxFromPython(const py::object& sandbox) {
 std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py::object store,
                                std::optional<double> timeout, std::optional<long long> max_output,
                                bool snapshots, std::optional<std::string> checkpoint,
+                               std::optional<double> checkpoint_delay,
                                std::optional<int> max_live_sessions, py::object gate,
                                std::optional<bool> typecheck, std::vector<std::string> python_path,
                                std::vector<std::string> worker_command,
@@ -71,6 +72,8 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
   options.config.typecheck = typecheck;
   options.snapshots = snapshots;
   options.checkpoint = ParseCheckpointMode(checkpoint);
+  if (checkpoint_delay) ThrowIfError(CheckCheckpointDelay(*checkpoint_delay, "checkpoint_delay"));
+  options.config.checkpoint_delay_seconds = checkpoint_delay;
   if (max_live_sessions) options.max_live_sessions = *max_live_sessions;
   HostGates gates = GatesFromPython(gate);
   options.ast_gate = std::move(gates.ast_gate);
@@ -95,6 +98,7 @@ void BindRepl(py::module_& m) {
       .def(py::init(&MakeRepl), py::arg("toolboxes"), py::kw_only(), py::arg("store") = py::none(),
            py::arg("timeout") = py::none(), py::arg("max_output") = py::none(),
            py::arg("snapshots") = true, py::arg("checkpoint") = py::none(),
+           py::arg("checkpoint_delay") = py::none(),
            py::arg("max_live_sessions") = py::none(), py::arg("gate") = py::none(),
            py::arg("typecheck") = py::none(),
            py::arg("python_path") = std::vector<std::string>{},

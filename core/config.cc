@@ -125,6 +125,14 @@ Status CheckTtlDays(long long days, const char* what) {
   return Status::Ok();
 }
 
+Status CheckCheckpointDelay(double seconds, const char* what) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > 3600) {
+    return ConfigError(std::string(what) + " must be from 0 to 3600 seconds, got " +
+                       std::to_string(seconds));
+  }
+  return Status::Ok();
+}
+
 StatusOr<Config> ResolveConfig(const ConfigOverrides& o, const EnvLookup& env) {
   Config c;
 
@@ -168,6 +176,16 @@ StatusOr<Config> ResolveConfig(const ConfigOverrides& o, const EnvLookup& env) {
     auto f = ParseFlag("DOLSOT_TYPECHECK", *v);
     if (!f.ok()) return f.status();
     c.typecheck = *f;
+  }
+
+  if (o.checkpoint_delay_seconds) {
+    DOLSOT_RETURN_IF_ERROR(CheckCheckpointDelay(*o.checkpoint_delay_seconds, "checkpoint_delay"));
+    c.checkpoint_delay_seconds = *o.checkpoint_delay_seconds;
+  } else if (auto v = env("DOLSOT_CHECKPOINT_DELAY")) {
+    auto secs = ParseSeconds("DOLSOT_CHECKPOINT_DELAY", *v);
+    if (!secs.ok()) return secs.status();
+    DOLSOT_RETURN_IF_ERROR(CheckCheckpointDelay(*secs, "DOLSOT_CHECKPOINT_DELAY"));
+    c.checkpoint_delay_seconds = *secs;
   }
 
   if (o.ty_bin) {

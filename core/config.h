@@ -13,6 +13,7 @@
 namespace dolsot {
 
 inline constexpr double kDefaultTimeoutSeconds = 20.0;
+inline constexpr double kDefaultCheckpointDelaySeconds = 1.0;
 inline constexpr int kDefaultTtlDays = 7;
 inline constexpr std::size_t kDefaultMaxOutput = 100000;
 // A value's repr (embedded/bounded_repr.h) and Result::Text() as a whole.
@@ -29,6 +30,7 @@ struct ConfigOverrides {
   std::optional<std::size_t> max_text;    // 0 = no cap
   std::optional<bool> typecheck;
   std::optional<std::string> ty_bin;
+  std::optional<double> checkpoint_delay_seconds;
 };
 
 struct Config {
@@ -40,6 +42,10 @@ struct Config {
   std::size_t max_text = kDefaultMaxText;      // Result::Text() as a whole; 0 = no cap
   bool typecheck = true;
   std::string ty_bin = "ty";
+  // A Repl with async checkpoints: how long the checkpoint of a binding
+  // cell (embedded/read_only_cell.h) may wait, for the cells after it to
+  // share it; what a crash of the host can lose. 0: written at once.
+  double checkpoint_delay_seconds = kDefaultCheckpointDelaySeconds;
 };
 
 // Reads one environment variable; returns nullopt when unset.
@@ -59,5 +65,6 @@ inline StatusOr<Config> ResolveConfig(const ConfigOverrides& overrides) {
 // Validators shared with explicit arguments (bindings, CLI).
 Status CheckTimeout(double seconds, const char* what);
 Status CheckTtlDays(long long days, const char* what);
+Status CheckCheckpointDelay(double seconds, const char* what);
 
 }  // namespace dolsot

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include <marshal.h>
+
 #include "embedded/py_ref.h"
 
 namespace dolsot {
@@ -39,9 +41,19 @@ _NODES = (_ast.Module, _ast.Expr, _ast.Pass, _ast.Constant, _ast.Name, _ast.Load
           _ast.JoinedStr, _ast.FormattedValue, _ast.ListComp, _ast.SetComp, _ast.GeneratorExp,
           _ast.DictComp, _ast.comprehension, _ast.Starred, _ast.operator, _ast.unaryop,
           _ast.boolop, _ast.cmpop)
+_STATEMENTS = (_ast.Assign, _ast.AugAssign, _ast.Attribute)
+_ATTRIBUTE = _ast.Attribute
+_SUBSCRIPT = _ast.Subscript
+_CALL = _ast.Call
+# Methods of list, dict and set that change the container in place, run no
+# code but the builtins' own on plain values, and may be called on a name.
+_MUTATORS = frozenset(('append', 'extend', 'insert', 'pop', 'remove', 'clear', 'sort',
+                       'reverse', 'add', 'discard', 'update', 'setdefault'))
 _NAME = _ast.Name
 _LOAD = _ast.Load
 _COMPREHENSION = _ast.comprehension
+_ASSIGN = _ast.Assign
+_AUG_ASSIGN = _ast.AugAssign
 _gettrace = _sys.gettrace
 _getprofile = _sys.getprofile
 _monitoring = _getattr(_sys, 'monitoring', None)
@@ -56,12 +68,12 @@ def hooked():
                 return True
     return False
 
-def _walk(node):
+def _walk(node, allowed):
     # Breadth first, like ast.walk: a node before its children. None at the
     # first node of a kind a read-only cell never has.
     queue = [node]
     for node in queue:
-        if not _isinstance(node, _NODES):
+        if not _isinstance(node, allowed):
             return None
         for field in node._fields:
             value = _getattr(node, field, None)
@@ -71,22 +83,58 @@ def _walk(node):
                 queue.append(value)
     return queue
 
-def shape(source):
+def _store(target, targets, names, mutated):
+    # A statement's target: a name (into `names`), or a subscript of a name,
+    # which changes the value that name holds (into `mutated`).
+    if _isinstance(target, _NAME):
+        targets.add(_id(target))
+        names.add(target.id)
+        return True
+    if _isinstance(target, _SUBSCRIPT) and _isinstance(target.value, _NAME):
+        targets.add(_id(target))
+        mutated.add(target.value.id)
+        return True
+    return False
+
+def shape(source, binding):
+    # (names read, comprehension variables, names assigned, names augmented,
+    # names whose values the cell changes in place); with `binding`,
+    # top-level `name = ...`, `name op= ...`, `name[key] = ...`,
+    # `name[key] op= ...` statements and calls `name.method(...)` of the
+    # methods above are allowed too.
     try:
         tree = _compile(source, '<read-only check>', 'exec', _ONLY_AST, dont_inherit=True)
     except BaseException:
         return None
-    targets = _set()
+    targets = _set()  # the Name and Subscript nodes that may store (by identity)
+    methods = _set()  # the Attribute nodes that may be called (by identity)
+    assigned = _set()
+    augmented = _set()
+    mutated = _set()
+    if binding:
+        for statement in tree.body:
+            if _isinstance(statement, _ASSIGN):
+                for target in statement.targets:
+                    if not _store(target, targets, assigned, mutated):
+                        return None
+            elif _isinstance(statement, _AUG_ASSIGN):
+                if not _store(statement.target, targets, augmented, mutated):
+                    return None
+        for node in _walk(tree, _NODES + _STATEMENTS) or ():
+            if (_isinstance(node, _CALL) and _isinstance(node.func, _ATTRIBUTE) and
+                    _isinstance(node.func.value, _NAME) and node.func.attr in _MUTATORS):
+                methods.add(_id(node.func))
+                mutated.add(node.func.value.id)
     loaded = _set()
     local = _set()
-    nodes = _walk(tree)
+    nodes = _walk(tree, _NODES + _STATEMENTS if binding else _NODES)
     if nodes is None:
         return None
     for node in nodes:
         if _isinstance(node, _COMPREHENSION):
             if node.is_async:
                 return None
-            for target in _walk(node.target) or ():
+            for target in _walk(node.target, _NODES) or ():
                 if _isinstance(target, _NAME):
                     targets.add(_id(target))
                     local.add(target.id)
@@ -95,11 +143,20 @@ def shape(source):
                 loaded.add(node.id)
             elif _id(node) not in targets:
                 return None
-    return _tuple(loaded), _tuple(local)
+        elif _isinstance(node, _SUBSCRIPT):
+            if not _isinstance(node.ctx, _LOAD) and _id(node) not in targets:
+                return None
+        elif _isinstance(node, _ATTRIBUTE):
+            if _id(node) not in methods:
+                return None
+    return (_tuple(loaded), _tuple(local), _tuple(assigned), _tuple(augmented),
+            _tuple(mutated))
 )PY";
 
 constexpr std::size_t kMaxSource = 1024;
 constexpr int kMaxAtomItems = 256;
+// What one binding cell's values may take, marshalled.
+constexpr std::size_t kMaxBindingBytes = 64 * 1024;
 
 // Builtins that are pure on immutable values, builtins like these and what
 // they make: no side effect but output (print writes to the cell's capture).
@@ -218,6 +275,17 @@ bool RefusedWord(std::string_view word) {
   return false;
 }
 
+// The glue's _MUTATORS: in a binding cell, `name.method(...)` may call them.
+bool IsMutator(std::string_view word) {
+  static constexpr std::string_view kMutators[] = {"append", "extend", "insert", "pop",
+                                                   "remove", "clear",  "sort",   "reverse",
+                                                   "add",    "discard", "update", "setdefault"};
+  for (std::string_view mutator : kMutators) {
+    if (word == mutator) return true;
+  }
+  return false;
+}
+
 // A linear scan that turns away, in about a microsecond, most cells that
 // are not read-only (an assignment, an attribute, a statement, a block),
 // before Python's parser (30-150 us) is asked: a cell that could change
@@ -225,7 +293,7 @@ bool RefusedWord(std::string_view word) {
 // pass, except where its crude view of strings sees code in one (a false
 // "no" only costs the fast path); what it lets through, the full check
 // decides.
-bool MayBeReadOnly(std::string_view code) {
+bool MayBeReadOnly(std::string_view code, bool binding) {
   int depth = 0;            // brackets open (strings not told apart)
   bool line_start = true;   // nothing but blanks on this line yet
   for (std::size_t i = 0; i < code.size();) {
@@ -261,7 +329,13 @@ bool MayBeReadOnly(std::string_view code) {
     }
     switch (c) {
       case '.':
-        if (i + 1 < code.size() && IsWordStart(code[i + 1])) return false;  // an attribute
+        if (i + 1 < code.size() && IsWordStart(code[i + 1])) {  // an attribute
+          std::size_t end = i + 1;
+          while (end < code.size() && IsWordByte(code[end])) ++end;
+          if (!binding || !IsMutator(code.substr(i + 1, end - i - 1))) return false;
+          i = end;
+          continue;
+        }
         break;
       case '(': case '[': case '{':
         ++depth;
@@ -281,8 +355,8 @@ bool MayBeReadOnly(std::string_view code) {
           i += (i + 1 < code.size() && code[i + 1] == '=') ? 2 : 1;
           continue;
         }
-        if (depth == 0) return false;  // an assignment, += and the like
-        break;  // a keyword argument
+        if (depth == 0 && !binding) return false;  // an assignment, += and the like
+        break;  // a keyword argument (or, binding, an assignment the parse checks)
       }
       default:
         break;
@@ -292,39 +366,189 @@ bool MayBeReadOnly(std::string_view code) {
   return true;
 }
 
-bool CheckLocked(std::string_view code, PyObject* globals) {
-  if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return false;
-  if (!MayBeReadOnly(code)) return false;
-  if (IntervalTimerSet()) return false;
+// An exact builtin value no operation can change in place, all the way down
+// (within `budget` items): what `name op= ...` may start from without
+// touching anything but the name.
+bool IsImmutable(PyObject* value, int* budget) {
+  if (--*budget < 0) return false;
+  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
+      PyBytes_CheckExact(value)) {
+    return true;
+  }
+  if (PyTuple_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
+      if (!IsImmutable(PyTuple_GET_ITEM(value, i), budget)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// A name a binding cell may bind: no dunder (`__builtins__` changes what
+// every name means).
+bool BindableName(PyObject* name) {
+  const char* text = PyUnicode_AsUTF8(name);
+  return text != nullptr && !(text[0] == '_' && text[1] == '_');
+}
+
+bool Contains(PyObject* tuple, PyObject* name) {
+  int found = PySequence_Contains(tuple, name);
+  if (found < 0) PyErr_Clear();
+  return found == 1;
+}
+
+ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bool binding,
+                                    std::vector<std::string>* names) {
+  using Effect = ReadOnlyCell::Effect;
+  if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return Effect::kAny;
+  if (!MayBeReadOnly(code, binding)) return Effect::kAny;
+  if (IntervalTimerSet()) return Effect::kAny;
   Ref hooked(PyObject_CallNoArgs(g_prepared->hooked));
-  if (!hooked || hooked.get() != Py_False) return false;
+  if (!hooked || hooked.get() != Py_False) return Effect::kAny;
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
-  if (!source) return false;
-  Ref shape(PyObject_CallOneArg(g_prepared->shape, source.get()));
-  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 2) return false;
+  if (!source) return Effect::kAny;
+  Ref shape(PyObject_CallFunctionObjArgs(g_prepared->shape, source.get(),
+                                         binding ? Py_True : Py_False, nullptr));
+  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 5) return Effect::kAny;
   PyObject* loaded = PyTuple_GET_ITEM(shape.get(), 0);
   PyObject* local = PyTuple_GET_ITEM(shape.get(), 1);
+  PyObject* assigned = PyTuple_GET_ITEM(shape.get(), 2);
+  PyObject* augmented = PyTuple_GET_ITEM(shape.get(), 3);
+  PyObject* mutated = PyTuple_GET_ITEM(shape.get(), 4);
   PyObject* builtins = BuiltinsOf(globals);
   int budget = kMaxAtomItems;
+  // A name the cell assigns: what it held is let go (an atom: no finalizer
+  // runs). A name it augments: it starts from what the namespace holds, an
+  // immutable value (a list's `+=` would change the list in place, which
+  // another name may hold), and is assigned nowhere else in the cell (so
+  // that holds when the statement runs).
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(assigned); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(assigned, i);
+    if (!BindableName(name) || Contains(augmented, name)) return Effect::kAny;
+    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (value == nullptr && PyErr_Occurred()) return Effect::kAny;
+    if (value != nullptr && !IsAtom(value, &budget)) return Effect::kAny;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(augmented); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(augmented, i);
+    if (!BindableName(name)) return Effect::kAny;
+    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (value == nullptr || !IsImmutable(value, &budget)) return Effect::kAny;
+  }
+  // A name whose value the cell changes in place (a store into it, one of
+  // the methods): an exact list, dict or set of atoms the namespace holds
+  // now, not rebound in the cell (the change must reach the value checked
+  // here). Whether another object holds it too shows after the cell
+  // (MarshalBindings: then it is not a binding cell, and its snapshot and
+  // checkpoint are made as for any cell).
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mutated); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(mutated, i);
+    if (!BindableName(name) || Contains(assigned, name) || Contains(augmented, name)) {
+      return Effect::kAny;
+    }
+    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (value == nullptr ||
+        !(PyList_CheckExact(value) || PyDict_CheckExact(value) ||
+          (PyAnySet_CheckExact(value) && !PyFrozenSet_CheckExact(value))) ||
+        !IsAtom(value, &budget)) {
+      return Effect::kAny;
+    }
+  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     PyObject* name = PyTuple_GET_ITEM(loaded, i);
     PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
     if (value != nullptr) {
-      if (!IsAtom(value, &budget)) return false;
+      if (!IsAtom(value, &budget)) return Effect::kAny;
       continue;
     }
-    if (PyErr_Occurred()) return false;
-    int is_local = PySequence_Contains(local, name);
-    if (is_local < 0) return false;
-    if (is_local == 1) continue;
+    if (PyErr_Occurred()) return Effect::kAny;
+    // Absent: a comprehension's variable, or a name the cell binds (read
+    // before that, it raises NameError), or one of the trusted builtins.
+    if (Contains(local, name) || Contains(assigned, name)) continue;
     const char* text = PyUnicode_AsUTF8(name);
-    if (text == nullptr || builtins == nullptr) return false;
+    if (text == nullptr || builtins == nullptr) return Effect::kAny;
     auto trusted = g_prepared->trusted.find(std::string_view(text));
-    if (trusted == g_prepared->trusted.end()) return false;
+    if (trusted == g_prepared->trusted.end()) return Effect::kAny;
     PyObject* current = PyDict_GetItemWithError(builtins, name);  // borrowed
-    if (current != trusted->second) return false;
+    if (current != trusted->second) return Effect::kAny;
+  }
+  const Py_ssize_t bound =
+      PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented) + PyTuple_GET_SIZE(mutated);
+  if (bound == 0) return Effect::kNothing;
+  if (names != nullptr) {
+    names->clear();
+    for (PyObject* group : {assigned, augmented, mutated}) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(group); ++i) {
+        const char* text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(group, i));
+        if (text == nullptr) return Effect::kAny;
+        names->emplace_back(text);
+      }
+    }
+  }
+  return Effect::kItsBindings;
+}
+
+// What a binding cell bound, for the host to hand a promoted snapshot: an
+// exact builtin value marshal writes exactly, whose mutable parts (lists,
+// dicts, sets, and the tuples holding them) no other object holds (their
+// reference count is their one owner's), so a copy of it is as good as
+// it; within `budget` items.
+enum class Owned { kNo, kImmutable, kMutable };
+
+// Whether every member of a set or frozenset is immutable (IsImmutable).
+bool ImmutableMembers(PyObject* set, int* budget) {
+  if (PySet_GET_SIZE(set) > *budget) return false;
+  Ref items(PySequence_Tuple(set));  // a set of atoms iterates without side effects
+  if (!items) {
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
+    if (!IsImmutable(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
   }
   return true;
+}
+Owned OwnedPlain(PyObject* value, int* budget) {
+  if (--*budget < 0) return Owned::kNo;
+  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
+      PyBytes_CheckExact(value)) {
+    return Owned::kImmutable;
+  }
+  if (PyFrozenSet_CheckExact(value)) {
+    return ImmutableMembers(value, budget) ? Owned::kImmutable : Owned::kNo;
+  }
+  const bool single_owner = Py_REFCNT(value) == 1;
+  if (PyTuple_CheckExact(value)) {
+    Owned owned = Owned::kImmutable;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
+      Owned item = OwnedPlain(PyTuple_GET_ITEM(value, i), budget);
+      if (item == Owned::kNo) return Owned::kNo;
+      if (item == Owned::kMutable) owned = Owned::kMutable;
+    }
+    return owned == Owned::kMutable && !single_owner ? Owned::kNo : owned;
+  }
+  if (!single_owner) return Owned::kNo;
+  if (PyList_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
+      if (OwnedPlain(PyList_GET_ITEM(value, i), budget) == Owned::kNo) return Owned::kNo;
+    }
+    return Owned::kMutable;
+  }
+  if (PyDict_CheckExact(value)) {
+    if (PyDict_GET_SIZE(value) > *budget) return Owned::kNo;
+    Py_ssize_t position = 0;
+    PyObject *key, *item;  // borrowed
+    while (PyDict_Next(value, &position, &key, &item)) {
+      if (!IsImmutable(key, budget) || OwnedPlain(item, budget) == Owned::kNo) return Owned::kNo;
+    }
+    return Owned::kMutable;
+  }
+  if (PyAnySet_CheckExact(value)) {
+    return ImmutableMembers(value, budget) ? Owned::kMutable : Owned::kNo;
+  }
+  return Owned::kNo;
 }
 
 }  // namespace
@@ -367,13 +591,56 @@ bool ReadOnlyCell::Prepare() {
   return true;
 }
 
-bool ReadOnlyCell::Check(std::string_view code, PyObject* globals) {
+ReadOnlyCell::Effect ReadOnlyCell::Classify(std::string_view code, PyObject* globals, bool binding,
+                                             std::vector<std::string>* names) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  bool read_only = CheckLocked(code, globals);
+  Effect effect = ClassifyLocked(code, globals, binding, names);
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
-  return read_only;
+  return effect;
+}
+
+bool ReadOnlyCell::Check(std::string_view code, PyObject* globals) {
+  return Classify(code, globals, false, nullptr) == Effect::kNothing;
+}
+
+bool ReadOnlyCell::MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
+                                   std::vector<std::string>* values) {
+  PyObject *type, *error, *traceback;
+  PyErr_Fetch(&type, &error, &traceback);
+  values->clear();
+  int budget = kMaxAtomItems;
+  std::size_t total = 0;
+  bool ok = PyDict_Check(globals);
+  for (std::size_t i = 0; ok && i < names.size(); ++i) {
+    PyObject* value = PyDict_GetItemString(globals, names[i].c_str());  // borrowed
+    ok = value != nullptr && OwnedPlain(value, &budget) != Owned::kNo;
+    if (!ok) break;
+    Ref written(PyMarshal_WriteObjectToString(value, Py_MARSHAL_VERSION));
+    ok = written && PyBytes_Check(written.get());
+    if (!ok) break;
+    total += static_cast<std::size_t>(PyBytes_GET_SIZE(written.get()));
+    ok = total <= kMaxBindingBytes;
+    if (ok) values->emplace_back(PyBytes_AS_STRING(written.get()), PyBytes_GET_SIZE(written.get()));
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, error, traceback);
+  if (!ok) values->clear();
+  return ok;
+}
+
+bool ReadOnlyCell::ApplyBindings(PyObject* globals, const std::vector<std::string>& names,
+                                 const std::vector<std::string>& values) {
+  if (names.size() != values.size() || !PyDict_Check(globals)) return false;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    Ref value(PyMarshal_ReadObjectFromString(values[i].data(), static_cast<Py_ssize_t>(values[i].size())));
+    if (!value || PyDict_SetItemString(globals, names[i].c_str(), value.get()) < 0) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  return true;
 }
 
 ReadOnlyCell::Scope::Scope(bool active) {

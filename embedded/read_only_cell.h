@@ -40,7 +40,9 @@
 
 #include <Python.h>
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace dolsot {
 
@@ -57,6 +59,45 @@ class ReadOnlyCell {
   // read-only by the rules above. Never raises (the error indicator is as
   // it was).
   static bool Check(std::string_view code, PyObject* globals);
+
+  // What a cell can change, proven before it runs.
+  enum class Effect {
+    kAny,          // unproven
+    kNothing,      // read-only (Check)
+    kItsBindings,  // a binding cell: only the names it binds (and what they hold)
+  };
+  // Check's proof, and with `binding` also for binding cells: top-level
+  // statements `name = expr`, `name op= expr`, `name[key] = expr`,
+  // `name[key] op= expr` and calls `name.method(...)` of the in-place
+  // methods of list, dict and set (append, extend, insert, pop, remove,
+  // clear, sort, reverse, add, discard, update, setdefault) among the
+  // expressions, every expression under the same rules. A name assigned
+  // must hold a value of those kinds now, or nothing (letting it go runs no
+  // finalizer); a name augmented must hold an immutable one (int, float,
+  // complex, str, bytes, bool, None, tuples of them: `+=` on a list would
+  // change it in place, under every name that holds it) and is assigned
+  // nowhere else in the cell; a name changed in place must hold an exact
+  // list, dict or set of atoms and is not rebound in the cell (whether
+  // another object holds that container too, MarshalBindings sees after
+  // the cell). No dunder name is bound. For a binding cell `*names` gets the
+  // names it binds or changes. The backend adds what it knows, as for read-only cells,
+  // and after the cell, MarshalBindings must succeed too. Never raises.
+  static Effect Classify(std::string_view code, PyObject* globals, bool binding,
+                         std::vector<std::string>* names);
+
+  // After a binding cell completed: `*values` gets the marshalled values of
+  // `names`, when each is an exact builtin value (None, bool, int, float,
+  // complex, str, bytes, tuple, list, dict, set) whose mutable parts no
+  // other object holds (so a copy is as good as it: no aliasing is lost),
+  // 256 items and 64 KiB in all at most; else false (the cell then counts
+  // as one that may have changed anything). Never raises.
+  static bool MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
+                              std::vector<std::string>* values);
+
+  // Binds marshalled values into `globals` (a promoted snapshot replaying
+  // its runner's binding cells). False on a value that does not read back.
+  static bool ApplyBindings(PyObject* globals, const std::vector<std::string>& names,
+                            const std::vector<std::string>& values);
 
   // Pauses the cyclic GC for the life of the scope, when `active`.
   class Scope {

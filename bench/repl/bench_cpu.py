@@ -2,7 +2,7 @@
 measured in the same run (#22, #23 section 1).
 
 Each measurement is a child process that builds a session holding `state`
-(0, 10 or 100 MB), runs N trivial cells (`1+1`), either 50 ms apart (an
+(0, 10 or 100 MB), runs N trivial cells (`1+1`, or `--cell`), either 50 ms apart (an
 agent's pace) or back to back, then closes everything. Its CPU is what the
 kernel counts for the child and every process under it once all are
 reaped (RUSAGE_CHILDREN of this process: the worker, the session processes,
@@ -34,6 +34,7 @@ import time
 CHILD = r"""
 import json, os, statistics, sys, tempfile, time
 config, mb, cells, pace, pyconsole, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6]
+cell = sys.argv[7]
 if kind == "objects":  # small objects (dicts, strs, ints): CPython's own arenas, ~200 B a row
     STATE = f"state = [{{'k': i, 'v': str(i)}} for i in range({mb} * 5000)]"
 else:  # 1 KiB buffers: malloc's heap
@@ -49,7 +50,8 @@ if config == "pyconsole":
     loader.exec_module(module)
     kernel = module._PyKernel()
     kernel.run(STATE, 600)
-    run = lambda: kernel.run("1+1", 20)
+    kernel.run("x = 0", 20)
+    run = lambda: kernel.run(cell, 20)
     def close():
         kernel.proc.stdin.close()
         kernel.proc.wait()
@@ -60,9 +62,10 @@ else:
     r = Repl(store=MemoryStore(), typecheck=False, snapshots=snapshots == "on",
              checkpoint=checkpoint, timeout=600)
     r.run("s", STATE)
+    r.run("s", "x = 0")
     def run():
-        res = r.run("s", "1+1")
-        assert res.ok and res.value == "2", res.error
+        res = r.run("s", cell)
+        assert res.ok and (cell != "1+1" or res.value == "2"), res.error
     close = r.close
 for _ in range(cells):
     if pace:
@@ -81,12 +84,12 @@ CONFIGS = {
 }
 
 
-def measure(pythonpath, config, mb, cells, pace, pyconsole, extra_env=None, kind="bytes"):
+def measure(pythonpath, config, mb, cells, pace, pyconsole, extra_env=None, kind="bytes", cell="1+1"):
     env = dict(os.environ, PYTHONPATH=pythonpath or os.environ.get("PYTHONPATH", ""))
     env.update(extra_env or {})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([sys.executable, "-c", CHILD, config, str(mb), str(cells), str(pace),
-                          pyconsole or "", kind], env=env, check=True, capture_output=True, text=True)
+                          pyconsole or "", kind, cell], env=env, check=True, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, json.loads(out.stdout.strip().splitlines()[-1])["latency"]
@@ -111,6 +114,8 @@ def main():
                         help="the session's state: 1 KiB bytearrays (malloc's heap) or small "
                              "dicts (CPython's arenas)")
     parser.add_argument("--configs", help="comma-separated subset of on:async,on:off,off:off")
+    parser.add_argument("--cell", default="1+1",
+                        help="the cell timed (the session holds x = 0 too), e.g. 'x += 1'")
     parser.add_argument("--write")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -135,10 +140,11 @@ def main():
             for name, path, config, extra in runs:
                 for phase, (cells, pace) in phases.items():
                     samples.setdefault((name, mb, phase), []).append(
-                        measure(path, config, mb, cells, pace, args.pyconsole, extra, args.state))
+                        measure(path, config, mb, cells, pace, args.pyconsole, extra, args.state,
+                                args.cell))
     report = ["# CPU per cell, including background work\n",
               f"One run on {os.cpu_count()} cores, load average {load:.1f} at start and "
-              f"{os.getloadavg()[0]:.1f} at the end; Python {sys.version.split()[0]}; cell `1+1`; "
+              f"{os.getloadavg()[0]:.1f} at the end; Python {sys.version.split()[0]}; cell `{args.cell}`; "
               f"state of {args.state}; medians of {args.rounds} rounds; {args.paced_cells} cells 50 ms apart, "
               f"{args.b2b_cells} back to back. CPU per cell = (CPU of the whole process tree "
               "with N cells - CPU with none) / N.\n"]

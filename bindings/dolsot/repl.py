@@ -63,8 +63,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
 
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
     max_repr=None, max_text=None, snapshots=True, checkpoint=None,
-    max_live_sessions=None, gate=None, typecheck=None, tools=None,
-    final=None, unpickle="safe")``: ``max_repr`` and ``max_text`` bound a
+    checkpoint_delay=None, max_live_sessions=None, gate=None, typecheck=None,
+    tools=None, final=None, unpickle="safe")``: ``max_repr`` and ``max_text`` bound a
     value's repr and ``Result.text`` in characters (README's Result); ``tools``
     and ``final`` as README's "Host tools" says; ``unpickle`` is how bytes a
     session sends (tool arguments, final answers) are decoded. ``inject`` maps aliases to modules or importable module
@@ -90,6 +90,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         max_text: int | None = None,
         snapshots: bool = True,
         checkpoint: str | None = None,
+        checkpoint_delay: float | None = None,
         max_live_sessions: int | None = None,
         gate: Gate | None = None,
         typecheck: bool | None = None,
@@ -104,6 +105,8 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         check_argument("max_text", max_text, (int,), "an int (characters; 0: no cap) or None")
         check_argument("snapshots", snapshots, (bool,), "True or False")
         check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
+        check_argument("checkpoint_delay", checkpoint_delay, (int, float),
+                       "a number of seconds (0 to 3600) or None")
         check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
         if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
@@ -117,6 +120,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             max_output=max_output,
             snapshots=bool(snapshots),
             checkpoint=checkpoint,
+            checkpoint_delay=checkpoint_delay,
             max_live_sessions=max_live_sessions,
             gate=gate,
             typecheck=typecheck,

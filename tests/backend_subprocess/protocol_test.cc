@@ -51,6 +51,35 @@ TEST(Protocol, FrameRoundTrip) {
   EXPECT_TRUE(second->payload.empty());
 }
 
+TEST(Protocol, BindingsRoundTripAndMalformedOnesAreCorrupt) {
+  Bindings sent;
+  sent.cells_run = 7;
+  sent.names = {"x", "row"};
+  sent.values = {std::string("\xe9\x01\x00\x00\x00", 5), "[1]"};
+  PayloadWriter w;
+  WriteBindings(w, sent);
+  PayloadReader r(w.data());
+  auto back = ReadBindings(r);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(r.Finish("bindings").ok());
+  EXPECT_EQ(back->cells_run, 7u);
+  EXPECT_EQ(back->names, sent.names);
+  EXPECT_EQ(back->values, sent.values);
+  // A session that sends a name without a value, an empty name or one with
+  // a NUL byte gets kCorrupt, never a half-applied replay.
+  for (auto [names, values] : {std::pair<std::vector<std::string>, std::vector<std::string>>{{"x", "y"}, {"1"}},
+                               {{""}, {"1"}},
+                               {{std::string("a\0b", 3)}, {"1"}}}) {
+    PayloadWriter bad;
+    bad.U64(1).Strs(names).Strs(values);
+    PayloadReader in(bad.data());
+    EXPECT_EQ(ReadBindings(in).status().code(), ErrorCode::kCorrupt);
+  }
+  PayloadReader truncated(std::string_view(w.data()).substr(0, 9));
+  auto cut = ReadBindings(truncated);
+  EXPECT_FALSE(cut.ok() && truncated.Finish("bindings").ok());
+}
+
 TEST(Protocol, LargeFrameCrossesInManyChunks) {
   auto [a, b] = Pair();
   std::string big(8 << 20, 'x');

@@ -8,7 +8,9 @@
 #include <pybind11/embed.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -164,6 +166,111 @@ TEST_F(ReadOnlyCellTest, TheScopePausesTheCollectorOnlyWhenAsked) {
     ReadOnlyCell::Scope untouched(false);
     EXPECT_EQ(PyGC_IsEnabled(), 1);
   }
+}
+
+
+// Binding cells: what Classify proves with `binding`, and what
+// MarshalBindings then vouches for (the values run, as the runner does).
+ReadOnlyCell::Effect Effect(const std::string& code, const py::dict& ns,
+                            std::vector<std::string>* names = nullptr) {
+  std::vector<std::string> ignored;
+  return ReadOnlyCell::Classify(code, ns.ptr(), true, names ? names : &ignored);
+}
+
+TEST_F(ReadOnlyCellTest, BindingCellsAreProvenAndNameWhatTheyBind) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  const char* binding[] = {
+      "y = 1", "n += 1", "s += 'd'", "t2 = (n, s)", "a = b = [n, s]", "d = {'k': n}",
+      "y = len(items)\ny", "z = sorted(items)", "n = n * 2", "y = [i for i in items]",
+      "items = [0]", "y = None", "fresh = 1\nfresh + 1", "q = {1, 2}",
+      // In place, on a list, dict or set of atoms the namespace holds.
+      "items.append(4)", "table['j'] = 2", "items[0] += 1", "table.update({'j': n})",
+      "items.sort(reverse=True)", "items.pop()\nitems.extend([n, s])"};
+  for (const char* code : binding) {
+    EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kItsBindings) << code;
+  }
+  std::vector<std::string> names;
+  ASSERT_EQ(Effect("a = b = 1\nn += 2\nn\ntable['k'] = n", ns, &names),
+            ReadOnlyCell::Effect::kItsBindings);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "n", "table"}));
+  // Without `binding`, Check's answer.
+  EXPECT_EQ(ReadOnlyCell::Classify("y = 1", ns.ptr(), false, &names), ReadOnlyCell::Effect::kAny);
+  EXPECT_EQ(Effect("n + 1", ns), ReadOnlyCell::Effect::kNothing);
+}
+
+TEST_F(ReadOnlyCellTest, CellsThatCouldChangeMoreThanTheirNamesAreNotBindingCells) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  const char* refused[] = {
+      "items += [4]",         // a list changed in place (another name may hold it)
+      "table |= {'j': 2}",    // likewise a dict
+      "y = 1\ny += 1",        // assigned and augmented: += would start from the cell's value
+      "missing += 1",         // augmenting what is not there
+      "sneaky = 1",           // letting go of an object of the session's class
+      "helper = 1",           // or of a function
+      "math = 1",             // or of a module
+      "y = sneaky + 1",       // reading one
+      "y, z = 1, 2",          // a target that is not a name
+      "table.k = 1",          // an attribute
+      "y: int = 1",           // an annotation
+      "(y := 1)",             // a named expression
+      "__builtins__ = {}",    // a dunder
+      "__doc__ = 'x'",
+      "for i in items: y = i",
+      "if n: y = 1",
+      "y = 1; del y",
+      "y = lambda: 1",
+      "y = open('f')",
+      "items.count(1)",               // not one of the methods that change a container
+      "t.append(1)",                  // a tuple
+      "holder.append(1)",             // holds a function
+      "items.append(helper)",         // reads one
+      "items = []\nitems.append(1)",  // rebound, then changed
+      "items[0].append(1)",           // a method of an item
+      "y = items.pop",                // a method not called
+      "items[0][0] = 1",              // a store into an item
+      "name.upper()",
+  };
+  for (const char* code : refused) {
+    EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kAny) << code;
+  }
+}
+
+TEST_F(ReadOnlyCellTest, OnlyValuesACopyStandsForAreMarshalledAndTheyReadBackEqual) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  py::exec(R"PY(
+own_list = [1, 'a', (2.5, None), {'k': [3]}]
+own_set = {1, 2}
+nested_tuple = ([1], 2)
+alias_a = alias_b = [1]
+in_tuple = (items,)
+in_list = [items]
+r = range(3)
+ba = bytearray(b'x')
+big = list(range(300))
+atoms = (1, 2.0, 3j, 'four', b'five', True, None, frozenset({6}))
+)PY", ns);
+  std::vector<std::string> values;
+  for (const char* name : {"own_list", "own_set", "nested_tuple", "atoms", "n", "s"}) {
+    ASSERT_TRUE(ReadOnlyCell::MarshalBindings(ns.ptr(), {name}, &values)) << name;
+    ASSERT_EQ(values.size(), 1u);
+    py::dict replay;
+    ASSERT_TRUE(ReadOnlyCell::ApplyBindings(replay.ptr(), {name}, values)) << name;
+    EXPECT_TRUE(replay[name].equal(ns[name])) << name;
+  }
+  // Aliased (two names, or a list of the session's inside), not marshal's, too big.
+  for (const char* name : {"alias_a", "in_tuple", "in_list", "r", "ba", "big", "helper", "sneaky"}) {
+    EXPECT_FALSE(ReadOnlyCell::MarshalBindings(ns.ptr(), {name}, &values)) << name;
+    EXPECT_TRUE(values.empty()) << name;
+  }
+  EXPECT_FALSE(ReadOnlyCell::MarshalBindings(ns.ptr(), {"unbound"}, &values));
+  // A value that does not read back is refused whole.
+  py::dict replay;
+  EXPECT_FALSE(ReadOnlyCell::ApplyBindings(replay.ptr(), {"x"}, {std::string("\xff\x00", 2)}));
+  EXPECT_FALSE(PyErr_Occurred());
 }
 
 }  // namespace

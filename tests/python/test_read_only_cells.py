@@ -12,32 +12,8 @@ from __future__ import annotations
 
 import dolsot
 import pytest
+from counting_store import CountingStore
 from dolsot.store import MemoryStore
-
-
-class CountingStore:
-    """MemoryStore's behaviour, counting saves; `fail_next` saves raise."""
-
-    def __init__(self):
-        self.inner = MemoryStore()
-        self.saves = 0
-        self.fail_next = 0
-
-    def load(self, sid):
-        return self.inner.load(sid)
-
-    def save(self, sid, blob):
-        if self.fail_next:
-            self.fail_next -= 1
-            raise OSError("the disk is gone")
-        self.saves += 1
-        self.inner.save(sid, blob)
-
-    def delete(self, sid):
-        return self.inner.delete(sid)
-
-    def list(self):
-        return self.inner.list()
 
 
 def ok(repl, code, **kwargs):

@@ -1,0 +1,35 @@
+"""A store with MemoryStore's behaviour that counts its saves (the tests of
+read-only and binding cells tell by it which cells were checkpointed)."""
+from __future__ import annotations
+
+import threading
+
+from dolsot.store import MemoryStore
+
+
+class CountingStore:
+    """`saves` counts the saves that landed, `saved` is set on each, and the
+    next `fail_next` saves raise OSError."""
+
+    def __init__(self):
+        self.inner = MemoryStore()
+        self.saves = 0
+        self.fail_next = 0
+        self.saved = threading.Event()
+
+    def load(self, sid):
+        return self.inner.load(sid)
+
+    def save(self, sid, blob):
+        if self.fail_next:
+            self.fail_next -= 1
+            raise OSError("the disk is gone")
+        self.saves += 1
+        self.inner.save(sid, blob)
+        self.saved.set()
+
+    def delete(self, sid):
+        return self.inner.delete(sid)
+
+    def list(self):
+        return self.inner.list()
