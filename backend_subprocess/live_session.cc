@@ -425,10 +425,14 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
 void LiveSession::KeepBindings(protocol::Bindings bindings) {
   pending_cells_run_ = bindings.cells_run;
   for (std::size_t i = 0; i < bindings.names.size(); ++i) {
-    std::string& value = pending_bindings_[bindings.names[i]];
-    pending_binding_bytes_ += bindings.names[i].size() + bindings.values[i].size() - value.size();
-    if (!value.empty()) pending_binding_bytes_ -= bindings.names[i].size();
-    value = std::move(bindings.values[i]);
+    auto [kept, added] = pending_bindings_.try_emplace(std::move(bindings.names[i]));
+    if (added) {
+      pending_binding_bytes_ += kept->first.size();
+    } else {
+      pending_binding_bytes_ -= kept->second.size();
+    }
+    pending_binding_bytes_ += bindings.values[i].size();
+    kept->second = std::move(bindings.values[i]);
   }
 }
 

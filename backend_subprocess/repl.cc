@@ -208,6 +208,12 @@ class Repl::Impl {
   // The timer's call: a checkpoint of `sid` now, when binding cells' changes
   // still wait for one (the session idle since).
   void CheckpointDue(const std::string& sid);
+  // Serializes the live session as it is now and saves it (`slot.turn`
+  // held): once saved, it covers every binding cell so far and its verdict
+  // on what could not be saved is the latest.
+  Status SaveNow(const std::string& sid, SessionSlot& slot);
+  // Keeps a save's failure for the session's next Result (or close), once.
+  static void NoteSaveError(SessionSlot& slot, const std::string& message);
   std::int64_t DelayNs() const {
     return static_cast<std::int64_t>(config_.checkpoint_delay_seconds * 1e9);
   }
@@ -450,13 +456,26 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     slot->last_dropped_cell = cell;
   }
   Status saved = SaveCheckpoint(sid, *slot, data.blob, cell);
-  if (!saved.ok()) {  // reported with the session's next Result
-    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-    std::string& pending = slot->last_save_error;
-    if (pending.find(saved.message()) == std::string::npos) {
-      pending += (pending.empty() ? "" : "; ") + saved.message();
-    }
+  if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
+}
+
+void Repl::Impl::NoteSaveError(SessionSlot& slot, const std::string& message) {
+  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+  std::string& pending = slot.last_save_error;
+  if (pending.find(message) == std::string::npos) {
+    pending += (pending.empty() ? "" : "; ") + message;
   }
+}
+
+Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
+  auto data = slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+  if (!data.ok()) return data.status();
+  DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, data->blob, slot.cells_started));
+  slot.deferred_since_ns = 0;
+  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+  slot.last_dropped = std::move(data->dropped);
+  slot.last_dropped_cell = slot.cells_started;
+  return Status::Ok();
 }
 
 void Repl::Impl::CheckpointDue(const std::string& sid) {
@@ -475,20 +494,8 @@ void Repl::Impl::CheckpointDue(const std::string& sid) {
                              std::chrono::milliseconds(10));
     return;
   }
-  auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
-  Status saved =
-      data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
-  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-  if (!saved.ok()) {  // reported with the session's next Result (or close)
-    std::string& pending = slot->last_save_error;
-    if (pending.find(saved.message()) == std::string::npos) {
-      pending += (pending.empty() ? "" : "; ") + saved.message();
-    }
-    return;
-  }
-  slot->deferred_since_ns = 0;
-  slot->last_dropped = data->dropped;
-  slot->last_dropped_cell = slot->cells_started;
+  Status saved = SaveNow(sid, *slot);
+  if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
 }
 
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
@@ -856,19 +863,13 @@ Status Repl::Impl::Close() {
     for (auto& [sid, slot] : copy) {
       std::lock_guard<FifoMutex> turn(slot->turn);
       if (!slot->live || slot->saved_cell.load() >= slot->changed_cell) continue;
-      auto data = slot->live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
-      Status saved =
-          data.ok() ? SaveCheckpoint(sid, *slot, data->blob, slot->cells_started) : data.status();
-      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-      if (saved.ok()) {
-        slot->last_save_error.clear();  // the state it was about is durable now
-        slot->deferred_since_ns = 0;
+      Status saved = SaveNow(sid, *slot);
+      if (!saved.ok()) {
+        NoteSaveError(*slot, saved.message());
         continue;
       }
-      std::string& pending = slot->last_save_error;
-      if (pending.find(saved.message()) == std::string::npos) {
-        pending += (pending.empty() ? "" : "; ") + saved.message();
-      }
+      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
+      slot->last_save_error.clear();  // the state it was about is durable now
     }
   }
   // A last state still not saved is reported here, whether or not a Result

@@ -192,6 +192,22 @@ struct Prepared {
 };
 Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
 
+// Whether `check(member, budget)` holds for every member of a set or
+// frozenset (of atoms: iterating it runs no code of the session's).
+template <typename Check>
+bool EveryMember(PyObject* set, int* budget, Check check) {
+  if (PySet_GET_SIZE(set) > *budget) return false;
+  Ref items(PySequence_Tuple(set));
+  if (!items) {
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
+    if (!check(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
+  }
+  return true;
+}
+
 // An exact builtin value whose reading runs no Python code, all the way
 // down (within `budget` items): immutable atoms, and tuples, frozensets,
 // lists, dicts, sets and bytearrays of them.
@@ -227,16 +243,7 @@ bool IsAtom(PyObject* value, int* budget) {
   }
   if (PyByteArray_CheckExact(value)) return true;
   if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
-    if (PySet_GET_SIZE(value) > *budget) return false;
-    Ref items(PySequence_Tuple(value));  // a set of atoms iterates without side effects
-    if (!items) {
-      PyErr_Clear();
-      return false;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-      if (!IsAtom(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
-    }
-    return true;
+    return EveryMember(value, budget, IsAtom);
   }
   return false;
 }
@@ -292,7 +299,8 @@ bool IsMutator(std::string_view word) {
 // state pays only this. It never says no to a cell the full check would
 // pass, except where its crude view of strings sees code in one (a false
 // "no" only costs the fast path); what it lets through, the full check
-// decides.
+// decides. With `binding` it lets assignments and calls of the in-place
+// methods (IsMutator) through too, for the binding-cell proof.
 bool MayBeReadOnly(std::string_view code, bool binding) {
   int depth = 0;            // brackets open (strings not told apart)
   bool line_start = true;   // nothing but blanks on this line yet
@@ -495,20 +503,6 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
 // reference count is their one owner's), so a copy of it is as good as
 // it; within `budget` items.
 enum class Owned { kNo, kImmutable, kMutable };
-
-// Whether every member of a set or frozenset is immutable (IsImmutable).
-bool ImmutableMembers(PyObject* set, int* budget) {
-  if (PySet_GET_SIZE(set) > *budget) return false;
-  Ref items(PySequence_Tuple(set));  // a set of atoms iterates without side effects
-  if (!items) {
-    PyErr_Clear();
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-    if (!IsImmutable(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
-  }
-  return true;
-}
 Owned OwnedPlain(PyObject* value, int* budget) {
   if (--*budget < 0) return Owned::kNo;
   if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
@@ -517,7 +511,7 @@ Owned OwnedPlain(PyObject* value, int* budget) {
     return Owned::kImmutable;
   }
   if (PyFrozenSet_CheckExact(value)) {
-    return ImmutableMembers(value, budget) ? Owned::kImmutable : Owned::kNo;
+    return EveryMember(value, budget, IsImmutable) ? Owned::kImmutable : Owned::kNo;
   }
   const bool single_owner = Py_REFCNT(value) == 1;
   if (PyTuple_CheckExact(value)) {
@@ -546,7 +540,7 @@ Owned OwnedPlain(PyObject* value, int* budget) {
     return Owned::kMutable;
   }
   if (PyAnySet_CheckExact(value)) {
-    return ImmutableMembers(value, budget) ? Owned::kMutable : Owned::kNo;
+    return EveryMember(value, budget, IsImmutable) ? Owned::kMutable : Owned::kNo;
   }
   return Owned::kNo;
 }

@@ -8,11 +8,12 @@ from dolsot.store import MemoryStore
 
 
 class CountingStore:
-    """`saves` counts the saves that landed, `saved` is set on each, and the
-    next `fail_next` saves raise OSError."""
+    """`saves` counts the saves that landed in `inner` (a MemoryStore unless
+    given), `saved` is set on each, and the next `fail_next` saves raise
+    OSError."""
 
-    def __init__(self):
-        self.inner = MemoryStore()
+    def __init__(self, inner=None):
+        self.inner = MemoryStore() if inner is None else inner
         self.saves = 0
         self.fail_next = 0
         self.saved = threading.Event()

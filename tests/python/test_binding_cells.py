@@ -154,24 +154,13 @@ def test_a_host_killed_once_the_delay_has_passed_loses_nothing(tmp_path):
     # The host runs binding cells, waits until the timer's checkpoint is in
     # the store, says so, and is killed with SIGKILL: no close, no flush.
     host = textwrap.dedent(f"""
-        import sys, threading
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         import dolsot
+        from counting_store import CountingStore
         from dolsot.store import FileStore
 
-        class Signalling:
-            def __init__(self, inner):
-                self.inner, self.saved = inner, threading.Event()
-            def load(self, sid):
-                return self.inner.load(sid)
-            def save(self, sid, blob):
-                self.inner.save(sid, blob)
-                self.saved.set()
-            def delete(self, sid):
-                return self.inner.delete(sid)
-            def list(self):
-                return self.inner.list()
-
-        store = Signalling(FileStore({str(tmp_path)!r}))
+        store = CountingStore(FileStore({str(tmp_path)!r}))
         repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=0.2)
         assert repl.run("s", "x = 0").ok
         repl.sessions()  # its checkpoint has landed
@@ -241,4 +230,3 @@ def test_a_bad_delay_variable_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv("DOLSOT_CHECKPOINT_DELAY", "soon")
     with pytest.raises(dolsot.ConfigError, match="DOLSOT_CHECKPOINT_DELAY"):
         dolsot.Repl()
-    assert os.environ["DOLSOT_CHECKPOINT_DELAY"] == "soon"
