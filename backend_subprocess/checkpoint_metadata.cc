@@ -60,6 +60,22 @@ StatusOr<Frame> ReadFrame(std::string_view blob, size_t offset, bool verify) {
 
 }  // namespace
 
+StatusOr<CheckpointBase> MeasureBase(std::string_view stored) {
+  if (stored.size() < kHeaderSize || std::memcmp(stored.data(), kMagic, sizeof(kMagic)) != 0) {
+    return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
+  }
+  uint32_t crc = CopyWithCrc32c(~0u, nullptr, stored.data(), kHeaderSize);
+  const uint64_t count = GetLe(stored.data() + 12, 4);
+  size_t offset = kHeaderSize;
+  for (uint64_t i = 0; i < count; ++i) {
+    StatusOr<Frame> frame = ReadFrame(stored, offset, /*verify=*/false);
+    if (!frame.ok()) return frame.status();
+    crc = CopyWithCrc32c(crc, nullptr, stored.data() + offset, 4);
+    offset += frame->size;
+  }
+  return CheckpointBase{offset, ~crc};
+}
+
 Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
   if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0 ||
       GetLe(blob.data() + 8, 4) != kFormatVersion) {
@@ -98,6 +114,8 @@ Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
 }
 
 StatusOr<GateMemory> ReadGateMemory(std::string_view blob) {
+  // A journal may follow the entries (checkpoint_journal.h): the base is
+  // everything up to the last entry.
   if (blob.empty()) return GateMemory{};
   if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
     return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
@@ -123,7 +141,6 @@ StatusOr<GateMemory> ReadGateMemory(std::string_view blob) {
     }
     offset += frame->size;
   }
-  if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
   return found ? *std::move(found) : unknown;
 }
 

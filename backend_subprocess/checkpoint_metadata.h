@@ -25,13 +25,25 @@ inline std::uint64_t GetLe(const char* in, int bytes) {
 }
 }  // namespace checkpoint_format
 
+// Where a stored checkpoint's base blob ends (a journal may follow it:
+// checkpoint_journal.h) and its fingerprint: the CRC-32C of its header and
+// of every entry's stored checksum, so it changes with any entry's content
+// at the cost of a walk over the entries' headers (lengths only: checksums
+// are the restore's business). kCorrupt when the header or a length is
+// damaged.
+struct CheckpointBase {
+  std::uint64_t size = 0;
+  std::uint32_t fingerprint = 0;
+};
+StatusOr<CheckpointBase> MeasureBase(std::string_view stored);
+
 // `blob` (a current-version blob from SerializeNamespace) gets `memory` as
 // its gate-memory entry; one the session wrote itself is dropped first. kCorrupt when `blob` is no such blob.
 Status AttachGateMemory(std::string& blob, const GateMemory& memory);
 // The memory a stored blob carries. An empty blob (a new session): a fresh,
 // complete memory. A version 1 or 2 blob, or a version 3 blob without the
 // entry: an incomplete one (the session's earlier cells are not known).
-// Damage anywhere: kCorrupt.
+// Damage anywhere in the base: kCorrupt (a journal after it is not read).
 StatusOr<GateMemory> ReadGateMemory(std::string_view blob);
 
 }  // namespace dolsot

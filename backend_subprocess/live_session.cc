@@ -406,6 +406,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     if (bindings) {
       // The snapshot stays; what the cell bound is kept for it (the last
       // value of each name), to replay if it is promoted.
+      outcome.bindings = *bindings;
       KeepBindings(std::move(*bindings));
     } else if (snapshots_ && !outcome.read_only) {
       DropBindings();  // the new snapshot holds them

@@ -71,6 +71,7 @@ struct CellOutcome {
   // keeps for the snapshot from before it, which stays; no checkpoint
   // follows it.
   bool binding = false;
+  protocol::Bindings bindings;  // a binding cell's values (for the store's journal)
 };
 
 // What a restore brought back.
@@ -78,6 +79,9 @@ struct LoadReport {
   std::vector<std::string> restored;
   std::vector<std::string> failed;
   std::string error;  // the whole checkpoint was unusable
+  // The host's finding: the journal after the checkpoint's base stopped
+  // early (checkpoint_journal.h), so the changes from there on are lost.
+  std::string journal_damage;
 };
 
 class LiveSession {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "backend_subprocess/checkpoint_journal.h"
 #include "backend_subprocess/checkpoint_saver.h"
 #include "backend_subprocess/checkpoint_timer.h"
 #include "backend_subprocess/deferred_closer.h"
@@ -98,6 +99,9 @@ struct SessionSlot {
   // checkpoint is owed once config's checkpoint delay has passed: the next
   // cell takes it, or the timer (CheckpointDue). Guarded by turn.
   std::int64_t deferred_since_ns = 0;
+  // The store's journal of this session: binding cells' deferred
+  // checkpoints are frames appended to the stored base when they can be.
+  SessionJournal journal;
 };
 
 namespace {
@@ -127,8 +131,10 @@ bool CheckpointOwed(const SessionSlot& slot, std::int64_t delay_ns, const Pendin
   if (!recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load())) return true;
   if (slot.saved_cell.load() >= slot.changed_cell || pending()) return false;
   // Binding cells' changes wait out the delay (cells until then share one
-  // checkpoint); any other change whose checkpoint was lost is owed now.
-  return slot.deferred_since_ns == 0 || now - slot.deferred_since_ns >= delay_ns;
+  // checkpoint), then go to the journal (the timer appends a frame) or a
+  // whole checkpoint; any other change whose checkpoint was lost is owed now.
+  if (slot.deferred_since_ns == 0) return true;
+  return now - slot.deferred_since_ns >= delay_ns && !slot.journal.CanAppend();
 }
 
 }  // namespace
@@ -212,6 +218,10 @@ class Repl::Impl {
   // held): once saved, it covers every binding cell so far and its verdict
   // on what could not be saved is the latest.
   Status SaveNow(const std::string& sid, SessionSlot& slot);
+  // Brings the store to the session's state as it is now (`slot.turn` held,
+  // no checkpoint of it on its way): a journal frame when only binding
+  // cells changed it since the stored state, else SaveNow.
+  Status SaveDeferred(const std::string& sid, SessionSlot& slot);
   // Keeps a save's failure for the session's next Result (or close), once.
   static void NoteSaveError(SessionSlot& slot, const std::string& message);
   std::int64_t DelayNs() const {
@@ -238,6 +248,8 @@ class Repl::Impl {
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
+  // False once the store said it cannot append (SessionStore::Append).
+  std::atomic<bool> store_appends_{true};
   // Retired snapshots' sockets and superseded checkpoint channels: closed by
   // the saver thread after each checkpoint, else eight at a time
   // (deferred_closer.h). Declared before saver_, whose thread uses it.
@@ -326,6 +338,14 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     slot.changed_cell = slot.cells_started;
     slot.saved_cell.store(slot.cells_started);
     slot.deferred_since_ns = 0;
+    const SplitCheckpoint split = SplitJournal(blob);
+    slot.journal.Restored(split, slot.cells_started);
+    if (!split.damage.empty()) {
+      // The store's copy lost the changes from there on: the next cell, of
+      // whatever kind, writes a whole checkpoint over it.
+      slot.durable_at_ns.store(0);
+      if (report) report->journal_damage = split.damage;
+    }
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
     StatusOr<GateMemory> memory = ReadGateMemory(blob);
@@ -431,9 +451,12 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std
   Status saved = store_->Save(sid, blob);
   slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
   if (!saved.ok()) {
+    slot.journal.BaseSaved(std::nullopt, cell);
     slot.submitted_at_ns.store(0);
     return saved;
   }
+  StatusOr<CheckpointBase> base = MeasureBase(blob);
+  slot.journal.BaseSaved(base.ok() ? std::optional<CheckpointBase>(*base) : std::nullopt, cell);
   std::uint64_t before = slot.saved_cell.load();  // async saves land out of turn
   while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
   }
@@ -470,12 +493,44 @@ void Repl::Impl::NoteSaveError(SessionSlot& slot, const std::string& message) {
 Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
   auto data = slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
   if (!data.ok()) return data.status();
+  slot.journal.Covered(slot.cells_started);
   DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, data->blob, slot.cells_started));
   slot.deferred_since_ns = 0;
   std::lock_guard<std::mutex> guard(slot.dropped_mutex);
   slot.last_dropped = std::move(data->dropped);
   slot.last_dropped_cell = slot.cells_started;
   return Status::Ok();
+}
+
+Status Repl::Impl::SaveDeferred(const std::string& sid, SessionSlot& slot) {
+  std::optional<std::string> frame;
+  if (store_appends_.load()) frame = slot.journal.NextFrame();
+  if (frame) {
+    Status appended = store_->Append(sid, *frame);
+    if (appended.ok()) {
+      const std::uint64_t cell = slot.cells_started;
+      std::vector<std::string> saved = slot.journal.Appended(frame->size(), cell);
+      slot.durable_at_ns.store(SteadyNs());
+      std::uint64_t before = slot.saved_cell.load();
+      while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
+      }
+      slot.deferred_since_ns = 0;
+      // The names it saved are plain values now, saved whatever held them
+      // before.
+      std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+      std::vector<std::string>& dropped = slot.last_dropped;
+      dropped.erase(std::remove_if(dropped.begin(), dropped.end(),
+                                   [&](const std::string& name) {
+                                     return std::binary_search(saved.begin(), saved.end(), name);
+                                   }),
+                    dropped.end());
+      return appended;
+    }
+    // Not retried: what part of the frame reached the store is unknown.
+    if (appended.code() == ErrorCode::kUnimplemented) store_appends_.store(false);
+    slot.journal.Failed();
+  }
+  return SaveNow(sid, slot);
 }
 
 void Repl::Impl::CheckpointDue(const std::string& sid) {
@@ -494,7 +549,7 @@ void Repl::Impl::CheckpointDue(const std::string& sid) {
                              std::chrono::milliseconds(10));
     return;
   }
-  Status saved = SaveNow(sid, *slot);
+  Status saved = SaveDeferred(sid, *slot);
   if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
 }
 
@@ -568,6 +623,11 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     if (!report.error.empty()) {
       AppendWarning(*result, "warning: the stored checkpoint could not be restored: " + report.error);
     }
+    if (!report.journal_damage.empty()) {
+      AppendWarning(*result, "warning: the stored checkpoint's " + report.journal_damage +
+                                 ": the changes of the binding cells it held, and of any after it, "
+                                 "are lost");
+    }
   }
   return result;
 }
@@ -594,9 +654,12 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
         return options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid);
       });
   const std::uint64_t cell = ++slot.cells_started;
-  auto outcome = slot.live->Run(run, [this, &slot, &sid, cell](UniqueFd fd) {
+  bool covered = false;  // a whole checkpoint of the state after this cell is on its way
+  auto outcome = slot.live->Run(run, [this, &slot, &sid, cell, &covered](UniqueFd fd) {
     slot.submitted_at_ns.store(SteadyNs());
     slot.deferred_since_ns = 0;  // written after this cell: it covers them
+    slot.journal.Covered(cell);
+    covered = true;
     saver_.Submit(sid, std::move(fd), cell);
   });
   if (!outcome.ok()) {
@@ -605,6 +668,15 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   }
   closer_.Add(std::move(outcome->retired_socket));
   if (!outcome->read_only) slot.changed_cell = cell;
+  // What the journal can hold: a binding cell's values; after any other
+  // change, only a whole checkpoint of it.
+  if (outcome->checkpoint) {
+    slot.journal.Covered(cell);
+  } else if (outcome->binding && !outcome->runner_died) {
+    slot.journal.Add(outcome->bindings);
+  } else if ((!outcome->read_only && !covered) || outcome->runner_died) {
+    slot.journal.Break();
+  }
   if (outcome->binding && options_.checkpoint == CheckpointMode::kAsync &&
       slot.deferred_since_ns == 0) {
     // No checkpoint follows it: one is owed within the delay (the next cell
@@ -793,6 +865,7 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   if (options_.checkpoint != CheckpointMode::kOff) {
     auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));
     if (data.ok()) {
+      target_slot->journal.Covered(target_slot->cells_started);
       DOLSOT_RETURN_IF_ERROR(
           SaveCheckpoint(target, *target_slot, data->blob, target_slot->cells_started));
     }
@@ -863,7 +936,7 @@ Status Repl::Impl::Close() {
     for (auto& [sid, slot] : copy) {
       std::lock_guard<FifoMutex> turn(slot->turn);
       if (!slot->live || slot->saved_cell.load() >= slot->changed_cell) continue;
-      Status saved = SaveNow(sid, *slot);
+      Status saved = SaveDeferred(sid, *slot);
       if (!saved.ok()) {
         NoteSaveError(*slot, saved.message());
         continue;

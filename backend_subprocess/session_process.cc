@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <string>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
+#include "backend_subprocess/checkpoint_journal.h"
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/protocol.h"
@@ -227,12 +229,15 @@ class SessionProcess {
     std::vector<std::string> restored, failed;
     std::string error;
     if (!frame.payload.empty()) {
-      auto outcome = RestoreNamespace(globals_, frame.payload);
+      // The base blob, then what binding cells changed after it (its journal).
+      const SplitCheckpoint split = SplitJournal(frame.payload);
+      auto outcome = RestoreNamespace(globals_, split.base);
       if (outcome.ok()) {
         cells_run_ = outcome->cells_run;
-        unsaveable_.Trust(globals_, outcome->restored);
         restored = std::move(outcome->restored);
         failed = std::move(outcome->failed);
+        error = ApplyJournal(split, restored, failed);
+        unsaveable_.Trust(globals_, restored);
       } else {
         error = outcome.status().message();
       }
@@ -240,6 +245,27 @@ class SessionProcess {
     PayloadWriter w;
     w.Strs(restored).Strs(failed).Str(error);
     Send(Tag::kReady, w.data());
+  }
+
+  // Binds the journal's values over the restored base; what they bind is
+  // restored (a value the base could not load included). Returns what went
+  // wrong, or "".
+  std::string ApplyJournal(const SplitCheckpoint& split, std::vector<std::string>& restored,
+                           std::vector<std::string>& failed) {
+    std::string error;
+    const protocol::Bindings& journal = split.bindings;
+    if (!journal.names.empty() &&
+        !ReadOnlyCell::ApplyBindings(globals_, journal.names, journal.values)) {
+      error = "a value in the checkpoint's journal does not read back; the names after it keep "
+              "their older values";
+    } else {
+      for (const std::string& name : journal.names) {
+        if (std::find(restored.begin(), restored.end(), name) == restored.end()) restored.push_back(name);
+        failed.erase(std::remove(failed.begin(), failed.end(), name), failed.end());
+      }
+    }
+    if (split.frames > 0) cells_run_ = std::max(cells_run_, journal.cells_run);
+    return error;  // damage to the journal: the host splits it too, and says so
   }
 
   // Reaps the helper children (serializers, retired runners) that have exited.

@@ -1,6 +1,7 @@
 // Session stores for Python: FileStore and MemoryStore as bound classes, and
 // PythonStore, which lets any Python object with load/save/delete/list (and
-// optionally release) serve a C++ backend as its store (called with the GIL held).
+// optionally release and append) serve a C++ backend as its store (called
+// with the GIL held).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -41,6 +42,7 @@ class PythonStore final : public SessionStore {
  public:
   explicit PythonStore(py::object store) : store_(std::move(store)) {
     has_release_ = py::hasattr(store_, "release") && PyCallable_Check(store_.attr("release").ptr());
+    has_append_ = py::hasattr(store_, "append") && PyCallable_Check(store_.attr("append").ptr());
   }
   ~PythonStore() override {
     py::gil_scoped_acquire gil;
@@ -63,6 +65,15 @@ class PythonStore final : public SessionStore {
   Status Save(std::string_view sid, std::string_view blob) override {
     return CallPython<bool>("save", [&] {
              store_.attr("save")(py::str(sid.data(), sid.size()), py::bytes(blob.data(), blob.size()));
+             return true;
+           })
+        .status();
+  }
+
+  Status Append(std::string_view sid, std::string_view bytes) override {
+    if (!has_append_) return SessionStore::Append(sid, bytes);
+    return CallPython<bool>("append", [&] {
+             store_.attr("append")(py::str(sid.data(), sid.size()), py::bytes(bytes.data(), bytes.size()));
              return true;
            })
         .status();
@@ -103,6 +114,7 @@ class PythonStore final : public SessionStore {
  private:
   py::object store_;
   bool has_release_ = false;
+  bool has_append_ = false;
 };
 
 // The bound base class exposes the protocol methods on C++ stores.
@@ -137,6 +149,20 @@ void DefineProtocol(Class& cls) {
              ThrowIfError(st);
            },
            py::arg("sid"), py::arg("blob"), "Replaces the blob under `sid` atomically.")
+      .def("append",
+           [](Store& s, const std::string& sid, py::bytes bytes) {
+             ThrowIfError(ValidateSessionId(sid));
+             std::string data = bytes;
+             Status st;
+             {
+               py::gil_scoped_release release;
+               st = s.Append(sid, data);
+             }
+             ThrowIfError(st);
+           },
+           py::arg("sid"), py::arg("data"),
+           "Appends `data` to the blob under `sid` (a checkpoint's journal frame); "
+           "load() returns the blob and what was appended since it was saved.")
       .def("delete",
            [](Store& s, const std::string& sid) {
              ThrowIfError(ValidateResetTarget(sid));

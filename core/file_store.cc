@@ -673,6 +673,61 @@ Status FileStore::Save(std::string_view sid, std::string_view blob) {
   return Status::Ok();
 }
 
+Status FileStore::Append(std::string_view sid, std::string_view bytes) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
+  if (options_.defer_durability) {
+    // Its saves go through pending files a flusher renames later: an append
+    // to the session file could land under a pending file, or be replaced.
+    return Status(ErrorCode::kUnimplemented, "a store with deferred durability saves whole blobs");
+  }
+  auto dirfd = OpenDirectory();
+  if (!dirfd.ok()) return dirfd.status();
+  const std::string key(sid);
+  Mark(key);  // not while a save or a load of this session runs here
+  Status appended = AppendDurable(dirfd->get(), key, bytes);
+  Unmark(key);
+  return appended;
+}
+
+Status FileStore::AppendDurable(int dirfd, const std::string& sid, std::string_view bytes) {
+  // A pending file (left by a killed server) is what Load returns: the
+  // session file is not the session's newest blob.
+  struct stat st;
+  if (::fstatat(dirfd, PendingName(sid).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+    return Status(ErrorCode::kUnavailable, "session '" + sid + "' has a pending save in " + dir_ +
+                                               "; it is saved whole");
+  }
+  const std::string name = FileName(sid);
+  const std::string path = dir_ + "/" + name;
+  UniqueFd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status(ErrorCode::kInvalidSession, "no session file " + path + " to append to");
+    if (errno == ELOOP) {
+      return Status(ErrorCode::kPermission, "session file " + path + " is a symlink; refusing to write it");
+    }
+    return Errno("cannot open session file " + path);
+  }
+  if (::fstat(fd.get(), &st) != 0) return Errno("cannot inspect session file " + path);
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    return Status(ErrorCode::kPermission,
+                  "session file " + path + " is not a regular file of the current user; refusing to write it");
+  }
+  if (Expired(MtimeSeconds(st), NowSeconds())) {  // Load would treat it as gone
+    return Status(ErrorCode::kInvalidSession, "session file " + path + " has expired");
+  }
+  Status written = WriteAll(fd.get(), bytes);
+  if (written.ok() && ::fdatasync(fd.get()) != 0) written = Errno("cannot flush session file " + path);
+  if (!written.ok()) {
+    // Take back what part of it reached the file, so the next append (after
+    // a whole save, normally) does not follow a torn frame. Best effort: a
+    // reader finds a torn frame all the same.
+    if (::ftruncate(fd.get(), st.st_size) != 0) {
+      written = Status(written.code(), written.message() + " (and its torn end stays)");
+    }
+  }
+  return written;
+}
+
 StatusOr<int> FileStore::Delete(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(sid));
   auto dirfd = OpenDirectory();

@@ -115,6 +115,10 @@ class FileStore final : public SessionStore {
 
   StatusOr<std::optional<std::string>> Load(std::string_view sid) override;
   Status Save(std::string_view sid, std::string_view blob) override;
+  // Appends to the session file (O_APPEND, then fdatasync); a failed write
+  // is cut off again. kUnimplemented with defer_durability; kUnavailable
+  // while a pending file exists (a whole save is due).
+  Status Append(std::string_view sid, std::string_view bytes) override;
   StatusOr<int> Delete(std::string_view sid) override;
   StatusOr<std::vector<SessionInfo>> List() override;
   // Waits until `sid`'s last save is durable (or its flush failed).
@@ -154,6 +158,7 @@ class FileStore final : public SessionStore {
   void FlushLoop();
   // Waits until no save, flush, load or delete of `sid` runs here, then
   // marks one running (Unmark ends it).
+  Status AppendDurable(int dirfd, const std::string& sid, std::string_view bytes);
   void Mark(const std::string& sid);
   void Unmark(const std::string& sid);
   // The session directory, walked and checked on every access.

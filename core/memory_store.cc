@@ -28,6 +28,18 @@ Status MemoryStore::Save(std::string_view sid, std::string_view blob) {
   return Status::Ok();
 }
 
+Status MemoryStore::Append(std::string_view sid, std::string_view bytes) {
+  DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(sid);
+  if (it == entries_.end()) {
+    return Status(ErrorCode::kInvalidSession, "no session '" + std::string(sid) + "' to append to");
+  }
+  it->second.blob.append(bytes);
+  it->second.written_at = Now();
+  return Status::Ok();
+}
+
 StatusOr<int> MemoryStore::Delete(std::string_view sid) {
   DOLSOT_RETURN_IF_ERROR(ValidateResetTarget(sid));
   std::lock_guard lock(mutex_);

@@ -12,6 +12,7 @@ class MemoryStore final : public SessionStore {
  public:
   StatusOr<std::optional<std::string>> Load(std::string_view sid) override;
   Status Save(std::string_view sid, std::string_view blob) override;
+  Status Append(std::string_view sid, std::string_view bytes) override;
   StatusOr<int> Delete(std::string_view sid) override;
   StatusOr<std::vector<SessionInfo>> List() override;
 

@@ -23,6 +23,19 @@ class SessionStore {
   virtual StatusOr<std::optional<std::string>> Load(std::string_view sid) = 0;
   // Replaces the blob under `sid` atomically.
   virtual Status Save(std::string_view sid, std::string_view blob) = 0;
+  // Appends `bytes` to the blob under `sid` (a checkpoint's journal frame,
+  // docs/checkpoint-format.md "Journal"): Load then returns the blob and
+  // everything appended since it was saved, in order. kInvalidSession when `sid`
+  // has no blob. A store that cannot append returns kUnimplemented (the
+  // default), and its callers save whole blobs instead. A crash during an
+  // append may leave part of `bytes` behind (the reader of the journal
+  // detects it); a failed append must not be retried: the caller saves a
+  // whole blob next.
+  virtual Status Append(std::string_view sid, std::string_view bytes) {
+    (void)sid;
+    (void)bytes;
+    return Status(ErrorCode::kUnimplemented, "this session store cannot append");
+  }
   // Deletes `sid` ("all": every session); returns how many were deleted.
   virtual StatusOr<int> Delete(std::string_view sid) = 0;
   // Every stored session.

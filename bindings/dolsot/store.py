@@ -6,7 +6,10 @@ deserializes a session.
 ``dolsot[redis]``, imported on first use) keeps them in Redis, leased to one
 host at a time. Any object with the four methods of ``SessionStore`` works as
 a store too; one that also has ``release(sid)`` is told when a session leaves
-the host.
+the host, and one that also has ``append(sid, data)`` (add ``data`` to the end
+of the blob under ``sid``, so that ``load`` returns both; raise if there is no
+such blob) gets a binding cell's checkpoint as a small frame appended to the
+last one instead of a whole new checkpoint (docs/stores.md).
 """
 
 from __future__ import annotations

@@ -925,5 +925,59 @@ TEST(PendingFileTest, TrailerFramesExactlyItsBlob) {
   }
 }
 
+TEST_F(FileStoreTest, AppendsToTheSessionFileOnly) {
+  auto store = OpenStore();
+  const std::string file = root_ + "/sessions/s.session";
+  EXPECT_EQ(store->Append("s", "x").code(), ErrorCode::kInvalidSession);
+  EXPECT_FALSE(fs::exists(file));  // an append makes no session
+  ASSERT_TRUE(store->Save("s", "base").ok());
+  ASSERT_TRUE(store->Append("s", std::string("+1\0", 3)).ok());
+  ASSERT_TRUE(store->Append("s", "+2").ok());
+  EXPECT_EQ(**store->Load("s"), std::string("base+1\0+2", 9));
+  EXPECT_EQ((*store->List())[0].size_bytes, 9u);
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_TRUE(store->Save("s", "new").ok());  // a save replaces blob and appends
+  EXPECT_EQ(**store->Load("s"), "new");
+  EXPECT_EQ(store->Append("a/b", "x").code(), ErrorCode::kInvalidSession);
+}
+
+TEST_F(FileStoreTest, NeverAppendsThroughASymlinkOrToAForeignFile) {
+  auto store = OpenStore();
+  const std::string secret = root_ + "/secret";
+  WriteFile(secret, "secret");
+  fs::create_symlink(secret, root_ + "/sessions/evil.session");
+  Status appended = store->Append("evil", "owned");
+  EXPECT_EQ(appended.code(), ErrorCode::kPermission);
+  EXPECT_NE(appended.message().find("symlink"), std::string::npos);
+  EXPECT_EQ(ReadFile(secret), "secret");
+  fs::remove(root_ + "/sessions/evil.session");
+  fs::create_directory(root_ + "/sessions/evil.session");
+  EXPECT_FALSE(store->Append("evil", "owned").ok());
+  if (::geteuid() == 0) {
+    fs::remove(root_ + "/sessions/evil.session");
+    WriteFile(root_ + "/sessions/evil.session", "theirs");
+    ASSERT_EQ(::chown((root_ + "/sessions/evil.session").c_str(), 65534, 65534), 0);
+    EXPECT_EQ(store->Append("evil", "owned").code(), ErrorCode::kPermission);
+    EXPECT_EQ(ReadFile(root_ + "/sessions/evil.session"), "theirs");
+  }
+}
+
+TEST_F(FileStoreTest, AppendsNotToAnExpiredSessionNorPastAPendingFile) {
+  auto store = OpenStore();
+  const std::string dir = root_ + "/sessions";
+  ASSERT_TRUE(store->Save("old", "base").ok());
+  SetAgeDays(dir + "/old.session", 8);  // past the store's 7 days
+  EXPECT_EQ(store->Append("old", "x").code(), ErrorCode::kInvalidSession);
+  ASSERT_TRUE(store->Save("s", "base").ok());
+  WriteFile(dir + "/s.pending", Blob('p', 10) + PendingTrailer(Blob('p', 10)));
+  EXPECT_EQ(store->Append("s", "x").code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(**store->Load("s"), Blob('p', 10));  // the pending save, untouched
+  FileStoreOptions deferred;
+  deferred.defer_durability = true;
+  auto server = FileStore::Open(dir, 7, deferred);
+  ASSERT_TRUE(server.ok());
+  EXPECT_EQ((*server)->Append("s", "x").code(), ErrorCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace dolsot

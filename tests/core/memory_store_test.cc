@@ -31,6 +31,20 @@ TEST(MemoryStoreTest, SaveLoadListDelete) {
   EXPECT_TRUE(store.List()->empty());
 }
 
+TEST(MemoryStoreTest, AppendsToAnExistingBlobOnly) {
+  MemoryStore store;
+  EXPECT_EQ(store.Append("s", "x").code(), ErrorCode::kInvalidSession);
+  EXPECT_FALSE(store.Load("s")->has_value());  // an append makes no session
+  ASSERT_TRUE(store.Save("s", "base").ok());
+  ASSERT_TRUE(store.Append("s", std::string("+1\0", 3)).ok());
+  ASSERT_TRUE(store.Append("s", "+2").ok());
+  EXPECT_EQ(**store.Load("s"), std::string("base+1\0+2", 9));
+  EXPECT_EQ((*store.List())[0].size_bytes, 9u);
+  ASSERT_TRUE(store.Save("s", "new").ok());  // a save replaces blob and appends
+  EXPECT_EQ(**store.Load("s"), "new");
+  EXPECT_EQ(store.Append("../x", "b").code(), ErrorCode::kInvalidSession);
+}
+
 TEST(MemoryStoreTest, RefusesBadIds) {
   MemoryStore store;
   EXPECT_EQ(store.Save("../x", "b").code(), ErrorCode::kInvalidSession);

@@ -1,0 +1,267 @@
+// A checkpoint's journal frames (docs/checkpoint-format.md "Journal").
+#include "backend_subprocess/checkpoint_journal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "core/crc32c.h"
+
+namespace dolsot {
+namespace {
+
+using checkpoint_format::GetLe;
+using checkpoint_format::PutLe;
+
+constexpr char kFrameMagic[4] = {'D', 'J', 'N', 'L'};
+constexpr std::size_t kFramePrefix = 4 + 4 + 4;      // magic, crc, size
+constexpr std::size_t kBodyFixed = 8 + 4 + 4 + 8 + 4;  // base size, fingerprint, seq, cells, count
+
+// Reads a body's fields in order; any read past its end fails it.
+class BodyReader {
+ public:
+  explicit BodyReader(std::string_view body) : body_(body) {}
+  std::uint64_t Le(int bytes) {
+    if (failed_ || body_.size() - at_ < static_cast<std::size_t>(bytes)) {
+      failed_ = true;
+      return 0;
+    }
+    const std::uint64_t value = GetLe(body_.data() + at_, bytes);
+    at_ += static_cast<std::size_t>(bytes);
+    return value;
+  }
+  std::string_view Bytes(std::uint64_t size) {
+    if (failed_ || body_.size() - at_ < size) {
+      failed_ = true;
+      return {};
+    }
+    std::string_view out = body_.substr(at_, size);
+    at_ += size;
+    return out;
+  }
+  bool whole() const { return !failed_ && at_ == body_.size(); }
+  bool failed() const { return failed_; }
+
+ private:
+  std::string_view body_;
+  std::size_t at_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::string EncodeJournalFrame(const CheckpointBase& base, std::uint32_t seq,
+                               const protocol::Bindings& bindings) {
+  std::size_t body = kBodyFixed;
+  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
+    body += 4 + bindings.names[i].size() + 4 + bindings.values[i].size();
+  }
+  std::string frame(kFramePrefix + body, '\0');
+  char* out = frame.data();
+  std::memcpy(out, kFrameMagic, sizeof(kFrameMagic));
+  PutLe(out + 8, body, 4);
+  char* at = out + kFramePrefix;
+  auto put = [&at](std::uint64_t value, int bytes) {
+    PutLe(at, value, bytes);
+    at += bytes;
+  };
+  auto put_bytes = [&at, &put](std::string_view bytes) {
+    put(bytes.size(), 4);
+    std::memcpy(at, bytes.data(), bytes.size());
+    at += bytes.size();
+  };
+  put(base.size, 8);
+  put(base.fingerprint, 4);
+  put(seq, 4);
+  put(bindings.cells_run, 8);
+  put(bindings.names.size(), 4);
+  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
+    put_bytes(bindings.names[i]);
+    put_bytes(bindings.values[i]);
+  }
+  PutLe(out + 4, Crc32c(std::string_view(out + 8, frame.size() - 8)), 4);
+  return frame;
+}
+
+SplitCheckpoint SplitJournal(std::string_view stored) {
+  SplitCheckpoint split;
+  split.base = stored;
+  StatusOr<CheckpointBase> measured = MeasureBase(stored);
+  if (!measured.ok()) return split;  // the restore says what is wrong with it
+  split.measured = *measured;
+  split.base = stored.substr(0, measured->size);
+  std::map<std::string, std::string> merged;
+  std::size_t offset = measured->size;
+  auto stop = [&](const std::string& why) {
+    split.damage = "journal frame " + std::to_string(split.frames + 1) + " at byte " +
+                   std::to_string(offset) + " " + why;
+  };
+  while (offset < stored.size()) {
+    const std::string_view rest = stored.substr(offset);
+    if (rest.size() < kFramePrefix) {
+      stop("is cut short (a write that did not finish)");
+      break;
+    }
+    if (std::memcmp(rest.data(), kFrameMagic, sizeof(kFrameMagic)) != 0) {
+      stop("is not a journal frame (bad magic)");
+      break;
+    }
+    const std::uint64_t size = GetLe(rest.data() + 8, 4);
+    if (size < kBodyFixed || size > kMaxJournalFrameBytes) {
+      stop("has a bad length (" + std::to_string(size) + " bytes)");
+      break;
+    }
+    if (rest.size() - kFramePrefix < size) {
+      stop("is cut short (a write that did not finish)");
+      break;
+    }
+    const std::string_view checked = rest.substr(8, 4 + size);
+    if (static_cast<std::uint32_t>(GetLe(rest.data() + 4, 4)) != Crc32c(checked)) {
+      stop("is damaged (checksum mismatch)");
+      break;
+    }
+    BodyReader body(rest.substr(kFramePrefix, size));
+    const std::uint64_t base_size = body.Le(8);
+    const std::uint64_t fingerprint = body.Le(4);
+    const std::uint64_t seq = body.Le(4);
+    if (base_size != measured->size || fingerprint != measured->fingerprint) {
+      stop("extends another checkpoint than the one stored before it");
+      break;
+    }
+    if (seq != split.frames + 1u) {
+      stop("is out of order (number " + std::to_string(seq) + ")");
+      break;
+    }
+    protocol::Bindings frame;
+    frame.cells_run = body.Le(8);
+    const std::uint64_t count = body.Le(4);
+    bool valid = count <= size / 8;
+    for (std::uint64_t i = 0; valid && i < count; ++i) {
+      const std::uint64_t name_size = body.Le(4);
+      const std::string_view name = body.Bytes(name_size <= kMaxJournalNameBytes ? name_size : ~0ull);
+      const std::string_view value = body.Bytes(body.Le(4));
+      valid = !body.failed() && !name.empty() && name.find('\0') == std::string_view::npos;
+      if (valid) {
+        frame.names.emplace_back(name);
+        frame.values.emplace_back(value);
+      }
+    }
+    if (!valid || !body.whole()) {
+      stop("is malformed");
+      break;
+    }
+    for (std::size_t i = 0; i < frame.names.size(); ++i) {
+      merged[std::move(frame.names[i])] = std::move(frame.values[i]);
+    }
+    split.bindings.cells_run = frame.cells_run;
+    split.frames += 1;
+    offset += kFramePrefix + size;
+    split.journal_bytes += kFramePrefix + size;
+  }
+  for (auto& [name, value] : merged) {
+    split.bindings.names.push_back(name);
+    split.bindings.values.push_back(std::move(value));
+  }
+  return split;
+}
+
+void SessionJournal::Covered(std::uint64_t cell) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  extends_ = true;
+  from_ = cell;
+  pending_.clear();
+  cells_run_ = 0;
+  pending_bytes_ = 0;
+}
+
+void SessionJournal::BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  open_ = base.has_value();
+  if (base) base_ = *base;
+  frames_ = 0;
+  bytes_ = 0;
+  stored_cell_ = cell;
+}
+
+void SessionJournal::Restored(const SplitCheckpoint& split, std::uint64_t cell) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    open_ = !split.base.empty() && split.measured.size == split.base.size() && split.damage.empty();
+    base_ = split.measured;
+    frames_ = split.frames;
+    bytes_ = split.journal_bytes;
+    stored_cell_ = cell;
+  }
+  Covered(cell);
+}
+
+void SessionJournal::Add(const protocol::Bindings& bindings) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!extends_) return;
+  cells_run_ = bindings.cells_run;
+  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
+    auto [kept, added] = pending_.try_emplace(bindings.names[i]);
+    if (added) {
+      pending_bytes_ += 8 + kept->first.size();
+    } else {
+      pending_bytes_ -= kept->second.size();
+    }
+    pending_bytes_ += bindings.values[i].size();
+    kept->second = bindings.values[i];
+  }
+  if (pending_bytes_ > kMaxPendingBytes) BreakLocked();
+}
+
+void SessionJournal::Break() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  BreakLocked();
+}
+
+void SessionJournal::BreakLocked() {
+  extends_ = false;
+  pending_.clear();
+  pending_bytes_ = 0;
+}
+
+bool SessionJournal::CanAppend() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return CanAppendLocked();
+}
+
+bool SessionJournal::CanAppendLocked() const {
+  return open_ && extends_ && stored_cell_ == from_ && frames_ < kMaxFrames &&
+         bytes_ + pending_bytes_ <= std::max<std::uint64_t>(kMinBudget, base_.size);
+}
+
+std::optional<std::string> SessionJournal::NextFrame() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!CanAppendLocked()) return std::nullopt;
+  protocol::Bindings frame;
+  frame.cells_run = cells_run_;
+  for (const auto& [name, value] : pending_) {
+    frame.names.push_back(name);
+    frame.values.push_back(value);
+  }
+  return EncodeJournalFrame(base_, frames_ + 1, frame);
+}
+
+std::vector<std::string> SessionJournal::Appended(std::size_t frame_bytes, std::uint64_t cell) {
+  std::vector<std::string> saved;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    frames_ += 1;
+    bytes_ += frame_bytes;
+    stored_cell_ = cell;
+    for (const auto& [name, value] : pending_) saved.push_back(name);
+  }
+  Covered(cell);
+  return saved;
+}
+
+void SessionJournal::Failed() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  open_ = false;
+}
+
+}  // namespace dolsot
