@@ -34,3 +34,25 @@ class CountingStore:
 
     def list(self):
         return self.inner.list()
+
+
+class JournalingStore(CountingStore):
+    """A CountingStore that can append (SessionStore.append: a checkpoint's
+    journal frames): `appends` counts the appends that landed, `appended` is
+    set on each, and the next `fail_next_append` appends raise OSError after
+    writing half of the frame (a write cut short)."""
+
+    def __init__(self, inner=None):
+        super().__init__(inner)
+        self.appends = 0
+        self.fail_next_append = 0
+        self.appended = threading.Event()
+
+    def append(self, sid, data):
+        if self.fail_next_append:
+            self.fail_next_append -= 1
+            self.inner.append(sid, data[: len(data) // 2])
+            raise OSError("the disk filled up mid-write")
+        self.inner.append(sid, data)
+        self.appends += 1
+        self.appended.set()
