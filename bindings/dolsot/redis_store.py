@@ -4,9 +4,13 @@ host that reaches it, with a lease so only one host runs a session at a time.
 Layout under ``prefix`` (``{sid}`` is a Redis Cluster hash tag, so a session's
 keys share a slot): ``<prefix>s:{sid}`` is a hash holding the blob (``data``),
 its ``size``, ``used`` (time of the save) and ``sum`` (SHA-256) or ``mac``
-(HMAC-SHA256 with the store key); ``<prefix>lease:{sid}`` names the host
-that holds the session. A save is one MULTI/EXEC transaction watching the
-lease, every other write one Lua script: each is atomic.
+(HMAC-SHA256 with the store key); ``<prefix>j:{sid}`` is a list of what was
+appended to the blob since it was saved (a checkpoint's journal frames),
+each item its digest (32 bytes, over the session id and the frame) and the
+frame; ``<prefix>lease:{sid}`` names the host that holds the session. A save
+(which empties the journal) and an append are each one MULTI/EXEC
+transaction watching the lease, a load one transaction, every other write
+one Lua script: each is atomic.
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# Deletes one session unless another holder has its lease. Returns 0/1, or
-# -1 and the holder.
+# Deletes one session (KEYS: session, lease, journal) unless another holder
+# has its lease. Returns 0/1, or -1 and the holder.
 _DELETE = """
 local holder = redis.call('GET', KEYS[2])
 if holder and holder ~= ARGV[1] then return {-1, holder} end
-return {redis.call('DEL', KEYS[1]), ''}
+local deleted = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[3])
+return {deleted, ''}
 """
 
 
@@ -197,12 +203,17 @@ class RedisStore:
             held_before = sid in self._held
         self._hold(sid)
         try:
-            fields = self._call("load", self._client.hmget, self._session_key(sid),
-                                ["data", "size", "sum", "mac"])
+            # The blob and its journal as of one instant (a save empties the journal).
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.hmget(self._session_key(sid), ["data", "size", "sum", "mac"])
+                pipe.lrange(self._journal_key(sid), 0, -1)
+                fields, journal = self._call("load", pipe.execute)
             data, size, digest, mac = fields
             if data is None:
                 return None
             self._verify(sid, data, size, digest, mac)
+            if journal:
+                data = bytes(data) + b"".join(self._verified_frames(sid, journal))
         except StoreError:
             if not held_before:  # not loaded, so not on this host
                 try:
@@ -239,7 +250,7 @@ class RedisStore:
                     pipe.multi()
                     if take:
                         pipe.set(lease, self.token, px=self._lease_ms)
-                    pipe.delete(session)
+                    pipe.delete(session, self._journal_key(sid))
                     pipe.hset(session, mapping={"data": data, "size": len(data),
                                                 "used": repr(time.time()), field: digest})
                     if self._ttl_days > 0:
@@ -251,6 +262,42 @@ class RedisStore:
         raise StoreError(f"RedisStore.save: the lease of session '{sid}' kept changing under "
                          "16 attempts to save it; not saved")
 
+    def append(self, sid: str, data: bytes) -> None:
+        """Appends `data` to the blob of `sid` (a checkpoint's journal frame),
+        digested or signed on its own; ``load`` returns the blob and every
+        frame appended since it was saved. Raises ``SessionLeased`` if another
+        store holds `sid` and ``StoreError`` if `sid` has no blob."""
+        self._check_open()
+        validate_session_id(sid)
+        frame = bytes(data)
+        self._call("append", self._append_transaction, sid,
+                   self._frame_digest(sid, frame) + frame)
+
+    def _append_transaction(self, sid: str, item: bytes) -> None:
+        session, lease, journal = self._session_key(sid), self._lease_key(sid), self._journal_key(sid)
+        with self._client.pipeline(transaction=True) as pipe:
+            for _ in range(16):  # the lease or the blob changed between WATCH and EXEC: again
+                try:
+                    pipe.watch(lease, session)
+                    holder = pipe.get(lease)
+                    if holder is not None and holder.decode() != self.token:
+                        raise self._leased(sid, holder)
+                    if not pipe.exists(session):
+                        raise StoreError(f"RedisStore.append: session '{sid}' has no "
+                                         "checkpoint to append to")
+                    pipe.multi()
+                    pipe.rpush(journal, item)
+                    pipe.hset(session, "used", repr(time.time()))
+                    if self._ttl_days > 0:
+                        pipe.expire(session, self._ttl_days * 86400)
+                        pipe.expire(journal, self._ttl_days * 86400)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+        raise StoreError(f"RedisStore.append: session '{sid}' kept changing under 16 attempts "
+                         "to append to it; not appended")
+
     def delete(self, sid: str) -> int:
         """Deletes `sid` (``"all"``: every session under this prefix, leases
         too); returns how many. Raises ``SessionLeased`` if another store
@@ -260,14 +307,16 @@ class RedisStore:
             deleted = 0
             for keys in self._batches(self._pattern("s:")):
                 deleted += self._call("delete", self._client.delete, *keys)
-            for keys in self._batches(self._pattern("lease:")):
-                self._call("delete", self._client.delete, *keys)
+            for kind in ("j:", "lease:"):
+                for keys in self._batches(self._pattern(kind)):
+                    self._call("delete", self._client.delete, *keys)
             with self._lock:
                 self._held.clear()
             return deleted
         validate_session_id(sid)
         count, holder = self._script("delete", self._delete_script,
-                                   [self._session_key(sid), self._lease_key(sid)], [self.token])
+                                     [self._session_key(sid), self._lease_key(sid),
+                                      self._journal_key(sid)], [self.token])
         if count < 0:
             raise self._leased(sid, holder)
         return int(count)
@@ -346,6 +395,9 @@ class RedisStore:
     def _lease_key(self, sid: str) -> str:
         return f"{self._prefix}lease:{{{sid}}}"
 
+    def _journal_key(self, sid: str) -> str:
+        return f"{self._prefix}j:{{{sid}}}"
+
     def _pattern(self, kind: str) -> str:
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self._prefix)
         return f"{escaped}{kind}{{*}}"
@@ -396,6 +448,25 @@ class RedisStore:
         digest = hashlib.sha256(sid.encode() + b"\0")
         digest.update(data)
         return "sum", digest.hexdigest()
+
+    def _frame_digest(self, sid: str, frame: bytes) -> bytes:
+        if self._key is not None:
+            return hmac.new(self._key, b"journal\0" + sid.encode() + b"\0" + frame,
+                            hashlib.sha256).digest()
+        return hashlib.sha256(b"journal\0" + sid.encode() + b"\0" + frame).digest()
+
+    def _verified_frames(self, sid: str, journal: list[bytes]) -> Iterator[bytes]:
+        for number, item in enumerate(journal, 1):
+            frame = bytes(item[32:])
+            if len(item) < 32 or not hmac.compare_digest(bytes(item[:32]),
+                                                         self._frame_digest(sid, frame)):
+                signed = "signature" if self._key is not None else "SHA-256 digest"
+                raise StoreError(
+                    f"the checkpoint journal of session '{sid}' in Redis "
+                    f"({self._journal_key(sid)}) is damaged: item {number}'s {signed} does not "
+                    "match (signed with another key, or altered); it was not loaded (reset the "
+                    "session to start it anew)")
+            yield frame
 
     def _verify(self, sid: str, data: bytes, size: Any, digest: Any, mac: Any) -> None:
         where = f"the checkpoint of session '{sid}' in Redis ({self._session_key(sid)})"

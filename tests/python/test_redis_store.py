@@ -235,6 +235,74 @@ def test_an_unsigned_blob_is_refused_by_a_host_with_a_key(make_store, monkeypatc
         keyed.load("s")
 
 
+# ----------------------------------------------------------------- journal
+
+
+def test_appends_go_to_the_journal_and_a_save_or_delete_empties_it(make_store, redis_server,
+                                                                   redis_prefix):
+    store = make_store(hmac_key=KEY_A)
+    journal = f"{redis_prefix}j:{{s}}"
+    client = redis_server.client()
+    with pytest.raises(dolsot.StoreError, match="'s' has no checkpoint to append to"):
+        store.append("s", b"+1")
+    assert not client.exists(journal)
+    store.save("s", b"base")
+    store.append("s", b"+1")
+    store.append("s", b"+2")
+    assert store.load("s") == b"base+1+2"
+    assert client.llen(journal) == 2
+    store.save("s", b"new")  # the new blob's journal starts empty
+    assert store.load("s") == b"new" and not client.exists(journal)
+    store.append("s", b"+3")
+    assert store.delete("s") == 1
+    assert not client.exists(journal) and store.load("s") is None
+    other = make_store(hmac_key=KEY_A)
+    store.save("t", b"base")
+    assert store.load("t") == b"base"  # leased to `store`
+    with pytest.raises(SessionLeased):
+        other.append("t", b"+1")
+    assert store.load("t") == b"base"
+
+
+def test_a_damaged_or_moved_journal_item_is_refused(make_store, redis_server, redis_prefix):
+    store = make_store(hmac_key=KEY_A)
+    client = redis_server.client()
+    for sid in ("s", "t"):
+        store.save(sid, b"base")
+        store.append(sid, b"+" + sid.encode())
+    # A frame of another session: its signature covers the session id.
+    client.rpush(f"{redis_prefix}j:{{s}}", client.lindex(f"{redis_prefix}j:{{t}}", 0))
+    with pytest.raises(dolsot.StoreError, match="journal of session 's'.*item 2's signature"):
+        store.load("s")
+    item = bytearray(client.lindex(f"{redis_prefix}j:{{t}}", 0))
+    item[-1] ^= 0x01
+    client.lset(f"{redis_prefix}j:{{t}}", 0, bytes(item))
+    with pytest.raises(dolsot.StoreError, match="journal of session 't'.*item 1's signature"):
+        store.load("t")
+
+
+def test_binding_cells_reach_another_host_through_the_journal(make_store, redis_server,
+                                                              redis_prefix):
+    store = make_store()
+    client = redis_server.client()
+    repl = Repl(store=store, typecheck=False, checkpoint_delay=0.2)
+    try:
+        assert repl.run("s", "blob = b'x' * 1_000_000; x = 0").ok
+        repl.sessions()  # its checkpoint has landed
+        base = client.hget(f"{redis_prefix}s:{{s}}", "data")
+        for _ in range(3):
+            assert repl.run("s", "x += 1").ok
+        give_up = time.monotonic() + 30
+        while not client.exists(f"{redis_prefix}j:{{s}}") and time.monotonic() < give_up:
+            time.sleep(0.02)  # polling Redis for the frame the timer appends
+        assert client.llen(f"{redis_prefix}j:{{s}}") == 1
+        assert client.hget(f"{redis_prefix}s:{{s}}", "data") == base  # no new 1 MB blob
+    finally:
+        repl.close()
+    with _sync_repl(make_store()) as elsewhere:
+        assert elsewhere.run("s", "x, len(blob)").value == "(3, 1000000)"
+
+
 # ------------------------------------------------------------------- lease
 
 
