@@ -36,6 +36,12 @@
 // the kernel that holds it (NFS mounted with local_lock or nolock keeps
 // locks local), so a sweep trusts the lock only for files of its own kernel.
 //
+// Appends (a checkpoint's journal frames) go to {sid}.session itself with
+// O_APPEND (O_NOFOLLOW, a regular file of the user's, not expired), then
+// fdatasync; a failed write is cut off again. A crash mid-append may leave
+// part of a frame, which the journal's reader finds. Not with deferred
+// durability, nor while a pending file exists (Append's comment).
+//
 // Sweeps: files not written for `ttl_days` are expired (0 disables expiry):
 // Load treats an expired file as absent and deletes it, List reaps every
 // expired file it sees, and Load and Save sweep the whole directory at most
