@@ -340,6 +340,9 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     slot.deferred_since_ns = 0;
     const SplitCheckpoint split = SplitJournal(blob);
     slot.journal.Restored(split, slot.cells_started);
+    // A base the session could not restore (it started empty) or a journal
+    // it could not apply is no base to append to: the session does not hold it.
+    if (report && !report->error.empty()) slot.journal.Failed();
     if (!split.damage.empty()) {
       // The store's copy lost the changes from there on: the next cell, of
       // whatever kind, writes a whole checkpoint over it.

@@ -325,3 +325,29 @@ def test_the_bound_stores_append_and_refuse_what_they_cannot(tmp_path):
         assert store.load("s") == b"base+1"
         with pytest.raises(dolsot.DolsotError):
             store.append("../s", b"x")
+
+
+def test_binding_cells_after_a_damaged_base_write_a_whole_checkpoint():
+    # The session starts empty from a damaged checkpoint: a frame over that
+    # base would be lost with it at the next restore.
+    store = JournalingStore()
+    repl = reopened(store)
+    try:
+        ok(repl, "x = 1\nkeep = 'k'")
+    finally:
+        repl.close()
+    blob = bytearray(store.inner.load("s"))
+    blob[len(blob) // 2] ^= 0xFF
+    store.inner.save("s", bytes(blob))
+    damaged = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600)
+    try:
+        first = damaged.run("s", "x = 5")
+        assert first.ok and "could not be restored" in first.error
+    finally:
+        damaged.close()
+    fresh = reopened(store.inner)
+    try:
+        result = ok(fresh, "x")
+        assert result.value == "5" and not result.error
+    finally:
+        fresh.close()
