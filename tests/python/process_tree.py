@@ -1,5 +1,6 @@
 """What the tests read of the process tree, from /proc: a process's children,
-all its descendants, and whether a pid still runs (a zombie does not).
+all its descendants, and whether a pid still runs (a zombie does not); and a host killed with SIGKILL at a point it
+names.
 
 The kernel lists a child under the thread that started it: by default only
 the main thread's children are read; every_thread=True reads every thread's
@@ -9,6 +10,9 @@ request's thread)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 
 
 def children(pid: int, every_thread: bool = False) -> list[int]:
@@ -62,3 +66,16 @@ def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
             raise AssertionError(f"process {pid} still runs after {seconds} s")
     finally:
         os.close(fd)
+
+
+def sigkill_once_it_says(script: str, line: str = "durable") -> None:
+    """Runs `script` in a new Python process, waits until it prints `line`,
+    and kills it with SIGKILL (no close, no flush), reaped. The script keeps
+    running (reading its stdin, say) after it prints."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == line
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)

@@ -15,15 +15,13 @@ and a restart see the last state, and that what the proof cannot vouch for
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 
 import dolsot
 import pytest
 from counting_store import CountingStore
 from dolsot.store import FileStore
+from process_tree import sigkill_once_it_says
 
 
 def ok(repl, code, **kwargs):
@@ -171,13 +169,7 @@ def test_a_host_killed_once_the_delay_has_passed_loses_nothing(tmp_path):
         print("durable", flush=True)
         sys.stdin.read()
     """)
-    child = subprocess.Popen([sys.executable, "-c", host], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "durable"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
+    sigkill_once_it_says(host)
     again = dolsot.Repl(store=FileStore(str(tmp_path)), typecheck=False)
     try:
         assert ok(again, "x").value == "4"

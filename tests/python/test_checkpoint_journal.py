@@ -16,9 +16,6 @@ after it."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -26,6 +23,7 @@ import dolsot
 import pytest
 from counting_store import CountingStore, JournalingStore
 from dolsot.store import FileStore, MemoryStore
+from process_tree import sigkill_once_it_says
 
 FRAME_MAGIC = b"DJNL"
 
@@ -42,6 +40,15 @@ def settle(repl):
 
 def reopened(store):
     return dolsot.Repl(store=store, typecheck=False)
+
+
+def restored(store, code):
+    """`code`'s Result in the session as a new host restores it from `store`."""
+    fresh = reopened(store)
+    try:
+        return ok(fresh, code)
+    finally:
+        fresh.close()
 
 
 @pytest.fixture
@@ -69,11 +76,7 @@ def test_binding_cells_after_the_delay_append_a_frame_not_a_checkpoint(journaled
     assert stored.startswith(base)
     assert 0 < len(stored) - len(base) < 200  # the frame: x, not 2 MB
     assert stored[len(base):len(base) + 4] == FRAME_MAGIC
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x, len(blob), name").value == "(3, 2000000, 'dolsot')"
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x, len(blob), name").value == "(3, 2000000, 'dolsot')"
 
 
 def test_a_restore_from_base_and_frames_is_exact(journaled):
@@ -118,11 +121,7 @@ def test_a_general_cell_after_frames_writes_a_whole_checkpoint(journaled):
     ok(repl, "x += 1")
     store.appended.clear()
     assert store.appended.wait(30)
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x, math.pi > 3").value == "(2, True)"
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x, math.pi > 3").value == "(2, True)"
 
 
 def test_a_host_killed_after_a_frame_landed_loses_nothing(tmp_path):
@@ -147,18 +146,9 @@ def test_a_host_killed_after_a_frame_landed_loses_nothing(tmp_path):
         print("durable", flush=True)
         sys.stdin.read()
     """)
-    child = subprocess.Popen([sys.executable, "-c", host], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "durable"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-    again = reopened(FileStore(str(tmp_path)))
-    try:
-        assert ok(again, "x, box, len(blob)").value == "(4, [1, 2, 3, 4], 2000000)"
-    finally:
-        again.close()
+    sigkill_once_it_says(host)
+    assert restored(FileStore(str(tmp_path)), "x, box, len(blob)").value == \
+        "(4, [1, 2, 3, 4], 2000000)"
 
 
 def frames_of(store, sid="s"):
@@ -190,12 +180,8 @@ def test_a_torn_last_frame_is_reported_and_a_whole_checkpoint_replaces_it(journa
         assert store.appended.wait(30)
     finally:
         fresh.close()
-    again = reopened(store.inner)
-    try:
-        result = ok(again, "x")
-        assert result.value == "2" and not result.error
-    finally:
-        again.close()
+    result = restored(store.inner, "x")
+    assert result.value == "2" and not result.error
 
 
 def test_a_frame_of_another_checkpoint_is_never_applied(journaled):
@@ -213,13 +199,9 @@ def test_a_frame_of_another_checkpoint_is_never_applied(journaled):
     finally:
         other.close()
     store.inner.save("s", store.inner.load("t") + frame)
-    fresh = reopened(store.inner)
-    try:
-        result = ok(fresh, "x")
-        assert result.value == "'theirs'"
-        assert "journal frame 1" in result.error and "another checkpoint" in result.error
-    finally:
-        fresh.close()
+    result = restored(store.inner, "x")
+    assert result.value == "'theirs'"
+    assert "journal frame 1" in result.error and "another checkpoint" in result.error
 
 
 def test_a_store_that_cannot_append_gets_whole_checkpoints():
@@ -236,11 +218,7 @@ def test_a_store_that_cannot_append_gets_whole_checkpoints():
         assert frames_of(store.inner) == 0
     finally:
         repl.close()
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x").value == "1"
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x").value == "1"
 
 
 def test_a_failed_append_falls_back_to_a_whole_checkpoint_and_loses_nothing(journaled):
@@ -256,11 +234,7 @@ def test_a_failed_append_falls_back_to_a_whole_checkpoint_and_loses_nothing(jour
     store.appended.clear()
     ok(repl, "x += 1")
     assert store.appended.wait(30)  # and frames again after the new base
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x").value == "2"
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x").value == "2"
 
 
 def test_with_no_delay_each_idle_moment_gets_its_frame():
@@ -277,11 +251,7 @@ def test_with_no_delay_each_idle_moment_gets_its_frame():
         assert store.saves == 1
     finally:
         repl.close()
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x").value == "2"
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x").value == "2"
 
 
 def test_the_next_cell_after_the_delay_does_not_wait_for_a_whole_checkpoint(journaled):
@@ -296,11 +266,7 @@ def test_the_next_cell_after_the_delay_does_not_wait_for_a_whole_checkpoint(jour
     count = int(ok(repl, "x").value)
     assert store.saves == saves
     repl.close()
-    fresh = reopened(store.inner)
-    try:
-        assert ok(fresh, "x").value == str(count)
-    finally:
-        fresh.close()
+    assert restored(store.inner, "x").value == str(count)
 
 
 def test_the_file_store_keeps_frames_in_the_session_file(tmp_path):
@@ -345,9 +311,5 @@ def test_binding_cells_after_a_damaged_base_write_a_whole_checkpoint():
         assert first.ok and "could not be restored" in first.error
     finally:
         damaged.close()
-    fresh = reopened(store.inner)
-    try:
-        result = ok(fresh, "x")
-        assert result.value == "5" and not result.error
-    finally:
-        fresh.close()
+    result = restored(store.inner, "x")
+    assert result.value == "5" and not result.error
