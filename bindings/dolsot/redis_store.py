@@ -236,31 +236,21 @@ class RedisStore:
 
     def _save_transaction(self, sid: str, data: bytes, field: str, digest: str,
                           take: bool) -> None:
-        # MULTI/EXEC watching the lease: the blob travels as a plain argument
-        # (a Lua script would copy 100 MB twice more), and the transaction
-        # fails (WatchError: checked again) if the lease changed meanwhile.
-        session, lease = self._session_key(sid), self._lease_key(sid)
-        with self._client.pipeline(transaction=True) as pipe:
-            for _ in range(16):  # the lease changed between WATCH and EXEC: again
-                try:
-                    pipe.watch(lease)
-                    holder = pipe.get(lease)
-                    if holder is not None and holder.decode() != self.token:
-                        raise self._leased(sid, holder)
-                    pipe.multi()
-                    if take:
-                        pipe.set(lease, self.token, px=self._lease_ms)
-                    pipe.delete(session, self._journal_key(sid))
-                    pipe.hset(session, mapping={"data": data, "size": len(data),
-                                                "used": repr(time.time()), field: digest})
-                    if self._ttl_days > 0:
-                        pipe.expire(session, self._ttl_days * 86400)
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
-        raise StoreError(f"RedisStore.save: the lease of session '{sid}' kept changing under "
-                         "16 attempts to save it; not saved")
+        # The blob travels as a plain argument (a Lua script would copy
+        # 100 MB twice more).
+        session = self._session_key(sid)
+
+        def write(pipe: Any) -> None:
+            pipe.multi()
+            if take:
+                pipe.set(self._lease_key(sid), self.token, px=self._lease_ms)
+            pipe.delete(session, self._journal_key(sid))
+            pipe.hset(session, mapping={"data": data, "size": len(data),
+                                        "used": repr(time.time()), field: digest})
+            if self._ttl_days > 0:
+                pipe.expire(session, self._ttl_days * 86400)
+
+        self._leased_transaction("save", sid, [], write)
 
     def append(self, sid: str, data: bytes) -> None:
         """Appends `data` to the blob of `sid` (a checkpoint's journal frame),
@@ -270,33 +260,43 @@ class RedisStore:
         self._check_open()
         validate_session_id(sid)
         frame = bytes(data)
-        self._call("append", self._append_transaction, sid,
-                   self._frame_digest(sid, frame) + frame)
+        item = self._frame_digest(sid, frame) + frame
+        session, journal = self._session_key(sid), self._journal_key(sid)
 
-    def _append_transaction(self, sid: str, item: bytes) -> None:
-        session, lease, journal = self._session_key(sid), self._lease_key(sid), self._journal_key(sid)
+        def write(pipe: Any) -> None:
+            if not pipe.exists(session):  # watched: a save or delete in between retries
+                raise StoreError(f"RedisStore.append: session '{sid}' has no checkpoint to "
+                                 "append to")
+            pipe.multi()
+            pipe.rpush(journal, item)
+            pipe.hset(session, "used", repr(time.time()))
+            if self._ttl_days > 0:
+                pipe.expire(session, self._ttl_days * 86400)
+                pipe.expire(journal, self._ttl_days * 86400)
+
+        self._call("append", self._leased_transaction, "append", sid, [session], write)
+
+    def _leased_transaction(self, method: str, sid: str, watched: list[str],
+                            write: Any) -> None:
+        # One MULTI/EXEC watching the lease (and `watched`): `write` queues
+        # the commands, and the transaction fails (WatchError: checked again)
+        # if one of them changed meanwhile.
+        lease = self._lease_key(sid)
         with self._client.pipeline(transaction=True) as pipe:
-            for _ in range(16):  # the lease or the blob changed between WATCH and EXEC: again
+            for _ in range(16):
                 try:
-                    pipe.watch(lease, session)
+                    pipe.watch(lease, *watched)
                     holder = pipe.get(lease)
                     if holder is not None and holder.decode() != self.token:
                         raise self._leased(sid, holder)
-                    if not pipe.exists(session):
-                        raise StoreError(f"RedisStore.append: session '{sid}' has no "
-                                         "checkpoint to append to")
-                    pipe.multi()
-                    pipe.rpush(journal, item)
-                    pipe.hset(session, "used", repr(time.time()))
-                    if self._ttl_days > 0:
-                        pipe.expire(session, self._ttl_days * 86400)
-                        pipe.expire(journal, self._ttl_days * 86400)
+                    write(pipe)
                     pipe.execute()
                     return
                 except redis.WatchError:
                     continue
-        raise StoreError(f"RedisStore.append: session '{sid}' kept changing under 16 attempts "
-                         "to append to it; not appended")
+        done = "saved" if method == "save" else "appended"
+        raise StoreError(f"RedisStore.{method}: session '{sid}' (its lease or checkpoint) kept "
+                         f"changing under 16 attempts; not {done}")
 
     def delete(self, sid: str) -> int:
         """Deletes `sid` (``"all"``: every session under this prefix, leases
