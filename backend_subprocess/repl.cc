@@ -222,6 +222,10 @@ class Repl::Impl {
   // no checkpoint of it on its way): a journal frame when only binding
   // cells changed it since the stored state, else SaveNow.
   Status SaveDeferred(const std::string& sid, SessionSlot& slot);
+  // The journal frame that brings the store to the session's state, when
+  // one can be written (no checkpoint of the session on its way): true once
+  // appended. A failed append is not retried; the caller saves whole.
+  bool AppendFrame(const std::string& sid, SessionSlot& slot);
   // Keeps a save's failure for the session's next Result (or close), once.
   static void NoteSaveError(SessionSlot& slot, const std::string& message);
   std::int64_t DelayNs() const {
@@ -410,6 +414,14 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
 // or gone, and it is dropped: it goes back to its last checkpoint.
 Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
   if (!slot.live) return Status::Ok();
+  if (!saver_.Pending(sid) && AppendFrame(sid, slot)) {
+    // Only binding cells changed it since the store's copy: that frame
+    // made the copy whole, with no serialization.
+    slot.live.reset();
+    closer_.CloseAll();  // see Reset
+    (void)store_->Release(sid);
+    return Status::Ok();
+  }
   auto deadline = After(config_.timeout_seconds);
   auto data = slot.live->Checkpoint(deadline, ChannelHandler(sid));
   saver_.Flush();  // an older async checkpoint must not land after this one
@@ -505,34 +517,37 @@ Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
   return Status::Ok();
 }
 
-Status Repl::Impl::SaveDeferred(const std::string& sid, SessionSlot& slot) {
-  std::optional<std::string> frame;
-  if (store_appends_.load()) frame = slot.journal.NextFrame();
-  if (frame) {
-    Status appended = store_->Append(sid, *frame);
-    if (appended.ok()) {
-      const std::uint64_t cell = slot.cells_started;
-      std::vector<std::string> saved = slot.journal.Appended(frame->size(), cell);
-      slot.durable_at_ns.store(SteadyNs());
-      std::uint64_t before = slot.saved_cell.load();
-      while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
-      }
-      slot.deferred_since_ns = 0;
-      // The names it saved are plain values now, saved whatever held them
-      // before.
-      std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-      std::vector<std::string>& dropped = slot.last_dropped;
-      dropped.erase(std::remove_if(dropped.begin(), dropped.end(),
-                                   [&](const std::string& name) {
-                                     return std::binary_search(saved.begin(), saved.end(), name);
-                                   }),
-                    dropped.end());
-      return appended;
-    }
+bool Repl::Impl::AppendFrame(const std::string& sid, SessionSlot& slot) {
+  if (!store_appends_.load()) return false;
+  std::optional<std::string> frame = slot.journal.NextFrame();
+  if (!frame) return false;
+  Status appended = store_->Append(sid, *frame);
+  if (!appended.ok()) {
     // Not retried: what part of the frame reached the store is unknown.
     if (appended.code() == ErrorCode::kUnimplemented) store_appends_.store(false);
     slot.journal.Failed();
+    return false;
   }
+  const std::uint64_t cell = slot.cells_started;
+  std::vector<std::string> saved = slot.journal.Appended(frame->size(), cell);
+  slot.durable_at_ns.store(SteadyNs());
+  std::uint64_t before = slot.saved_cell.load();
+  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
+  }
+  slot.deferred_since_ns = 0;
+  // The names it saved are plain values now, saved whatever held them before.
+  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
+  std::vector<std::string>& dropped = slot.last_dropped;
+  dropped.erase(std::remove_if(dropped.begin(), dropped.end(),
+                               [&](const std::string& name) {
+                                 return std::binary_search(saved.begin(), saved.end(), name);
+                               }),
+                dropped.end());
+  return true;
+}
+
+Status Repl::Impl::SaveDeferred(const std::string& sid, SessionSlot& slot) {
+  if (AppendFrame(sid, slot)) return Status::Ok();
   return SaveNow(sid, slot);
 }
 

@@ -313,3 +313,20 @@ def test_binding_cells_after_a_damaged_base_write_a_whole_checkpoint():
         damaged.close()
     result = restored(store.inner, "x")
     assert result.value == "5" and not result.error
+
+
+def test_an_evicted_session_goes_with_a_frame_not_a_whole_checkpoint():
+    store = JournalingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600, max_live_sessions=1)
+    try:
+        ok(repl, "blob = b'x' * 2_000_000; x = 0", sid="a")
+        settle(repl)
+        saves = store.saves
+        ok(repl, "x += 1", sid="a")
+        ok(repl, "y = 1", sid="b")  # a is evicted: only its frame is written
+        settle(repl)
+        assert store.appends == 1
+        assert store.saves == saves + 1  # b's own checkpoint
+        assert ok(repl, "x, len(blob)", sid="a").value == "(1, 2000000)"  # restored
+    finally:
+        repl.close()
