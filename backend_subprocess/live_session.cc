@@ -79,7 +79,7 @@ StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload) {
 }
 
 LiveSession::LiveSession(const WorkerSettings& settings)
-    : snapshots_(settings.snapshots) {}
+    : snapshots_(settings.snapshots), sync_checkpoints_(settings.checkpoint == CheckpointMode::kSync) {}
 
 LiveSession::~LiveSession() { Kill(); }
 
@@ -391,8 +391,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       return CorruptError("a read-only cell's RESULT carried descriptors");
     }
     outcome.binding = bindings.has_value();
-    if (outcome.binding && (!snapshots_ || (carried & ~protocol::kBindingCell) != 0)) {
-      return CorruptError("a binding cell's RESULT carried descriptors, or came with rollback off");
+    if (outcome.binding &&
+        ((!snapshots_ && !sync_checkpoints_) || (carried & ~protocol::kBindingCell) != 0)) {
+      return CorruptError("a binding cell's RESULT carried descriptors, or came with rollback "
+                          "and sync checkpoints off");
     }
     if (carried & protocol::kCarriesSnapshotSocket) {
       if (!snapshots_) return CorruptError("a snapshot's socket with rollback off");
@@ -407,7 +409,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       // The snapshot stays; what the cell bound is kept for it (the last
       // value of each name), to replay if it is promoted.
       outcome.bindings = *bindings;
-      KeepBindings(std::move(*bindings));
+      if (snapshots_) KeepBindings(std::move(*bindings));
     } else if (snapshots_ && !outcome.read_only) {
       DropBindings();  // the new snapshot holds them
       // The runner forks the snapshot of this state on that socket once we

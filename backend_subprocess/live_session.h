@@ -149,6 +149,7 @@ class LiveSession {
   void ReadPendingRunner(protocol::Clock::time_point deadline);
 
   bool snapshots_;
+  bool sync_checkpoints_;  // binding cells come with rollback off too
   std::weak_ptr<WorkerProcess> worker_;
   ProcessChannel runner_;    // holds the live state, runs the cells
   ProcessChannel snapshot_;  // rollback on: the runner's copy from before its cell

@@ -720,9 +720,20 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
       slot.last_dropped = outcome->checkpoint->dropped;
       slot.last_dropped_cell = cell;
     }
-  } else if (outcome->read_only && options_.checkpoint == CheckpointMode::kSync) {
-    // No checkpoint followed: the last one's verdict holds (the cell bound
-    // nothing).
+  } else if ((outcome->read_only || outcome->binding) &&
+             options_.checkpoint == CheckpointMode::kSync) {
+    if (outcome->binding) {
+      // Durable before the Result returns: a journal frame of what it
+      // bound, else a whole checkpoint (the runner serializes in place).
+      Status saved = SaveDeferred(sid, slot);
+      if (!saved.ok()) {
+        AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
+        result.save_error = saved.message();
+      }
+    }
+    // No checkpoint followed: the last one's verdict holds (a read-only
+    // cell bound nothing; what a binding cell bound is plain, and a saved
+    // frame took it off).
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     std::set<std::string> held(result.held.begin(), result.held.end());
     for (const auto& name : slot.last_dropped) {

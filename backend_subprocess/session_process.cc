@@ -680,9 +680,10 @@ class SessionProcess {
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
     // is made again. A binding cell that completes changes only the names it
-    // bound: the snapshot stays, and the host keeps those values for it (and
-    // asks for the checkpoint later); so only with a snapshot, and without
-    // sync checkpoints (their Result returns once durable). Variables bind
+    // bound: the snapshot stays, and the host keeps those values for it; it
+    // saves them later (async: a journal frame or a checkpoint after the
+    // delay) or before the Result returns (sync); so only with a snapshot
+    // or sync checkpoints (rollback off: nothing else holds them). Variables bind
     // names, so a cell with them is neither; checked once the tools are
     // bound (a tool may shadow a builtin). A thread of the session's that
     // runs meanwhile could change anything: none may be alive.
@@ -691,7 +692,9 @@ class SessionProcess {
     std::vector<std::string> binding_names;
     if (bound.ok() && !checkpoint_owed && variables.empty() &&
         (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
-      const bool binding = settings_.snapshots && settings_.checkpoint != CheckpointMode::kSync;
+      // With sync checkpoints the host saves its values (a journal frame)
+      // before the Result returns, so rollback off is fine there too.
+      const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
       effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names);
       if (effect != Effect::kAny && !LiveThreadNames().empty()) effect = Effect::kAny;
     }

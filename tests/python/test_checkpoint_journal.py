@@ -330,3 +330,40 @@ def test_an_evicted_session_goes_with_a_frame_not_a_whole_checkpoint():
         assert ok(repl, "x, len(blob)", sid="a").value == "(1, 2000000)"  # restored
     finally:
         repl.close()
+
+
+@pytest.mark.parametrize("snapshots", [True, False], ids=["rollback", "no-rollback"])
+def test_sync_checkpoints_append_the_frame_before_the_result_returns(snapshots):
+    store = JournalingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync", snapshots=snapshots)
+    try:
+        ok(repl, "blob = b'x' * 2_000_000; x = 0; box = []")
+        saves = store.saves
+        for i in range(1, 4):
+            ok(repl, "x += 1\nbox.append(x)")
+            assert (store.saves, store.appends) == (saves, i)  # durable as it returns
+        # A crash now loses nothing the Results returned: the next host (or
+        # rollback off, this one) restores base and frames.
+        crashed = repl.run("s", "import os; os._exit(3)")
+        assert not crashed.ok
+        assert ok(repl, "x, box, len(blob)").value == "(3, [1, 2, 3], 2000000)"
+    finally:
+        repl.close()
+    assert restored(store.inner, "x, box").value == "(3, [1, 2, 3])"
+
+
+def test_sync_checkpoints_fall_back_to_a_whole_checkpoint_when_the_append_fails():
+    store = JournalingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync")
+    try:
+        ok(repl, "x = 0")
+        saves = store.saves
+        store.fail_next_append = 1
+        result = ok(repl, "x += 1")
+        assert result.save_error is None and not result.error
+        assert (store.saves, store.appends) == (saves + 1, 0)
+        ok(repl, "x += 1")
+        assert (store.saves, store.appends) == (saves + 1, 1)
+    finally:
+        repl.close()
+    assert restored(store.inner, "x").value == "2"
