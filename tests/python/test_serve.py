@@ -686,13 +686,17 @@ def test_a_failed_flush_is_logged_and_told_to_the_next_call_once(served):
     in_the_way = served.cache_dir / "f.session" / "in-the-way"
     first = served("--session", "f", f"import os\nos.makedirs({str(in_the_way)!r})\nx = 1")
     assert first.returncode == 0 and err(first) == "session now holds: os, x\n", err(first)
+    # The flush runs after the call was answered: the next call hears of it
+    # once it has failed (the log says so first).
+    log = pathlib.Path(served.server_status()["socket"]).with_name("dolsot-serve.log")
+    give_up = time.monotonic() + 60
+    while "could not be made durable" not in log.read_text() and time.monotonic() < give_up:
+        time.sleep(0.01)
     second = served("--session", "f", "x + 1")
     assert (second.returncode, out(second)) == (0, "2\n"), err(second)
     warnings = [line for line in err(second).splitlines() if "could not be made durable" in line]
     assert len(warnings) == 1 and warnings[0].startswith("dolsot: warning: "), err(second)
     assert "'f'" in warnings[0]
-    log = pathlib.Path(served.server_status()["socket"]).with_name("dolsot-serve.log")
-    assert "could not be made durable" in log.read_text()
     # Nothing is lost meanwhile: the pending file holds the newest state.
     shutil.rmtree(in_the_way.parent)
     served.stop_servers()
