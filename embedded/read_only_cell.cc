@@ -5,13 +5,16 @@
 #include <sys/time.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <marshal.h>
 
+#include "embedded/plain_expressions.h"
 #include "embedded/py_ref.h"
 
 namespace dolsot {
@@ -189,6 +192,9 @@ struct Prepared {
   PyObject* shape = nullptr;   // the glue's shape()
   PyObject* hooked = nullptr;  // the glue's hooked()
   std::map<std::string, PyObject*, std::less<>> trusted;  // name -> the builtin (strong)
+  // DOLSOT_PLAIN_EXPRESSIONS=0 sends every cell to the parsed proof (for
+  // benchmarks: the same build with and without the scan).
+  bool scan_plain = true;
 };
 Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
 
@@ -406,6 +412,43 @@ bool Contains(PyObject* tuple, PyObject* name) {
   return found == 1;
 }
 
+// What a name the cell reads holds in the session's namespace.
+enum class Read { kPlain, kAbsent, kRefused };
+Read ReadOf(PyObject* globals, PyObject* name, int* budget) {
+  PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+  if (value != nullptr) return IsAtom(value, budget) ? Read::kPlain : Read::kRefused;
+  return PyErr_Occurred() ? Read::kRefused : Read::kAbsent;
+}
+
+// Whether `name`, absent from the namespace, finds one of the trusted
+// builtins, the interpreter's own object.
+bool TrustedBuiltin(PyObject* builtins, PyObject* name) {
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr || builtins == nullptr) return false;
+  auto trusted = g_prepared->trusted.find(std::string_view(text));
+  if (trusted == g_prepared->trusted.end()) return false;
+  return PyDict_GetItemWithError(builtins, name) == trusted->second;  // borrowed
+}
+
+// The proof for a cell of plain expressions (plain_expressions.h), without
+// Python's parser: every name it reads holds a plain value or is a trusted
+// builtin. nullopt when the scan refuses the cell (the parsed proof decides).
+std::optional<bool> PlainExpressionsReadOnly(std::string_view code, PyObject* globals) {
+  std::vector<std::string_view> names;
+  if (!ScanPlainExpressions(code, &names)) return std::nullopt;
+  PyObject* builtins = BuiltinsOf(globals);
+  int budget = kMaxAtomItems;
+  for (std::string_view text : names) {
+    Ref name(PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size())));
+    if (!name) return false;
+    Read read = ReadOf(globals, name.get(), &budget);
+    if (read == Read::kRefused || (read == Read::kAbsent && !TrustedBuiltin(builtins, name.get()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bool binding,
                                     std::vector<std::string>* names) {
   using Effect = ReadOnlyCell::Effect;
@@ -414,6 +457,11 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   if (IntervalTimerSet()) return Effect::kAny;
   Ref hooked(PyObject_CallNoArgs(g_prepared->hooked));
   if (!hooked || hooked.get() != Py_False) return Effect::kAny;
+  if (g_prepared->scan_plain) {
+    if (std::optional<bool> plain = PlainExpressionsReadOnly(code, globals)) {
+      return *plain ? Effect::kNothing : Effect::kAny;
+    }
+  }
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
   if (!source) return Effect::kAny;
   Ref shape(PyObject_CallFunctionObjArgs(g_prepared->shape, source.get(),
@@ -465,21 +513,14 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     PyObject* name = PyTuple_GET_ITEM(loaded, i);
-    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-    if (value != nullptr) {
-      if (!IsAtom(value, &budget)) return Effect::kAny;
-      continue;
-    }
-    if (PyErr_Occurred()) return Effect::kAny;
+    Read read = ReadOf(globals, name, &budget);
+    if (read == Read::kRefused) return Effect::kAny;
     // Absent: a comprehension's variable, or a name the cell binds (read
     // before that, it raises NameError), or one of the trusted builtins.
-    if (Contains(local, name) || Contains(assigned, name)) continue;
-    const char* text = PyUnicode_AsUTF8(name);
-    if (text == nullptr || builtins == nullptr) return Effect::kAny;
-    auto trusted = g_prepared->trusted.find(std::string_view(text));
-    if (trusted == g_prepared->trusted.end()) return Effect::kAny;
-    PyObject* current = PyDict_GetItemWithError(builtins, name);  // borrowed
-    if (current != trusted->second) return Effect::kAny;
+    if (read == Read::kAbsent && !Contains(local, name) && !Contains(assigned, name) &&
+        !TrustedBuiltin(builtins, name)) {
+      return Effect::kAny;
+    }
   }
   const Py_ssize_t bound =
       PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented) + PyTuple_GET_SIZE(mutated);
@@ -581,6 +622,8 @@ bool ReadOnlyCell::Prepare() {
     PyObject* type = PyDict_GetItemString(builtins, pure.name);  // borrowed
     if (type == reinterpret_cast<PyObject*>(pure.type)) prepared->trusted.emplace(pure.name, Py_NewRef(type));
   }
+  const char* scan = std::getenv("DOLSOT_PLAIN_EXPRESSIONS");
+  prepared->scan_plain = scan == nullptr || std::strcmp(scan, "0") != 0;
   g_prepared = prepared.release();  // kept for the process's life
   return true;
 }
