@@ -57,19 +57,8 @@ _LOAD = _ast.Load
 _COMPREHENSION = _ast.comprehension
 _ASSIGN = _ast.Assign
 _AUG_ASSIGN = _ast.AugAssign
-_gettrace = _sys.gettrace
-_getprofile = _sys.getprofile
 _monitoring = _getattr(_sys, 'monitoring', None)
-_get_tool = _monitoring.get_tool if _monitoring is not None else None
-
-def hooked():
-    if _gettrace() is not None or _getprofile() is not None:
-        return True
-    if _get_tool is not None:
-        for tool in _range(6):
-            if _get_tool(tool) is not None:
-                return True
-    return False
+get_tool = _monitoring.get_tool if _monitoring is not None else None
 
 def _walk(node, allowed):
     # Breadth first, like ast.walk: a node before its children. None at the
@@ -190,7 +179,9 @@ const PureType kPureTypes[] = {
 
 struct Prepared {
   PyObject* shape = nullptr;   // the glue's shape()
-  PyObject* hooked = nullptr;  // the glue's hooked()
+  // sys.monitoring.get_tool (Python 3.12 and later), else nullptr.
+  PyObject* get_tool = nullptr;
+  PyObject* tool_ids[6] = {};  // the ints 0-5 (sys.monitoring's tool ids for users)
   std::map<std::string, PyObject*, std::less<>> trusted;  // name -> the builtin (strong)
   // DOLSOT_PLAIN_EXPRESSIONS=0 sends every cell to the parsed proof (for
   // benchmarks: the same build with and without the scan).
@@ -267,6 +258,21 @@ bool IntervalTimerSet() {
     itimerval timer{};
     if (::getitimer(which, &timer) != 0) return true;  // cannot tell: assume one
     if (timer.it_value.tv_sec != 0 || timer.it_value.tv_usec != 0) return true;
+  }
+  return false;
+}
+
+// Whether a trace or profile function (sys.settrace, sys.setprofile, or one
+// set from C) or a sys.monitoring tool is installed: code of the session's
+// that would run inside the cell. Read from the thread state, without a
+// Python call, but for sys.monitoring's tools.
+bool Hooked() {
+  PyThreadState* state = PyThreadState_Get();
+  if (state->c_tracefunc != nullptr || state->c_profilefunc != nullptr) return true;
+  if (g_prepared->get_tool == nullptr) return false;
+  for (PyObject* id : g_prepared->tool_ids) {
+    Ref tool(PyObject_CallOneArg(g_prepared->get_tool, id));
+    if (!tool || tool.get() != Py_None) return true;
   }
   return false;
 }
@@ -455,8 +461,7 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return Effect::kAny;
   if (!MayBeReadOnly(code, binding)) return Effect::kAny;
   if (IntervalTimerSet()) return Effect::kAny;
-  Ref hooked(PyObject_CallNoArgs(g_prepared->hooked));
-  if (!hooked || hooked.get() != Py_False) return Effect::kAny;
+  if (Hooked()) return Effect::kAny;
   if (g_prepared->scan_plain) {
     if (std::optional<bool> plain = PlainExpressionsReadOnly(code, globals)) {
       return *plain ? Effect::kNothing : Effect::kAny;
@@ -605,8 +610,18 @@ bool ReadOnlyCell::Prepare() {
     return false;
   }
   prepared->shape = Py_XNewRef(PyDict_GetItemString(scope.get(), "shape"));
-  prepared->hooked = Py_XNewRef(PyDict_GetItemString(scope.get(), "hooked"));
-  if (prepared->shape == nullptr || prepared->hooked == nullptr) return false;
+  PyObject* get_tool = PyDict_GetItemString(scope.get(), "get_tool");  // borrowed
+  if (prepared->shape == nullptr || get_tool == nullptr) return false;
+  if (get_tool != Py_None) {
+    prepared->get_tool = Py_NewRef(get_tool);
+    for (int id = 0; id < 6; ++id) {
+      prepared->tool_ids[id] = PyLong_FromLong(id);
+      if (prepared->tool_ids[id] == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+  }
   PyObject* builtins = PyModule_GetDict(builtins_module.get());  // borrowed
   for (const char* name : kPureFunctions) {
     PyObject* function = PyDict_GetItemString(builtins, name);  // borrowed
