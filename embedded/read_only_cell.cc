@@ -5,13 +5,16 @@
 #include <sys/time.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <marshal.h>
 
+#include "embedded/plain_expressions.h"
 #include "embedded/py_ref.h"
 
 namespace dolsot {
@@ -54,19 +57,8 @@ _LOAD = _ast.Load
 _COMPREHENSION = _ast.comprehension
 _ASSIGN = _ast.Assign
 _AUG_ASSIGN = _ast.AugAssign
-_gettrace = _sys.gettrace
-_getprofile = _sys.getprofile
 _monitoring = _getattr(_sys, 'monitoring', None)
-_get_tool = _monitoring.get_tool if _monitoring is not None else None
-
-def hooked():
-    if _gettrace() is not None or _getprofile() is not None:
-        return True
-    if _get_tool is not None:
-        for tool in _range(6):
-            if _get_tool(tool) is not None:
-                return True
-    return False
+get_tool = _monitoring.get_tool if _monitoring is not None else None
 
 def _walk(node, allowed):
     # Breadth first, like ast.walk: a node before its children. None at the
@@ -187,8 +179,13 @@ const PureType kPureTypes[] = {
 
 struct Prepared {
   PyObject* shape = nullptr;   // the glue's shape()
-  PyObject* hooked = nullptr;  // the glue's hooked()
+  // sys.monitoring.get_tool (Python 3.12 and later), else nullptr.
+  PyObject* get_tool = nullptr;
+  PyObject* tool_ids[6] = {};  // the ints 0-5 (sys.monitoring's tool ids for users)
   std::map<std::string, PyObject*, std::less<>> trusted;  // name -> the builtin (strong)
+  // DOLSOT_PLAIN_EXPRESSIONS=0 sends every cell to the parsed proof (for
+  // benchmarks: the same build with and without the scan).
+  bool scan_plain = true;
 };
 Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
 
@@ -261,6 +258,21 @@ bool IntervalTimerSet() {
     itimerval timer{};
     if (::getitimer(which, &timer) != 0) return true;  // cannot tell: assume one
     if (timer.it_value.tv_sec != 0 || timer.it_value.tv_usec != 0) return true;
+  }
+  return false;
+}
+
+// Whether a trace or profile function (sys.settrace, sys.setprofile, or one
+// set from C) or a sys.monitoring tool is installed: code of the session's
+// that would run inside the cell. Read from the thread state, without a
+// Python call, but for sys.monitoring's tools.
+bool Hooked() {
+  PyThreadState* state = PyThreadState_Get();
+  if (state->c_tracefunc != nullptr || state->c_profilefunc != nullptr) return true;
+  if (g_prepared->get_tool == nullptr) return false;
+  for (PyObject* id : g_prepared->tool_ids) {
+    Ref tool(PyObject_CallOneArg(g_prepared->get_tool, id));
+    if (!tool || tool.get() != Py_None) return true;
   }
   return false;
 }
@@ -406,14 +418,55 @@ bool Contains(PyObject* tuple, PyObject* name) {
   return found == 1;
 }
 
+// What a name the cell reads holds in the session's namespace.
+enum class Read { kPlain, kAbsent, kRefused };
+Read ReadOf(PyObject* globals, PyObject* name, int* budget) {
+  PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
+  if (value != nullptr) return IsAtom(value, budget) ? Read::kPlain : Read::kRefused;
+  return PyErr_Occurred() ? Read::kRefused : Read::kAbsent;
+}
+
+// Whether `name`, absent from the namespace, finds one of the trusted
+// builtins, the interpreter's own object.
+bool TrustedBuiltin(PyObject* builtins, PyObject* name) {
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr || builtins == nullptr) return false;
+  auto trusted = g_prepared->trusted.find(std::string_view(text));
+  if (trusted == g_prepared->trusted.end()) return false;
+  return PyDict_GetItemWithError(builtins, name) == trusted->second;  // borrowed
+}
+
+// The proof for a cell of plain expressions (plain_expressions.h), without
+// Python's parser: every name it reads holds a plain value or is a trusted
+// builtin. nullopt when the scan refuses the cell (the parsed proof decides).
+std::optional<bool> PlainExpressionsReadOnly(std::string_view code, PyObject* globals) {
+  std::vector<std::string_view> names;
+  if (!ScanPlainExpressions(code, &names)) return std::nullopt;
+  PyObject* builtins = BuiltinsOf(globals);
+  int budget = kMaxAtomItems;
+  for (std::string_view text : names) {
+    Ref name(PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size())));
+    if (!name) return false;
+    Read read = ReadOf(globals, name.get(), &budget);
+    if (read == Read::kRefused || (read == Read::kAbsent && !TrustedBuiltin(builtins, name.get()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bool binding,
                                     std::vector<std::string>* names) {
   using Effect = ReadOnlyCell::Effect;
   if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return Effect::kAny;
   if (!MayBeReadOnly(code, binding)) return Effect::kAny;
   if (IntervalTimerSet()) return Effect::kAny;
-  Ref hooked(PyObject_CallNoArgs(g_prepared->hooked));
-  if (!hooked || hooked.get() != Py_False) return Effect::kAny;
+  if (Hooked()) return Effect::kAny;
+  if (g_prepared->scan_plain) {
+    if (std::optional<bool> plain = PlainExpressionsReadOnly(code, globals)) {
+      return *plain ? Effect::kNothing : Effect::kAny;
+    }
+  }
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
   if (!source) return Effect::kAny;
   Ref shape(PyObject_CallFunctionObjArgs(g_prepared->shape, source.get(),
@@ -465,21 +518,14 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     PyObject* name = PyTuple_GET_ITEM(loaded, i);
-    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-    if (value != nullptr) {
-      if (!IsAtom(value, &budget)) return Effect::kAny;
-      continue;
-    }
-    if (PyErr_Occurred()) return Effect::kAny;
+    Read read = ReadOf(globals, name, &budget);
+    if (read == Read::kRefused) return Effect::kAny;
     // Absent: a comprehension's variable, or a name the cell binds (read
     // before that, it raises NameError), or one of the trusted builtins.
-    if (Contains(local, name) || Contains(assigned, name)) continue;
-    const char* text = PyUnicode_AsUTF8(name);
-    if (text == nullptr || builtins == nullptr) return Effect::kAny;
-    auto trusted = g_prepared->trusted.find(std::string_view(text));
-    if (trusted == g_prepared->trusted.end()) return Effect::kAny;
-    PyObject* current = PyDict_GetItemWithError(builtins, name);  // borrowed
-    if (current != trusted->second) return Effect::kAny;
+    if (read == Read::kAbsent && !Contains(local, name) && !Contains(assigned, name) &&
+        !TrustedBuiltin(builtins, name)) {
+      return Effect::kAny;
+    }
   }
   const Py_ssize_t bound =
       PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented) + PyTuple_GET_SIZE(mutated);
@@ -564,8 +610,18 @@ bool ReadOnlyCell::Prepare() {
     return false;
   }
   prepared->shape = Py_XNewRef(PyDict_GetItemString(scope.get(), "shape"));
-  prepared->hooked = Py_XNewRef(PyDict_GetItemString(scope.get(), "hooked"));
-  if (prepared->shape == nullptr || prepared->hooked == nullptr) return false;
+  PyObject* get_tool = PyDict_GetItemString(scope.get(), "get_tool");  // borrowed
+  if (prepared->shape == nullptr || get_tool == nullptr) return false;
+  if (get_tool != Py_None) {
+    prepared->get_tool = Py_NewRef(get_tool);
+    for (int id = 0; id < 6; ++id) {
+      prepared->tool_ids[id] = PyLong_FromLong(id);
+      if (prepared->tool_ids[id] == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+  }
   PyObject* builtins = PyModule_GetDict(builtins_module.get());  // borrowed
   for (const char* name : kPureFunctions) {
     PyObject* function = PyDict_GetItemString(builtins, name);  // borrowed
@@ -581,6 +637,8 @@ bool ReadOnlyCell::Prepare() {
     PyObject* type = PyDict_GetItemString(builtins, pure.name);  // borrowed
     if (type == reinterpret_cast<PyObject*>(pure.type)) prepared->trusted.emplace(pure.name, Py_NewRef(type));
   }
+  const char* scan = std::getenv("DOLSOT_PLAIN_EXPRESSIONS");
+  prepared->scan_plain = scan == nullptr || std::strcmp(scan, "0") != 0;
   g_prepared = prepared.release();  // kept for the process's life
   return true;
 }

@@ -11,7 +11,10 @@
 //   - Shape: the cell parses (Python's own `ast`, under 1 KiB of source) to
 //     expressions only: constants, names, operators, comparisons, calls,
 //     subscripts and slices, displays, f-strings, comprehensions. Names are
-//     stored only as comprehension targets (local to it).
+//     stored only as comprehension targets (local to it). A cell of plain
+//     expressions (names, numbers, operators, brackets: `1 + 1`, `len(t)`)
+//     gets this from a token scan instead (plain_expressions.h), without
+//     the parser.
 //   - Values: every name the cell reads is, in the session's namespace, a
 //     value of an exact immutable builtin type (int, float, complex, bool,
 //     None, str, bytes, range) or an exact tuple, frozenset, list, dict, set

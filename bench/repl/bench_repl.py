@@ -143,6 +143,23 @@ def paced_rollback(args, report):
     plain = Repl(store=MemoryStore(), typecheck=False, snapshots=False, checkpoint="off")
     for r in (rollback, rollback_async, plain):
         r.run("s", "x = 1")
+    # --paced-env: the default Repl again, its worker started with these
+    # variables set (an A/B of a switch in the same rounds).
+    variants = {}
+    for spec in args.paced_env:
+        settings = dict(item.split("=", 1) for item in spec.split(","))
+        saved = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
+        try:
+            variant = Repl(store=MemoryStore(), typecheck=False, snapshots=True)
+            variant.run("s", "x = 1")
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        variants[f"Repl snapshots=True checkpoint=async, {spec}"] = variant
     calls = {
         "naive fork-then-run kernel (floor)": lambda: naive.run("1+1"),
         "Repl snapshots=True checkpoint=off": lambda: rollback.run("s", "1+1"),
@@ -155,20 +172,25 @@ def paced_rollback(args, report):
         kernel = load_pyconsole(args.pyconsole)._PyKernel()
         kernel.run("x = 1", 20)
         calls["pyconsole kernel (no rollback, peer)"] = lambda: kernel.run("1+1", 20)
+    for name, variant in variants.items():
+        calls[name] = lambda variant=variant: variant.run("s", "1+1")
     samples = {name: [] for name in calls}
     for _ in range(args.paced):
         for name, call in calls.items():
             time.sleep(0.05)  # the agent thinking
             samples[name].append(timed(call))
     floor = statistics.median(samples["naive fork-then-run kernel (floor)"])
+    peer = samples.get("pyconsole kernel (no rollback, peer)")
+    peer = statistics.median(peer) if peer else None
     report.append("\n## Rollback on, cells 50 ms apart\n")
-    report.append("| configuration | p50 | p90 | p50 vs naive fork floor |")
-    report.append("|---|---|---|---|")
+    report.append("| configuration | p50 | p90 | p50 vs naive fork floor |" + (" p50 vs peer |" if peer else ""))
+    report.append("|---|---|---|---|" + ("---|" if peer else ""))
     for name, values in samples.items():
         p50 = statistics.median(values)
-        report.append(f"| {name} | {us(p50)} | {us(pct(values, 90))} | {p50 / floor:.2f}x |")
+        report.append(f"| {name} | {us(p50)} | {us(pct(values, 90))} | {p50 / floor:.2f}x |" +
+                      (f" {p50 / peer:.2f}x |" if peer else ""))
     naive.close()
-    for r in (rollback, rollback_async, plain):
+    for r in (rollback, rollback_async, plain, *variants.values()):
         r.close()
 
 
@@ -264,6 +286,8 @@ def main():
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--paced", type=int, default=40)
+    parser.add_argument("--paced-env", action="append", default=[], metavar="NAME=VALUE[,NAME=VALUE]",
+                        help="also time the default Repl started with these variables in the paced section")
     parser.add_argument("--paced-peer", action="store_true",
                         help="also time the pyconsole kernel (--pyconsole) in the paced section")
     parser.add_argument("--state-cells", type=int, default=12)

@@ -173,3 +173,38 @@ def test_a_cell_calling_a_host_tool_is_checkpointed():
         assert store.saves == before + 1
     finally:
         repl.close()
+
+
+# Cells the token scan (embedded/plain_expressions.h) must not take for
+# plain expressions: each changes the state in a way its bytes hide from a
+# naive reading, and each must be checkpointed and rolled back as any cell.
+HIDDEN_CHANGES = [
+    "1 # a comment ended by a carriage return\rx = 7",  # CPython ends the comment at \r
+    "x\\\n= 7",                                         # a continued line: an assignment
+    "(box := [7]) and 1",                               # := inside brackets
+    "1..__class__ and box.append(7)",                   # a float literal, then attributes
+    "box[0:1] == [1] and box.append(7)",                # a slice, then an attribute
+]
+
+
+@pytest.mark.parametrize("code", HIDDEN_CHANGES)
+def test_cells_that_hide_a_change_from_the_scan_are_checkpointed_and_kept(counted, code):
+    repl, store = counted
+    ok(repl, "x = 1; box = [1]")
+    before = store.saves
+    ok(repl, code)
+    assert store.saves == before + 1, f"{code!r} wrote no checkpoint"
+    state = ok(repl, "(x, box)").value
+    assert state != "(1, [1])", f"{code!r} changed nothing?"
+    crashed = repl.run("s", "import os; os._exit(3)")
+    assert not crashed.ok and "rolled back" in crashed.error, crashed.error
+    assert ok(repl, "(x, box)").value == state, f"{code!r}: the change was lost"
+
+
+def test_plain_expression_cells_with_names_comments_and_several_lines_are_read_only(counted):
+    repl, store = counted
+    ok(repl, "x = 3; t = (1, 2)")
+    before = store.saves
+    for code in ["x * 2  # double it", "len(t), max(t)\nx ** 2; -x", "[x, *t][1:]", "abs(-x) in t"]:
+        ok(repl, code)
+    assert store.saves == before
