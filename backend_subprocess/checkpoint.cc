@@ -695,6 +695,7 @@ std::vector<std::string> UnsaveableNames::Update(PyObject* globals,
   for (const auto& [name, seen] : seen_) {
     if (!seen.saveable) unsaveable.push_back(name);
   }
+  last_ = unsaveable;
   return unsaveable;
 }
 
@@ -707,6 +708,10 @@ void UnsaveableNames::Trust(PyObject* globals, const std::vector<std::string>& n
                        reinterpret_cast<std::uintptr_t>(Py_TYPE(value)), true};
   }
   PyErr_Clear();
+  last_.clear();
+  for (const auto& [name, seen] : seen_) {
+    if (!seen.saveable) last_.push_back(name);
+  }
 }
 
 bool UnsaveableNames::Probe(PyObject* value, int depth, std::size_t* visits) {

@@ -67,9 +67,12 @@ class UnsaveableNames {
   // unsaveable, sorted. `rebound` (may be null) gets the names probed now.
   std::vector<std::string> Update(PyObject* globals, const std::vector<std::string>& skip,
                                   std::vector<std::string>* rebound);
-  // Records `names` (restored from a checkpoint, so saveable) as they are
-  // bound now, without probing them.
+  // Records `names` (restored from a checkpoint, or replayed plain values:
+  // saveable) as they are bound now, without probing them.
   void Trust(PyObject* globals, const std::vector<std::string>& names);
+  // What the last Update returned (after Trust: the names known
+  // unsaveable): Update's answer after a cell proven to bind nothing.
+  const std::vector<std::string>& last() const { return last_; }
 
  private:
   static constexpr std::size_t kMaxVisits = 256;  // values looked at per name
@@ -80,6 +83,7 @@ class UnsaveableNames {
   };
   static bool Probe(PyObject* value, int depth, std::size_t* visits);
   std::map<std::string, Seen, std::less<>> seen_;
+  std::vector<std::string> last_;
 };
 
 // The filename of a session's n-th cell, "<cell n>" (shown in tracebacks).

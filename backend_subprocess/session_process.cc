@@ -414,6 +414,7 @@ class SessionProcess {
     background_.Set(false);  // forked during post-cell work, under SCHED_BATCH
     if (bindings) {
       if (!ReadOnlyCell::ApplyBindings(globals_, bindings->names, bindings->values)) Exit(2);
+      unsaveable_.Trust(globals_, bindings->names);  // plain values
       cells_run_ = std::max(cells_run_, bindings->cells_run);
     }
     if (Announce()) return;  // the new snapshot
@@ -726,7 +727,10 @@ class SessionProcess {
       }
     }
 
-    std::vector<std::string> threads = LiveThreadNames();
+    // A proven cell started with no other thread alive and could start
+    // none (it calls only pure builtins): none is alive now either.
+    std::vector<std::string> threads;
+    if (effect == Effect::kAny) threads = LiveThreadNames();
     // A read-only or binding cell that completed gets no checkpoint and
     // carries no descriptor: the snapshot from before it stays the rollback
     // point and nothing runs after it (no fork, no HotPages). A binding
@@ -750,8 +754,9 @@ class SessionProcess {
       // The verdicts a Result reports stay the session's own to give, from
       // names it already probed (an async checkpoint that would say them
       // may not have landed yet).
+      // A read-only cell bound nothing: the last verdict stands.
       if (settings_.checkpoint == CheckpointMode::kAsync) {
-        result.dropped = unsaveable_.Update(globals_, aliases_, &rebound);
+        result.dropped = read_only ? unsaveable_.last() : unsaveable_.Update(globals_, aliases_, &rebound);
       }
     } else if (settings_.checkpoint == CheckpointMode::kSync) {
       checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);

@@ -81,7 +81,11 @@ CONFIGS = {
     "dolsot default (rollback on, async checkpoint)": "on:async",
     "dolsot rollback on, no checkpoint": "on:off",
     "dolsot no rollback, no checkpoint": "off:off",
+    # Only with --configs: every Result returns once durable.
+    "dolsot rollback on, sync checkpoint": "on:sync",
+    "dolsot no rollback, sync checkpoint (the CLI's)": "off:sync",
 }
+OPT_IN = {"on:sync", "off:sync"}
 
 
 def measure(pythonpath, config, mb, cells, pace, pyconsole, extra_env=None, kind="bytes", cell="1+1"):
@@ -113,21 +117,23 @@ def main():
     parser.add_argument("--state", choices=["bytes", "objects"], default="bytes",
                         help="the session's state: 1 KiB bytearrays (malloc's heap) or small "
                              "dicts (CPython's arenas)")
-    parser.add_argument("--configs", help="comma-separated subset of on:async,on:off,off:off")
+    parser.add_argument("--configs", help="comma-separated subset of on:async,on:off,off:off,"
+                                          "on:sync,off:sync (default: the first three); the "
+                                          "build of --base-pythonpath runs them too")
     parser.add_argument("--cell", default="1+1",
                         help="the cell timed (the session holds x = 0 too), e.g. 'x += 1'")
     parser.add_argument("--write")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     runs = [("pyconsole kernel (peer)", None, "pyconsole", None)]
-    if args.configs:
-        wanted = set(args.configs.split(","))
-        for name in [n for n, c in CONFIGS.items() if c not in wanted]:
-            del CONFIGS[name]
+    wanted = set(args.configs.split(",")) if args.configs else set(CONFIGS.values()) - OPT_IN
+    for name in [n for n, c in CONFIGS.items() if c not in wanted]:
+        del CONFIGS[name]
     runs += [(name, None, config, None) for name, config in CONFIGS.items()]
     if args.base_pythonpath:
         runs += [(f"before: {name}", args.base_pythonpath, config, None)
-                 for name, config in CONFIGS.items() if config == "on:async"]
+                 for name, config in CONFIGS.items()
+                 if config == "on:async" or args.configs]
     for spec in args.compare_env:
         extra = dict(item.split("=", 1) for item in spec.split(","))
         runs += [(f"{name}, {spec}", None, config, extra)

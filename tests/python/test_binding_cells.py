@@ -222,3 +222,17 @@ def test_a_bad_delay_variable_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv("DOLSOT_CHECKPOINT_DELAY", "soon")
     with pytest.raises(dolsot.ConfigError, match="DOLSOT_CHECKPOINT_DELAY"):
         dolsot.Repl()
+
+
+def test_a_name_rebound_to_a_plain_value_is_no_longer_dropped_after_a_rollback(lazy):
+    repl, _ = lazy
+    held = ok(repl, "import threading\nlock = threading.Lock()")
+    assert "lock" in held.dropped
+    ok(repl, "lock = 1")  # a binding cell: plain now
+    assert "lock" not in ok(repl, "x + 1").dropped
+    killed = repl.run("s", "while True: pass", timeout=0.5)
+    assert killed.exit_code == 124
+    # The promoted snapshot replayed `lock = 1`; a read-only cell reports the
+    # verdict on what the session holds now, not on the lock.
+    after = ok(repl, "lock + 1")
+    assert after.value == "2" and "lock" not in after.dropped
