@@ -201,6 +201,10 @@ void SessionJournal::Add(const protocol::Bindings& bindings) {
   if (!extends_) return;
   cells_run_ = bindings.cells_run;
   for (std::size_t i = 0; i < bindings.names.size(); ++i) {
+    if (bindings.names[i].size() > kMaxJournalNameBytes) {  // no frame could hold it
+      BreakLocked();
+      return;
+    }
     auto [kept, added] = pending_.try_emplace(bindings.names[i]);
     if (added) {
       pending_bytes_ += 8 + kept->first.size();

@@ -31,7 +31,7 @@ namespace dolsot {
 // Bounds of one frame (a binding cell's values are at most 64 KiB; the host
 // coalesces at most kMaxPendingBindingBytes of them into one frame).
 inline constexpr std::size_t kMaxJournalFrameBytes = 4u << 20;
-inline constexpr std::size_t kMaxJournalNameBytes = 64u << 10;
+inline constexpr std::size_t kMaxJournalNameBytes = 1u << 20;  // a base entry's too
 
 // Frame number `seq` (1 for the first after the base) of the journal of
 // `base`, holding `bindings` (names valid as ReadBindings checks them).

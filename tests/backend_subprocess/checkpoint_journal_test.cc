@@ -221,6 +221,12 @@ TEST(SessionJournal, ItsBoundsSendALongJournalBackToAWholeCheckpoint) {
   journal.Add(Bound(++cell, {"x"}, {"v"}));
   EXPECT_FALSE(journal.CanAppend());  // kMaxFrames written
 
+  SessionJournal long_name;  // a name no frame may hold: a whole checkpoint
+  long_name.Covered(0);
+  long_name.BaseSaved(Measured(base), 0);
+  long_name.Add(Bound(1, {std::string(kMaxJournalNameBytes + 1, 'n')}, {"v"}));
+  EXPECT_FALSE(long_name.CanAppend());
+
   SessionJournal big;  // values past kMaxPendingBytes: a whole checkpoint
   big.Covered(0);
   big.BaseSaved(Measured(base), 0);
