@@ -460,6 +460,7 @@ void FileStore::FlushLoop() {
     Status flushed = [&]() -> Status {
       auto dirfd = OpenDirectory();
       if (!dirfd.ok()) return dirfd.status();
+      if (job.appended) return SyncSessionFile(dirfd->get(), job.sid);
       DOLSOT_RETURN_IF_ERROR(WriteDurable(dirfd->get(), job.sid, job.blob));
       UnlinkIfSame(dirfd->get(), PendingName(job.sid), job.pending);
       return Status::Ok();
@@ -469,17 +470,36 @@ void FileStore::FlushLoop() {
       std::lock_guard<std::mutex> guard(mutex_);
       if (flushed.ok()) {
         errors_.erase(job.sid);
+      } else if (job.appended) {
+        line = "what was appended to the checkpoint of session '" + job.sid +
+               "' could not be made durable (" + flushed.message() +
+               "); it is in the session file, lost only if the machine goes down before the "
+               "file is written back";
+        errors_[job.sid] = line;
       } else {
         line = "the checkpoint of session '" + job.sid + "' could not be made durable (" +
                flushed.message() + "); it is kept in " + dir_ + "/" + PendingName(job.sid) +
                " until a later save or load succeeds";
         errors_[job.sid] = line;
       }
+    }
+    // Logged before the flush counts as done: whoever waits for it (Flush,
+    // the session's next save or load) finds the line written too.
+    if (!line.empty() && options_.log) options_.log(line);
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
       busy_.erase(job.sid);
     }
     changed_.notify_all();
-    if (!line.empty() && options_.log) options_.log(line);
   }
+}
+
+Status FileStore::SyncSessionFile(int dirfd, const std::string& sid) {
+  const std::string path = dir_ + "/" + FileName(sid);
+  UniqueFd fd(::openat(dirfd, FileName(sid).c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return Errno("cannot open session file " + path);
+  if (::fdatasync(fd.get()) != 0) return Errno("cannot flush session file " + path);
+  return Status::Ok();
 }
 
 Status FileStore::Flush() {
@@ -675,21 +695,27 @@ Status FileStore::Save(std::string_view sid, std::string_view blob) {
 
 Status FileStore::Append(std::string_view sid, std::string_view bytes) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(sid));
-  if (options_.defer_durability) {
-    // Its saves go through pending files a flusher renames later: an append
-    // to the session file could land under a pending file, or be replaced.
-    return Status(ErrorCode::kUnimplemented, "a store with deferred durability saves whole blobs");
-  }
   auto dirfd = OpenDirectory();
   if (!dirfd.ok()) return dirfd.status();
   const std::string key(sid);
-  Mark(key);  // not while a save or a load of this session runs here
-  Status appended = AppendDurable(dirfd->get(), key, bytes);
-  Unmark(key);
-  return appended;
+  Mark(key);  // not while a save, a flush or a load of this session runs here
+  Status appended = AppendToSession(dirfd->get(), key, bytes, /*sync=*/!options_.defer_durability);
+  if (!appended.ok() || !options_.defer_durability) {
+    Unmark(key);
+    return appended;
+  }
+  // Deferred: the bytes are in the kernel; the flusher makes them durable
+  // (busy until then, like a save's pending file).
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    queue_.push_back(FlushJob{key, std::string(), {}, /*appended=*/true});
+  }
+  changed_.notify_all();
+  return Status::Ok();
 }
 
-Status FileStore::AppendDurable(int dirfd, const std::string& sid, std::string_view bytes) {
+Status FileStore::AppendToSession(int dirfd, const std::string& sid, std::string_view bytes,
+                                  bool sync) {
   // A pending file (left by a killed server) is what Load returns: the
   // session file is not the session's newest blob.
   struct stat st;
@@ -716,7 +742,9 @@ Status FileStore::AppendDurable(int dirfd, const std::string& sid, std::string_v
     return Status(ErrorCode::kInvalidSession, "session file " + path + " has expired");
   }
   Status written = WriteAll(fd.get(), bytes);
-  if (written.ok() && ::fdatasync(fd.get()) != 0) written = Errno("cannot flush session file " + path);
+  if (written.ok() && sync && ::fdatasync(fd.get()) != 0) {
+    written = Errno("cannot flush session file " + path);
+  }
   if (!written.ok()) {
     // Take back what part of it reached the file, so the next append (after
     // a whole save, normally) does not follow a torn frame. Best effort: a

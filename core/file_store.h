@@ -39,8 +39,9 @@
 // Appends (a checkpoint's journal frames) go to {sid}.session itself with
 // O_APPEND (O_NOFOLLOW, a regular file of the user's, not expired), then
 // fdatasync; a failed write is cut off again. A crash mid-append may leave
-// part of a frame, which the journal's reader finds. Not with deferred
-// durability, nor while a pending file exists (Append's comment).
+// part of a frame, which the journal's reader finds. Never while a pending
+// file exists (Append's comment). With deferred durability an append waits
+// for the session's previous flush, and the flusher does its fdatasync.
 //
 // Sweeps: files not written for `ttl_days` are expired (0 disables expiry):
 // Load treats an expired file as absent and deletes it, List reaps every
@@ -121,9 +122,10 @@ class FileStore final : public SessionStore {
 
   StatusOr<std::optional<std::string>> Load(std::string_view sid) override;
   Status Save(std::string_view sid, std::string_view blob) override;
-  // Appends to the session file (O_APPEND, then fdatasync); a failed write
-  // is cut off again. kUnimplemented with defer_durability; kUnavailable
-  // while a pending file exists (a whole save is due).
+  // Appends to the session file (O_APPEND, then fdatasync; with
+  // defer_durability the flusher's fdatasync, after the previous flush of
+  // the session); a failed write is cut off again. kUnavailable while a
+  // pending file exists (a whole save is due).
   Status Append(std::string_view sid, std::string_view bytes) override;
   StatusOr<int> Delete(std::string_view sid) override;
   StatusOr<std::vector<SessionInfo>> List() override;
@@ -164,7 +166,9 @@ class FileStore final : public SessionStore {
   void FlushLoop();
   // Waits until no save, flush, load or delete of `sid` runs here, then
   // marks one running (Unmark ends it).
-  Status AppendDurable(int dirfd, const std::string& sid, std::string_view bytes);
+  // Appends to {sid}.session (fdatasync when `sync`); a failed write is cut off.
+  Status AppendToSession(int dirfd, const std::string& sid, std::string_view bytes, bool sync);
+  Status SyncSessionFile(int dirfd, const std::string& sid);  // the flusher's, for an append
   void Mark(const std::string& sid);
   void Unmark(const std::string& sid);
   // The session directory, walked and checked on every access.
@@ -184,6 +188,7 @@ class FileStore final : public SessionStore {
     std::string sid;
     std::string blob;
     std::pair<dev_t, ino_t> pending;  // the pending file it replaces
+    bool appended = false;  // instead: fdatasync the session file (an append)
   };
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -972,11 +972,27 @@ TEST_F(FileStoreTest, AppendsNotToAnExpiredSessionNorPastAPendingFile) {
   WriteFile(dir + "/s.pending", Blob('p', 10) + PendingTrailer(Blob('p', 10)));
   EXPECT_EQ(store->Append("s", "x").code(), ErrorCode::kUnavailable);
   EXPECT_EQ(**store->Load("s"), Blob('p', 10));  // the pending save, untouched
+}
+
+TEST_F(FileStoreTest, ADeferredAppendFollowsTheSavesFlushAndIsFlushedItself) {
   FileStoreOptions deferred;
   deferred.defer_durability = true;
-  auto server = FileStore::Open(dir, 7, deferred);
-  ASSERT_TRUE(server.ok());
-  EXPECT_EQ((*server)->Append("s", "x").code(), ErrorCode::kUnimplemented);
+  int flushes = 0;
+  deferred.before_flush = [&flushes] { ++flushes; };
+  auto opened = FileStore::Open(root_ + "/sessions", 7, deferred);
+  ASSERT_TRUE(opened.ok());
+  FileStore& store = **opened;
+  const std::string file = root_ + "/sessions/d.session";
+  EXPECT_EQ(store.Append("d", "x").code(), ErrorCode::kInvalidSession);
+  ASSERT_TRUE(store.Save("d", "base").ok());  // a pending file, flushed later
+  ASSERT_TRUE(store.Append("d", "+1").ok());  // after that flush: into the session file
+  EXPECT_FALSE(fs::exists(root_ + "/sessions/d.pending"));
+  EXPECT_EQ(ReadFile(file), "base+1");  // in the kernel at once
+  ASSERT_TRUE(store.Append("d", "+2").ok());
+  EXPECT_EQ(**store.Load("d"), "base+1+2");
+  ASSERT_TRUE(store.Flush().ok());
+  EXPECT_EQ(flushes, 3);  // the save's, and one fdatasync per append
+  EXPECT_FALSE(store.TakeFlushError("d").has_value());
 }
 
 }  // namespace

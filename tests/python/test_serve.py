@@ -725,3 +725,21 @@ def test_enospc_while_writing_is_still_an_error_in_the_call(served, tmp_path):
     finally:
         served.stop_servers()
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_binding_cells_on_the_server_append_journal_frames(served):
+    # The server's sessions checkpoint before each call returns; a cell that
+    # only binds plain values goes to the store as a small frame appended
+    # to the session file, not as a whole new checkpoint.
+    assert served("--session", "j", "blob = b'x' * 1_000_000\nx = 0").returncode == 0
+    served.stop_servers()  # every flush done: the base alone
+    base = (served.cache_dir / "j.session").read_bytes()
+    for _ in range(2):
+        proc = served("--session", "j", "x += 1")
+        assert proc.returncode == 0, err(proc)
+    served.stop_servers()
+    stored = (served.cache_dir / "j.session").read_bytes()
+    assert stored.startswith(base) and 0 < len(stored) - len(base) < 400
+    assert stored.count(b"DJNL") == 2
+    proc = served("--session", "j", "x, len(blob)", env={"DOLSOT_SERVE": "0"})
+    assert (proc.returncode, out(proc)) == (0, "(2, 1000000)\n"), err(proc)
