@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "core/crc32c.h"
@@ -91,7 +90,7 @@ SplitCheckpoint SplitJournal(std::string_view stored) {
   if (!measured.ok()) return split;  // the restore says what is wrong with it
   split.measured = *measured;
   split.base = stored.substr(0, measured->size);
-  std::map<std::string, std::string> merged;
+  LatestBindings merged;
   std::size_t offset = measured->size;
   auto stop = [&](const std::string& why) {
     split.damage = "journal frame " + std::to_string(split.frames + 1) + " at byte " +
@@ -151,18 +150,12 @@ SplitCheckpoint SplitJournal(std::string_view stored) {
       stop("is malformed");
       break;
     }
-    for (std::size_t i = 0; i < frame.names.size(); ++i) {
-      merged[std::move(frame.names[i])] = std::move(frame.values[i]);
-    }
-    split.bindings.cells_run = frame.cells_run;
+    merged.Merge(std::move(frame));
     split.frames += 1;
     offset += kFramePrefix + size;
     split.journal_bytes += kFramePrefix + size;
   }
-  for (auto& [name, value] : merged) {
-    split.bindings.names.push_back(name);
-    split.bindings.values.push_back(std::move(value));
-  }
+  split.bindings = merged.Take();
   return split;
 }
 
@@ -170,9 +163,7 @@ void SessionJournal::Covered(std::uint64_t cell) {
   std::lock_guard<std::mutex> guard(mutex_);
   extends_ = true;
   from_ = cell;
-  pending_.clear();
-  cells_run_ = 0;
-  pending_bytes_ = 0;
+  pending_.Clear();
 }
 
 void SessionJournal::BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell) {
@@ -196,25 +187,17 @@ void SessionJournal::Restored(const SplitCheckpoint& split, std::uint64_t cell) 
   Covered(cell);
 }
 
-void SessionJournal::Add(const protocol::Bindings& bindings) {
+void SessionJournal::Add(protocol::Bindings bindings) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!extends_) return;
-  cells_run_ = bindings.cells_run;
-  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
-    if (bindings.names[i].size() > kMaxJournalNameBytes) {  // no frame could hold it
+  for (const std::string& name : bindings.names) {
+    if (name.size() > kMaxJournalNameBytes) {  // no frame could hold it
       BreakLocked();
       return;
     }
-    auto [kept, added] = pending_.try_emplace(bindings.names[i]);
-    if (added) {
-      pending_bytes_ += 8 + kept->first.size();
-    } else {
-      pending_bytes_ -= kept->second.size();
-    }
-    pending_bytes_ += bindings.values[i].size();
-    kept->second = bindings.values[i];
   }
-  if (pending_bytes_ > kMaxPendingBytes) BreakLocked();
+  pending_.Merge(std::move(bindings));
+  if (pending_.bytes() > kMaxPendingBytes) BreakLocked();
 }
 
 void SessionJournal::Break() {
@@ -224,8 +207,7 @@ void SessionJournal::Break() {
 
 void SessionJournal::BreakLocked() {
   extends_ = false;
-  pending_.clear();
-  pending_bytes_ = 0;
+  pending_.Clear();
 }
 
 bool SessionJournal::CanAppend() const {
@@ -235,19 +217,13 @@ bool SessionJournal::CanAppend() const {
 
 bool SessionJournal::CanAppendLocked() const {
   return open_ && extends_ && stored_cell_ == from_ && frames_ < kMaxFrames &&
-         bytes_ + pending_bytes_ <= std::max<std::uint64_t>(kMinBudget, base_.size);
+         bytes_ + pending_.bytes() <= std::max<std::uint64_t>(kMinBudget, base_.size);
 }
 
 std::optional<std::string> SessionJournal::NextFrame() const {
   std::lock_guard<std::mutex> guard(mutex_);
   if (!CanAppendLocked()) return std::nullopt;
-  protocol::Bindings frame;
-  frame.cells_run = cells_run_;
-  for (const auto& [name, value] : pending_) {
-    frame.names.push_back(name);
-    frame.values.push_back(value);
-  }
-  return EncodeJournalFrame(base_, frames_ + 1, frame);
+  return EncodeJournalFrame(base_, frames_ + 1, pending_.Copy());
 }
 
 std::vector<std::string> SessionJournal::Appended(std::size_t frame_bytes, std::uint64_t cell) {
@@ -257,7 +233,7 @@ std::vector<std::string> SessionJournal::Appended(std::size_t frame_bytes, std::
     frames_ += 1;
     bytes_ += frame_bytes;
     stored_cell_ = cell;
-    for (const auto& [name, value] : pending_) saved.push_back(name);
+    saved = pending_.names();
   }
   Covered(cell);
   return saved;

@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "backend_subprocess/checkpoint_metadata.h"
+#include "backend_subprocess/latest_bindings.h"
 #include "backend_subprocess/protocol.h"
 #include "core/status.h"
 
@@ -86,7 +86,7 @@ class SessionJournal {
   // intact journal can be appended to.
   void Restored(const SplitCheckpoint& split, std::uint64_t cell);
   // A binding cell's values (the last of each name is kept).
-  void Add(const protocol::Bindings& bindings);
+  void Add(protocol::Bindings bindings);
   // A change no frame can hold (a cell that took the general path without a
   // checkpoint, a killed cell): whole checkpoints until the next Covered.
   void Break();
@@ -119,9 +119,7 @@ class SessionJournal {
   // `extends_`: no other change since), name -> marshal.
   bool extends_ = false;
   std::uint64_t from_ = 0;
-  std::map<std::string, std::string> pending_;
-  std::uint64_t cells_run_ = 0;
-  std::size_t pending_bytes_ = 0;
+  LatestBindings pending_;
 };
 
 }  // namespace dolsot

@@ -217,7 +217,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   }
   // Past this much kept for the snapshot, the cell forks a new one (a
   // checkpoint follows it too) and the host lets the bindings go.
-  const bool snapshot_owed = pending_binding_bytes_ > kMaxPendingBindingBytes;
+  const bool snapshot_owed = pending_bindings_.bytes() > kMaxPendingBindingBytes;
   w.U8(run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0);
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
 }
@@ -408,10 +408,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     if (bindings) {
       // The snapshot stays; what the cell bound is kept for it (the last
       // value of each name), to replay if it is promoted.
-      outcome.bindings = *bindings;
-      if (snapshots_) KeepBindings(std::move(*bindings));
+      if (snapshots_) pending_bindings_.Merge(*bindings);
+      outcome.bindings = std::move(*bindings);
     } else if (snapshots_ && !outcome.read_only) {
-      DropBindings();  // the new snapshot holds them
+      pending_bindings_.Clear();  // the new snapshot holds them
       // The runner forks the snapshot of this state on that socket once we
       // have read this Result, and retires the previous snapshot itself
       // (its child): that socket goes to the caller, to close off the
@@ -423,25 +423,6 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     }
     return outcome;
   }
-}
-
-void LiveSession::KeepBindings(protocol::Bindings bindings) {
-  pending_cells_run_ = bindings.cells_run;
-  for (std::size_t i = 0; i < bindings.names.size(); ++i) {
-    auto [kept, added] = pending_bindings_.try_emplace(std::move(bindings.names[i]));
-    if (added) {
-      pending_binding_bytes_ += kept->first.size();
-    } else {
-      pending_binding_bytes_ -= kept->second.size();
-    }
-    pending_binding_bytes_ += bindings.values[i].size();
-    kept->second = std::move(bindings.values[i]);
-  }
-}
-
-void LiveSession::DropBindings() {
-  pending_bindings_.clear();
-  pending_binding_bytes_ = 0;
 }
 
 CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
@@ -466,16 +447,8 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
     // it is gone and runs the next cell from the state before this one.
     promoted_at_ns_ = BootTimeNs();
     protocol::PayloadWriter replay;  // what binding cells bound since it forked
-    if (!pending_bindings_.empty()) {
-      protocol::Bindings kept;
-      kept.cells_run = pending_cells_run_;
-      for (auto& [name, value] : pending_bindings_) {
-        kept.names.push_back(name);
-        kept.values.push_back(std::move(value));
-      }
-      protocol::WriteBindings(replay, kept);
-    }
-    DropBindings();
+    protocol::Bindings kept = pending_bindings_.Take();
+    if (!kept.names.empty()) protocol::WriteBindings(replay, kept);
     if (protocol::WriteFrame(snapshot_.socket.get(), Tag::kPromote, replay.data()).ok()) {
       runner_ = std::move(snapshot_);
       snapshot_ = ProcessChannel{};

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/latest_bindings.h"
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/worker_process.h"
 #include "backend_subprocess/worker_settings.h"
@@ -138,9 +139,6 @@ class LiveSession {
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                          const std::string& output);
-  // A binding cell's values, kept for the snapshot (the last of each name).
-  void KeepBindings(protocol::Bindings bindings);
-  void DropBindings();
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
   // The next frame from the runner, its RUNNER frame taken first if due.
@@ -172,9 +170,7 @@ class LiveSession {
   // session's cell count after the last of them; and their size. Past
   // kMaxPendingBindingBytes the next cell forks a new snapshot.
   static constexpr std::size_t kMaxPendingBindingBytes = 1 << 20;
-  std::map<std::string, std::string> pending_bindings_;
-  std::uint64_t pending_cells_run_ = 0;
-  std::size_t pending_binding_bytes_ = 0;
+  LatestBindings pending_bindings_;
 };
 
 }  // namespace dolsot

@@ -120,6 +120,14 @@ std::int64_t SteadyNs() {
       .count();
 }
 
+// The store holds the state after `cell` now: saved_cell moves up to it
+// (async saves land out of turn, so it never moves down).
+void NoteStored(SessionSlot& slot, std::uint64_t cell) {
+  std::uint64_t before = slot.saved_cell.load();
+  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
+  }
+}
+
 // `pending()`: a checkpoint of the session is queued or being read by the
 // saver (asked only when it decides).
 template <typename Pending>
@@ -472,9 +480,7 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std
   }
   StatusOr<CheckpointBase> base = MeasureBase(blob);
   slot.journal.BaseSaved(base.ok() ? std::optional<CheckpointBase>(*base) : std::nullopt, cell);
-  std::uint64_t before = slot.saved_cell.load();  // async saves land out of turn
-  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
-  }
+  NoteStored(slot, cell);
   return saved;
 }
 
@@ -531,9 +537,7 @@ bool Repl::Impl::AppendFrame(const std::string& sid, SessionSlot& slot) {
   const std::uint64_t cell = slot.cells_started;
   std::vector<std::string> saved = slot.journal.Appended(frame->size(), cell);
   slot.durable_at_ns.store(SteadyNs());
-  std::uint64_t before = slot.saved_cell.load();
-  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
-  }
+  NoteStored(slot, cell);
   slot.deferred_since_ns = 0;
   // The names it saved are plain values now, saved whatever held them before.
   std::lock_guard<std::mutex> guard(slot.dropped_mutex);
@@ -676,7 +680,6 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   auto outcome = slot.live->Run(run, [this, &slot, &sid, cell, &covered](UniqueFd fd) {
     slot.submitted_at_ns.store(SteadyNs());
     slot.deferred_since_ns = 0;  // written after this cell: it covers them
-    slot.journal.Covered(cell);
     covered = true;
     saver_.Submit(sid, std::move(fd), cell);
   });
@@ -687,12 +690,12 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   closer_.Add(std::move(outcome->retired_socket));
   if (!outcome->read_only) slot.changed_cell = cell;
   // What the journal can hold: a binding cell's values; after any other
-  // change, only a whole checkpoint of it.
-  if (outcome->checkpoint) {
+  // change (a killed cell's too), only a whole checkpoint of it.
+  if (covered || outcome->checkpoint) {
     slot.journal.Covered(cell);
-  } else if (outcome->binding && !outcome->runner_died) {
-    slot.journal.Add(outcome->bindings);
-  } else if ((!outcome->read_only && !covered) || outcome->runner_died) {
+  } else if (outcome->binding) {
+    slot.journal.Add(std::move(outcome->bindings));
+  } else if (!outcome->read_only) {
     slot.journal.Break();
   }
   if (outcome->binding && options_.checkpoint == CheckpointMode::kAsync &&
