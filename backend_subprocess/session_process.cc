@@ -33,6 +33,7 @@
 #include "backend_subprocess/tool_channel.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
+#include "embedded/interned_name.h"
 #include "embedded/read_only_cell.h"
 
 namespace dolsot {
@@ -171,6 +172,7 @@ class SessionProcess {
         aliases_(settings.Aliases()),
         host_pidfd_(host_pidfd) {
     globals_ = PyModule_GetDict(PyImport_AddModule("__main__"));  // borrowed
+    builtins_ = PyModule_GetDict(PyImport_AddModule("builtins"));  // borrowed
   }
 
   [[noreturn]] void Serve(bool expect_load) {
@@ -621,18 +623,22 @@ class SessionProcess {
   // (at most 16): a rollback cannot bring them back, and the Result of a
   // killed cell says which were lost. Needs the GIL.
   std::vector<std::string> LiveThreadNames() {
+    static constinit const InternedName kThreading("threading");
+    static constinit const InternedName kActive("_active");
+    static constinit const InternedName kName("name");
     std::vector<std::string> names;
-    PyObject* module_name = PyUnicode_FromString("threading");
+    PyObject* module_name = kThreading.get();
     PyObject* threading = module_name ? PyImport_GetModule(module_name) : nullptr;
-    Py_XDECREF(module_name);
-    PyObject* active = threading ? PyObject_GetAttrString(threading, "_active") : nullptr;
+    PyObject* active_name = kActive.get();
+    PyObject* active = threading && active_name ? PyObject_GetAttr(threading, active_name) : nullptr;
     if (active != nullptr && PyDict_Check(active) && PyDict_GET_SIZE(active) > 1) {
       unsigned long self = PyThread_get_thread_ident();
       PyObject *key, *thread;
       Py_ssize_t pos = 0;
       while (PyDict_Next(active, &pos, &key, &thread) && names.size() < 16) {
         if (PyLong_AsUnsignedLong(key) == self) continue;
-        PyObject* name = PyObject_GetAttrString(thread, "name");
+        PyObject* name_key = kName.get();
+        PyObject* name = name_key != nullptr ? PyObject_GetAttr(thread, name_key) : nullptr;
         const char* text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
         if (text != nullptr) names.emplace_back(std::string(text).substr(0, 64));
         Py_XDECREF(name);
@@ -642,6 +648,24 @@ class SessionProcess {
     Py_XDECREF(active);
     Py_XDECREF(threading);
     return names;
+  }
+
+  // Whether a thread other than this one has a Python thread state in this
+  // interpreter: a thread that could run Python code while a proven cell
+  // runs. Stricter than LiveThreadNames (which sees threading's threads
+  // only: not one started with _thread.start_new_thread, nor a C thread
+  // that holds a thread state), and reads no module, dict or attribute: a
+  // walk of a list of pointers (the str, dict and attribute lookups of
+  // LiveThreadNames cost ~10 µs of a paced cell's path with the caches
+  // cold). Needs the GIL, which every change to the list but a foreign
+  // thread's first PyGILState_Ensure (a push at the head) holds.
+  static bool OtherPythonThreads() {
+    PyThreadState* self = PyThreadState_Get();
+    for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
+         t != nullptr; t = PyThreadState_Next(t)) {
+      if (t != self) return true;
+    }
+    return false;
   }
 
   void RunCellFrame(const Frame& frame) {
@@ -697,7 +721,7 @@ class SessionProcess {
       // before the Result returns, so rollback off is fine there too.
       const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
       effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names);
-      if (effect != Effect::kAny && !LiveThreadNames().empty()) effect = Effect::kAny;
+      if (effect != Effect::kAny && OtherPythonThreads()) effect = Effect::kAny;
     }
     if (bound.ok()) {
       ReadOnlyCell::Scope no_finalizers(effect != Effect::kAny);
@@ -835,7 +859,7 @@ class SessionProcess {
   // and variables (kept in a private cache too, so a value the host does not
   // resend is bound again from it). Needs the GIL.
   Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables) {
-    PyObject* builtins = PyModule_GetDict(PyImport_AddModule("builtins"));  // borrowed
+    PyObject* builtins = builtins_;
     if (!tools.names.empty() && transport_ == nullptr) {
       transport_ = tools_.NewTransport();
       if (transport_ == nullptr) {
@@ -887,6 +911,7 @@ class SessionProcess {
   std::vector<std::string> aliases_;
   int host_pidfd_ = -1;  // the host process (inherited from the worker), or -1
   PyObject* globals_ = nullptr;
+  PyObject* builtins_ = nullptr;  // the builtins module's dict (borrowed: it lives as long as we do)
   Role role_ = Role::kRunner;
   pid_t snapshot_pid_ = -1;          // the runner's current snapshot (its child)
   pid_t runner_pid_ = -1;            // a snapshot's runner (its parent)

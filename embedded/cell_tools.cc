@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "embedded/interned_name.h"
+
 namespace py = pybind11;
 
 namespace dolsot {
@@ -121,7 +123,12 @@ std::shared_ptr<PyObjectHandle> HoldPyObject(PyObject* object) {
 Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* transport) {
   try {
     py::dict scope_builtins = py::reinterpret_borrow<py::dict>(builtins);
-    PyObject* bound_now = PyDict_GetItemString(builtins, kBoundKey);  // borrowed
+    // Looked up on every cell (interned_name.h).
+    static constinit const InternedName kBound(kBoundKey);
+    PyObject* bound_key = kBound.get();
+    if (bound_key == nullptr) throw py::error_already_set();
+    PyObject* bound_now = PyDict_GetItemWithError(builtins, bound_key);  // borrowed
+    if (bound_now == nullptr && PyErr_Occurred()) throw py::error_already_set();
     if (bound_now == nullptr && tools.empty()) return Status::Ok();  // the common case
     std::vector<std::string> previous;
     if (bound_now != nullptr) {

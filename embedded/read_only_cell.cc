@@ -14,6 +14,7 @@
 
 #include <marshal.h>
 
+#include "embedded/interned_name.h"
 #include "embedded/plain_expressions.h"
 #include "embedded/py_ref.h"
 
@@ -247,8 +248,13 @@ bool IsAtom(PyObject* value, int* budget) {
 
 // The dict the cell's name lookups fall back to (globals' __builtins__).
 PyObject* BuiltinsOf(PyObject* globals) {
-  PyObject* builtins = PyDict_GetItemString(globals, "__builtins__");  // borrowed
-  if (builtins == nullptr) return nullptr;
+  static constinit const InternedName kBuiltinsKey("__builtins__");  // once per cell
+  PyObject* key = kBuiltinsKey.get();
+  PyObject* builtins = key != nullptr ? PyDict_GetItemWithError(globals, key) : nullptr;  // borrowed
+  if (builtins == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
   if (PyModule_Check(builtins)) return PyModule_GetDict(builtins);
   return PyDict_Check(builtins) ? builtins : nullptr;
 }

@@ -86,6 +86,28 @@ def test_a_running_thread_makes_every_cell_checkpointed(counted):
     assert store.saves == before
 
 
+def test_a_thread_threading_does_not_know_of_makes_every_cell_checkpointed(counted):
+    # _thread.start_new_thread: a thread threading._active never lists, which
+    # can change the state while a cell runs all the same.
+    repl, store = counted
+    ok(repl, "x = 1")
+    ok(repl, "import _thread, threading\nstarted = threading.Event(); stop = threading.Event()\n"
+             "def spin():\n    started.set()\n    stop.wait()\n    done.set()\n"
+             "done = threading.Event()\n_thread.start_new_thread(spin, ())\nstarted.wait()")
+    before = store.saves
+    ok(repl, "x + 1")
+    assert store.saves == before + 1
+    # Once it is gone (its thread state goes a moment after its function
+    # returns), cells are read-only again.
+    ok(repl, "stop.set(); done.wait()")
+    for _ in range(1000):
+        before = store.saves
+        ok(repl, "x + 1")
+        if store.saves == before:
+            break
+    assert store.saves == before
+
+
 def test_a_failed_save_is_made_good_by_the_next_cell_even_a_read_only_one(counted):
     repl, store = counted
     ok(repl, "x = 1")
