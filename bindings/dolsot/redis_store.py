@@ -3,8 +3,10 @@ host that reaches it, with a lease so only one host runs a session at a time.
 
 Layout under ``prefix`` (``{sid}`` is a Redis Cluster hash tag, so a session's
 keys share a slot): ``<prefix>s:{sid}`` is a hash holding the blob (``data``),
-its ``size``, ``used`` (time of the save) and ``sum`` (SHA-256) or ``mac``
-(HMAC-SHA256 with the store key); ``<prefix>j:{sid}`` is a list of what was
+its ``size``, ``used`` (time of the last save or append), ``appended``
+(the bytes appended since the save; ``list`` adds them to the size) and
+``sum`` (SHA-256) or ``mac`` (HMAC-SHA256 with the store key);
+``<prefix>j:{sid}`` is a list of what was
 appended to the blob since it was saved (a checkpoint's journal frames),
 each item its digest (32 bytes, over the session id and the frame) and the
 frame; ``<prefix>lease:{sid}`` names the host that holds the session. A save
@@ -269,6 +271,9 @@ class RedisStore:
                                  "append to")
             pipe.multi()
             pipe.rpush(journal, item)
+            # For list(), which reports what load returns (the blob and its
+            # frames); `size` stays the blob's, which load checks.
+            pipe.hincrby(session, "appended", len(frame))
             pipe.hset(session, "used", repr(time.time()))
             if self._ttl_days > 0:
                 pipe.expire(session, self._ttl_days * 86400)
@@ -330,14 +335,15 @@ class RedisStore:
             keys.extend(batch)
         pipe = self._client.pipeline(transaction=False)
         for key in keys:
-            pipe.hmget(key, ["size", "used"])
+            pipe.hmget(key, ["size", "used", "appended"])
         rows = self._call("list", pipe.execute) if keys else []
         start = len(self._prefix.encode()) + len(b"s:{")
         out = []
-        for key, (size, used) in zip(keys, rows):
+        for key, (size, used, appended) in zip(keys, rows):
             if size is None:  # expired or deleted since the scan
                 continue
-            out.append(SessionInfo(key[start:-1].decode(), int(size), float(used)))
+            out.append(SessionInfo(key[start:-1].decode(), int(size) + int(appended or 0),
+                                   float(used)))
         return sorted(out, key=lambda info: info.id)
 
     # ---------------------------------------------------------------- leases

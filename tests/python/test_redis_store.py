@@ -251,8 +251,11 @@ def test_appends_go_to_the_journal_and_a_save_or_delete_empties_it(make_store, r
     store.append("s", b"+2")
     assert store.load("s") == b"base+1+2"
     assert client.llen(journal) == 2
+    # Listed at the size load returns, as a FileStore lists its file.
+    assert [(i.id, i.size_bytes) for i in store.list()] == [("s", len(b"base+1+2"))]
     store.save("s", b"new")  # the new blob's journal starts empty
     assert store.load("s") == b"new" and not client.exists(journal)
+    assert [(i.id, i.size_bytes) for i in store.list()] == [("s", 3)]
     store.append("s", b"+3")
     assert store.delete("s") == 1
     assert not client.exists(journal) and store.load("s") is None
