@@ -43,7 +43,10 @@ lat = []
 if config == "pyconsole":
     import importlib.machinery, importlib.util
     text = open(pyconsole, encoding="utf-8").read()
-    path = os.path.join(tempfile.mkdtemp(prefix="pyconsole-peer-"), "pyconsole.py")
+    import atexit, shutil
+    folder = tempfile.mkdtemp(prefix="pyconsole-peer-")
+    atexit.register(shutil.rmtree, folder, True)  # the kernel runs this file: kept until we exit
+    path = os.path.join(folder, "pyconsole.py")
     open(path, "w", encoding="utf-8").write(text[text.index('\"\"\"'):])
     loader = importlib.machinery.SourceFileLoader("pyconsole_peer", path)
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader("pyconsole_peer", loader))

@@ -10,10 +10,12 @@ configurations are interleaved in rounds so background load hits them alike.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +40,10 @@ def load_pyconsole(path):
     # module from a temporary file that starts at the docstring.
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    runnable = os.path.join(tempfile.mkdtemp(prefix="pyconsole-peer-"), "pyconsole.py")
+    folder = tempfile.mkdtemp(prefix="pyconsole-peer-")
+    # The kernel runs this file in its own process: kept until we exit.
+    atexit.register(shutil.rmtree, folder, True)
+    runnable = os.path.join(folder, "pyconsole.py")
     with open(runnable, "w", encoding="utf-8") as f:
         f.write(text[text.index('"""'):])
     loader = importlib.machinery.SourceFileLoader("pyconsole_peer", runnable)
@@ -241,8 +246,9 @@ def deadline_to_result(args, report):
 # The design before this one, as published: dolsot 0.4.2 from PyPI (a worker
 # process per cell, the session round-tripped through dill). Run in its own venv.
 LEGACY_SCRIPT = r"""
-import json, statistics, sys, tempfile, time, os
+import atexit, json, shutil, statistics, sys, tempfile, time, os
 os.environ["DOLSOT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dolsot042-")
+atexit.register(shutil.rmtree, os.environ["DOLSOT_CACHE_DIR"], True)
 from dolsot import Repl
 r = Repl({}, typecheck=False, timeout=600)
 out = {}

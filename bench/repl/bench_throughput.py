@@ -28,13 +28,14 @@ import subprocess
 import sys
 
 CHILD = r"""
-import json, random, shutil, sys, tempfile, time
+import atexit, json, random, shutil, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 import dolsot
 from dolsot.store import FileStore
 sessions, threads, cells, share, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 general = float(sys.argv[6])  # of the writes: `box.append(1)` on 300 items (the general path)
 cache = tempfile.mkdtemp(prefix="dolsot-throughput-")
+atexit.register(shutil.rmtree, cache, True)  # also when a check below fails
 store = FileStore(cache)
 repl = dolsot.Repl(store=store, typecheck=False, max_live_sessions=sessions)
 sids = [f"s{i}" for i in range(sessions)]
@@ -66,7 +67,6 @@ closing = time.perf_counter() - closing
 again = dolsot.Repl(store=FileStore(cache), typecheck=False, max_live_sessions=sessions)
 lost += [sid + " (restored)" for sid in sids if again.run(sid, "x, len(box)").value != expected(sid)]
 again.close()
-shutil.rmtree(cache, ignore_errors=True)
 print(json.dumps({"cells_per_s": sessions * cells / elapsed, "close_s": closing, "lost": lost}))
 """
 
