@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <set>
 #include <string>
 #include <mutex>
 #include <vector>
@@ -621,12 +622,16 @@ class SessionProcess {
 
   // The names of the Python threads other than this one that are alive now
   // (at most 16): a rollback cannot bring them back, and the Result of a
-  // killed cell says which were lost. Needs the GIL.
+  // killed cell says which were lost. A thread threading does not list (one
+  // started with _thread.start_new_thread, a C thread that holds a thread
+  // state) is named by how it was started. Needs the GIL.
   std::vector<std::string> LiveThreadNames() {
     static constinit const InternedName kThreading("threading");
     static constinit const InternedName kActive("_active");
     static constinit const InternedName kName("name");
     std::vector<std::string> names;
+    if (!OtherPythonThreads()) return names;  // the common case, without a lookup
+    std::set<unsigned long> listed;  // the idents threading knows
     PyObject* module_name = kThreading.get();
     PyObject* threading = module_name ? PyImport_GetModule(module_name) : nullptr;
     PyObject* active_name = kActive.get();
@@ -636,7 +641,9 @@ class SessionProcess {
       PyObject *key, *thread;
       Py_ssize_t pos = 0;
       while (PyDict_Next(active, &pos, &key, &thread) && names.size() < 16) {
-        if (PyLong_AsUnsignedLong(key) == self) continue;
+        const unsigned long ident = PyLong_AsUnsignedLong(key);
+        listed.insert(ident);
+        if (ident == self) continue;
         PyObject* name_key = kName.get();
         PyObject* name = name_key != nullptr ? PyObject_GetAttr(thread, name_key) : nullptr;
         const char* text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
@@ -647,6 +654,13 @@ class SessionProcess {
     PyErr_Clear();
     Py_XDECREF(active);
     Py_XDECREF(threading);
+    PyThreadState* self = PyThreadState_Get();
+    for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
+         t != nullptr && names.size() < 16; t = PyThreadState_Next(t)) {
+      if (t != self && listed.count(t->thread_id) == 0) {
+        names.emplace_back("a thread not started by threading");
+      }
+    }
     return names;
   }
 

@@ -115,6 +115,19 @@ def test_a_killed_cell_rolls_back_and_names_the_threads_it_lost():
         assert ok(repl, "s", "kept").value == "[1, 2]"
 
 
+def test_a_killed_cell_names_a_thread_threading_does_not_list():
+    # _thread.start_new_thread: no threading.Thread, no name, and gone with
+    # the rollback all the same.
+    with make(True) as repl:
+        ok(repl, "s", "import _thread, threading\nstarted = threading.Event()\n"
+                      "stop = threading.Event()\n"
+                      "def wait():\n    started.set()\n    stop.wait()\n"
+                      "_thread.start_new_thread(wait, ())\nstarted.wait()")
+        r = repl.run("s", "while True: pass", timeout=1)
+        assert r.exit_code == 124 and "rolled back" in r.error
+        assert "a thread not started by threading" in r.error, r.error
+
+
 def test_a_killed_cell_without_rollback_goes_back_to_the_checkpoint_and_names_its_threads():
     with make(False, checkpoint="sync") as repl:
         ok(repl, "s", WORKER + "kept = [1, 2]")
