@@ -10,6 +10,8 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "backend_subprocess/checkpoint_journal.h"
 #include "backend_subprocess/checkpoint_saver.h"
@@ -55,6 +57,23 @@ void AppendWarning(Result& r, const std::string& warning) {
     r.error = warning;
   }
 }
+
+// Whether the session holds a name, by the names a Result lists: a hash set
+// of views into them, made on the first question only (a read-only cell
+// with no unsaveable names asks none, so its bookkeeping does not grow with
+// the session's names: a std::set of copies cost ~0.7 ms per cell at 3000).
+class HeldLookup {
+ public:
+  explicit HeldLookup(const std::vector<std::string>& held) : held_(held) {}
+  bool Has(std::string_view name) {
+    if (set_.empty() && !held_.empty()) set_.insert(held_.begin(), held_.end());
+    return set_.count(name) != 0;
+  }
+
+ private:
+  const std::vector<std::string>& held_;
+  std::unordered_set<std::string_view> set_;
+};
 
 }  // namespace
 
@@ -738,9 +757,9 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     // cell bound nothing; what a binding cell bound is plain, and a saved
     // frame took it off).
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-    std::set<std::string> held(result.held.begin(), result.held.end());
+    HeldLookup held(result.held);
     for (const auto& name : slot.last_dropped) {
-      if (held.count(name)) result.dropped.push_back(name);
+      if (held.Has(name)) result.dropped.push_back(name);
     }
     std::sort(result.dropped.begin(), result.dropped.end());
   } else if (options_.checkpoint == CheckpointMode::kAsync) {
@@ -749,15 +768,22 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     // saved, put into an object in place).
     std::lock_guard<std::mutex> guard(slot.dropped_mutex);
     for (const auto& name : outcome->rebound) slot.rebound_at[name] = cell;
-    std::set<std::string> held(result.held.begin(), result.held.end());
-    std::set<std::string> known(result.dropped.begin(), result.dropped.end());
-    for (auto it = slot.rebound_at.begin(); it != slot.rebound_at.end();) {
-      it = held.count(it->first) ? std::next(it) : slot.rebound_at.erase(it);
+    HeldLookup held(result.held);
+    // A read-only cell bound and deleted nothing: every name rebound_at keeps
+    // is still held (pruned after the last cell that could delete one).
+    if (!outcome->read_only) {
+      for (auto it = slot.rebound_at.begin(); it != slot.rebound_at.end();) {
+        it = held.Has(it->first) ? std::next(it) : slot.rebound_at.erase(it);
+      }
     }
-    for (const auto& name : slot.last_dropped) {
-      auto rebound = slot.rebound_at.find(name);
-      const bool stale = rebound != slot.rebound_at.end() && rebound->second > slot.last_dropped_cell;
-      if (held.count(name) && !known.count(name) && !stale) result.dropped.push_back(name);
+    if (!slot.last_dropped.empty()) {
+      std::set<std::string> known(result.dropped.begin(), result.dropped.end());
+      for (const auto& name : slot.last_dropped) {
+        auto rebound = slot.rebound_at.find(name);
+        const bool stale =
+            rebound != slot.rebound_at.end() && rebound->second > slot.last_dropped_cell;
+        if (held.Has(name) && !known.count(name) && !stale) result.dropped.push_back(name);
+      }
     }
     std::sort(result.dropped.begin(), result.dropped.end());
   }

@@ -199,6 +199,31 @@ def paced_rollback(args, report):
         r.close()
 
 
+def held_names(args, report):
+    # A long session accumulates names; a read-only cell's cost should not
+    # grow with them. Each count its own default Repl, interleaved, 50 ms apart.
+    counts = [int(x) for x in args.names.split(",")]
+    repls = {}
+    for n in counts:
+        r = Repl(store=MemoryStore(), typecheck=False)
+        r.run("s", "; ".join(f"v{i} = {i}" for i in range(n)) or "pass")
+        repls[n] = r
+    samples = {n: [] for n in counts}
+    for _ in range(args.paced):
+        for n, r in repls.items():
+            time.sleep(0.05)
+            samples[n].append(timed(lambda: r.run("s", "1+1")))
+    for r in repls.values():
+        r.close()
+    base = statistics.median(samples[counts[0]])
+    report.append("\n## Paced `1+1` against the names a session holds (default Repl, 50 ms apart)\n")
+    report.append(f"| names held | p50 | p90 | vs {counts[0]} names |")
+    report.append("|---|---|---|---|")
+    for n, values in samples.items():
+        p50 = statistics.median(values)
+        report.append(f"| {n} | {us(p50)} | {us(pct(values, 90))} | {p50 / base:.2f}x |")
+
+
 def state_sizes(args, report):
     sizes = [int(x) for x in args.sizes.split(",")] + ([1024] if args.gigabyte else [])
     modes = [tuple(m.split(":")) for m in args.state_modes.split(",")]
@@ -303,10 +328,12 @@ def main():
     parser.add_argument("--legacy-python",
                         help="python of a venv with dolsot==0.4.2 installed (the old design)")
     parser.add_argument("--only", action="append",
-                        choices=["trivial", "paced", "state", "deadline", "legacy"],
+                        choices=["trivial", "paced", "names", "state", "deadline", "legacy"],
                         help="run only these sections (repeatable)")
     parser.add_argument("--state-modes", default="on:async,on:sync,off:async,off:sync",
                         help="rollback:checkpoint pairs for the state section")
+    parser.add_argument("--names", default="0,300,3000",
+                        help="name counts for the names section (comma-separated)")
     parser.add_argument("--sizes", default="0,10,100",
                         help="state sizes in MB for the state section (comma-separated)")
     args = parser.parse_args()
@@ -314,7 +341,8 @@ def main():
     report = ["# Repl benchmarks\n",
               f"One run on {os.cpu_count()} cores, load average {load[0]:.1f} at start; "
               f"Python {sys.version.split()[0]}; typecheck off. Medians unless stated.\n"]
-    sections = {"trivial": trivial_cells, "paced": paced_rollback, "state": state_sizes,
+    sections = {"trivial": trivial_cells, "paced": paced_rollback, "names": held_names,
+                "state": state_sizes,
                 "deadline": deadline_to_result, "legacy": legacy_peer}
     for name, section in sections.items():
         if not args.only or name in args.only:

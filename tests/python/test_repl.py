@@ -606,6 +606,24 @@ def test_async_dropped_names_what_the_cell_itself_could_not_persist():
         assert r.run("s", "del gen").dropped == []
 
 
+def test_read_only_cells_report_what_the_last_checkpoint_could_not_save():
+    # A value that cannot be saved, put into an object in place: only the
+    # checkpoint written after it knows. A read-only cell after it reports
+    # the name while the session holds it, and not once it is deleted.
+    with Repl(store=MemoryStore(), typecheck=False) as r:
+        assert r.run("s", "import threading\nbox = []\nn = 1").ok
+        assert r.run("s", "box.append(threading.Lock())").ok
+        for _ in range(2000):  # until that cell's checkpoint has landed
+            res = r.run("s", "n + 1")
+            assert res.ok and res.value == "2"
+            if res.dropped:
+                break
+        assert res.dropped == ["box"]
+        assert r.run("s", "n * 3").dropped == ["box"]
+        assert r.run("s", "del box").ok
+        assert r.run("s", "n + 1").dropped == []
+
+
 def test_close_saves_the_last_state_after_a_slow_checkpoint_was_superseded():
     # A writer still serializing a big checkpoint when the next cell's
     # superseded it blocked on its full, unread channel; the next writer
