@@ -654,13 +654,10 @@ class SessionProcess {
     PyErr_Clear();
     Py_XDECREF(active);
     Py_XDECREF(threading);
-    PyThreadState* self = PyThreadState_Get();
-    for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
-         t != nullptr && names.size() < 16; t = PyThreadState_Next(t)) {
-      if (t != self && listed.count(t->thread_id) == 0) {
-        names.emplace_back("a thread not started by threading");
-      }
-    }
+    ForEachOtherThreadState([&](PyThreadState* t) {
+      if (listed.count(t->thread_id) == 0) names.emplace_back("a thread not started by threading");
+      return names.size() < 16;
+    });
     return names;
   }
 
@@ -674,12 +671,23 @@ class SessionProcess {
   // cold). Needs the GIL, which every change to the list but a foreign
   // thread's first PyGILState_Ensure (a push at the head) holds.
   static bool OtherPythonThreads() {
+    bool found = false;
+    ForEachOtherThreadState([&](PyThreadState*) {
+      found = true;
+      return false;  // one is enough
+    });
+    return found;
+  }
+
+  // Calls `visit` with each thread state of this interpreter but the
+  // calling thread's, while it returns true. Needs the GIL.
+  template <typename Visit>
+  static void ForEachOtherThreadState(Visit&& visit) {
     PyThreadState* self = PyThreadState_Get();
     for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
          t != nullptr; t = PyThreadState_Next(t)) {
-      if (t != self) return true;
+      if (t != self && !visit(t)) return;
     }
-    return false;
   }
 
   void RunCellFrame(const Frame& frame) {

@@ -164,11 +164,11 @@ class FileStore final : public SessionStore {
   // removed; nullopt when there is none (or it was torn).
   StatusOr<std::optional<std::string>> TakePending(int dirfd, std::string_view sid);
   void FlushLoop();
-  // Waits until no save, flush, load or delete of `sid` runs here, then
-  // marks one running (Unmark ends it).
   // Appends to {sid}.session (fdatasync when `sync`); a failed write is cut off.
   Status AppendToSession(int dirfd, const std::string& sid, std::string_view bytes, bool sync);
   Status SyncSessionFile(int dirfd, const std::string& sid);  // the flusher's, for an append
+  // Waits until no save, flush, load or delete of `sid` runs here, then
+  // marks one running (Unmark ends it).
   void Mark(const std::string& sid);
   void Unmark(const std::string& sid);
   // The session directory, walked and checked on every access.
