@@ -218,7 +218,8 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   // Past this much kept for the snapshot, the cell forks a new one (a
   // checkpoint follows it too) and the host lets the bindings go.
   const bool snapshot_owed = pending_bindings_.bytes() > kMaxPendingBindingBytes;
-  w.U8(run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0);
+  w.U8((run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0) |
+       (names_reported_ ? protocol::kRunHostHasNames : 0));
   return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
 }
 
@@ -387,7 +388,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       next_fd = &frame->fd2;
     }
     outcome.read_only = (carried & protocol::kReadOnlyCell) != 0;
-    if (outcome.read_only && (carried & ~protocol::kReadOnlyCell) != 0) {
+    const bool names_unchanged = (carried & protocol::kNamesUnchanged) != 0;
+    if (names_unchanged && (!outcome.read_only || !names_reported_ || !outcome.result.held.empty())) {
+      return CorruptError("a RESULT said its names were unchanged where it may not");
+    }
+    if (outcome.read_only &&
+        (carried & ~(protocol::kReadOnlyCell | protocol::kNamesUnchanged)) != 0) {
       return CorruptError("a read-only cell's RESULT carried descriptors");
     }
     outcome.binding = bindings.has_value();
@@ -402,7 +408,12 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       if (!snapshot_socket) return CorruptError("the snapshot's socket did not come with RESULT");
     }
     if (checkpoint_channel && on_channel) on_channel(std::move(checkpoint_channel));
-    held_ = outcome.result.held;
+    if (names_unchanged) {
+      outcome.result.held = held_;
+    } else {
+      held_ = outcome.result.held;
+    }
+    names_reported_ = true;
     threads_ = std::move(threads);
     restored_no_cell_ = false;
     if (bindings) {
@@ -435,6 +446,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   runner_.socket.Reset();
   runner_.process = ProcessIdentity();
   runner_frame_due_ = false;
+  names_reported_ = false;  // a promoted snapshot has not sent its names
   CellOutcome outcome;
   outcome.runner_died = true;
   outcome.interrupted = interrupted;

@@ -159,6 +159,10 @@ class LiveSession {
   // held_ stays right. The CLI relies on this to skip the snapshot fork.
   bool restored_no_cell_ = false;
   std::vector<std::string> held_;
+  // held_ is what the runner sent in its last Result, so a read-only cell
+  // may leave its names out (protocol::kRunHostHasNames). Not after a
+  // restore (READY's list) or a rollback (the snapshot has not sent one).
+  bool names_reported_ = false;
   // The Python threads other than the main one alive after the last cell:
   // a rollback loses them, and the killed cell's Result says so.
   std::vector<std::string> threads_;

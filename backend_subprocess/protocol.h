@@ -42,7 +42,9 @@ namespace dolsot::protocol {
 // 12: TOOL_PIPES replaces TOOL_SOCKET: a cell's own tool calls go over two
 //    pipes (the frame carries the host's ends: the call pipe's read end and
 //    the reply pipe's write end).
-inline constexpr std::uint32_t kProtocolVersion = 12;
+// 13: RUN may say kRunHostHasNames; a read-only cell's RESULT may then say
+//    kNamesUnchanged and list no held names.
+inline constexpr std::uint32_t kProtocolVersion = 13;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -121,6 +123,10 @@ inline constexpr std::uint8_t kReadOnlyCell = 4;
 // no checkpoint follows yet (the host asks for one: RUN's
 // kRunCheckpointOwed).
 inline constexpr std::uint8_t kBindingCell = 8;
+// Not a descriptor, only with kReadOnlyCell and only after a RUN that said
+// kRunHostHasNames: the Result's held names are left out (an empty list):
+// they are the host's list, which the cell could not change.
+inline constexpr std::uint8_t kNamesUnchanged = 16;
 
 // What binding cells bound since the snapshot: the session's cell count
 // after the last of them (so a promoted snapshot numbers on from there),
@@ -136,6 +142,12 @@ struct Bindings {
 // current state (none yet, the last save failed, or it is old): the cell
 // gets a checkpoint even when it is read-only.
 inline constexpr std::uint8_t kRunCheckpointOwed = 1;
+// RUN's last byte: the host's list of the session's held names is the one the
+// session process sent in its last Result (none came since from anywhere
+// else: a restore, a promoted snapshot, a branch), so a read-only cell may
+// leave it out (kNamesUnchanged). A session with thousands of names saves
+// listing, sending and reading them for every such cell.
+inline constexpr std::uint8_t kRunHostHasNames = 2;
 
 struct Frame {
   Tag tag{};

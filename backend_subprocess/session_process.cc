@@ -709,7 +709,9 @@ class SessionProcess {
       if (v.resent) v.pickle = r.StrView();
       variables.push_back(std::move(v));
     }
-    const bool checkpoint_owed = (r.U8() & protocol::kRunCheckpointOwed) != 0;
+    const std::uint8_t run_flags = r.U8();
+    const bool checkpoint_owed = (run_flags & protocol::kRunCheckpointOwed) != 0;
+    const bool host_has_names = (run_flags & protocol::kRunHostHasNames) != 0;
     if (!r.Finish("RUN").ok()) Exit(2);
     // Numbered by the session, so the count is part of its state: it forks
     // with it, is rolled back with it (a cell that died leaves its number to
@@ -747,6 +749,8 @@ class SessionProcess {
     }
     if (bound.ok()) {
       ReadOnlyCell::Scope no_finalizers(effect != Effect::kAny);
+      // A proven read-only cell binds no name: the host's list stands.
+      request.list_held = !(effect == Effect::kNothing && host_has_names);
       result = RunCell(globals_, request);
     } else {
       result = Result::Failure(Outcome::kError, kExitFailure, bound.message(),
@@ -783,6 +787,9 @@ class SessionProcess {
     // cell's values go to the host, or it counts as any other cell.
     const bool completed_alone = result.ok && returned == nullptr && threads.empty();
     const bool read_only = effect == Effect::kNothing && completed_alone;
+    // One that did not complete takes the general path: its Result lists them.
+    const bool names_unchanged = read_only && !request.list_held;
+    if (!request.list_held && !names_unchanged) result.held = HeldNames(globals_, aliases_);
     std::optional<protocol::Bindings> bindings;
     if (effect == Effect::kItsBindings && completed_alone) {
       bindings.emplace();
@@ -847,7 +854,8 @@ class SessionProcess {
     w.U32(static_cast<std::uint32_t>(::getpid()));
     w.U8((channel ? protocol::kCarriesCheckpointChannel : 0) |
          (snapshot_host_end ? protocol::kCarriesSnapshotSocket : 0) |
-         (read_only ? protocol::kReadOnlyCell : 0) | (bindings ? protocol::kBindingCell : 0));
+         (read_only ? protocol::kReadOnlyCell : 0) | (bindings ? protocol::kBindingCell : 0) |
+         (names_unchanged ? protocol::kNamesUnchanged : 0));
     if (bindings) protocol::WriteBindings(w, *bindings);
     int fds[2] = {-1, -1};
     int carried = 0;

@@ -1005,7 +1005,7 @@ Result RunCell(PyObject* globals, const CellRequest& request) {
     result.images = capture.TakeImages();
   }
   if (PyErr_Occurred()) PyErr_Clear();
-  result.held = HeldNames(globals, request.hidden_names);
+  if (request.list_held) result.held = HeldNames(globals, request.hidden_names);
   return result;
 }
 

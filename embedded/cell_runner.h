@@ -40,6 +40,10 @@ struct CellRequest {
   std::size_t max_output = kDefaultMaxOutput;  // caps stdout, and the value too; 0 = no cap
   std::size_t max_repr = kDefaultMaxRepr;      // caps the value's repr; 0 = no cap
   std::vector<std::string> hidden_names;       // never listed in held (toolbox aliases)
+  // false: Result::held is left empty. For a caller that already knows the
+  // names and a cell proven not to bind any (embedded/read_only_cell.h),
+  // which lists them itself if the cell did not complete.
+  bool list_held = true;
   OutputSink* sink = nullptr;                  // optional live mirror of stdout
   // Toolbox aliases bound in `globals`, for ToolboxCallHint (hidden_names are
   // passed to it as well).

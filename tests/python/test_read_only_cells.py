@@ -149,6 +149,50 @@ def test_a_crash_after_read_only_cells_rolls_back_exactly(checkpoint):
         repl.close()
 
 
+@pytest.mark.parametrize("snapshots,checkpoint", [(True, "async"), (True, "sync"), (False, "sync")])
+def test_a_read_only_cells_result_lists_the_sessions_names(snapshots, checkpoint):
+    # A read-only cell's session process leaves its names out of the Result
+    # once the host holds them (protocol::kNamesUnchanged); every Result
+    # still lists them all, in the order they were bound, after whatever the
+    # host's list came from: a cell, a binding cell, a killed cell, a restart.
+    store = MemoryStore()
+
+    def repl():
+        return dolsot.Repl(store=store, typecheck=False, snapshots=snapshots, checkpoint=checkpoint)
+
+    first = repl()
+    try:
+        names = [f"v{i}" for i in range(50)]
+        assert ok(first, "; ".join(f"{n} = {i}" for i, n in enumerate(names))).held == names
+        for code in ("1 + 1", "v3 * 2", "len((v1, v2))"):
+            assert ok(first, code).held == names, code
+        assert ok(first, "late = 7").held == names + ["late"]  # a binding cell
+        names.append("late")
+        assert ok(first, "late + v0").held == names
+        failed = first.run("s", "v0 + 'text'")  # proven read-only, but raised
+        assert not failed.ok and failed.held == names, failed.error
+        assert ok(first, "v1 - 1").held == names
+        killed = first.run("s", "gone = 1\nwhile True: pass", timeout=0.5)
+        assert killed.exit_code == 124, killed.error
+        if snapshots:  # rolled back (without: the next cell restores the checkpoint)
+            assert killed.held == names
+        assert ok(first, "v2 + late").held == names  # the runner is the snapshot now
+        if not snapshots:  # a new process restored the last checkpoint
+            assert ok(first, "gone = 2").held == names + ["gone"]
+            assert ok(first, "del gone").held == names
+        assert ok(first, "v4").held == names
+    finally:
+        first.close()
+    again = repl()  # a restart: the host's list came from restoring
+    try:
+        assert ok(again, "v5 + 1").held == names
+        assert ok(again, "v6").held == names
+        assert ok(again, "fresh = 1").held == names + ["fresh"]
+        assert ok(again, "fresh").held == names + ["fresh"]
+    finally:
+        again.close()
+
+
 def test_a_restart_after_read_only_cells_sees_the_last_state():
     store = CountingStore()
     repl = dolsot.Repl(store=store, typecheck=False)  # async checkpoints
