@@ -442,6 +442,23 @@ Ref BytesChunk(std::string_view bytes) {
       Ref(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size()))));
 }
 
+// The blob's header: magic, version, entry count.
+void WriteBlobHeader(char* out, std::size_t entries) {
+  std::memcpy(out, kMagic, sizeof(kMagic));
+  PutLe(out + 8, kFormatVersion, 4);
+  PutLe(out + 12, entries, 4);
+}
+
+// An entry's bytes after its checksum and before its payload (codec, name,
+// payload size) at `frame`; returns their count. The checksum covers them.
+size_t WriteEntryPrefix(char* frame, const PendingEntry& entry, size_t payload_size) {
+  frame[0] = static_cast<char>(entry.codec);
+  PutLe(frame + 1, entry.name.size(), 4);
+  std::memcpy(frame + 5, entry.name.data(), entry.name.size());
+  PutLe(frame + 5 + entry.name.size(), payload_size, 8);
+  return 1 + 4 + entry.name.size() + 8;
+}
+
 // Writes the header and every entry into one string, sized once; each payload
 // is copied and checksummed in the same pass.
 std::string BuildBlob(const std::vector<PendingEntry>& entries) {
@@ -451,18 +468,12 @@ std::string BuildBlob(const std::vector<PendingEntry>& entries) {
   }
   std::string blob(total, '\0');
   char* out = blob.data();
-  std::memcpy(out, kMagic, sizeof(kMagic));
-  PutLe(out + 8, kFormatVersion, 4);
-  PutLe(out + 12, entries.size(), 4);
+  WriteBlobHeader(out, entries.size());
   out += kHeaderSize;
   for (const PendingEntry& entry : entries) {
     char* crc_at = out;
     char* frame = out + 4;
-    frame[0] = static_cast<char>(entry.codec);
-    PutLe(frame + 1, entry.name.size(), 4);
-    std::memcpy(frame + 5, entry.name.data(), entry.name.size());
-    PutLe(frame + 5 + entry.name.size(), ChunksSize(entry.chunks.get()), 8);
-    const size_t prefix = 1 + 4 + entry.name.size() + 8;
+    const size_t prefix = WriteEntryPrefix(frame, entry, ChunksSize(entry.chunks.get()));
     uint32_t crc = CopyWithCrc(~0u, nullptr, frame, prefix);
     out = frame + prefix;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
@@ -751,10 +762,19 @@ bool UnsaveableNames::Probe(PyObject* value, int depth, std::size_t* visits) {
   return !unsaveable;
 }
 
-SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std::string>& skip,
-                                       std::uint64_t cells_run) {
-  SerializedNamespace result;
+namespace {
+
+// Every entry of the checkpoint of `globals`, encoded (SerializeNamespace).
+struct CollectedEntries {
   std::vector<PendingEntry> entries;
+  std::vector<std::string> saved;
+  std::vector<std::string> dropped;
+};
+
+CollectedEntries CollectEntries(PyObject* globals, const std::vector<std::string>& skip,
+                                std::uint64_t cells_run) {
+  CollectedEntries result;
+  std::vector<PendingEntry>& entries = result.entries;
   // A snapshot of the items: pickling may run code that changes `globals`.
   Ref items(globals != nullptr && PyDict_Check(globals) ? PyDict_Items(globals) : nullptr);
   PyErr_Clear();
@@ -794,7 +814,63 @@ SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std:
     entries.push_back(
         PendingEntry{std::string(kCounterName), Codec::kCellCounter, std::move(counter_chunk)});
   }
-  result.blob = BuildBlob(entries);
+  return result;
+}
+
+}  // namespace
+
+SerializedNamespace SerializeNamespace(PyObject* globals, const std::vector<std::string>& skip,
+                                       std::uint64_t cells_run) {
+  CollectedEntries collected = CollectEntries(globals, skip, cells_run);
+  SerializedNamespace result;
+  result.blob = BuildBlob(collected.entries);
+  result.saved = std::move(collected.saved);
+  result.dropped = std::move(collected.dropped);
+  return result;
+}
+
+struct NamespacePieces::Held {
+  std::vector<PendingEntry> entries;  // the pickled chunks the pieces view
+  std::vector<std::string> headers;   // the blob's header, then each entry's
+};
+
+NamespacePieces::NamespacePieces() = default;
+NamespacePieces::~NamespacePieces() = default;
+NamespacePieces::NamespacePieces(NamespacePieces&&) noexcept = default;
+
+NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,
+                                         std::uint64_t cells_run) {
+  CollectedEntries collected = CollectEntries(globals, skip, cells_run);
+  NamespacePieces result;
+  result.saved = std::move(collected.saved);
+  result.dropped = std::move(collected.dropped);
+  result.held_ = std::make_unique<NamespacePieces::Held>();
+  NamespacePieces::Held& held = *result.held_;
+  held.entries = std::move(collected.entries);
+  // Sized first: the pieces view these strings, which must not move.
+  held.headers.reserve(held.entries.size() + 1);
+  held.headers.emplace_back(kHeaderSize, '\0');
+  WriteBlobHeader(held.headers.back().data(), held.entries.size());
+  result.pieces.push_back(held.headers.back());
+  result.size = kHeaderSize;
+  for (const PendingEntry& entry : held.entries) {
+    const size_t payload = ChunksSize(entry.chunks.get());
+    std::string& header = held.headers.emplace_back(kEntryFixedSize + entry.name.size(), '\0');
+    const size_t prefix = WriteEntryPrefix(header.data() + 4, entry, payload);
+    // The checksum is read off the chunks where they are: nothing is copied.
+    uint32_t crc = CopyWithCrc(~0u, nullptr, header.data() + 4, prefix);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
+      std::string_view chunk = ChunkAt(entry.chunks.get(), i);
+      crc = CopyWithCrc(crc, nullptr, chunk.data(), chunk.size());
+    }
+    PutLe(header.data(), ~crc, 4);
+    result.pieces.push_back(header);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
+      std::string_view chunk = ChunkAt(entry.chunks.get(), i);
+      if (!chunk.empty()) result.pieces.push_back(chunk);
+    }
+    result.size += header.size() + payload;
+  }
   return result;
 }
 

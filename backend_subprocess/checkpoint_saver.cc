@@ -178,7 +178,7 @@ void CheckpointSaver::Loop() {
       job.channel.Reset();
     }
     if (frame.ok() && frame->tag == protocol::Tag::kCheckpointData) {
-      auto data = ParseCheckpointData(frame->payload);
+      auto data = ParseCheckpointData(std::move(frame->payload));
       if (data.ok()) save_(job.session_id, std::move(data).value(), job.tag);
     }
     {

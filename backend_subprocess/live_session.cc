@@ -68,13 +68,21 @@ std::string FormatSeconds(double s) {
 
 }  // namespace
 
-StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload) {
-  PayloadReader r(payload);
+StatusOr<CheckpointData> ParseCheckpointData(std::string payload) {
+  if (payload.size() < 8) return CorruptError("CHECKPOINT_DATA: shorter than its blob's size");
+  PayloadReader tail(std::string_view(payload).substr(payload.size() - 8));
+  const std::uint64_t blob_size = tail.U64();
+  if (blob_size > payload.size() - 8) {
+    return CorruptError("CHECKPOINT_DATA: a blob of " + std::to_string(blob_size) +
+                        " bytes in a payload of " + std::to_string(payload.size()));
+  }
+  PayloadReader r(std::string_view(payload).substr(blob_size, payload.size() - 8 - blob_size));
   CheckpointData data;
   data.saved = r.Strs();
   data.dropped = r.Strs();
-  data.blob = r.Str();
   DOLSOT_RETURN_IF_ERROR(r.Finish("CHECKPOINT_DATA"));
+  payload.resize(blob_size);
+  data.blob = std::move(payload);
   return data;
 }
 
@@ -312,6 +320,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       }
     }
   } close_replies{replies, stop_tool_pipes};
+  std::optional<CheckpointData> sent_ahead;  // sync: the cell's checkpoint
   for (;;) {
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
@@ -346,6 +355,17 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       AcceptToolPipes(run, *frame, &stop_tool_pipes);
       continue;
     }
+    if (frame->tag == Tag::kCheckpointData) {
+      // Sync checkpoints: the cell's comes ahead of its Result, on its own
+      // (its blob is kept where it arrived, not copied out of the Result).
+      if (!sync_checkpoints_ || sent_ahead) {
+        return CorruptError("a CHECKPOINT_DATA frame while a cell ran, where none may come");
+      }
+      auto data = ParseCheckpointData(std::move(frame->payload));
+      if (!data.ok()) return data.status();
+      sent_ahead = std::move(data).value();
+      continue;
+    }
     if (frame->tag != Tag::kResult) {
       return CorruptError(std::string("unexpected frame ") + protocol::TagName(frame->tag) +
                           " while a cell ran");
@@ -353,13 +373,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     PayloadReader r(frame->payload);
     CellOutcome outcome;
     outcome.result = protocol::ReadResult(r);
-    if (r.U8() != 0) {
-      CheckpointData data;
-      data.saved = r.Strs();
-      data.blob = r.Str();
-      data.dropped = outcome.result.dropped;
-      outcome.checkpoint = std::move(data);
+    if ((r.U8() != 0) != sent_ahead.has_value()) {
+      return CorruptError("a RESULT that disagrees with the CHECKPOINT_DATA ahead of it");
     }
+    if (sent_ahead) outcome.checkpoint = std::move(sent_ahead);
     std::vector<std::string> threads = r.Strs();
     outcome.rebound = r.Strs();
     auto runner_pid = static_cast<pid_t>(r.U32());
@@ -528,7 +545,7 @@ StatusOr<CheckpointData> LiveSession::Checkpoint(Deadline deadline, const Channe
   auto frame = ReadFromRunner(deadline);
   if (!frame.ok()) return frame.status();
   if (frame->tag != Tag::kCheckpointData) return CorruptError("expected CHECKPOINT_DATA");
-  return ParseCheckpointData(frame->payload);
+  return ParseCheckpointData(std::move(frame->payload));
 }
 
 StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHandler&) {

@@ -29,8 +29,10 @@ struct CheckpointData {
   std::string blob;
 };
 
-// Parses a kCheckpointData payload.
-StatusOr<CheckpointData> ParseCheckpointData(std::string_view payload);
+// Parses a kCheckpointData payload: the blob, then the saved and dropped
+// names (PayloadWriter Strs), then the blob's size (u64). The blob keeps the
+// payload's buffer (read from the end: nothing is copied).
+StatusOr<CheckpointData> ParseCheckpointData(std::string payload);
 
 struct CellRun {
   std::string_view code;  // the session names it "<cell N>" (its own counter)

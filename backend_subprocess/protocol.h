@@ -44,7 +44,10 @@ namespace dolsot::protocol {
 //    the reply pipe's write end).
 // 13: RUN may say kRunHostHasNames; a read-only cell's RESULT may then say
 //    kNamesUnchanged and list no held names.
-inline constexpr std::uint32_t kProtocolVersion = 13;
+// 14: MESSAGE_SIZE announces a message of several frames; CHECKPOINT_DATA
+//    carries its blob first and the blob's size last; a sync checkpoint
+//    comes as CHECKPOINT_DATA ahead of its cell's RESULT.
+inline constexpr std::uint32_t kProtocolVersion = 14;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -62,6 +65,11 @@ inline constexpr std::uint32_t kProtocolVersion = 13;
 // ReadFrame joins them as they arrive: the host holds what was actually
 // sent, never what was claimed. At this size a part's header and syscall are
 // noise next to copying its bytes, and a stalled claim costs little memory.
+// Such a message is announced by a kMessageSize frame: the reader reserves
+// address space for it once (advised for transparent huge pages) and reads
+// every part straight into it, instead of joining parts into a copy (at
+// 100 MB each copy into fresh memory is ~25,600 page faults). Only what
+// arrives is touched, so a claim that is never kept costs no memory either.
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 // The largest message (all its frames together); payload strings carry u32
 // lengths. A bigger checkpoint fails cleanly.
@@ -106,6 +114,7 @@ enum class Tag : std::uint32_t {
   // any direction
   kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
                     // frame (with the rest) follows
+  kMessageSize = 31,  // ahead of a longer message's frames: {u64 its payload bytes}
 };
 
 // A kResult payload ends with a byte saying which descriptors the frame
@@ -171,6 +180,10 @@ using Deadline = std::optional<Clock::time_point>;
 // passed; pass_fd2 only with pass_fd.
 Status WriteFrame(int fd, Tag tag, std::string_view payload, int pass_fd = -1,
                   int pass_fd2 = -1);
+
+// WriteFrame of the concatenation of `parts`, which are not copied (one
+// writev per frame; no descriptors): for a large message built of pieces.
+Status WriteFrameParts(int fd, Tag tag, const std::vector<std::string_view>& parts);
 
 // Reads one whole message (its kContinued frames joined; `tag` is its own).
 // kUnavailable on EOF before the first byte (peer gone); kCorrupt on EOF

@@ -483,10 +483,23 @@ class SessionProcess {
   }
 
   void CheckpointNow() {
-    SerializedNamespace ns = SerializeNamespace(globals_, aliases_, cells_run_);
+    NamespacePieces ns = SerializeNamespacePieces(globals_, aliases_, cells_run_);
+    SendCheckpointData(ns);
+  }
+
+  // CHECKPOINT_DATA: the blob, sent from the pickles where they are (no
+  // copy of it is built), then the names, then the blob's size.
+  void SendCheckpointData(const NamespacePieces& ns) {
     PayloadWriter w;
-    w.Strs(ns.saved).Strs(ns.dropped).Str(ns.blob);
-    Send(Tag::kCheckpointData, w.data());
+    w.Strs(ns.saved).Strs(ns.dropped).U64(ns.size);
+    std::vector<std::string_view> parts = ns.pieces;
+    parts.push_back(w.data());
+    if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
+    Status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = protocol::WriteFrameParts(socket_.get(), Tag::kCheckpointData, parts);
+    Py_END_ALLOW_THREADS
+    if (!s.ok()) Exit(0);  // the host is gone
   }
 
   // Async checkpoint: a forked copy serializes this state and sends it on
@@ -801,7 +814,7 @@ class SessionProcess {
     }
     const bool keeps_snapshot = read_only || bindings.has_value();
     PayloadWriter w;
-    std::optional<SerializedNamespace> checkpoint;
+    std::optional<NamespacePieces> checkpoint;  // sync: sent ahead of the Result
     std::vector<std::string> rebound;  // async: the names this cell bound anew
     if (keeps_snapshot) {
       // The verdicts a Result reports stay the session's own to give, from
@@ -812,7 +825,7 @@ class SessionProcess {
         result.dropped = read_only ? unsaveable_.last() : unsaveable_.Update(globals_, aliases_, &rebound);
       }
     } else if (settings_.checkpoint == CheckpointMode::kSync) {
-      checkpoint = SerializeNamespace(globals_, aliases_, cells_run_);
+      checkpoint.emplace(SerializeNamespacePieces(globals_, aliases_, cells_run_));
       result.dropped = checkpoint->dropped;
     } else if (settings_.checkpoint == CheckpointMode::kAsync) {
       // What this cell bound that its checkpoint, written later, cannot save.
@@ -820,7 +833,6 @@ class SessionProcess {
     }
     protocol::WriteResult(w, result);
     w.U8(checkpoint ? 1 : 0);
-    if (checkpoint) w.Strs(checkpoint->saved).Str(checkpoint->blob);
     w.Strs(threads);
     w.Strs(rebound);
     // Async: the checkpoint's channel travels with the Result, so the host
@@ -861,6 +873,7 @@ class SessionProcess {
     int carried = 0;
     if (channel) fds[carried++] = channel->first.get();
     if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
+    if (checkpoint) SendCheckpointData(*checkpoint);
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
     if (keeps_snapshot) return;
     snapshot_host_end.Reset();

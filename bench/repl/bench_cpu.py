@@ -2,7 +2,7 @@
 measured in the same run (#22, #23 section 1).
 
 Each measurement is a child process that builds a session holding `state`
-(0, 10 or 100 MB), runs N trivial cells (`1+1`, or `--cell`), either 50 ms apart (an
+(0, 10 or 100 MB), runs N trivial cells (`1+1`, or `--cell`), either 50 ms apart (`--pace`; an
 agent's pace) or back to back, then closes everything. Its CPU is what the
 kernel counts for the child and every process under it once all are
 reaped (RUSAGE_CHILDREN of this process: the worker, the session processes,
@@ -125,6 +125,9 @@ def main():
                                           "build of --base-pythonpath runs them too")
     parser.add_argument("--cell", default="1+1",
                         help="the cell timed (the session holds x = 0 too), e.g. 'x += 1'")
+    parser.add_argument("--pace", type=float, default=0.05,
+                        help="seconds between paced cells (0.05: a fast agent; an LLM's turn "
+                             "takes seconds, so every checkpoint is written on its own)")
     parser.add_argument("--write")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -141,7 +144,7 @@ def main():
         extra = dict(item.split("=", 1) for item in spec.split(","))
         runs += [(f"{name}, {spec}", None, config, extra)
                  for name, config in CONFIGS.items() if config.startswith("on:")]
-    phases = {"paced": (args.paced_cells, 0.05), "b2b": (args.b2b_cells, 0.0), "none": (0, 0.0)}
+    phases = {"paced": (args.paced_cells, args.pace), "b2b": (args.b2b_cells, 0.0), "none": (0, 0.0)}
     samples = {}  # (name, mb, phase) -> [(cpu, latency)]
     load = os.getloadavg()[0]
     for _ in range(args.rounds):
@@ -154,7 +157,8 @@ def main():
     report = ["# CPU per cell, including background work\n",
               f"One run on {os.cpu_count()} cores, load average {load:.1f} at start and "
               f"{os.getloadavg()[0]:.1f} at the end; Python {sys.version.split()[0]}; cell `{args.cell}`; "
-              f"state of {args.state}; medians of {args.rounds} rounds; {args.paced_cells} cells 50 ms apart, "
+              f"state of {args.state}; medians of {args.rounds} rounds; {args.paced_cells} cells "
+              f"{args.pace * 1e3:.0f} ms apart, "
               f"{args.b2b_cells} back to back. CPU per cell = (CPU of the whole process tree "
               "with N cells - CPU with none) / N.\n"]
 
@@ -167,7 +171,8 @@ def main():
     def latency(name, mb, phase):
         return statistics.median(l for _, l in samples[(name, mb, phase)])
 
-    for phase, title in (("paced", "cells 50 ms apart"), ("b2b", "cells back to back")):
+    for phase, title in (("paced", f"cells {args.pace * 1e3:.0f} ms apart"),
+                         ("b2b", "cells back to back")):
         report.append(f"\n## CPU per cell, {title}\n")
         report.append("| configuration | " + " | ".join(f"{mb} MB" for mb in sizes) + " |")
         report.append("|---" * (len(sizes) + 1) + "|")

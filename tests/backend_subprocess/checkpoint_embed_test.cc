@@ -139,6 +139,35 @@ TEST_F(CheckpointTest, LargeAndMutableBuffersRoundTrip) {
   EXPECT_EQ(Eval("grow").cast<int>(), 5);
 }
 
+// The async writer sends the blob as pieces (views of the pickles, no copy):
+// their concatenation is the blob, byte for byte, and restores the same.
+TEST_F(CheckpointTest, ThePiecesOfANamespaceAreItsBlob) {
+  Cell("import math, threading\n"
+       "big = bytes(range(256)) * 8192\n"          // 2 MiB: streamed past the pickler's buffer
+       "rows = [{'k': i, 'v': str(i)} for i in range(2000)]\n"
+       "buf = bytearray(b'xy' * 70000)\n"
+       "def f(n):\n    return n + len(rows)\n"
+       "lock = threading.Lock()\n"               // dropped
+       "empty = b''\n");
+  SerializedNamespace built = SerializeNamespace(main_.ptr(), {}, 7);
+  NamespacePieces pieces = SerializeNamespacePieces(main_.ptr(), {}, 7);
+  EXPECT_FALSE(PyErr_Occurred());
+  std::string joined;
+  for (std::string_view piece : pieces.pieces) joined.append(piece);
+  EXPECT_EQ(pieces.size, joined.size());
+  EXPECT_EQ(joined.size(), built.blob.size());
+  EXPECT_TRUE(joined == built.blob);
+  EXPECT_EQ(pieces.saved, built.saved);
+  EXPECT_EQ(pieces.dropped, built.dropped);
+  EXPECT_EQ(pieces.dropped, std::vector<std::string>{"lock"});
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), joined);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_TRUE(restored->failed.empty());
+  EXPECT_TRUE(Eval("big == bytes(range(256)) * 8192 and f(1) == 2001 and buf[:2] == b'xy'")
+                  .cast<bool>());
+}
+
 TEST_F(CheckpointTest, PlainDataDoesNotImportDill) {
   HideDill();
   Cell("import os\nx = [1, 2, 3]\ny = {'k': b'v'}\nz = 'text'\n");

@@ -28,10 +28,16 @@ CheckpointSaver::SaveFunction Recorder(Saved& saved) {
   };
 }
 
-void SendCheckpoint(int fd, const std::string& blob) {
+// CHECKPOINT_DATA as a session sends it: the blob, its names, its size.
+std::string CheckpointPayload(const std::string& blob) {
   protocol::PayloadWriter w;
-  w.Strs({"x"}).Strs({}).Str(blob);
-  ASSERT_TRUE(protocol::WriteFrame(fd, protocol::Tag::kCheckpointData, w.data()).ok());
+  w.Strs({"x"}).Strs({}).U64(blob.size());
+  return blob + w.data();
+}
+
+void SendCheckpoint(int fd, const std::string& blob) {
+  ASSERT_TRUE(
+      protocol::WriteFrame(fd, protocol::Tag::kCheckpointData, CheckpointPayload(blob)).ok());
 }
 
 std::pair<UniqueFd, UniqueFd> Channel() {
@@ -151,10 +157,9 @@ TEST(CheckpointSaver, StopGivesUpOnAWriterThatNeverSends) {
   saver.Submit("s", std::move(host));
   saver.Stop(std::chrono::milliseconds(50));  // returns although nothing came
   EXPECT_TRUE(saved.items.empty());
-  protocol::PayloadWriter late;
-  late.Strs({"x"}).Strs({}).Str("late");
   // The saver gave the channel up: this write may fail, and nothing is saved.
-  (void)protocol::WriteFrame(writer.get(), protocol::Tag::kCheckpointData, late.data());
+  (void)protocol::WriteFrame(writer.get(), protocol::Tag::kCheckpointData,
+                             CheckpointPayload("late"));
   saver.Submit("s", Channel().first);    // after Stop: dropped
   EXPECT_TRUE(saved.items.empty());
 }

@@ -124,5 +124,62 @@ TEST(LiveSession, AResultClaimingASnapshotSocketWithRollbackOffIsCorrupt) {
   EXPECT_NE(outcome.status().message().find("socket"), std::string::npos);
 }
 
+// A read-only cell may leave its names out only after a RUN that said the
+// host holds them (kRunHostHasNames): never on a session's first RUN, and
+// never for a cell that was not read-only.
+TEST(LiveSession, NamesLeftOutWhereTheHostHasNoneToUseAreCorrupt) {
+  for (std::uint8_t carried : {protocol::kNamesUnchanged,
+                               static_cast<std::uint8_t>(protocol::kNamesUnchanged |
+                                                         protocol::kReadOnlyCell)}) {
+    auto outcome = RunOnce(kClaimOwnPid, carried);
+    ASSERT_FALSE(outcome.ok()) << int(carried);
+    EXPECT_EQ(outcome.status().code(), ErrorCode::kCorrupt);
+    EXPECT_NE(outcome.status().message().find("names were unchanged"), std::string::npos)
+        << outcome.status().message();
+  }
+}
+
+std::string CheckpointPayload(const std::string& blob, const std::vector<std::string>& saved,
+                              const std::vector<std::string>& dropped, std::uint64_t size) {
+  PayloadWriter w;
+  w.Strs(saved).Strs(dropped).U64(size);
+  return blob + w.data();
+}
+
+TEST(CheckpointData, TheBlobKeepsThePayloadsBufferAndTheNamesComeFromItsEnd) {
+  const std::string blob = "DOLSOTNS" + std::string(100, '\x01');
+  std::string payload = CheckpointPayload(blob, {"a", "bc"}, {"lock"}, blob.size());
+  const char* buffer = payload.data();
+  auto data = ParseCheckpointData(std::move(payload));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_EQ(data->blob, blob);
+  EXPECT_EQ(data->blob.data(), buffer);  // not copied
+  EXPECT_EQ(data->saved, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(data->dropped, (std::vector<std::string>{"lock"}));
+  auto empty = ParseCheckpointData(CheckpointPayload("", {}, {}, 0));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->blob.empty());
+}
+
+TEST(CheckpointData, AMalformedPayloadIsCorrupt) {
+  const std::string blob(40, 'b');
+  const std::string good = CheckpointPayload(blob, {"a"}, {}, blob.size());
+  const std::vector<std::string> bad = {
+      "",
+      "1234567",                                            // shorter than the size
+      CheckpointPayload(blob, {"a"}, {}, blob.size() + 1000),  // a blob past the end
+      CheckpointPayload(blob, {"a"}, {}, blob.size() - 1),    // names that do not parse
+      good.substr(0, good.size() - 9) + good.substr(good.size() - 8),  // cut inside the names
+      CheckpointPayload(blob, {"a"}, {}, ~std::uint64_t{0}),
+  };
+  for (const std::string& payload : bad) {
+    auto data = ParseCheckpointData(payload);
+    EXPECT_FALSE(data.ok()) << payload.size();
+    if (!data.ok()) {
+      EXPECT_EQ(data.status().code(), ErrorCode::kCorrupt);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dolsot

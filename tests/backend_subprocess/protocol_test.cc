@@ -226,11 +226,121 @@ TEST(Protocol, ALongMessageIsSentAsContinuedFramesOfTheCap) {
     }
     return out;
   };
+  // First its size, so the reader reserves it once.
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kMessageSize), 8));
+  PayloadWriter size;
+  size.U64(big.size());
+  EXPECT_EQ(read_exactly(8), size.data());
   EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kContinued), kMaxFrameBytes));
   read_exactly(kMaxFrameBytes);
   EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kLoad), 10));
   EXPECT_EQ(read_exactly(10), std::string(10, 'x'));
   writer.join();
+}
+
+TEST(Protocol, AMessageWrittenInPiecesArrivesAsTheirConcatenation) {
+  // Pieces cut across the frame boundaries every way: shorter than what is
+  // left of a frame, longer than a whole frame, empty, ending on a boundary.
+  std::string a(10, 'a'), b(kMaxFrameBytes - 15, 'b'), c(kMaxFrameBytes + 7, 'c'), d(3, 'd');
+  c[0] = 'C';
+  c.back() = 'Z';
+  const std::vector<std::vector<std::string_view>> cases = {
+      {},
+      {a},
+      {a, "", d},
+      {a, b, c, "", d},
+      {b, std::string_view(a).substr(0, 5), std::string_view(c).substr(0, kMaxFrameBytes)},
+  };
+  for (const auto& parts : cases) {
+    std::string whole;
+    for (std::string_view part : parts) whole.append(part);
+    auto [x, y] = Pair();
+    std::thread writer([&, fd = x.get()] {
+      ASSERT_TRUE(WriteFrameParts(fd, Tag::kCheckpointData, parts).ok());
+      ASSERT_TRUE(WriteFrame(fd, Tag::kRetire, "").ok());
+    });
+    auto frame = ReadFrame(y.get());
+    auto next = ReadFrame(y.get());
+    writer.join();
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ(frame->tag, Tag::kCheckpointData);
+    EXPECT_EQ(frame->payload.size(), whole.size());
+    EXPECT_TRUE(frame->payload == whole);
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(next->tag, Tag::kRetire);
+  }
+}
+
+TEST(Protocol, AMessageExactlyTwoFramesLongEndsWithAFullFrameOfItsOwnTag) {
+  auto [x, y] = Pair();
+  std::string half(kMaxFrameBytes, 'h');
+  std::thread writer([&, fd = x.get()] {
+    ASSERT_TRUE(WriteFrameParts(fd, Tag::kLoad, {half, half}).ok());
+  });
+  auto read_exactly = [&](std::size_t n) {
+    std::string out(n, '\0');
+    for (std::size_t got = 0; got < n;) {
+      ssize_t r = ::read(y.get(), out.data() + got, n - got);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return out;
+  };
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kMessageSize), 8));
+  read_exactly(8);
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kContinued), kMaxFrameBytes));
+  read_exactly(kMaxFrameBytes);
+  EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kLoad), kMaxFrameBytes));
+  read_exactly(kMaxFrameBytes);
+  writer.join();
+}
+
+std::string MessageSize(std::uint64_t size) {
+  PayloadWriter w;
+  w.U32(static_cast<std::uint32_t>(Tag::kMessageSize)).U32(8).U64(size);
+  return w.Take();
+}
+
+TEST(Protocol, AnAnnouncedSizeIsOnlyAClaim) {
+  // Announced far larger than what comes: the message is what came.
+  {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), MessageSize(kMaxMessageBytes) +
+                          Header(static_cast<std::uint32_t>(Tag::kContinued), 3) + "abc" +
+                          Header(static_cast<std::uint32_t>(Tag::kRun), 2) + "de");
+    auto frame = ReadFrame(b.get());
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ(frame->tag, Tag::kRun);
+    EXPECT_EQ(frame->payload, "abcde");
+  }
+  // Announced smaller: it grows as it arrives.
+  {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), MessageSize(1) + Header(static_cast<std::uint32_t>(Tag::kRun), 4) + "wxyz");
+    auto frame = ReadFrame(b.get());
+    ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+    EXPECT_EQ(frame->payload, "wxyz");
+  }
+}
+
+TEST(Protocol, AMalformedAnnouncementIsCorrupt) {
+  const std::string kContinued3 = Header(static_cast<std::uint32_t>(Tag::kContinued), 3) + "abc";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {MessageSize(kMaxMessageBytes + 1), "over the protocol cap"},
+      {kContinued3 + MessageSize(10), "inside a message"},
+      {MessageSize(10) + MessageSize(10), "inside a message"},
+      {Header(static_cast<std::uint32_t>(Tag::kMessageSize), 4) + "abcd", "not of 8 bytes"},
+      {Header(static_cast<std::uint32_t>(Tag::kMessageSize), 8) + "abc", "truncated"},
+      {MessageSize(10), "truncated message"},  // and then the peer is gone
+  };
+  for (const auto& [bytes, says] : cases) {
+    auto [a, b] = Pair();
+    RawWrite(a.get(), bytes);
+    a.Reset();
+    auto frame = ReadFrame(b.get());
+    EXPECT_EQ(frame.status().code(), ErrorCode::kCorrupt) << says;
+    EXPECT_NE(frame.status().message().find(says), std::string::npos) << frame.status().message();
+  }
 }
 
 TEST(Protocol, AMessageCutBetweenItsPartsIsCorrupt) {
