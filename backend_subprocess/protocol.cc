@@ -381,12 +381,12 @@ Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd, bo
 
 namespace {
 
-// Reserves room for a message announced as `size` bytes, advised for
-// transparent huge pages (a 2 MiB fault instead of 512 small ones; only the
-// pages the bytes reach are ever touched). A reservation the system refuses
-// is skipped: the message then grows as it arrives. With room for a reader
-// to append a little without moving it (the host's gate memory, appended
-// to a checkpoint's blob).
+// Reserves room for a message announced as `size` bytes, with room for a
+// reader to append a little without moving it (the host's gate memory,
+// appended to a checkpoint's blob), advised for transparent huge pages when
+// it is large (a 2 MiB fault instead of 512 small ones). Only the pages the
+// bytes reach are ever touched. A reservation the system refuses is
+// skipped: the message then grows as it arrives.
 void ReserveForMessage(std::string& buffer, std::uint64_t size) {
   constexpr std::uint64_t kRoomToAppend = 64 << 10;
   try {
@@ -395,6 +395,9 @@ void ReserveForMessage(std::string& buffer, std::uint64_t size) {
     return;
   }
 #ifdef MADV_HUGEPAGE
+  // Only where malloc maps the buffer on its own (above glibc's largest mmap
+  // threshold, 32 MiB): advice on its heap would outlive the buffer.
+  if (buffer.capacity() < (std::size_t{32} << 20)) return;
   constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
   const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data());
   const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
