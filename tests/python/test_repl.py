@@ -274,6 +274,32 @@ def _children_of(pid):
     return out
 
 
+@pytest.mark.parametrize("snapshots,checkpoint", [(True, "async"), (False, "async"), (False, "sync")])
+def test_a_checkpoint_of_several_frames_is_saved_and_restored_whole(tmp_path, snapshots, checkpoint):
+    # 40 MiB crosses the wire as MESSAGE_SIZE and three frames every way: the
+    # writer's CHECKPOINT_DATA (or, sync, ahead of the Result), and the
+    # host's LOAD into a new session process. Every byte must come back.
+    store = FileStore(str(tmp_path / "sessions"))
+    cell = ("import hashlib\n"
+            "state = bytearray(range(256)) * (40 * 4096)\n"
+            "state[17 << 20] = 7\n"
+            "def digest():\n    return hashlib.sha256(state).hexdigest()\n"
+            "first = digest()")
+    with Repl(store=store, typecheck=False, snapshots=snapshots, checkpoint=checkpoint) as r:
+        assert r.run("s", cell).ok
+        first = r.run("s", "first").value
+        assert r.run("s", "state[-1] = 1; second = digest()").ok  # the general path again
+        second = r.run("s", "second").value
+        assert first != second
+        r.sessions()  # an async checkpoint lands first
+    (info,) = store.list()
+    assert info.size_bytes > 40 << 20
+    with Repl(store=store, typecheck=False, snapshots=snapshots, checkpoint=checkpoint) as again:
+        restored = again.run("s", "(len(state), state[17 << 20], state[-1], digest() == second)")
+        assert restored.ok, restored.error
+        assert restored.value == f"({40 << 20}, 7, 1, True)"
+
+
 @pytest.mark.parametrize("checkpoint", ["off", "sync", "async"])
 @pytest.mark.parametrize("state_mb", [0, 20])
 def test_host_descriptors_stay_bounded_while_cells_run(checkpoint, state_mb):
