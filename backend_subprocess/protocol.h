@@ -99,13 +99,14 @@ enum class Tag : std::uint32_t {
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
-  kResult = 22,           // the cell's Result (+ sync checkpoint, live threads); may carry
-                          // the async checkpoint's channel and the next snapshot's socket
+  kResult = 22,           // the cell's Result (+ live threads; a sync checkpoint comes just
+                          // ahead, as CHECKPOINT_DATA); may carry the async checkpoint's
+                          // channel and the next snapshot's socket
   kRunner = 23,           // first frame of a process that starts running cells (restored,
                           // branched, promoted): its pid; rollback on, carries the socket
                           // of its first snapshot
   kBranched = 26,         // pid of the branch; carries its fd
-  kCheckpointData = 27,   // saved, dropped, blob
+  kCheckpointData = 27,   // blob, saved, dropped, blob size (ParseCheckpointData)
   kToolCall = 28,         // while a cell runs: {call id, tool name, pickled (args, kwargs),
                           // sent at}
   kToolPipes = 29,        // while a cell runs: carries the host's ends of the cell's own

@@ -30,6 +30,19 @@ void RawWrite(int fd, const std::string& bytes) {
   ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
 }
 
+// `n` bytes read off `fd` (fewer at EOF).
+std::string ReadExactly(int fd, std::size_t n) {
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, out.data() + got, n - got);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
 std::string Header(std::uint32_t tag, std::uint32_t length) {
   PayloadWriter w;
   w.U32(tag).U32(length);
@@ -217,15 +230,7 @@ TEST(Protocol, ALongMessageIsSentAsContinuedFramesOfTheCap) {
   std::string big(kMaxFrameBytes + 10, 'x');
   std::thread writer([&, fd = a.get()] { ASSERT_TRUE(WriteFrame(fd, Tag::kLoad, big).ok()); });
   // Read raw: CONTINUED with kMaxFrameBytes, then LOAD with the last 10.
-  auto read_exactly = [&](std::size_t n) {
-    std::string out(n, '\0');
-    for (std::size_t got = 0; got < n;) {
-      ssize_t r = ::read(b.get(), out.data() + got, n - got);
-      if (r <= 0) break;
-      got += static_cast<std::size_t>(r);
-    }
-    return out;
-  };
+  auto read_exactly = [fd = b.get()](std::size_t n) { return ReadExactly(fd, n); };
   // First its size, so the reader reserves it once.
   EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kMessageSize), 8));
   PayloadWriter size;
@@ -277,15 +282,7 @@ TEST(Protocol, AMessageExactlyTwoFramesLongEndsWithAFullFrameOfItsOwnTag) {
   std::thread writer([&, fd = x.get()] {
     ASSERT_TRUE(WriteFrameParts(fd, Tag::kLoad, {half, half}).ok());
   });
-  auto read_exactly = [&](std::size_t n) {
-    std::string out(n, '\0');
-    for (std::size_t got = 0; got < n;) {
-      ssize_t r = ::read(y.get(), out.data() + got, n - got);
-      if (r <= 0) break;
-      got += static_cast<std::size_t>(r);
-    }
-    return out;
-  };
+  auto read_exactly = [fd = y.get()](std::size_t n) { return ReadExactly(fd, n); };
   EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kMessageSize), 8));
   read_exactly(8);
   EXPECT_EQ(read_exactly(8), Header(static_cast<std::uint32_t>(Tag::kContinued), kMaxFrameBytes));
