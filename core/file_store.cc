@@ -343,6 +343,36 @@ Status WriteAll(int fd, std::string_view data) {
   return Status::Ok();
 }
 
+// The first `length` bytes of `from` appended to `to`: copied by the kernel
+// (copy_file_range: no user-space copy, a reflink where the filesystem has
+// them), or through a small buffer where it cannot.
+Status CopyFileBytes(int from, int to, std::uint64_t length) {
+  loff_t in = 0;
+  std::uint64_t done = 0;
+  while (done < length) {
+    ssize_t n = ::copy_file_range(from, &in, to, nullptr, length - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+      break;  // the buffer below
+    }
+    if (n < 0) return Errno("cannot copy the pending file");
+    if (n == 0) return Status(ErrorCode::kCorrupt, "the pending file is shorter than it was");
+    done += static_cast<std::uint64_t>(n);
+  }
+  std::string buffer;
+  while (done < length) {
+    if (buffer.empty()) buffer.resize(1 << 20);
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), length - done));
+    ssize_t n = ::pread(from, buffer.data(), want, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("cannot read the pending file");
+    if (n == 0) return Status(ErrorCode::kCorrupt, "the pending file is shorter than it was");
+    DOLSOT_RETURN_IF_ERROR(WriteAll(to, std::string_view(buffer.data(), static_cast<std::size_t>(n))));
+    done += static_cast<std::uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
 std::string PendingName(std::string_view sid) { return std::string(sid) + FileStore::kPendingSuffix; }
 
 // A session or pending file, read whole.
@@ -461,7 +491,7 @@ void FileStore::FlushLoop() {
       auto dirfd = OpenDirectory();
       if (!dirfd.ok()) return dirfd.status();
       if (job.appended) return SyncSessionFile(dirfd->get(), job.sid);
-      DOLSOT_RETURN_IF_ERROR(WriteDurable(dirfd->get(), job.sid, job.blob));
+      DOLSOT_RETURN_IF_ERROR(FlushPending(dirfd->get(), job.sid, job.pending));
       UnlinkIfSame(dirfd->get(), PendingName(job.sid), job.pending);
       return Status::Ok();
     }();
@@ -632,9 +662,33 @@ StatusOr<std::optional<std::string>> FileStore::Load(std::string_view sid) {
 }
 
 Status FileStore::WriteDurable(int dirfd, std::string_view sid, std::string_view blob) {
+  return WriteDurableBy(dirfd, sid, [&](int fd) { return WriteAll(fd, blob); });
+}
+
+Status FileStore::FlushPending(int dirfd, const std::string& sid, std::pair<dev_t, ino_t> id) {
+  const std::string name = PendingName(sid);
+  UniqueFd pending(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  // Gone, or another one: another process's store took it (a load made it
+  // the session file), deleted the session or saved a newer one. Either
+  // way it is not this flush's to write, and writing it would resurrect or
+  // overwrite.
+  if (!pending.valid() && errno == ENOENT) return Status::Ok();
+  if (!pending.valid()) return Errno("cannot open the pending file " + dir_ + "/" + name);
+  struct stat st;
+  if (::fstat(pending.get(), &st) != 0) return Errno("cannot inspect " + dir_ + "/" + name);
+  if (st.st_dev != id.first || st.st_ino != id.second) return Status::Ok();
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) < kPendingTrailerSize) {
+    return Status(ErrorCode::kCorrupt, dir_ + "/" + name + " is not a pending file");
+  }
+  const auto length = static_cast<std::uint64_t>(st.st_size) - kPendingTrailerSize;
+  return WriteDurableBy(dirfd, sid, [&](int fd) { return CopyFileBytes(pending.get(), fd, length); });
+}
+
+Status FileStore::WriteDurableBy(int dirfd, std::string_view sid,
+                                 const std::function<Status(int)>& fill) {
   auto temp = CreateLockedTemp(dirfd, sid, dir_);
   if (!temp.ok()) return temp.status();
-  Status written = WriteAll(temp->fd.get(), blob);
+  Status written = fill(temp->fd.get());
   if (written.ok() && ::fsync(temp->fd.get()) != 0) written = Errno("cannot flush session file");
   // Renamed while still locked (the lock goes with temp->fd, after the rename):
   // a sweep never finds this name unlocked while it holds our data.
@@ -679,7 +733,7 @@ Status FileStore::Save(std::string_view sid, std::string_view blob) {
   if (!options_.defer_durability) return WriteDurable(dirfd->get(), sid, blob);
   const std::string key(sid);
   Mark(key);  // the previous save of this session is durable (or failed) first
-  FlushJob job{key, std::string(blob), {}};
+  FlushJob job{key, {}};
   Status written = WritePending(dirfd->get(), sid, blob, job.pending);
   if (!written.ok()) {
     Unmark(key);
@@ -708,7 +762,7 @@ Status FileStore::Append(std::string_view sid, std::string_view bytes) {
   // (busy until then, like a save's pending file).
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    queue_.push_back(FlushJob{key, std::string(), {}, /*appended=*/true});
+    queue_.push_back(FlushJob{key, {}, /*appended=*/true});
   }
   changed_.notify_all();
   return Status::Ok();

@@ -64,7 +64,9 @@
 // temporary file, renames it to {sid}.pending and returns, with no fsync:
 // the bytes are in the kernel, so a process killed after the save loses
 // nothing. A flusher thread then writes {sid}.session the synchronous way
-// (fsync of the file, rename, fsync of the directory) and removes the
+// (fsync of the file, rename, fsync of the directory) from the pending
+// file's blob, copied file to file by the kernel (copy_file_range: the
+// store keeps no copy of the blob in memory meanwhile), and removes the
 // pending file. Only a machine crash or a power loss can lose a pending
 // file's bytes; it may then be torn, and PendingBlob refuses it. So:
 //   - Load prefers {sid}.pending when it is whole and intact (a save whose
@@ -157,6 +159,12 @@ class FileStore final : public SessionStore {
       : dir_(std::move(dir)), ttl_days_(ttl_days), options_(std::move(options)) {}
   // A save made durable: temporary file, fsync, rename, fsync of `dirfd`.
   Status WriteDurable(int dirfd, std::string_view sid, std::string_view blob);
+  // The same, its bytes written into the temporary file by `fill`.
+  Status WriteDurableBy(int dirfd, std::string_view sid, const std::function<Status(int)>& fill);
+  // The flusher's: {sid}.pending (inode `id`) made durable as {sid}.session,
+  // its blob copied file to file in the kernel (no copy of it is kept in
+  // memory until then), then removed.
+  Status FlushPending(int dirfd, const std::string& sid, std::pair<dev_t, ino_t> id);
   // A save handed to the kernel: {sid}.pending, no fsync. Its inode in `id`.
   Status WritePending(int dirfd, std::string_view sid, std::string_view blob,
                       std::pair<dev_t, ino_t>& id);
@@ -186,8 +194,7 @@ class FileStore final : public SessionStore {
   // Deferred durability: the flusher's queue and the sessions at work.
   struct FlushJob {
     std::string sid;
-    std::string blob;
-    std::pair<dev_t, ino_t> pending;  // the pending file it replaces
+    std::pair<dev_t, ino_t> pending;  // the pending file it makes durable
     bool appended = false;  // instead: fdatasync the session file (an append)
   };
   std::mutex mutex_;

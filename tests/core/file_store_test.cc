@@ -699,15 +699,19 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   ::chmod(path.c_str(), 0600);
 }
 
-TEST_F(FileStoreTest, DeferredSaveIsInThePendingFileAtOnceAndDurableAfterTheFlush) {
-  FlushGate gate;
-  std::vector<std::string> log;
+// A store with deferred durability in `dir`, whose flusher waits at `gate`.
+StatusOr<std::unique_ptr<FileStore>> OpenGatedDeferred(const std::string& dir, FlushGate& gate) {
   FileStoreOptions options;
   options.defer_durability = true;
-  options.before_flush = [&] { gate.Hold(); };
-  auto deferred = FileStore::Open(root_ + "/sessions", 7, options);
-  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  options.before_flush = [&gate] { gate.Hold(); };
+  return FileStore::Open(dir, 7, options);
+}
+
+TEST_F(FileStoreTest, DeferredSaveIsInThePendingFileAtOnceAndDurableAfterTheFlush) {
+  FlushGate gate;
   const std::string dir = root_ + "/sessions";
+  auto deferred = OpenGatedDeferred(dir, gate);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
   ASSERT_TRUE((*deferred)->Save("s", Blob('a', 5000)).ok());
   gate.WaitForFlusher();
   // Not flushed: only the pending file, whole, with its trailer.
@@ -737,6 +741,37 @@ TEST_F(FileStoreTest, DeferredSaveIsInThePendingFileAtOnceAndDurableAfterTheFlus
   ASSERT_TRUE((*deferred)->Flush().ok());
   EXPECT_EQ(ReadFile(dir + "/s.session"), Blob('b', 10));
   EXPECT_FALSE(fs::exists(dir + "/s.pending"));
+}
+
+// The flusher makes the pending file durable by copying it, file to file:
+// the store holds no copy of the blob meanwhile. A session another process
+// deleted before the flush ran stays deleted (a copy kept in memory brought
+// it back), and a large blob arrives whole.
+TEST_F(FileStoreTest, TheFlushCopiesThePendingFileAndNeverResurrectsADeletedSession) {
+  FlushGate gate;
+  const std::string dir = root_ + "/sessions";
+  auto deferred = OpenGatedDeferred(dir, gate);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  ASSERT_TRUE((*deferred)->Save("gone", Blob('g', 4096)).ok());
+  gate.WaitForFlusher();
+  auto other = OpenStore();
+  auto deleted = other->Delete("gone");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(*deleted, 1);
+  gate.Open();
+  EXPECT_TRUE((*deferred)->Flush().ok());
+  EXPECT_FALSE(fs::exists(dir + "/gone.session"));
+  EXPECT_FALSE(fs::exists(dir + "/gone.pending"));
+  auto loaded = (*deferred)->Load("gone");
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_FALSE(loaded->has_value());
+  // Larger than any buffer on the way, with bytes that differ along it.
+  std::string big(3 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 131) >> 7);
+  ASSERT_TRUE((*deferred)->Save("big", big).ok());
+  ASSERT_TRUE((*deferred)->Flush().ok());
+  EXPECT_FALSE(fs::exists(dir + "/big.pending"));
+  EXPECT_TRUE(ReadFile(dir + "/big.session") == big);
 }
 
 TEST_F(FileStoreTest, ATornPendingFileIsIgnoredForTheLastDurableCheckpoint) {
