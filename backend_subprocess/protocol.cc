@@ -487,6 +487,10 @@ Status ReadMessageInto(Frame& frame, Read&& read) {
     }
     total += length;
     if (last) {
+      // A claim far above what came: its reservation is not kept with it.
+      if (joined.capacity() - joined.size() > joined.size() / 2 + (std::size_t{1} << 20)) {
+        joined.shrink_to_fit();
+      }
       frame.tag = tag;
       frame.payload = std::move(joined);
       return Status::Ok();

@@ -309,6 +309,7 @@ TEST(Protocol, AnAnnouncedSizeIsOnlyAClaim) {
     ASSERT_TRUE(frame.ok()) << frame.status().ToString();
     EXPECT_EQ(frame->tag, Tag::kRun);
     EXPECT_EQ(frame->payload, "abcde");
+    EXPECT_LT(frame->payload.capacity(), std::size_t{1} << 20);  // the claim's room is not kept
   }
   // Announced smaller: it grows as it arrives.
   {
