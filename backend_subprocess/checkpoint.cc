@@ -838,8 +838,35 @@ NamespacePieces::NamespacePieces() = default;
 NamespacePieces::~NamespacePieces() = default;
 NamespacePieces::NamespacePieces(NamespacePieces&&) noexcept = default;
 
+namespace {
+
+// Whether `entry` is a value of `against`'s base: a named value whose entry
+// (every byte after its checksum) has the digest the base's has.
+bool IsBaseValue(const PendingEntry& entry, const BaseDigests& against) {
+  if (entry.codec != Codec::kPickle && entry.codec != Codec::kDill &&
+      entry.codec != Codec::kModuleRef) {
+    return false;
+  }
+  auto found = against.entries.find(entry.name);
+  if (found == against.entries.end()) return false;
+  std::string prefix(kEntryFixedSize + entry.name.size(), '\0');
+  const size_t written = WriteEntryPrefix(prefix.data(), entry, ChunksSize(entry.chunks.get()));
+  DigestBuilder digest;
+  digest.Update(std::string_view(prefix.data(), written));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
+    digest.Update(ChunkAt(entry.chunks.get(), i));
+  }
+  return digest.Finish() == found->second;
+}
+
+size_t EntrySize(const PendingEntry& entry) {
+  return kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
+}
+
+}  // namespace
+
 NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,
-                                         std::uint64_t cells_run) {
+                                         std::uint64_t cells_run, const BaseDigests* against) {
   CollectedEntries collected = CollectEntries(globals, skip, cells_run);
   NamespacePieces result;
   result.saved = std::move(collected.saved);
@@ -847,6 +874,30 @@ NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<st
   result.held_ = std::make_unique<NamespacePieces::Held>();
   NamespacePieces::Held& held = *result.held_;
   held.entries = std::move(collected.entries);
+  if (against != nullptr) {
+    // A delta when what changed is small against the base: the base's
+    // values are named, not written (their pickles are let go at once).
+    std::vector<bool> kept(held.entries.size(), false);
+    size_t changed = 0;
+    for (size_t i = 0; i < held.entries.size(); ++i) {
+      kept[i] = IsBaseValue(held.entries[i], *against);
+      if (!kept[i]) changed += EntrySize(held.entries[i]);
+    }
+    if (changed <= against->base.size / 4) {
+      result.delta = true;
+      result.delta_of = against->base;
+      std::vector<PendingEntry> written;
+      for (size_t i = 0; i < held.entries.size(); ++i) {
+        if (kept[i]) {
+          result.kept.push_back(std::move(held.entries[i].name));
+        } else {
+          written.push_back(std::move(held.entries[i]));
+        }
+      }
+      held.entries = std::move(written);  // the kept pickles are freed here
+      std::sort(result.kept.begin(), result.kept.end());
+    }
+  }
   // Sized first: the pieces view these strings, which must not move.
   held.headers.reserve(held.entries.size() + 1);
   held.headers.emplace_back(kHeaderSize, '\0');
@@ -859,16 +910,13 @@ NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<st
     const size_t prefix = WriteEntryPrefix(header.data() + 4, entry, payload);
     // The checksum is read off the chunks where they are: nothing is copied.
     uint32_t crc = CopyWithCrc(~0u, nullptr, header.data() + 4, prefix);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
-      std::string_view chunk = ChunkAt(entry.chunks.get(), i);
-      crc = CopyWithCrc(crc, nullptr, chunk.data(), chunk.size());
-    }
-    PutLe(header.data(), ~crc, 4);
     result.pieces.push_back(header);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
       std::string_view chunk = ChunkAt(entry.chunks.get(), i);
+      crc = CopyWithCrc(crc, nullptr, chunk.data(), chunk.size());
       if (!chunk.empty()) result.pieces.push_back(chunk);
     }
+    PutLe(header.data(), ~crc, 4);
     result.size += header.size() + payload;
   }
   return result;

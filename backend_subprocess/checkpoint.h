@@ -67,15 +67,26 @@ class NamespacePieces {
   std::size_t size = 0;                  // their total
   std::vector<std::string> saved;        // as SerializedNamespace's
   std::vector<std::string> dropped;
+  // A delta checkpoint (SerializeNamespacePieces' `against`): the blob holds
+  // the names that are not the base's values; `kept` (sorted, also in
+  // `saved`) are.
+  bool delta = false;
+  CheckpointBase delta_of;
+  std::vector<std::string> kept;
 
  private:
   friend NamespacePieces SerializeNamespacePieces(PyObject*, const std::vector<std::string>&,
-                                                  std::uint64_t);
+                                                  std::uint64_t, const BaseDigests*);
   struct Held;
   std::unique_ptr<Held> held_;
 };
+// With `against` (may be null: a whole checkpoint), a delta checkpoint of it
+// when the entries that differ from its base's (by digest) come to at most
+// a quarter of the base's size; else a whole one. Every name is pickled all
+// the same (that is how a change is found); the base's values are not sent.
 NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,
-                                         std::uint64_t cells_run = 0);
+                                         std::uint64_t cells_run = 0,
+                                         const BaseDigests* against = nullptr);
 
 // Which names of a session a checkpoint cannot save, known cheaply enough for
 // every cell (so an async checkpoint's Result can say what its cell could not

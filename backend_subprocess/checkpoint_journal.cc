@@ -14,8 +14,11 @@ using checkpoint_format::GetLe;
 using checkpoint_format::PutLe;
 
 constexpr char kFrameMagic[4] = {'D', 'J', 'N', 'L'};
+constexpr char kDeltaMagic[4] = {'D', 'J', 'N', 'D'};
 constexpr std::size_t kFramePrefix = 4 + 4 + 4;      // magic, crc, size
 constexpr std::size_t kBodyFixed = 8 + 4 + 4 + 8 + 4;  // base size, fingerprint, seq, cells, count
+constexpr std::size_t kDeltaFixed = 8 + 4 + 4 + 4;     // base size, fingerprint, seq, kept count
+constexpr std::uint64_t kMaxDeltaBody = 0xFFFFFFFFu;   // the size field's reach
 
 // Reads a body's fields in order; any read past its end fails it.
 class BodyReader {
@@ -37,6 +40,13 @@ class BodyReader {
     }
     std::string_view out = body_.substr(at_, size);
     at_ += size;
+    return out;
+  }
+  // Everything not read yet.
+  std::string_view Rest() {
+    if (failed_) return {};
+    std::string_view out = body_.substr(at_);
+    at_ = body_.size();
     return out;
   }
   bool whole() const { return !failed_ && at_ == body_.size(); }
@@ -83,6 +93,33 @@ std::string EncodeJournalFrame(const CheckpointBase& base, std::uint32_t seq,
   return frame;
 }
 
+std::string EncodeDeltaFrame(const CheckpointBase& base, std::uint32_t seq,
+                             const std::vector<std::string>& kept, std::string_view blob) {
+  std::size_t body = kDeltaFixed + blob.size();
+  for (const std::string& name : kept) body += 4 + name.size();
+  std::string frame(kFramePrefix + body, '\0');
+  char* out = frame.data();
+  std::memcpy(out, kDeltaMagic, sizeof(kDeltaMagic));
+  PutLe(out + 8, body, 4);
+  char* at = out + kFramePrefix;
+  auto put = [&at](std::uint64_t value, int bytes) {
+    PutLe(at, value, bytes);
+    at += bytes;
+  };
+  put(base.size, 8);
+  put(base.fingerprint, 4);
+  put(seq, 4);
+  put(kept.size(), 4);
+  for (const std::string& name : kept) {
+    put(name.size(), 4);
+    std::memcpy(at, name.data(), name.size());
+    at += name.size();
+  }
+  std::memcpy(at, blob.data(), blob.size());
+  PutLe(out + 4, Crc32c(std::string_view(out + 8, frame.size() - 8)), 4);
+  return frame;
+}
+
 SplitCheckpoint SplitJournal(std::string_view stored) {
   SplitCheckpoint split;
   split.base = stored;
@@ -102,12 +139,13 @@ SplitCheckpoint SplitJournal(std::string_view stored) {
       stop("is cut short (a write that did not finish)");
       break;
     }
-    if (std::memcmp(rest.data(), kFrameMagic, sizeof(kFrameMagic)) != 0) {
+    const bool delta = std::memcmp(rest.data(), kDeltaMagic, sizeof(kDeltaMagic)) == 0;
+    if (!delta && std::memcmp(rest.data(), kFrameMagic, sizeof(kFrameMagic)) != 0) {
       stop("is not a journal frame (bad magic)");
       break;
     }
     const std::uint64_t size = GetLe(rest.data() + 8, 4);
-    if (size < kBodyFixed || size > kMaxJournalFrameBytes) {
+    if (delta ? size < kDeltaFixed : size < kBodyFixed || size > kMaxJournalFrameBytes) {
       stop("has a bad length (" + std::to_string(size) + " bytes)");
       break;
     }
@@ -132,25 +170,50 @@ SplitCheckpoint SplitJournal(std::string_view stored) {
       stop("is out of order (number " + std::to_string(seq) + ")");
       break;
     }
-    protocol::Bindings frame;
-    frame.cells_run = body.Le(8);
-    const std::uint64_t count = body.Le(4);
-    bool valid = count <= size / 8;
-    for (std::uint64_t i = 0; valid && i < count; ++i) {
-      const std::uint64_t name_size = body.Le(4);
-      const std::string_view name = body.Bytes(name_size <= kMaxJournalNameBytes ? name_size : ~0ull);
-      const std::string_view value = body.Bytes(body.Le(4));
-      valid = !body.failed() && !name.empty() && name.find('\0') == std::string_view::npos;
-      if (valid) {
-        frame.names.emplace_back(name);
-        frame.values.emplace_back(value);
+    if (delta) {
+      std::vector<std::string> kept;
+      const std::uint64_t count = body.Le(4);
+      bool valid = count <= size / 4;
+      for (std::uint64_t i = 0; valid && i < count; ++i) {
+        const std::uint64_t name_size = body.Le(4);
+        const std::string_view name =
+            body.Bytes(name_size <= kMaxJournalNameBytes ? name_size : ~0ull);
+        valid = !body.failed() && !name.empty() && name.find('\0') == std::string_view::npos &&
+                (kept.empty() || kept.back() < name);
+        if (valid) kept.emplace_back(name);
       }
+      const std::string_view blob = valid ? body.Rest() : std::string_view();
+      StatusOr<CheckpointBase> whole = MeasureBase(blob);
+      if (!valid || !whole.ok() || whole->size != blob.size()) {
+        stop("is malformed");
+        break;
+      }
+      // A whole state against the base: what came before it is superseded.
+      split.has_delta = true;
+      split.delta_kept = std::move(kept);
+      split.delta_blob = blob;
+      merged.Clear();
+    } else {
+      protocol::Bindings frame;
+      frame.cells_run = body.Le(8);
+      const std::uint64_t count = body.Le(4);
+      bool valid = count <= size / 8;
+      for (std::uint64_t i = 0; valid && i < count; ++i) {
+        const std::uint64_t name_size = body.Le(4);
+        const std::string_view name = body.Bytes(name_size <= kMaxJournalNameBytes ? name_size : ~0ull);
+        const std::string_view value = body.Bytes(body.Le(4));
+        valid = !body.failed() && !name.empty() && name.find('\0') == std::string_view::npos;
+        if (valid) {
+          frame.names.emplace_back(name);
+          frame.values.emplace_back(value);
+        }
+      }
+      if (!valid || !body.whole()) {
+        stop("is malformed");
+        break;
+      }
+      merged.Merge(std::move(frame));
     }
-    if (!valid || !body.whole()) {
-      stop("is malformed");
-      break;
-    }
-    merged.Merge(std::move(frame));
     split.frames += 1;
     offset += kFramePrefix + size;
     split.journal_bytes += kFramePrefix + size;
@@ -166,20 +229,30 @@ void SessionJournal::Covered(std::uint64_t cell) {
   pending_.Clear();
 }
 
-void SessionJournal::BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell) {
+void SessionJournal::BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell,
+                               std::shared_ptr<const BaseDigests> digests) {
   std::lock_guard<std::mutex> guard(mutex_);
   open_ = base.has_value();
   if (base) base_ = *base;
+  digests_ = open_ && digests && digests->base.size == base_.size &&
+                     digests->base.fingerprint == base_.fingerprint
+                 ? std::move(digests)
+                 : nullptr;
   frames_ = 0;
   bytes_ = 0;
   stored_cell_ = cell;
 }
 
-void SessionJournal::Restored(const SplitCheckpoint& split, std::uint64_t cell) {
+void SessionJournal::Restored(const SplitCheckpoint& split, std::uint64_t cell,
+                              std::shared_ptr<const BaseDigests> digests) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     open_ = !split.base.empty() && split.measured.size == split.base.size() && split.damage.empty();
     base_ = split.measured;
+    digests_ = open_ && digests && digests->base.size == base_.size &&
+                       digests->base.fingerprint == base_.fingerprint
+                   ? std::move(digests)
+                   : nullptr;
     frames_ = split.frames;
     bytes_ = split.journal_bytes;
     stored_cell_ = cell;
@@ -208,6 +281,39 @@ void SessionJournal::Break() {
 void SessionJournal::BreakLocked() {
   extends_ = false;
   pending_.Clear();
+}
+
+std::shared_ptr<const BaseDigests> SessionJournal::DeltaBase() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!open_ || !digests_ || base_.size < kMinDeltaBase || frames_ >= kMaxFrames / 2 ||
+      bytes_ > base_.size / 2) {
+    return nullptr;
+  }
+  return digests_;
+}
+
+std::optional<std::string> SessionJournal::DeltaFrame(const CheckpointBase& of,
+                                                      const std::vector<std::string>& kept,
+                                                      std::string_view blob) const {
+  std::size_t body = kDeltaFixed + blob.size();
+  for (const std::string& name : kept) {
+    if (name.empty() || name.size() > kMaxJournalNameBytes) return std::nullopt;
+    body += 4 + name.size();
+  }
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (!open_ || of.size != base_.size || of.fingerprint != base_.fingerprint ||
+      frames_ >= kMaxFrames || body > kMaxDeltaBody ||
+      bytes_ + kFramePrefix + body > std::max<std::uint64_t>(kMinBudget, base_.size)) {
+    return std::nullopt;
+  }
+  return EncodeDeltaFrame(base_, frames_ + 1, kept, blob);
+}
+
+void SessionJournal::DeltaAppended(std::size_t frame_bytes, std::uint64_t cell) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  frames_ += 1;
+  bytes_ += frame_bytes;
+  stored_cell_ = std::max(stored_cell_, cell);
 }
 
 bool SessionJournal::CanAppend() const {
@@ -242,6 +348,7 @@ std::vector<std::string> SessionJournal::Appended(std::size_t frame_bytes, std::
 void SessionJournal::Failed() {
   std::lock_guard<std::mutex> guard(mutex_);
   open_ = false;
+  digests_.reset();
 }
 
 }  // namespace dolsot

@@ -11,10 +11,18 @@
 // the base it extends (MeasureBase: size and fingerprint), so a frame can
 // never be applied to another base (a second host that saved the session
 // meanwhile) or out of order.
+//
+// A delta frame holds a whole state of the session against the base: the
+// names whose values are the base's (their entries' digests matched:
+// BaseDigests), and a blob of every other name, the cell counter, the cell
+// sources and the gate memory. So a cell on the general path writes what
+// changed since the base, not what the session holds, and a later delta
+// frame supersedes an earlier one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -38,12 +46,25 @@ inline constexpr std::size_t kMaxJournalNameBytes = 1u << 20;  // a base entry's
 std::string EncodeJournalFrame(const CheckpointBase& base, std::uint32_t seq,
                                const protocol::Bindings& bindings);
 
+// Delta frame number `seq` of the journal of `base`: the session holds the
+// base's values of `kept` and the names of `blob` (a whole checkpoint blob,
+// its gate memory attached), and nothing else.
+std::string EncodeDeltaFrame(const CheckpointBase& base, std::uint32_t seq,
+                             const std::vector<std::string>& kept, std::string_view blob);
+
 // A stored checkpoint split into its base blob and its journal.
 struct SplitCheckpoint {
   std::string_view base;  // the whole input when its base cannot be measured
   CheckpointBase measured;
-  // What every whole, valid frame bound, merged in order: the last value of
-  // each name, names sorted; cells_run is the last frame's (0: no frame).
+  // The last whole, valid delta frame: the session's state is the base's
+  // values of `delta_kept` (sorted) and the names of `delta_blob`, then
+  // `bindings`. No delta frame: has_delta is false.
+  bool has_delta = false;
+  std::vector<std::string> delta_kept;
+  std::string_view delta_blob;
+  // What every whole, valid binding frame after the last delta frame (or
+  // the base) bound, merged in order: the last value of each name, names
+  // sorted; cells_run is the last frame's (0: no such frame).
   protocol::Bindings bindings;
   std::uint32_t frames = 0;       // frames merged
   std::size_t journal_bytes = 0;  // their bytes
@@ -81,15 +102,35 @@ class SessionJournal {
   void Covered(std::uint64_t cell);
   // That checkpoint reached the store as `base` (nullopt: its save failed,
   // or its base could not be measured; frames wait for the next base).
-  void BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell);
+  // `digests`: the base's (null: no delta frame can extend it).
+  void BaseSaved(std::optional<CheckpointBase> base, std::uint64_t cell,
+                 std::shared_ptr<const BaseDigests> digests = nullptr);
   // The session was restored, as the state after `cell`, from `split`: an
-  // intact journal can be appended to.
-  void Restored(const SplitCheckpoint& split, std::uint64_t cell);
+  // intact journal can be appended to (`digests`: its base's, or null).
+  void Restored(const SplitCheckpoint& split, std::uint64_t cell,
+                std::shared_ptr<const BaseDigests> digests = nullptr);
   // A binding cell's values (the last of each name is kept).
   void Add(protocol::Bindings bindings);
   // A change no frame can hold (a cell that took the general path without a
   // checkpoint, a killed cell): whole checkpoints until the next Covered.
   void Break();
+  // Delta frames are offered for bases of at least this many bytes (a
+  // smaller session's whole checkpoint costs less than the bookkeeping).
+  static constexpr std::size_t kMinDeltaBase = 1u << 20;
+  // The base the store holds, while delta frames may still be appended to
+  // its journal (it is at least kMinDeltaBase, and the journal is within
+  // half its bounds), with its values' digests; null otherwise: the next
+  // checkpoint is whole.
+  std::shared_ptr<const BaseDigests> DeltaBase() const;
+  // The delta frame of a checkpoint taken against `of` (`blob` is its blob,
+  // its gate memory attached), when the store holds that base and the
+  // journal has room; nullopt: the store needs a whole checkpoint.
+  std::optional<std::string> DeltaFrame(const CheckpointBase& of,
+                                        const std::vector<std::string>& kept,
+                                        std::string_view blob) const;
+  // DeltaFrame's frame is in the store: it holds the state after `cell`
+  // (binding cells' values added since stay pending).
+  void DeltaAppended(std::size_t frame_bytes, std::uint64_t cell);
   // Whether NextFrame would give a frame.
   bool CanAppend() const;
   // The frame that brings the store to the session's current state, when
@@ -112,6 +153,7 @@ class SessionJournal {
   // whose state base and frames hold.
   bool open_ = false;
   CheckpointBase base_;
+  std::shared_ptr<const BaseDigests> digests_;  // base_'s, when deltas may extend it
   std::uint32_t frames_ = 0;
   std::size_t bytes_ = 0;
   std::uint64_t stored_cell_ = 0;

@@ -58,6 +58,10 @@ StatusOr<Frame> ReadFrame(std::string_view blob, size_t offset, bool verify) {
   return frame;
 }
 
+// Codecs of a named value (pickle, dill, module reference): the entries a
+// delta checkpoint may keep from its base.
+bool IsValueCodec(uint8_t codec) { return codec >= 1 && codec <= 3; }
+
 }  // namespace
 
 StatusOr<CheckpointBase> MeasureBase(std::string_view stored) {
@@ -74,6 +78,34 @@ StatusOr<CheckpointBase> MeasureBase(std::string_view stored) {
     offset += frame->size;
   }
   return CheckpointBase{offset, ~crc};
+}
+
+Digest128 EntryDigest(std::string_view codec_name_and_size, std::string_view payload) {
+  DigestBuilder digest;
+  digest.Update(codec_name_and_size);
+  digest.Update(payload);
+  return digest.Finish();
+}
+
+StatusOr<BaseDigests> DigestBase(std::string_view stored) {
+  StatusOr<CheckpointBase> base = MeasureBase(stored);
+  if (!base.ok()) return base.status();
+  BaseDigests digests;
+  digests.base = *base;
+  const uint64_t count = GetLe(stored.data() + 12, 4);
+  size_t offset = kHeaderSize;
+  for (uint64_t i = 0; i < count; ++i) {
+    StatusOr<Frame> frame = ReadFrame(stored, offset, /*verify=*/false);
+    if (!frame.ok()) return frame.status();
+    if (IsValueCodec(frame->codec)) {
+      const std::string_view entry = stored.substr(offset + 4, frame->size - 4);
+      const size_t prefix = entry.size() - frame->payload.size();
+      digests.entries[std::string(frame->name)] =
+          EntryDigest(entry.substr(0, prefix), entry.substr(prefix));
+    }
+    offset += frame->size;
+  }
+  return digests;
 }
 
 Status AttachGateMemory(std::string& blob, const GateMemory& memory) {

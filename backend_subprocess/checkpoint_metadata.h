@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
+#include "core/digest.h"
 #include "core/gate_memory.h"
 #include "core/status.h"
 
@@ -36,6 +39,22 @@ struct CheckpointBase {
   std::uint32_t fingerprint = 0;
 };
 StatusOr<CheckpointBase> MeasureBase(std::string_view stored);
+
+// What a delta checkpoint is taken against (docs/checkpoint-format.md
+// "Delta frames"): a base blob and the digest of each of its named values'
+// entries (codecs 1-3: every entry byte after its checksum, so the name and
+// codec count too). A session's value whose entry has the same digest is
+// the base's and need not be written again.
+struct BaseDigests {
+  CheckpointBase base;
+  std::map<std::string, Digest128, std::less<>> entries;
+};
+// The digest of one entry's bytes after its checksum (as BaseDigests keeps
+// them), streamed in pieces.
+Digest128 EntryDigest(std::string_view codec_name_and_size, std::string_view payload);
+// The digests of `stored`'s base (a journal after it is ignored). kCorrupt
+// when its header or a length is damaged.
+StatusOr<BaseDigests> DigestBase(std::string_view stored);
 
 // `blob` (a current-version blob from SerializeNamespace) gets `memory` as
 // its gate-memory entry; one the session wrote itself is dropped first. kCorrupt when `blob` is no such blob.

@@ -80,7 +80,20 @@ StatusOr<CheckpointData> ParseCheckpointData(std::string payload) {
   CheckpointData data;
   data.saved = r.Strs();
   data.dropped = r.Strs();
+  const std::uint8_t delta = r.U8();
+  if (delta > 1) return CorruptError("CHECKPOINT_DATA: a delta flag of " + std::to_string(delta));
+  data.delta = delta == 1;
+  if (data.delta) {
+    data.delta_of.size = r.U64();
+    data.delta_of.fingerprint = r.U32();
+    data.kept = r.Strs();
+  }
   DOLSOT_RETURN_IF_ERROR(r.Finish("CHECKPOINT_DATA"));
+  for (std::size_t i = 0; i < data.kept.size(); ++i) {
+    if (data.kept[i].empty() || (i > 0 && !(data.kept[i - 1] < data.kept[i]))) {
+      return CorruptError("CHECKPOINT_DATA: kept names that are empty or not in ascending order");
+    }
+  }
   payload.resize(blob_size);
   data.blob = std::move(payload);
   return data;
@@ -131,6 +144,7 @@ std::unique_ptr<LiveSession> LiveSession::Adopt(ProcessChannel channel,
   channel.socket = Attested(std::move(channel.socket));
   session->runner_ = std::move(channel);
   session->runner_frame_due_ = session->snapshots_;
+  session->delta_known_ = false;  // it forked with its parent's base digests
   return session;
 }
 
@@ -226,9 +240,18 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   // Past this much kept for the snapshot, the cell forks a new one (a
   // checkpoint follows it too) and the host lets the bindings go.
   const bool snapshot_owed = pending_bindings_.bytes() > kMaxPendingBindingBytes;
-  w.U8((run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0) |
-       (names_reported_ ? protocol::kRunHostHasNames : 0));
-  return protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
+  std::uint8_t flags = (run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0) |
+                       (names_reported_ ? protocol::kRunHostHasNames : 0);
+  const bool tell_base = !delta_known_ || delta_told_ != run.delta_base;
+  if (tell_base) flags |= run.delta_base ? protocol::kRunDeltaBase : protocol::kRunNoDeltaBase;
+  w.U8(flags);
+  if (tell_base && run.delta_base) protocol::WriteBaseDigests(w, *run.delta_base);
+  Status written = protocol::WriteFrame(runner_.socket.get(), Tag::kRun, w.data());
+  if (tell_base) {
+    delta_known_ = written.ok();
+    delta_told_ = run.delta_base;
+  }
+  return written;
 }
 
 void LiveSession::DispatchToolCall(const CellRun& run, const Frame& frame,
@@ -464,6 +487,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   runner_.process = ProcessIdentity();
   runner_frame_due_ = false;
   names_reported_ = false;  // a promoted snapshot has not sent its names
+  delta_known_ = false;     // nor does it hold what RUN last told the runner
   CellOutcome outcome;
   outcome.runner_died = true;
   outcome.interrupted = interrupted;

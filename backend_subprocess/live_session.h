@@ -27,11 +27,18 @@ struct CheckpointData {
   std::vector<std::string> saved;
   std::vector<std::string> dropped;
   std::string blob;
+  // A delta checkpoint: `blob` holds the names that are not `delta_of`'s
+  // values; `kept` (sorted) are (checkpoint_journal.h, delta frames).
+  bool delta = false;
+  CheckpointBase delta_of;
+  std::vector<std::string> kept;
 };
 
 // Parses a kCheckpointData payload: the blob, then the saved and dropped
-// names (PayloadWriter Strs), then the blob's size (u64). The blob keeps the
-// payload's buffer (read from the end: nothing is copied).
+// names (PayloadWriter Strs), a byte saying whether it is a delta (then the
+// base's size and fingerprint and the kept names), then the blob's size
+// (u64). The blob keeps the payload's buffer (read from the end: nothing is
+// copied).
 StatusOr<CheckpointData> ParseCheckpointData(std::string payload);
 
 struct CellRun {
@@ -50,6 +57,10 @@ struct CellRun {
   // The host holds no durable checkpoint of the session's state: a
   // read-only cell is checkpointed all the same (protocol::kRunCheckpointOwed).
   bool checkpoint_owed = false;
+  // The base the store holds, when the session's checkpoints may be deltas
+  // against it (SessionJournal::DeltaBase); null: whole checkpoints. Sent
+  // to the session when it does not hold these digests yet.
+  std::shared_ptr<const BaseDigests> delta_base;
 };
 
 struct CellOutcome {
@@ -165,6 +176,11 @@ class LiveSession {
   // may leave its names out (protocol::kRunHostHasNames). Not after a
   // restore (READY's list) or a rollback (the snapshot has not sent one).
   bool names_reported_ = false;
+  // The base digests the runner holds (CellRun::delta_base), as RUN last
+  // sent them (null: none), when delta_known_; a promoted snapshot or an
+  // adopted branch holds whatever it forked with, so RUN says again.
+  bool delta_known_ = true;
+  std::shared_ptr<const BaseDigests> delta_told_;
   // The Python threads other than the main one alive after the last cell:
   // a rollback loses them, and the killed cell's Result says so.
   std::vector<std::string> threads_;

@@ -687,6 +687,31 @@ StatusOr<Bindings> ReadBindings(PayloadReader& r) {
   return bindings;
 }
 
+void WriteBaseDigests(PayloadWriter& w, const BaseDigests& digests) {
+  w.U64(digests.base.size).U32(digests.base.fingerprint);
+  w.U32(static_cast<std::uint32_t>(digests.entries.size()));
+  for (const auto& [name, digest] : digests.entries) w.Str(name).U64(digest.low).U64(digest.high);
+}
+
+StatusOr<BaseDigests> ReadBaseDigests(PayloadReader& r) {
+  BaseDigests digests;
+  digests.base.size = r.U64();
+  digests.base.fingerprint = r.U32();
+  const std::uint32_t count = r.U32();
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::string name = r.Str();
+    Digest128 digest;
+    digest.low = r.U64();
+    digest.high = r.U64();
+    if (r.failed()) break;  // ran out: the caller's Finish reports it
+    if (name.empty() || name.find('\0') != std::string::npos) {
+      return CorruptError("base digests: a name that is empty or holds a NUL byte");
+    }
+    digests.entries.emplace(std::move(name), digest);
+  }
+  return digests;
+}
+
 void WriteResult(PayloadWriter& w, const Result& r) {
   w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
   w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);

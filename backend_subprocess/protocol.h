@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "core/cell_inputs.h"
 #include "core/result.h"
 #include "core/status.h"
@@ -47,7 +48,10 @@ namespace dolsot::protocol {
 // 14: MESSAGE_SIZE announces a message of several frames; CHECKPOINT_DATA
 //    carries its blob first and the blob's size last; a sync checkpoint
 //    comes as CHECKPOINT_DATA ahead of its cell's RESULT.
-inline constexpr std::uint32_t kProtocolVersion = 14;
+// 15: RUN may carry the digests of the base the store holds (kRunDeltaBase)
+//    or say there is none (kRunNoDeltaBase); CHECKPOINT_DATA says whether it
+//    is a delta checkpoint against such a base, and which names it kept.
+inline constexpr std::uint32_t kProtocolVersion = 15;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -158,6 +162,13 @@ inline constexpr std::uint8_t kRunCheckpointOwed = 1;
 // leave it out (kNamesUnchanged). A session with thousands of names saves
 // listing, sending and reading them for every such cell.
 inline constexpr std::uint8_t kRunHostHasNames = 2;
+// RUN's last byte, then BaseDigests after it: the base the store holds and
+// its values' digests. The session's checkpoints from then on may be deltas
+// against it (checkpoint_journal.h), until kRunNoDeltaBase or another base.
+inline constexpr std::uint8_t kRunDeltaBase = 4;
+// RUN's last byte: the session's checkpoints are whole from now on (the
+// store holds no base a delta could extend).
+inline constexpr std::uint8_t kRunNoDeltaBase = 8;
 
 struct Frame {
   Tag tag{};
@@ -290,6 +301,8 @@ class PayloadReader {
   std::optional<std::string> OptStr();
   // OK when every read succeeded and the payload was consumed exactly.
   Status Finish(const char* what) const;
+  // Whether a read failed (it sticks).
+  bool failed() const { return failed_; }
 
  private:
   bool Take(std::size_t n, const char** at);
@@ -306,6 +319,11 @@ Result ReadResult(PayloadReader& r);
 // checks a value for every name and no empty name.
 void WriteBindings(PayloadWriter& w, const Bindings& bindings);
 StatusOr<Bindings> ReadBindings(PayloadReader& r);
+
+// BaseDigests <-> payload (RUN after kRunDeltaBase). Reading checks every
+// name (not empty, no NUL).
+void WriteBaseDigests(PayloadWriter& w, const BaseDigests& digests);
+StatusOr<BaseDigests> ReadBaseDigests(PayloadReader& r);
 
 
 // TOOL_CALL {call id, tool name, pickled (args, kwargs), the sender's

@@ -121,6 +121,9 @@ struct SessionSlot {
   // The store's journal of this session: binding cells' deferred
   // checkpoints are frames appended to the stored base when they can be.
   SessionJournal journal;
+  // A delta checkpoint the store could not take (SaveAsync): a whole one is
+  // owed, which the timer writes if no cell does first (SaveNow clears it).
+  std::atomic<bool> whole_owed{false};
 };
 
 namespace {
@@ -259,9 +262,21 @@ class Repl::Impl {
     return static_cast<std::int64_t>(config_.checkpoint_delay_seconds * 1e9);
   }
   // Saves a checkpoint the session wrote, with the slot's gate memory
-  // attached; `cell` (cells_started) is the one whose state it holds.
-  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob,
-                        std::uint64_t cell);
+  // attached; `cell` (cells_started) is the one whose state it holds. A
+  // whole one becomes the store's base (with its values' digests, for the
+  // deltas after it); a delta is appended to the base it extends, as a
+  // delta frame. A delta the store cannot take (it holds another base by
+  // now, its journal is full, it cannot append) saves nothing and sets
+  // *needs_whole: the caller has a whole checkpoint written instead. Where
+  // `needs_whole` is null only a whole checkpoint is expected.
+  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, CheckpointData& data,
+                        std::uint64_t cell, bool* needs_whole = nullptr);
+  // The base the session's next checkpoints may be deltas against (null:
+  // whole ones).
+  std::shared_ptr<const BaseDigests> DeltaBase(const SessionSlot& slot) const {
+    if (!store_appends_.load()) return nullptr;
+    return slot.journal.DeltaBase();
+  }
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -370,7 +385,13 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     slot.saved_cell.store(slot.cells_started);
     slot.deferred_since_ns = 0;
     const SplitCheckpoint split = SplitJournal(blob);
-    slot.journal.Restored(split, slot.cells_started);
+    std::shared_ptr<const BaseDigests> digests;
+    if (split.measured.size >= SessionJournal::kMinDeltaBase && split.damage.empty() &&
+        store_appends_.load()) {
+      StatusOr<BaseDigests> digested = DigestBase(split.base);
+      if (digested.ok()) digests = std::make_shared<const BaseDigests>(std::move(digested).value());
+    }
+    slot.journal.Restored(split, slot.cells_started, std::move(digests));
     // A base the session could not restore (it started empty) or a journal
     // it could not apply is no base to append to: the session does not hold it.
     if (report && !report->error.empty()) slot.journal.Failed();
@@ -382,7 +403,8 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
     }
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
-    StatusOr<GateMemory> memory = ReadGateMemory(blob);
+    // The last delta frame's memory is the newest (it only grows).
+    StatusOr<GateMemory> memory = ReadGateMemory(split.has_delta ? split.delta_blob : blob);
     if (!memory.ok()) {
       memory = GateMemory{};
       memory->complete = false;
@@ -459,7 +481,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
                   "was evicted (over max_live_sessions) without a checkpoint, which could not "
                   "be taken (" + data.status().message() + "); it goes back to its last one");
   }
-  Status saved = SaveCheckpoint(sid, slot, data->blob, slot.cells_started);
+  Status saved = SaveCheckpoint(sid, slot, *data, slot.cells_started);
   if (!saved.ok()) {
     return Status(saved.code(), "stays live over max_live_sessions=" +
                                     std::to_string(options_.max_live_sessions) +
@@ -485,11 +507,36 @@ void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning)
   slot->last_save_error += warning;
 }
 
-Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std::string& blob,
-                                  std::uint64_t cell) {
+Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, CheckpointData& data,
+                                  std::uint64_t cell, bool* needs_whole) {
+  std::string& blob = data.blob;
+  if (data.delta && needs_whole == nullptr) {
+    return CorruptError("the session sent a delta checkpoint where a whole one was asked for");
+  }
   // The memory as it is now: it only grows while the session runs on, so it
   // covers whatever the blob holds (a rolled-back cell is in neither).
   DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
+  if (data.delta) {
+    std::optional<std::string> frame = store_appends_.load()
+                                           ? slot.journal.DeltaFrame(data.delta_of, data.kept, blob)
+                                           : std::nullopt;
+    if (!frame) {
+      *needs_whole = true;
+      return Status::Ok();
+    }
+    Status appended = store_->Append(sid, *frame);
+    if (!appended.ok()) {
+      // Not retried: what part of the frame reached the store is unknown.
+      if (appended.code() == ErrorCode::kUnimplemented) store_appends_.store(false);
+      slot.journal.Failed();
+      *needs_whole = true;
+      return Status::Ok();
+    }
+    slot.journal.DeltaAppended(frame->size(), cell);
+    slot.durable_at_ns.store(SteadyNs());
+    NoteStored(slot, cell);
+    return Status::Ok();
+  }
   Status saved = store_->Save(sid, blob);
   slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
   if (!saved.ok()) {
@@ -498,7 +545,13 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, std
     return saved;
   }
   StatusOr<CheckpointBase> base = MeasureBase(blob);
-  slot.journal.BaseSaved(base.ok() ? std::optional<CheckpointBase>(*base) : std::nullopt, cell);
+  std::shared_ptr<const BaseDigests> digests;
+  if (base.ok() && base->size >= SessionJournal::kMinDeltaBase && store_appends_.load()) {
+    StatusOr<BaseDigests> digested = DigestBase(blob);
+    if (digested.ok()) digests = std::make_shared<const BaseDigests>(std::move(digested).value());
+  }
+  slot.journal.BaseSaved(base.ok() ? std::optional<CheckpointBase>(*base) : std::nullopt, cell,
+                         std::move(digests));
   NoteStored(slot, cell);
   return saved;
 }
@@ -518,8 +571,18 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     slot->last_dropped = std::move(data.dropped);
     slot->last_dropped_cell = cell;
   }
-  Status saved = SaveCheckpoint(sid, *slot, data.blob, cell);
+  bool needs_whole = false;
+  Status saved = SaveCheckpoint(sid, *slot, data, cell, &needs_whole);
   if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
+  if (needs_whole) {
+    // The delta could not extend what the store holds: the state after
+    // `cell` is not stored. The next cell writes a whole checkpoint
+    // (CheckpointOwed), or the timer does at once if the session idles.
+    slot->durable_at_ns.store(0);
+    slot->submitted_at_ns.store(0);
+    slot->whole_owed.store(true);
+    timer_.Schedule(sid, Clock::now());
+  }
 }
 
 void Repl::Impl::NoteSaveError(SessionSlot& slot, const std::string& message) {
@@ -534,8 +597,9 @@ Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
   auto data = slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
   if (!data.ok()) return data.status();
   slot.journal.Covered(slot.cells_started);
-  DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, data->blob, slot.cells_started));
+  DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, *data, slot.cells_started));
   slot.deferred_since_ns = 0;
+  slot.whole_owed.store(false);
   std::lock_guard<std::mutex> guard(slot.dropped_mutex);
   slot.last_dropped = std::move(data->dropped);
   slot.last_dropped_cell = slot.cells_started;
@@ -583,7 +647,7 @@ void Repl::Impl::CheckpointDue(const std::string& sid) {
     slot = it->second;
   }
   std::lock_guard<FifoMutex> turn(slot->turn);
-  if (!slot->live || slot->deferred_since_ns == 0) return;
+  if (!slot->live || (slot->deferred_since_ns == 0 && !slot->whole_owed.load())) return;
   if (saver_.Pending(sid)) {
     // An older checkpoint is still on its way: this one must land after it.
     timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()) +
@@ -666,8 +730,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     }
     if (!report.journal_damage.empty()) {
       AppendWarning(*result, "warning: the stored checkpoint's " + report.journal_damage +
-                                 ": the changes of the binding cells it held, and of any after it, "
-                                 "are lost");
+                                 ": the changes it held, and any after it, are lost");
     }
   }
   return result;
@@ -689,6 +752,7 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
+  run.delta_base = options_.checkpoint != CheckpointMode::kOff ? DeltaBase(slot) : nullptr;
   run.checkpoint_owed =
       options_.checkpoint != CheckpointMode::kOff &&
       CheckpointOwed(slot, DelayNs(), [&] {
@@ -733,7 +797,11 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   if (outcome->session_lost) slot.live.reset();
   Result result = std::move(outcome->result);
   if (outcome->checkpoint) {
-    Status saved = SaveCheckpoint(sid, slot, outcome->checkpoint->blob, cell);
+    bool needs_whole = false;
+    Status saved = SaveCheckpoint(sid, slot, *outcome->checkpoint, cell, &needs_whole);
+    // A delta the store could not take: durable before the Result returns
+    // all the same, as a whole checkpoint the session writes in place.
+    if (saved.ok() && needs_whole && slot.live) saved = SaveNow(sid, slot);
     if (!saved.ok()) {
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();
@@ -925,7 +993,7 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
     if (data.ok()) {
       target_slot->journal.Covered(target_slot->cells_started);
       DOLSOT_RETURN_IF_ERROR(
-          SaveCheckpoint(target, *target_slot, data->blob, target_slot->cells_started));
+          SaveCheckpoint(target, *target_slot, *data, target_slot->cells_started));
     }
   }
   return Status::Ok();

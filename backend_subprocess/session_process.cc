@@ -35,6 +35,7 @@
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
 #include "embedded/interned_name.h"
+#include "embedded/py_ref.h"
 #include "embedded/read_only_cell.h"
 
 namespace dolsot {
@@ -256,6 +257,10 @@ class SessionProcess {
   std::string ApplyJournal(const SplitCheckpoint& split, std::vector<std::string>& restored,
                            std::vector<std::string>& failed) {
     std::string error;
+    if (split.has_delta) {
+      error = ApplyDelta(split, restored, failed);
+      if (!error.empty()) return error;  // the base stands, and nothing after the delta
+    }
     const protocol::Bindings& journal = split.bindings;
     if (!journal.names.empty() &&
         !ReadOnlyCell::ApplyBindings(globals_, journal.names, journal.values)) {
@@ -269,6 +274,47 @@ class SessionProcess {
     }
     if (split.frames > 0) cells_run_ = std::max(cells_run_, journal.cells_run);
     return error;  // damage to the journal: the host splits it too, and says so
+  }
+
+  // The last delta frame: the base's values of the names it kept, and the
+  // names of its blob; every other name of the base goes. Returns what went
+  // wrong (the base then stands as restored), or "".
+  std::string ApplyDelta(const SplitCheckpoint& split, std::vector<std::string>& restored,
+                         std::vector<std::string>& failed) {
+    auto delta = RestoreNamespace(globals_, split.delta_blob);
+    if (!delta.ok()) {
+      return "the checkpoint's delta frame does not read back (" + delta.status().message() +
+             "); the session is as its base checkpoint holds it";
+    }
+    const std::vector<std::string>& kept = split.delta_kept;  // sorted
+    auto is_kept = [&kept](const std::string& name) {
+      return std::binary_search(kept.begin(), kept.end(), name);
+    };
+    const std::set<std::string> anew(delta->restored.begin(), delta->restored.end());
+    auto in_delta = [&anew](const std::string& name) { return anew.count(name) != 0; };
+    // A base name the delta neither kept nor restored is not in this state
+    // (one whose delta value failed to load holds the base's value: it goes).
+    for (const std::vector<std::string>* base_names : {&restored, &failed}) {
+      for (const std::string& name : *base_names) {
+        if (is_kept(name) || in_delta(name)) continue;
+        Ref key(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+        if (key && PyDict_Contains(globals_, key.get()) == 1) (void)PyDict_DelItem(globals_, key.get());
+        PyErr_Clear();
+      }
+    }
+    std::vector<std::string> now_restored, now_failed;
+    for (const std::string& name : restored) {
+      if (is_kept(name) && !in_delta(name)) now_restored.push_back(name);
+    }
+    for (const std::string& name : failed) {
+      if (is_kept(name) && !in_delta(name)) now_failed.push_back(name);
+    }
+    for (std::string& name : delta->restored) now_restored.push_back(std::move(name));
+    for (std::string& name : delta->failed) now_failed.push_back(std::move(name));
+    restored = std::move(now_restored);
+    failed = std::move(now_failed);
+    cells_run_ = std::max(cells_run_, delta->cells_run);
+    return "";
   }
 
   // Reaps the helper children (serializers, retired runners) that have exited.
@@ -482,16 +528,23 @@ class SessionProcess {
     if (settings_.snapshots) (void)Announce();
   }
 
-  void CheckpointNow() {
-    NamespacePieces ns = SerializeNamespacePieces(globals_, aliases_, cells_run_);
-    SendCheckpointData(ns);
+  // A checkpoint of this state: a delta against the base the host last
+  // named, when `may_delta` and that pays (SerializeNamespacePieces).
+  NamespacePieces Serialize(bool may_delta) {
+    return SerializeNamespacePieces(globals_, aliases_, cells_run_,
+                                    may_delta && delta_base_ ? &*delta_base_ : nullptr);
   }
 
+  void CheckpointNow(bool may_delta) { SendCheckpointData(Serialize(may_delta)); }
+
   // CHECKPOINT_DATA: the blob, sent from the pickles where they are (no
-  // copy of it is built), then the names, then the blob's size.
+  // copy of it is built), then the names, whether it is a delta (and
+  // against what, keeping which names), then the blob's size.
   void SendCheckpointData(const NamespacePieces& ns) {
     PayloadWriter w;
-    w.Strs(ns.saved).Strs(ns.dropped).U64(ns.size);
+    w.Strs(ns.saved).Strs(ns.dropped).U8(ns.delta ? 1 : 0);
+    if (ns.delta) w.U64(ns.delta_of.size).U32(ns.delta_of.fingerprint).Strs(ns.kept);
+    w.U64(ns.size);
     std::vector<std::string_view> parts = ns.pieces;
     parts.push_back(w.data());
     if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
@@ -543,7 +596,7 @@ class SessionProcess {
       (void)::setpriority(PRIO_PROCESS, 0, 10);  // yield to the cells
       if (busy) AwaitExit(writer_pidfd_.get());  // the writer before us (pidfd inherited)
       writer_pidfd_.Reset();
-      CheckpointNow();
+      CheckpointNow(/*may_delta=*/true);
       Exit(0);
     }
     if (pid > 0) {
@@ -624,7 +677,7 @@ class SessionProcess {
         Branch();
         return;
       case Tag::kCheckpoint:
-        CheckpointNow();
+        CheckpointNow(/*may_delta=*/false);  // eviction, a branch, the timer: whole
         return;
       case Tag::kRetire:
         Exit(0);
@@ -725,6 +778,13 @@ class SessionProcess {
     const std::uint8_t run_flags = r.U8();
     const bool checkpoint_owed = (run_flags & protocol::kRunCheckpointOwed) != 0;
     const bool host_has_names = (run_flags & protocol::kRunHostHasNames) != 0;
+    if ((run_flags & protocol::kRunDeltaBase) != 0) {
+      StatusOr<BaseDigests> base = protocol::ReadBaseDigests(r);
+      if (!base.ok()) Exit(2);
+      delta_base_ = std::move(base).value();
+    } else if ((run_flags & protocol::kRunNoDeltaBase) != 0) {
+      delta_base_.reset();
+    }
     if (!r.Finish("RUN").ok()) Exit(2);
     // Numbered by the session, so the count is part of its state: it forks
     // with it, is rolled back with it (a cell that died leaves its number to
@@ -825,7 +885,7 @@ class SessionProcess {
         result.dropped = read_only ? unsaveable_.last() : unsaveable_.Update(globals_, aliases_, &rebound);
       }
     } else if (settings_.checkpoint == CheckpointMode::kSync) {
-      checkpoint.emplace(SerializeNamespacePieces(globals_, aliases_, cells_run_));
+      checkpoint.emplace(Serialize(/*may_delta=*/true));
       result.dropped = checkpoint->dropped;
     } else if (settings_.checkpoint == CheckpointMode::kAsync) {
       // What this cell bound that its checkpoint, written later, cannot save.
@@ -962,6 +1022,10 @@ class SessionProcess {
   std::vector<pid_t> helpers_;
   HotPages hot_;
   UnsaveableNames unsaveable_;       // async checkpoints: what a Result reports as dropped
+  // The base the store holds and its values' digests, as RUN last said:
+  // checkpoints after a cell may be deltas against it. Forks inherit it,
+  // which the host knows (it tells a promoted snapshot again).
+  std::optional<BaseDigests> delta_base_;
   Background background_;
   std::uint64_t cells_run_ = 0;      // cells this session ran (the last one's number)
   UniqueFd pending_channel_;         // the newest channel while a writer runs

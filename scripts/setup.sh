@@ -34,14 +34,14 @@ codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-unknown}")"
 case "$codename" in
   bookworm)
     PACKAGES=(libcli11-dev=2.1.2+ds-1 libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
-              nlohmann-json3-dev=3.11.2-2 redis-server=5:7.0.15-1~deb12u10)
+              nlohmann-json3-dev=3.11.2-2 libxxhash-dev=0.8.1-1 redis-server=5:7.0.15-1~deb12u10)
     FUZZ_PACKAGES=(clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12) ;;
   trixie)
     PACKAGES=(libcli11-dev=2.4.1+ds-2 libgtest-dev=1.16.0-1 libgmock-dev=1.16.0-1
-              nlohmann-json3-dev=3.11.3-1 redis-server)
+              nlohmann-json3-dev=3.11.3-1 libxxhash-dev=0.8.3-2 redis-server)
     FUZZ_PACKAGES=(clang=1:19.0-63 libclang-rt-19-dev=1:19.1.7-3+b1) ;;
   *)
-    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev redis-server)
+    PACKAGES=(libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev libxxhash-dev redis-server)
     FUZZ_PACKAGES=(clang) ;;
 esac
 ((FOR_TESTS)) && PACKAGES+=("${FUZZ_PACKAGES[@]}")

@@ -168,6 +168,74 @@ TEST_F(CheckpointTest, ThePiecesOfANamespaceAreItsBlob) {
                   .cast<bool>());
 }
 
+// A delta against a base names the values whose entries are the base's and
+// writes the rest (changed in place, rebound, new), with the counter and the
+// cell sources; the base then restored, less what the delta did not keep,
+// plus the delta's blob, is the namespace.
+TEST_F(CheckpointTest, ADeltaKeepsTheBasesValuesAndWritesWhatChanged) {
+  Cell("import math\n"
+       "big = bytes(range(256)) * 8192\n"  // 2 MiB: what makes a delta pay
+       "rows = [1, 2, 3]\n"
+       "same = {'k': 'v'}\n"
+       "gone = 'soon'\n"
+       "def f(n):\n    return n + 1\n");
+  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 5);
+  StatusOr<BaseDigests> digests = DigestBase(base.blob);
+  ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+  Cell("rows.append(4)\n"         // in place
+       "del gone\n"
+       "fresh = 'new'\n"
+       "def f(n):\n    return n + 2\n");  // rebound
+  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 9, &*digests);
+  EXPECT_FALSE(PyErr_Occurred());
+  ASSERT_TRUE(delta.delta);
+  EXPECT_EQ(delta.delta_of.size, digests->base.size);
+  EXPECT_EQ(delta.delta_of.fingerprint, digests->base.fingerprint);
+  EXPECT_EQ(delta.kept, (std::vector<std::string>{"big", "math", "same"}));
+  std::vector<std::string> saved = delta.saved;
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(saved, (std::vector<std::string>{"big", "f", "fresh", "math", "rows", "same"}));
+  std::string blob;
+  for (std::string_view piece : delta.pieces) blob.append(piece);
+  EXPECT_EQ(blob.size(), delta.size);
+  EXPECT_LT(blob.size(), 64u << 10);  // not the 2 MiB the base holds
+
+  ClearNames();
+  StatusOr<RestoredNamespace> from_base = RestoreNamespace(main_.ptr(), base.blob);
+  ASSERT_TRUE(from_base.ok()) << from_base.status().ToString();
+  for (const std::string& name : from_base->restored) {
+    if (!std::binary_search(delta.kept.begin(), delta.kept.end(), name)) {
+      ASSERT_EQ(PyDict_DelItemString(main_.ptr(), name.c_str()), 0) << name;
+    }
+  }
+  StatusOr<RestoredNamespace> from_delta = RestoreNamespace(main_.ptr(), blob);
+  ASSERT_TRUE(from_delta.ok()) << from_delta.status().ToString();
+  EXPECT_TRUE(from_delta->failed.empty());
+  EXPECT_EQ(from_delta->cells_run, 9u);
+  EXPECT_TRUE(Eval("big == bytes(range(256)) * 8192 and rows == [1, 2, 3, 4] and f(1) == 3 and "
+                   "same == {'k': 'v'} and fresh == 'new' and 'gone' not in globals() and "
+                   "math.pi > 3")
+                  .cast<bool>());
+}
+
+// When most of the state changed, the checkpoint is whole after all: a
+// restore then reads one blob, not a base and a delta as large.
+TEST_F(CheckpointTest, ADeltaThatWouldNotPayIsAWholeCheckpoint) {
+  Cell("big = bytes(range(256)) * 8192\n");
+  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 1);
+  StatusOr<BaseDigests> digests = DigestBase(base.blob);
+  ASSERT_TRUE(digests.ok());
+  Cell("big = bytes(reversed(range(256))) * 8192\n");
+  NamespacePieces pieces = SerializeNamespacePieces(main_.ptr(), {}, 2, &*digests);
+  EXPECT_FALSE(pieces.delta);
+  EXPECT_TRUE(pieces.kept.empty());
+  EXPECT_GT(pieces.size, 2u << 20);
+  Cell("big = bytes(range(256)) * 8192\n");  // equal again: the base's value
+  NamespacePieces again = SerializeNamespacePieces(main_.ptr(), {}, 3, &*digests);
+  EXPECT_TRUE(again.delta);
+  EXPECT_EQ(again.kept, std::vector<std::string>{"big"});
+}
+
 TEST_F(CheckpointTest, PlainDataDoesNotImportDill) {
   HideDill();
   Cell("import os\nx = [1, 2, 3]\ny = {'k': b'v'}\nz = 'text'\n");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -234,6 +235,174 @@ TEST(SessionJournal, ItsBoundsSendALongJournalBackToAWholeCheckpoint) {
     big.Add(Bound(1, {"v" + std::to_string(i)}, {std::string(64 << 10, 'x')}));
   }
   EXPECT_FALSE(big.CanAppend());
+}
+
+// A delta frame's blob as a test writes it: any whole checkpoint blob.
+std::string DeltaBlob(const std::string& tag) { return Base(tag); }
+
+TEST(CheckpointJournal, TheLastDeltaFrameHoldsTheStateAndBindingFramesAfterItApply) {
+  const std::string base = Base("payload");
+  const CheckpointBase m = Measured(base);
+  const std::string first_delta = DeltaBlob("first delta");
+  const std::string second_delta = DeltaBlob("second delta");
+  const std::string upto_first_delta = EncodeJournalFrame(m, 1, Bound(2, {"a"}, {"a2"})) +
+                                       EncodeDeltaFrame(m, 2, {"x"}, first_delta) +
+                                       EncodeJournalFrame(m, 3, Bound(4, {"b"}, {"b4"}));
+  const std::string rest = EncodeDeltaFrame(m, 4, {}, second_delta) +
+                           EncodeJournalFrame(m, 5, Bound(6, {"c"}, {"c6"}));
+  const std::string stored = base + upto_first_delta + rest;
+  SplitCheckpoint split = SplitJournal(stored);
+  EXPECT_TRUE(split.damage.empty()) << split.damage;
+  EXPECT_EQ(split.frames, 5u);
+  EXPECT_EQ(split.journal_bytes, upto_first_delta.size() + rest.size());
+  ASSERT_TRUE(split.has_delta);
+  EXPECT_TRUE(split.delta_kept.empty());
+  EXPECT_EQ(split.delta_blob, second_delta);
+  // Only what binding cells bound after the last delta: it holds the rest.
+  EXPECT_EQ(split.bindings.names, std::vector<std::string>{"c"});
+  EXPECT_EQ(split.bindings.cells_run, 6u);
+
+  split = SplitJournal(base + upto_first_delta);
+  ASSERT_TRUE(split.has_delta);
+  EXPECT_EQ(split.delta_kept, std::vector<std::string>{"x"});
+  EXPECT_EQ(split.delta_blob, first_delta);
+  EXPECT_EQ(split.bindings.names, std::vector<std::string>{"b"});
+}
+
+TEST(CheckpointJournal, ADamagedOrMalformedDeltaFrameStopsTheJournalThere) {
+  const std::string base = Base("payload");
+  const CheckpointBase m = Measured(base);
+  const std::string before = EncodeJournalFrame(m, 1, Bound(2, {"a"}, {"a2"}));
+  const std::string delta = EncodeDeltaFrame(m, 2, {"k", "x"}, DeltaBlob("delta"));
+  for (std::size_t byte = 0; byte < delta.size(); ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = delta;
+      damaged[byte] = static_cast<char>(damaged[byte] ^ (1 << bit));
+      const SplitCheckpoint split = SplitJournal(base + before + damaged);
+      ASSERT_EQ(split.frames, 1u) << byte << ":" << bit;
+      ASSERT_FALSE(split.has_delta) << byte << ":" << bit;
+      ASSERT_FALSE(split.damage.empty());
+      EXPECT_EQ(split.bindings.names, std::vector<std::string>{"a"});
+    }
+  }
+  // Well sealed but not a delta dolsot writes: kept names out of order or
+  // repeated, a blob with bytes after its last entry, or no blob at all.
+  for (const std::string& malformed :
+       {EncodeDeltaFrame(m, 2, {"x", "k"}, DeltaBlob("d")),
+        EncodeDeltaFrame(m, 2, {"k", "k"}, DeltaBlob("d")),
+        EncodeDeltaFrame(m, 2, {}, DeltaBlob("d") + "zz"),
+        EncodeDeltaFrame(m, 2, {}, "not a checkpoint")}) {
+    const SplitCheckpoint split = SplitJournal(base + before + malformed);
+    EXPECT_EQ(split.frames, 1u);
+    EXPECT_FALSE(split.has_delta);
+    EXPECT_NE(split.damage.find("malformed"), std::string::npos) << split.damage;
+  }
+  const std::string other = Base("another");
+  const SplitCheckpoint split =
+      SplitJournal(base + before + EncodeDeltaFrame(Measured(other), 2, {}, DeltaBlob("d")));
+  EXPECT_FALSE(split.has_delta);
+  EXPECT_NE(split.damage.find("another checkpoint"), std::string::npos) << split.damage;
+}
+
+TEST(BaseDigests, EachValueEntryHasTheDigestOfItsBytesAfterTheChecksum) {
+  const std::string base = Base("payload");
+  StatusOr<BaseDigests> digests = DigestBase(base + EncodeJournalFrame(Measured(base), 1, {}));
+  ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+  EXPECT_EQ(digests->base.size, base.size());
+  ASSERT_EQ(digests->entries.size(), 1u);
+  // Base()'s entry: codec 1, name "x", payload "payload".
+  std::string prefix(1 + 4 + 1 + 8, '\0');
+  prefix[0] = 1;
+  PutLe(prefix.data() + 1, 1, 4);
+  prefix[5] = 'x';
+  PutLe(prefix.data() + 6, 7, 8);
+  EXPECT_EQ(digests->entries.at("x"), EntryDigest(prefix, "payload"));
+  EXPECT_EQ(digests->entries.at("x"), DigestOf(prefix + "payload"));
+  // Any other payload, or the same one cut differently, differs.
+  EXPECT_NE(DigestBase(Base("payloaD"))->entries.at("x"), digests->entries.at("x"));
+  EXPECT_NE(EntryDigest(prefix, "payload!"), digests->entries.at("x"));
+  EXPECT_FALSE(DigestBase("DOLSOTNS").ok());
+}
+
+std::shared_ptr<const BaseDigests> DigestsOf(const std::string& base) {
+  StatusOr<BaseDigests> digests = DigestBase(base);
+  EXPECT_TRUE(digests.ok()) << digests.status().ToString();
+  return digests.ok() ? std::make_shared<const BaseDigests>(*std::move(digests)) : nullptr;
+}
+
+TEST(SessionJournal, ADeltaFrameExtendsOnlyTheBaseItWasTakenAgainst) {
+  const std::string base = Base(std::string(SessionJournal::kMinDeltaBase, 'p'));
+  const CheckpointBase m = Measured(base);
+  SessionJournal journal;
+  journal.Covered(1);
+  EXPECT_EQ(journal.DeltaBase(), nullptr);  // nothing stored yet
+  journal.BaseSaved(m, 1, DigestsOf(base));
+  std::shared_ptr<const BaseDigests> offered = journal.DeltaBase();
+  ASSERT_NE(offered, nullptr);
+  EXPECT_EQ(offered->base.size, m.size);
+  EXPECT_EQ(offered->base.fingerprint, m.fingerprint);
+
+  const std::string blob = DeltaBlob("delta");
+  const std::string other = Base(std::string(SessionJournal::kMinDeltaBase, 'q'));
+  EXPECT_FALSE(journal.DeltaFrame(Measured(other), {}, blob).has_value());
+  std::optional<std::string> frame = journal.DeltaFrame(m, {"x"}, blob);
+  ASSERT_TRUE(frame.has_value());
+  journal.Covered(2);  // cell 2's delta on its way, then stored
+  journal.DeltaAppended(frame->size(), 2);
+  journal.Add(Bound(3, {"y"}, {"y3"}));  // a binding cell after it
+  ASSERT_TRUE(journal.CanAppend());
+  const SplitCheckpoint split = SplitJournal(base + *frame + *journal.NextFrame());
+  EXPECT_TRUE(split.damage.empty()) << split.damage;
+  EXPECT_EQ(split.frames, 2u);
+  ASSERT_TRUE(split.has_delta);
+  EXPECT_EQ(split.delta_kept, std::vector<std::string>{"x"});
+  EXPECT_EQ(split.bindings.names, std::vector<std::string>{"y"});
+
+  journal.Failed();  // an append that failed: whole checkpoints from here
+  EXPECT_EQ(journal.DeltaBase(), nullptr);
+  EXPECT_FALSE(journal.DeltaFrame(m, {}, blob).has_value());
+}
+
+TEST(SessionJournal, DeltasAreOfferedOnlyAgainstALargeBaseWithItsOwnDigests) {
+  const std::string tiny = Base("payload");
+  SessionJournal small;
+  small.BaseSaved(Measured(tiny), 1, DigestsOf(tiny));
+  EXPECT_EQ(small.DeltaBase(), nullptr);  // a whole checkpoint costs less
+
+  const std::string base = Base(std::string(SessionJournal::kMinDeltaBase, 'p'));
+  const std::string other = Base(std::string(SessionJournal::kMinDeltaBase, 'q'));
+  SessionJournal mismatched;
+  mismatched.BaseSaved(Measured(base), 1, DigestsOf(other));
+  EXPECT_EQ(mismatched.DeltaBase(), nullptr);
+  SessionJournal undigested;
+  undigested.BaseSaved(Measured(base), 1);
+  EXPECT_EQ(undigested.DeltaBase(), nullptr);
+  SessionJournal restored;
+  restored.Restored(SplitJournal(base), 1, DigestsOf(base));
+  EXPECT_NE(restored.DeltaBase(), nullptr);
+}
+
+TEST(SessionJournal, DeltasStopBeingOfferedOnceTheyFillHalfTheJournal) {
+  const std::string base = Base(std::string(4 * SessionJournal::kMinDeltaBase, 'p'));
+  const CheckpointBase m = Measured(base);
+  SessionJournal journal;
+  journal.BaseSaved(m, 1, DigestsOf(base));
+  const std::string blob = DeltaBlob(std::string(base.size() / 5, 'd'));
+  std::uint64_t cell = 1;
+  int appended = 0;
+  while (journal.DeltaBase() != nullptr) {
+    std::optional<std::string> frame = journal.DeltaFrame(m, {}, blob);
+    ASSERT_TRUE(frame.has_value()) << appended;
+    journal.DeltaAppended(frame->size(), ++cell);
+    ++appended;
+  }
+  EXPECT_EQ(appended, 3);  // past half the base's size: no more offers
+  // One taken against it before that still fits the journal; past its
+  // bounds, none does.
+  std::optional<std::string> late = journal.DeltaFrame(m, {}, blob);
+  ASSERT_TRUE(late.has_value());
+  journal.DeltaAppended(late->size(), ++cell);
+  EXPECT_FALSE(journal.DeltaFrame(m, {}, blob).has_value());
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ CheckpointSaver::SaveFunction Recorder(Saved& saved) {
 // CHECKPOINT_DATA as a session sends it: the blob, its names, its size.
 std::string CheckpointPayload(const std::string& blob) {
   protocol::PayloadWriter w;
-  w.Strs({"x"}).Strs({}).U64(blob.size());
+  w.Strs({"x"}).Strs({}).U8(0).U64(blob.size());
   return blob + w.data();
 }
 

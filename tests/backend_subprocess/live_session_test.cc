@@ -139,11 +139,43 @@ TEST(LiveSession, NamesLeftOutWhereTheHostHasNoneToUseAreCorrupt) {
   }
 }
 
+// A CHECKPOINT_DATA payload; `delta_flag` 1 adds a delta section (against
+// a base of 5000 bytes, print 77) keeping `kept`.
 std::string CheckpointPayload(const std::string& blob, const std::vector<std::string>& saved,
-                              const std::vector<std::string>& dropped, std::uint64_t size) {
+                              const std::vector<std::string>& dropped, std::uint64_t size,
+                              std::uint8_t delta_flag = 0,
+                              const std::vector<std::string>& kept = {}) {
   PayloadWriter w;
-  w.Strs(saved).Strs(dropped).U64(size);
+  w.Strs(saved).Strs(dropped).U8(delta_flag);
+  if (delta_flag == 1) w.U64(5000).U32(77).Strs(kept);
+  w.U64(size);
   return blob + w.data();
+}
+
+TEST(CheckpointData, ADeltaSaysItsBaseAndTheNamesItKept) {
+  const std::string blob = "DOLSOTNS" + std::string(30, '\x02');
+  auto data = ParseCheckpointData(CheckpointPayload(blob, {"a", "big", "df"}, {}, blob.size(), 1,
+                                                    {"big", "df"}));
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_TRUE(data->delta);
+  EXPECT_EQ(data->delta_of.size, 5000u);
+  EXPECT_EQ(data->delta_of.fingerprint, 77u);
+  EXPECT_EQ(data->kept, (std::vector<std::string>{"big", "df"}));
+  EXPECT_EQ(data->blob, blob);
+  auto whole = ParseCheckpointData(CheckpointPayload(blob, {"a"}, {}, blob.size()));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(whole->delta);
+  EXPECT_TRUE(whole->kept.empty());
+  // A flag other than 0 or 1, kept names out of order, repeated or empty.
+  for (const std::string& payload :
+       {CheckpointPayload(blob, {"a"}, {}, blob.size(), 2),
+        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {"df", "big"}),
+        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {"big", "big"}),
+        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {""})}) {
+    auto bad = ParseCheckpointData(payload);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), ErrorCode::kCorrupt) << bad.status().ToString();
+  }
 }
 
 TEST(CheckpointData, TheBlobKeepsThePayloadsBufferAndTheNamesComeFromItsEnd) {
