@@ -325,11 +325,93 @@ class StreamPickler {
   Ref clear_memo_;
 };
 
+// pickle.Pickler writing into a digest: each chunk is digested as it comes
+// and let go, so checking a value against its base's entry (a delta
+// checkpoint) takes no memory past the pickler's frame, which the allocator
+// hands back frame after frame (in a forked checkpoint writer, new memory is
+// a page fault and a page cleared per 4 KiB: most of what writing 100 MB of
+// pickles cost there).
+class DigestingPickler {
+ public:
+  // The digest of pickle.dumps(value, 5) followed by `trailer(payload size)`
+  // (EntryDigest's layout), or nullopt with the error set.
+  template <typename Trailer>
+  std::optional<Digest128> Digest(PyObject* value, const Trailer& trailer) {
+    if (!dump_ && !Start()) return std::nullopt;
+    DigestBuilder digest;
+    digest_ = &digest;
+    size_ = 0;
+    Ref done(PyObject_CallOneArg(dump_.get(), value));
+    digest_ = nullptr;
+    if (!done || !Ref(PyObject_CallNoArgs(clear_memo_.get()))) {
+      dump_ = Ref();  // a failed dump may leave the pickler mid-frame: start afresh
+      return std::nullopt;
+    }
+    digest.Update(trailer(size_));
+    return digest.Finish();
+  }
+
+ private:
+  static PyObject* Write(PyObject* capsule, PyObject* data) {
+    auto* self = static_cast<DigestingPickler*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+    if (self == nullptr) return nullptr;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) != 0) return nullptr;
+    if (self->digest_ != nullptr) {
+      self->digest_->Update(std::string_view(static_cast<const char*>(view.buf),
+                                             static_cast<size_t>(view.len)));
+    }
+    self->size_ += static_cast<size_t>(view.len);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+  }
+
+  bool Start() {
+    static PyMethodDef write_def = {"write", reinterpret_cast<PyCFunction>(&Write), METH_O,
+                                    nullptr};
+    Ref pickler_type = PicklerAttr("Pickler");
+    Ref capsule(PyCapsule_New(this, kCapsuleName, nullptr));
+    Ref write(capsule ? PyCFunction_New(&write_def, capsule.get()) : nullptr);
+    PyObject* implementation = PySys_GetObject("implementation");  // borrowed
+    if (!pickler_type || !write || implementation == nullptr) return false;
+    Ref no_args(PyTuple_New(0));
+    Ref kwargs(Py_BuildValue("{s:O}", "write", write.get()));
+    Ref writer(no_args && kwargs ? PyObject_Call(reinterpret_cast<PyObject*>(Py_TYPE(implementation)),
+                                                 no_args.get(), kwargs.get())
+                                 : nullptr);
+    Ref pickler(writer ? PyObject_CallFunction(pickler_type.get(), "Oi", writer.get(), 5)
+                       : nullptr);
+    if (!pickler) return false;
+    clear_memo_ = Ref(PyObject_GetAttrString(pickler.get(), "clear_memo"));
+    dump_ = Ref(clear_memo_ ? PyObject_GetAttrString(pickler.get(), "dump") : nullptr);
+    return static_cast<bool>(dump_);
+  }
+
+  static constexpr const char* kCapsuleName = "dolsot.DigestingPickler";
+  DigestBuilder* digest_ = nullptr;
+  size_t size_ = 0;
+  Ref dump_;
+  Ref clear_memo_;
+};
+
 struct PendingEntry {
   std::string name;
   Codec codec;
   Ref chunks;  // list of bytes: the payload
 };
+
+// An entry's bytes after its checksum and before its payload (codec, name,
+// payload size) at `frame`; returns their count. The checksum covers them.
+size_t WriteEntryPrefix(char* frame, Codec codec, std::string_view name, size_t payload_size) {
+  frame[0] = static_cast<char>(codec);
+  PutLe(frame + 1, name.size(), 4);
+  std::memcpy(frame + 5, name.data(), name.size());
+  PutLe(frame + 5 + name.size(), payload_size, 8);
+  return 1 + 4 + name.size() + 8;
+}
+size_t WriteEntryPrefix(char* frame, const PendingEntry& entry, size_t payload_size) {
+  return WriteEntryPrefix(frame, entry.codec, entry.name, payload_size);
+}
 
 // A class or function defined by cell code: pickle would only store a
 // reference to itself in __main__, so it must go by value.
@@ -368,6 +450,32 @@ class Encoder {
       return std::nullopt;
     }
     return std::make_pair(Codec::kDill, std::move(by_value));
+  }
+
+  // Whether `value` would be saved as `against`'s entry for `name`, found by
+  // pickling it into a digest (nothing kept). Only for what Encode would
+  // pickle in a session: a value it would give dill, or a module, is
+  // encoded and compared instead (IsBaseValue). Leaves the error indicator
+  // clear.
+  // Returns the size of the entry it would make when so, else nullopt.
+  std::optional<size_t> PicklesAsBase(PyObject* value, std::string_view name,
+                                      const BaseDigests& against) {
+    auto found = against.entries.find(name);
+    if (found == against.entries.end() || !globals_is_main_ || PyModule_Check(value) ||
+        IsMainDefinition(value)) {
+      return std::nullopt;
+    }
+    std::string trailer;
+    size_t payload = 0;
+    std::optional<Digest128> digest = digester_.Digest(value, [&](size_t size) {
+      payload = size;
+      trailer.assign(kEntryFixedSize - 4 + name.size(), '\0');
+      trailer.resize(WriteEntryPrefix(trailer.data(), Codec::kPickle, name, size));
+      return std::string_view(trailer);
+    });
+    PyErr_Clear();
+    if (!digest || *digest != found->second) return std::nullopt;
+    return kEntryFixedSize + name.size() + payload;
   }
 
   // The filenames of the code objects saved by value so far (the session
@@ -419,6 +527,7 @@ class Encoder {
 
   bool globals_is_main_;
   StreamPickler pickler_;
+  DigestingPickler digester_;
   Ref dill_scope_;  // kSessionDillSource's module scope, once dill is needed
   Ref dill_dumps_;
 };
@@ -449,15 +558,6 @@ void WriteBlobHeader(char* out, std::size_t entries) {
   PutLe(out + 12, entries, 4);
 }
 
-// An entry's bytes after its checksum and before its payload (codec, name,
-// payload size) at `frame`; returns their count. The checksum covers them.
-size_t WriteEntryPrefix(char* frame, const PendingEntry& entry, size_t payload_size) {
-  frame[0] = static_cast<char>(entry.codec);
-  PutLe(frame + 1, entry.name.size(), 4);
-  std::memcpy(frame + 5, entry.name.data(), entry.name.size());
-  PutLe(frame + 5 + entry.name.size(), payload_size, 8);
-  return 1 + 4 + entry.name.size() + 8;
-}
 
 // Writes the header and every entry into one string, sized once; each payload
 // is copied and checksummed in the same pass.
@@ -769,10 +869,14 @@ struct CollectedEntries {
   std::vector<PendingEntry> entries;
   std::vector<std::string> saved;
   std::vector<std::string> dropped;
+  std::vector<std::string> kept;  // `against`'s values, found by digest (no entry)
+  size_t kept_bytes = 0;          // the entries they would have made
 };
 
+// With `against`, a value whose pickle is its base entry is only named, in
+// `kept` (and `saved`).
 CollectedEntries CollectEntries(PyObject* globals, const std::vector<std::string>& skip,
-                                std::uint64_t cells_run) {
+                                std::uint64_t cells_run, const BaseDigests* against = nullptr) {
   CollectedEntries result;
   std::vector<PendingEntry>& entries = result.entries;
   // A snapshot of the items: pickling may run code that changes `globals`.
@@ -788,7 +892,16 @@ CollectedEntries CollectEntries(PyObject* globals, const std::vector<std::string
     bool skipped = false;
     for (const std::string& s : skip) skipped = skipped || s == key;
     if (skipped) continue;
-    std::optional<std::pair<Codec, Ref>> encoded = encoder.Encode(PyTuple_GET_ITEM(pair, 1));
+    PyObject* value = PyTuple_GET_ITEM(pair, 1);
+    if (against != nullptr) {
+      if (std::optional<size_t> size = encoder.PicklesAsBase(value, key, *against)) {
+        result.kept_bytes += *size;
+        result.saved.push_back(key);
+        result.kept.push_back(std::move(key));
+        continue;
+      }
+    }
+    std::optional<std::pair<Codec, Ref>> encoded = encoder.Encode(value);
     PyErr_Clear();
     if (!encoded) {
       result.dropped.push_back(std::move(key));
@@ -841,7 +954,40 @@ NamespacePieces::NamespacePieces(NamespacePieces&&) noexcept = default;
 namespace {
 
 // Whether `entry` is a value of `against`'s base: a named value whose entry
-// (every byte after its checksum) has the digest the base's has.
+// has the digest the base's has (EntryDigest: payload, then codec, name and
+// size).
+size_t EntrySize(const PendingEntry& entry) {
+  return kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
+}
+
+// Encodes `names` of `globals` again (values a delta found to be the base's,
+// for a whole checkpoint after all) into `entries`, ahead of the cell
+// sources and the counter. A name gone meanwhile is left out of `saved`; one
+// that cannot be encoded now is moved to `dropped`.
+void EncodeAgain(PyObject* globals, const std::vector<std::string>& names,
+                 std::vector<PendingEntry>& entries, std::vector<std::string>& saved,
+                 std::vector<std::string>& dropped) {
+  Encoder encoder(IsMainDict(globals));
+  std::vector<PendingEntry> encoded;
+  for (const std::string& name : names) {
+    PyObject* value = PyDict_GetItemString(globals, name.c_str());  // borrowed
+    std::optional<std::pair<Codec, Ref>> entry =
+        value != nullptr ? encoder.Encode(value) : std::nullopt;
+    PyErr_Clear();
+    if (entry) {
+      encoded.push_back(PendingEntry{name, entry->first, std::move(entry->second)});
+      continue;
+    }
+    saved.erase(std::remove(saved.begin(), saved.end(), name), saved.end());
+    if (value != nullptr) dropped.push_back(name);
+  }
+  auto values_end = std::find_if(entries.begin(), entries.end(), [](const PendingEntry& entry) {
+    return entry.codec == Codec::kCellSource || entry.codec == Codec::kCellCounter;
+  });
+  entries.insert(values_end, std::make_move_iterator(encoded.begin()),
+                 std::make_move_iterator(encoded.end()));
+}
+
 bool IsBaseValue(const PendingEntry& entry, const BaseDigests& against) {
   if (entry.codec != Codec::kPickle && entry.codec != Codec::kDill &&
       entry.codec != Codec::kModuleRef) {
@@ -852,22 +998,18 @@ bool IsBaseValue(const PendingEntry& entry, const BaseDigests& against) {
   std::string prefix(kEntryFixedSize + entry.name.size(), '\0');
   const size_t written = WriteEntryPrefix(prefix.data(), entry, ChunksSize(entry.chunks.get()));
   DigestBuilder digest;
-  digest.Update(std::string_view(prefix.data(), written));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
     digest.Update(ChunkAt(entry.chunks.get(), i));
   }
+  digest.Update(std::string_view(prefix.data(), written));
   return digest.Finish() == found->second;
-}
-
-size_t EntrySize(const PendingEntry& entry) {
-  return kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
 }
 
 }  // namespace
 
 NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,
                                          std::uint64_t cells_run, const BaseDigests* against) {
-  CollectedEntries collected = CollectEntries(globals, skip, cells_run);
+  CollectedEntries collected = CollectEntries(globals, skip, cells_run, against);
   NamespacePieces result;
   result.saved = std::move(collected.saved);
   result.dropped = std::move(collected.dropped);
@@ -875,17 +1017,24 @@ NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<st
   NamespacePieces::Held& held = *result.held_;
   held.entries = std::move(collected.entries);
   if (against != nullptr) {
-    // A delta when what changed is small against the base: the base's
-    // values are named, not written (their pickles are let go at once).
+    // What was encoded after all (a value dill saves, a module, a pickle
+    // that differs) may still be the base's.
     std::vector<bool> kept(held.entries.size(), false);
-    size_t changed = 0;
+    size_t kept_bytes = collected.kept_bytes, written_bytes = 0;
     for (size_t i = 0; i < held.entries.size(); ++i) {
       kept[i] = IsBaseValue(held.entries[i], *against);
-      if (!kept[i]) changed += EntrySize(held.entries[i]);
+      (kept[i] ? kept_bytes : written_bytes) += EntrySize(held.entries[i]);
     }
-    if (changed <= against->base.size / 4) {
+    // A delta writing more than it keeps would leave the store a base and a
+    // delta larger than a new base: the checkpoint is whole instead (what
+    // the digests kept is pickled again, which costs less than what is
+    // written anyway). Nothing kept: the entries are whole already.
+    if (kept_bytes > 0 && written_bytes > kept_bytes) {
+      EncodeAgain(globals, collected.kept, held.entries, result.saved, result.dropped);
+    } else if (kept_bytes > 0) {
       result.delta = true;
       result.delta_of = against->base;
+      result.kept = std::move(collected.kept);
       std::vector<PendingEntry> written;
       for (size_t i = 0; i < held.entries.size(); ++i) {
         if (kept[i]) {

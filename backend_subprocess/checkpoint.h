@@ -81,9 +81,10 @@ class NamespacePieces {
   std::unique_ptr<Held> held_;
 };
 // With `against` (may be null: a whole checkpoint), a delta checkpoint of it
-// when the entries that differ from its base's (by digest) come to at most
-// a quarter of the base's size; else a whole one. Every name is pickled all
-// the same (that is how a change is found); the base's values are not sent.
+// when some value is the base's (its entry has the base's digest); else a
+// whole one. Every value is pickled all the same (that is how a change is
+// found), but one the base holds is pickled into its digest alone, keeping
+// nothing, and pickled again only if it differs.
 NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,
                                          std::uint64_t cells_run = 0,
                                          const BaseDigests* against = nullptr);

@@ -82,8 +82,8 @@ StatusOr<CheckpointBase> MeasureBase(std::string_view stored) {
 
 Digest128 EntryDigest(std::string_view codec_name_and_size, std::string_view payload) {
   DigestBuilder digest;
+  digest.Update(payload);  // first: a writer knows the size only at the end
   digest.Update(codec_name_and_size);
-  digest.Update(payload);
   return digest.Finish();
 }
 

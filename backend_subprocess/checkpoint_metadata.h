@@ -42,15 +42,16 @@ StatusOr<CheckpointBase> MeasureBase(std::string_view stored);
 
 // What a delta checkpoint is taken against (docs/checkpoint-format.md
 // "Delta frames"): a base blob and the digest of each of its named values'
-// entries (codecs 1-3: every entry byte after its checksum, so the name and
-// codec count too). A session's value whose entry has the same digest is
-// the base's and need not be written again.
+// entries (codecs 1-3: EntryDigest, so the name and codec count too). A
+// session's value whose entry has the same digest is the base's and need
+// not be written again.
 struct BaseDigests {
   CheckpointBase base;
   std::map<std::string, Digest128, std::less<>> entries;
 };
-// The digest of one entry's bytes after its checksum (as BaseDigests keeps
-// them), streamed in pieces.
+// The digest of one entry (as BaseDigests keeps them): its payload, then
+// its codec, name and size (the entry's bytes after its checksum, with the
+// payload moved first, since a writer streaming it knows its size last).
 Digest128 EntryDigest(std::string_view codec_name_and_size, std::string_view payload);
 // The digests of `stored`'s base (a journal after it is ignored). kCorrupt
 // when its header or a length is damaged.

@@ -90,8 +90,11 @@ StatusOr<CheckpointData> ParseCheckpointData(std::string payload) {
   }
   DOLSOT_RETURN_IF_ERROR(r.Finish("CHECKPOINT_DATA"));
   for (std::size_t i = 0; i < data.kept.size(); ++i) {
-    if (data.kept[i].empty() || (i > 0 && !(data.kept[i - 1] < data.kept[i]))) {
-      return CorruptError("CHECKPOINT_DATA: kept names that are empty or not in ascending order");
+    if (data.kept[i].empty() || data.kept[i].find('\0') != std::string::npos ||
+        (i > 0 && !(data.kept[i - 1] < data.kept[i]))) {
+      return CorruptError(
+          "CHECKPOINT_DATA: kept names that are empty, hold a NUL byte or are not in ascending "
+          "order");
     }
   }
   payload.resize(blob_size);

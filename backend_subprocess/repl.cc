@@ -121,9 +121,11 @@ struct SessionSlot {
   // The store's journal of this session: binding cells' deferred
   // checkpoints are frames appended to the stored base when they can be.
   SessionJournal journal;
-  // A delta checkpoint the store could not take (SaveAsync): a whole one is
-  // owed, which the timer writes if no cell does first (SaveNow clears it).
-  std::atomic<bool> whole_owed{false};
+  // The cell whose delta checkpoint the store could not take (SaveAsync),
+  // 0: none. Its state is owed: the next cell's checkpoint covers it, or the
+  // timer writes a whole one after the checkpoint delay (CheckpointDue).
+  // Cleared once the store holds that cell's state or a later one.
+  std::atomic<std::uint64_t> whole_owed_after{0};
 };
 
 namespace {
@@ -147,6 +149,10 @@ std::int64_t SteadyNs() {
 void NoteStored(SessionSlot& slot, std::uint64_t cell) {
   std::uint64_t before = slot.saved_cell.load();
   while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
+  }
+  // A state the store could not take is covered by this one.
+  std::uint64_t owed = slot.whole_owed_after.load();
+  while (owed != 0 && owed <= cell && !slot.whole_owed_after.compare_exchange_weak(owed, 0)) {
   }
 }
 
@@ -576,12 +582,13 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
   if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
   if (needs_whole) {
     // The delta could not extend what the store holds: the state after
-    // `cell` is not stored. The next cell writes a whole checkpoint
-    // (CheckpointOwed), or the timer does at once if the session idles.
+    // `cell` is not stored. The next cell's checkpoint covers it (the cell
+    // asks for one: CheckpointOwed), or, the session idle, the timer writes a
+    // whole one once the checkpoint delay has passed, as for binding cells.
     slot->durable_at_ns.store(0);
     slot->submitted_at_ns.store(0);
-    slot->whole_owed.store(true);
-    timer_.Schedule(sid, Clock::now());
+    slot->whole_owed_after.store(cell);
+    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()));
   }
 }
 
@@ -599,7 +606,6 @@ Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
   slot.journal.Covered(slot.cells_started);
   DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, *data, slot.cells_started));
   slot.deferred_since_ns = 0;
-  slot.whole_owed.store(false);
   std::lock_guard<std::mutex> guard(slot.dropped_mutex);
   slot.last_dropped = std::move(data->dropped);
   slot.last_dropped_cell = slot.cells_started;
@@ -647,7 +653,7 @@ void Repl::Impl::CheckpointDue(const std::string& sid) {
     slot = it->second;
   }
   std::lock_guard<FifoMutex> turn(slot->turn);
-  if (!slot->live || (slot->deferred_since_ns == 0 && !slot->whole_owed.load())) return;
+  if (!slot->live || (slot->deferred_since_ns == 0 && slot->whole_owed_after.load() == 0)) return;
   if (saver_.Pending(sid)) {
     // An older checkpoint is still on its way: this one must land after it.
     timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()) +

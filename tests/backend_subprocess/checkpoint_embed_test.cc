@@ -218,22 +218,35 @@ TEST_F(CheckpointTest, ADeltaKeepsTheBasesValuesAndWritesWhatChanged) {
                   .cast<bool>());
 }
 
-// When most of the state changed, the checkpoint is whole after all: a
-// restore then reads one blob, not a base and a delta as large.
-TEST_F(CheckpointTest, ADeltaThatWouldNotPayIsAWholeCheckpoint) {
-  Cell("big = bytes(range(256)) * 8192\n");
+// A delta that would write more than it keeps is a whole checkpoint (a new
+// base): the values the digests found to be the base's are pickled again.
+// A restore then reads one blob, not a base and a delta as large.
+TEST_F(CheckpointTest, ACheckpointWritingMoreThanItKeepsIsWhole) {
+  Cell("big = bytes(range(256)) * 8192\nsmall = 'kept'\n");
   SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 1);
   StatusOr<BaseDigests> digests = DigestBase(base.blob);
   ASSERT_TRUE(digests.ok());
   Cell("big = bytes(reversed(range(256))) * 8192\n");
   NamespacePieces pieces = SerializeNamespacePieces(main_.ptr(), {}, 2, &*digests);
+  EXPECT_FALSE(PyErr_Occurred());
   EXPECT_FALSE(pieces.delta);
   EXPECT_TRUE(pieces.kept.empty());
   EXPECT_GT(pieces.size, 2u << 20);
+  std::vector<std::string> saved = pieces.saved;
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(saved, (std::vector<std::string>{"big", "small"}));
+  std::string blob;
+  for (std::string_view piece : pieces.pieces) blob.append(piece);
+  ClearNames();
+  StatusOr<RestoredNamespace> restored = RestoreNamespace(main_.ptr(), blob);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->cells_run, 2u);
+  EXPECT_TRUE(Eval("big == bytes(reversed(range(256))) * 8192 and small == 'kept'").cast<bool>());
+
   Cell("big = bytes(range(256)) * 8192\n");  // equal again: the base's value
   NamespacePieces again = SerializeNamespacePieces(main_.ptr(), {}, 3, &*digests);
   EXPECT_TRUE(again.delta);
-  EXPECT_EQ(again.kept, std::vector<std::string>{"big"});
+  EXPECT_EQ(again.kept, (std::vector<std::string>{"big", "small"}));
 }
 
 TEST_F(CheckpointTest, PlainDataDoesNotImportDill) {

@@ -317,7 +317,7 @@ TEST(BaseDigests, EachValueEntryHasTheDigestOfItsBytesAfterTheChecksum) {
   prefix[5] = 'x';
   PutLe(prefix.data() + 6, 7, 8);
   EXPECT_EQ(digests->entries.at("x"), EntryDigest(prefix, "payload"));
-  EXPECT_EQ(digests->entries.at("x"), DigestOf(prefix + "payload"));
+  EXPECT_EQ(digests->entries.at("x"), DigestOf("payload" + prefix));
   // Any other payload, or the same one cut differently, differs.
   EXPECT_NE(DigestBase(Base("payloaD"))->entries.at("x"), digests->entries.at("x"));
   EXPECT_NE(EntryDigest(prefix, "payload!"), digests->entries.at("x"));

@@ -171,7 +171,8 @@ TEST(CheckpointData, ADeltaSaysItsBaseAndTheNamesItKept) {
        {CheckpointPayload(blob, {"a"}, {}, blob.size(), 2),
         CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {"df", "big"}),
         CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {"big", "big"}),
-        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {""})}) {
+        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {""}),
+        CheckpointPayload(blob, {"a"}, {}, blob.size(), 1, {std::string("a\0b", 3)})}) {
     auto bad = ParseCheckpointData(payload);
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.status().code(), ErrorCode::kCorrupt) << bad.status().ToString();

@@ -175,8 +175,10 @@ def test_a_host_killed_after_a_delta_landed_loses_nothing(tmp_path):
 
 @pytest.mark.parametrize("config", ["default", "cli"])
 def test_a_delta_whose_append_fails_is_replaced_by_a_whole_checkpoint(config):
+    # Sync: before the Result returns. Async, the session idle: by the timer,
+    # once the checkpoint delay has passed.
     store = JournalingStore()
-    repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600, **CONFIGS[config])
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=0.2, **CONFIGS[config])
     try:
         ok(repl, f"import os\nblob = b'x' * {BIG}\nrows = []")
         settle(repl)
@@ -200,6 +202,30 @@ def test_a_delta_whose_append_fails_is_replaced_by_a_whole_checkpoint(config):
         repl.close()
     result = restored(store.inner, "rows, math.pi > 3, json.dumps(rows), len(blob)")
     assert result.value == "([1], True, '[1]', 2000000)" and not result.error
+
+
+def test_the_next_cell_covers_a_delta_the_store_could_not_take():
+    store = JournalingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600)
+    try:
+        ok(repl, f"import os\nblob = b'x' * {BIG}\nrows = []")
+        settle(repl)
+        saves = store.saves
+        store.fail_next_append = 1
+        ok(repl, "import json\nrows.append(len(rows))")  # the general path: a delta
+        settle(repl)
+        assert (store.saves, store.appends) == (saves, 0)  # owed, not written yet
+        # A read-only cell writes what is owed: whole, since the store's
+        # journal after the torn append takes no more frames.
+        assert ok(repl, "len(rows)").value == "1"
+        settle(repl)
+        assert (store.saves, store.appends) == (saves + 1, 0)
+        ok(repl, "import sys\nrows.append(len(rows))")
+        settle(repl)
+        assert (store.saves, store.appends) == (saves + 1, 1)
+    finally:
+        repl.close()
+    assert restored(store.inner, "rows, len(blob)").value == "([0, 1], 2000000)"
 
 
 def test_a_damaged_delta_frame_is_reported_and_the_base_stands():
