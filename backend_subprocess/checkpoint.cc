@@ -333,6 +333,15 @@ class StreamPickler {
 // pickles cost there).
 class DigestingPickler {
  public:
+  DigestingPickler() = default;
+  DigestingPickler(const DigestingPickler&) = delete;
+  DigestingPickler& operator=(const DigestingPickler&) = delete;
+  // Cell code that kept the `write` callable (found through gc, say) gets an
+  // error from it afterwards, not this object's freed memory.
+  ~DigestingPickler() {
+    if (capsule_) (void)PyCapsule_SetName(capsule_.get(), kRetiredName);
+  }
+
   // The digest of pickle.dumps(value, 5) followed by `trailer(payload size)`
   // (EntryDigest's layout), or nullopt with the error set.
   template <typename Trailer>
@@ -370,8 +379,8 @@ class DigestingPickler {
     static PyMethodDef write_def = {"write", reinterpret_cast<PyCFunction>(&Write), METH_O,
                                     nullptr};
     Ref pickler_type = PicklerAttr("Pickler");
-    Ref capsule(PyCapsule_New(this, kCapsuleName, nullptr));
-    Ref write(capsule ? PyCFunction_New(&write_def, capsule.get()) : nullptr);
+    if (!capsule_) capsule_ = Ref(PyCapsule_New(this, kCapsuleName, nullptr));
+    Ref write(capsule_ ? PyCFunction_New(&write_def, capsule_.get()) : nullptr);
     PyObject* implementation = PySys_GetObject("implementation");  // borrowed
     if (!pickler_type || !write || implementation == nullptr) return false;
     Ref no_args(PyTuple_New(0));
@@ -388,6 +397,8 @@ class DigestingPickler {
   }
 
   static constexpr const char* kCapsuleName = "dolsot.DigestingPickler";
+  static constexpr const char* kRetiredName = "dolsot.DigestingPickler (retired)";
+  Ref capsule_;  // holds `this` for `write`
   DigestBuilder* digest_ = nullptr;
   size_t size_ = 0;
   Ref dump_;

@@ -249,6 +249,33 @@ TEST_F(CheckpointTest, ACheckpointWritingMoreThanItKeepsIsWhole) {
   EXPECT_EQ(again.kept, (std::vector<std::string>{"big", "small"}));
 }
 
+// Pickling runs the cell's code (__reduce__), which may find the digesting
+// pickler's `write` through gc and keep it: called after the checkpoint, it
+// raises instead of reaching freed memory.
+TEST_F(CheckpointTest, AWriteKeptFromTheDigestingPicklerRaisesAfterward) {
+  Cell("import gc, types\n"
+       "big = bytes(range(256)) * 8192\n"
+       "kept_writes = []\n"
+       "class Spy:\n"
+       "    def __reduce__(self):\n"
+       "        for o in gc.get_objects():\n"
+       "            if isinstance(o, types.BuiltinFunctionType) and \\\n"
+       "                    type(getattr(o, '__self__', None)).__name__ == 'PyCapsule':\n"
+       "                kept_writes.append(o)\n"
+       "        return (Spy, ())\n"
+       "spy = Spy()\n");
+  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 1);
+  StatusOr<BaseDigests> digests = DigestBase(base.blob);
+  ASSERT_TRUE(digests.ok());
+  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 2, &*digests);
+  EXPECT_FALSE(PyErr_Occurred());
+  EXPECT_TRUE(delta.delta);
+  ASSERT_TRUE(Eval("len(kept_writes) > 0").cast<bool>()) << "the spy found no digesting write";
+  EXPECT_THROW(Eval("kept_writes[0](b'after')"), py::error_already_set);
+  PyErr_Clear();
+  Cell("kept_writes.clear()\n");
+}
+
 TEST_F(CheckpointTest, PlainDataDoesNotImportDill) {
   HideDill();
   Cell("import os\nx = [1, 2, 3]\ny = {'k': b'v'}\nz = 'text'\n");

@@ -306,6 +306,26 @@ def test_binding_cells_reach_another_host_through_the_journal(make_store, redis_
         assert elsewhere.run("s", "x, len(blob)").value == "(3, 1000000)"
 
 
+def test_general_path_cells_reach_another_host_as_delta_frames(make_store, redis_server,
+                                                                redis_prefix):
+    # Each cell may change anything (it calls the session's own code), so
+    # its checkpoint holds the whole state, as a delta against the 2 MB base:
+    # the journal gets kilobytes, and the blob stays.
+    client = redis_server.client()
+    with _sync_repl(make_store()) as repl:
+        assert repl.run("s", "import os; blob = b'x' * 2_000_000; rows = []").ok
+        base = client.hget(f"{redis_prefix}s:{{s}}", "data")
+        for i in range(3):
+            assert repl.run("s", f"def add():\n    rows.append({i})\nadd()").ok
+        items = client.lrange(f"{redis_prefix}j:{{s}}", 0, -1)
+        assert [item[32:36] for item in items] == [b"DJND"] * 3  # digest, then the frame
+        assert sum(len(item) for item in items) < 64 * 1024
+        assert client.hget(f"{redis_prefix}s:{{s}}", "data") == base
+    with _sync_repl(make_store()) as elsewhere:
+        assert elsewhere.run("s", "rows, len(blob), add.__name__").value == \
+            "([0, 1, 2], 2000000, 'add')"
+
+
 # ------------------------------------------------------------------- lease
 
 
