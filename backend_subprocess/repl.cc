@@ -807,7 +807,12 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
     Status saved = SaveCheckpoint(sid, slot, *outcome->checkpoint, cell, &needs_whole);
     // A delta the store could not take: durable before the Result returns
     // all the same, as a whole checkpoint the session writes in place.
-    if (saved.ok() && needs_whole && slot.live) saved = SaveNow(sid, slot);
+    if (saved.ok() && needs_whole) {
+      saved = slot.live ? SaveNow(sid, slot)
+                        : Status(ErrorCode::kUnavailable,
+                                 "the store could not take this cell's delta checkpoint, and "
+                                 "the session process is gone");
+    }
     if (!saved.ok()) {
       AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
       result.save_error = saved.message();

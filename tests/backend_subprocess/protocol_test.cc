@@ -93,6 +93,35 @@ TEST(Protocol, BindingsRoundTripAndMalformedOnesAreCorrupt) {
   EXPECT_FALSE(cut.ok() && truncated.Finish("bindings").ok());
 }
 
+TEST(Protocol, BaseDigestsRoundTripAndMalformedOnesAreCorrupt) {
+  BaseDigests sent;
+  sent.base = CheckpointBase{123456789, 0xCAFEu};
+  sent.entries["df"] = Digest128{1, 2};
+  sent.entries["context"] = DigestOf("the context");
+  PayloadWriter w;
+  WriteBaseDigests(w, sent);
+  PayloadReader r(w.data());
+  auto back = ReadBaseDigests(r);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(r.Finish("base digests").ok());
+  EXPECT_EQ(back->base.size, 123456789u);
+  EXPECT_EQ(back->base.fingerprint, 0xCAFEu);
+  EXPECT_EQ(back->entries, sent.entries);
+  for (const std::string& name : {std::string(), std::string("a\0b", 3)}) {
+    PayloadWriter bad;
+    bad.U64(1).U32(2).U32(1).Str(name).U64(3).U64(4);
+    PayloadReader in(bad.data());
+    EXPECT_EQ(ReadBaseDigests(in).status().code(), ErrorCode::kCorrupt);
+  }
+  // A count far past what follows stops at the end, in one pass, and the
+  // payload does not finish.
+  PayloadWriter huge;
+  huge.U64(1).U32(2).U32(0xFFFFFFFFu).Str("x").U64(3).U64(4);
+  PayloadReader in(huge.data());
+  auto cut = ReadBaseDigests(in);
+  EXPECT_FALSE(cut.ok() && in.Finish("base digests").ok());
+}
+
 TEST(Protocol, LargeFrameCrossesInManyChunks) {
   auto [a, b] = Pair();
   std::string big(8 << 20, 'x');
