@@ -114,6 +114,41 @@ def test_general_path_cells_append_deltas_that_restore_exactly(large_session):
     assert numbers and min(numbers) > len(cells) + 1, failed.error
 
 
+def test_deltas_go_on_after_a_rollback_and_a_branch(large_session):
+    # A killed cell promotes the snapshot, a process that forked with older
+    # digests (or none): the host tells it the base again, and its deltas
+    # restore exactly. A branch's first checkpoint is whole (its store holds
+    # nothing yet); its own deltas follow.
+    repl, store = large_session
+    # The first cell to hear of the base is killed: the snapshot promoted
+    # forked before it, without the digests.
+    saves = store.saves
+    killed = repl.run("s", "rows.append(0)\nwhile True:\n    pass", timeout=1)
+    assert not killed.ok
+    ok(repl, "def bump():\n    rows.append(len(rows))\nbump()")
+    settle(repl)
+    assert store.saves == saves  # told the base again: a delta
+    ok(repl, "bump()")
+    settle(repl)
+    ok(repl, "bump()")
+    settle(repl)
+    assert store.saves == saves  # a delta, not a whole checkpoint
+    assert ok(repl, "rows").value == "[1, 2, 2, 3, 4]"
+    repl.branch("s", "t")
+    settle(repl)
+    assert store.saves == saves + 1  # the branch's whole checkpoint
+    ok(repl, "bump()", sid="t")
+    settle(repl)
+    assert store.saves == saves + 1
+    assert deltas_in(store.inner, "t") == 1
+    assert restored(store.inner, "rows, len(blob)").value == "([1, 2, 2, 3, 4], 2000000)"
+    fresh = dolsot.Repl(store=store.inner, typecheck=False)
+    try:
+        assert fresh.run("t", "rows").value == "[1, 2, 2, 3, 4, 5]"
+    finally:
+        fresh.close()
+
+
 def test_a_change_to_the_large_value_writes_a_whole_checkpoint(large_session):
     repl, store = large_session
     ok(repl, "import math")
