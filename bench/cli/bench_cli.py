@@ -13,7 +13,11 @@ session is created (and the toolbox imported once) before timing starts, so
 Rows beyond the issue's: a session holding three names (restore cost), and,
 with --ty, the type gate on (DOLSOT_TYPECHECK=1) with a small annotated
 toolbox: a cell that cannot reach the toolbox (ty is skipped) and one that
-calls it (ty runs).
+calls it (ty runs). With --large-mb N: a cell on the general path (`import
+math`, which gets a checkpoint) in a session holding N MB of 1 KiB
+bytearrays, in direct mode (each call restores the session, runs the cell
+and saves it before it exits) and through `dolsot serve` (the session stays
+live; the call returns once the checkpoint is durable), for --compare-cli too.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ def main() -> None:
                         help="another interpreter to time with -c pass, for context (repeatable)")
     parser.add_argument("--compare-cli", help="another dolsot binary (e.g. main's build), for an A/B row")
     parser.add_argument("--ty", help="the ty binary for the type-gate rows (DOLSOT_TY_BIN)")
+    parser.add_argument("--large-mb", type=int, default=0,
+                        help="also time `import math` in a session holding this many MB")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
@@ -111,6 +117,21 @@ def main() -> None:
             commands["dolsot 0.4.2 --toolbox npbox:nb (numpy) \"1+1\""] = (
                 [args.peer, "--toolbox", "npbox:nb", "--session", "n", "1+1"], peer_env)
 
+    servers: list[tuple[str, dict[str, str]]] = []  # stopped at the end
+    if args.large_mb:
+        fill = f"import os\nstate = [bytearray(1024) for _ in range({args.large_mb} * 1024)]"
+        clis = {"": args.cli}
+        if args.compare_cli:
+            clis["compared "] = str(pathlib.Path(args.compare_cli).resolve())
+        for label, cli in clis.items():
+            for mode, serve in (("direct", "0"), ("server", "1")):
+                env = {**base_env, "DOLSOT_SERVE": serve,
+                       "DOLSOT_CACHE_DIR": str(work / f"large-{label.strip() or 'ours'}-{mode}")}
+                timed([cli, "--session", "big", fill], env, str(work))
+                commands[f"{label}dolsot --session big \"import math\" ({args.large_mb} MB, "
+                         f"{mode})"] = ([cli, "--session", "big", "import math"], env)
+                if serve == "1":
+                    servers.append((cli, env))
     timed([args.cli, "--session", "h", "a = list(range(100))\nb = {'k': 'v'}\nc = 'text'"],
           ours_env, str(work))
     for argv, env in commands.values():  # create sessions, warm caches
@@ -151,6 +172,9 @@ def main() -> None:
     print(table)
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table + "\n")
+    for cli, env in servers:
+        subprocess.run([cli, "serve", "--stop"], env=env, cwd=str(work), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -126,6 +126,25 @@ def test_kill_9_between_calls(served):
     assert err(served("--session", "s", "x")) == "session now holds: x, y\n"
 
 
+def test_general_path_calls_append_delta_frames_that_survive_kill_9(served):
+    """A session holding 2 MB: each call that takes the general path (it
+    defines and calls a function) appends a delta frame of kilobytes to the
+    session's file, not 2 MB, and a server killed with SIGKILL loses none."""
+    setup = served("--session", "big", "import os\nblob = os.urandom(2_000_000)\nrows = []")
+    assert setup.returncode == 0, err(setup)
+    for i in range(3):
+        proc = served("--session", "big", f"def add():\n    rows.append({i})\nadd()")
+        assert proc.returncode == 0, err(proc)
+    stored = (served.cache_dir / "big.session").read_bytes()
+    assert stored.count(b"DJND") == 3
+    assert len(stored) < 2_000_000 + 64 * 1024, len(stored)
+    tree = server_tree(served)
+    os.kill(tree[0], signal.SIGKILL)
+    assert_gone(tree)
+    proc = served("--session", "big", "rows, len(blob), add.__name__")
+    assert (proc.returncode, out(proc)) == (0, "([0, 1, 2], 2000000, 'add')\n"), err(proc)
+
+
 def test_kill_9_during_a_call(served, tmp_path):
     client = start_sleeping_cell(served, tmp_path)
     tree = server_tree(served)
