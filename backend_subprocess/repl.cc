@@ -469,6 +469,16 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
 // or gone, and it is dropped: it goes back to its last checkpoint.
 Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
   if (!slot.live) return Status::Ok();
+  // Its last checkpoint (on its way, or landed) may hold this very state:
+  // every cell since it was read-only. Then nothing is written at all.
+  if (options_.checkpoint == CheckpointMode::kAsync) saver_.Flush(sid);
+  if (options_.checkpoint != CheckpointMode::kOff && slot.saved_cell.load() >= slot.changed_cell &&
+      slot.durable_at_ns.load() != 0 && slot.whole_owed_after.load() == 0) {
+    slot.live.reset();
+    closer_.CloseAll();  // see Reset
+    (void)store_->Release(sid);
+    return Status::Ok();
+  }
   if (!saver_.Pending(sid) && AppendFrame(sid, slot)) {
     // Only binding cells changed it since the store's copy: that frame
     // made the copy whole, with no serialization.

@@ -335,6 +335,29 @@ def test_an_evicted_session_goes_with_a_frame_not_a_whole_checkpoint():
         repl.close()
 
 
+@pytest.mark.parametrize("checkpoint", ["async", "sync"])
+def test_an_evicted_session_whose_state_is_stored_writes_nothing(checkpoint):
+    store = JournalingStore()
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint=checkpoint,
+                       checkpoint_delay=3600, max_live_sessions=1)
+    try:
+        ok(repl, "import os; blob = b'x' * 2_000_000; x = 0", sid="a")
+        ok(repl, "len(blob) + x", sid="a")  # read-only: the stored state stands
+        settle(repl)
+        saves, appends = store.saves, store.appends
+        ok(repl, "import os; y = 1", sid="b")  # a is evicted: nothing to write
+        settle(repl)
+        assert store.appends == appends
+        assert store.saves == saves + 1  # b's own checkpoint
+        assert ok(repl, "x, len(blob)", sid="a").value == "(0, 2000000)"  # restored
+        # Changed since its checkpoint, b is written when it is evicted.
+        ok(repl, "y += 1", sid="b")
+        ok(repl, "x", sid="a")
+        assert ok(repl, "y", sid="b").value == "2"
+    finally:
+        repl.close()
+
+
 @pytest.mark.parametrize("snapshots", [True, False], ids=["rollback", "no-rollback"])
 def test_sync_checkpoints_append_the_frame_before_the_result_returns(snapshots):
     store = JournalingStore()
