@@ -463,12 +463,11 @@ class Encoder {
     return std::make_pair(Codec::kDill, std::move(by_value));
   }
 
-  // Whether `value` would be saved as `against`'s entry for `name`, found by
-  // pickling it into a digest (nothing kept). Only for what Encode would
-  // pickle in a session: a value it would give dill, or a module, is
-  // encoded and compared instead (IsBaseValue). Leaves the error indicator
-  // clear.
-  // Returns the size of the entry it would make when so, else nullopt.
+  // The size of the entry `value` would make when it would be saved as
+  // `against`'s entry for `name`, else nullopt; found by pickling it into a
+  // digest (nothing kept). Only for what Encode would pickle in a session:
+  // a value it would give dill, or a module, is encoded and compared
+  // instead (IsBaseValue). Leaves the error indicator clear.
   std::optional<size_t> PicklesAsBase(PyObject* value, std::string_view name,
                                       const BaseDigests& against) {
     auto found = against.entries.find(name);
@@ -964,9 +963,6 @@ NamespacePieces::NamespacePieces(NamespacePieces&&) noexcept = default;
 
 namespace {
 
-// Whether `entry` is a value of `against`'s base: a named value whose entry
-// has the digest the base's has (EntryDigest: payload, then codec, name and
-// size).
 size_t EntrySize(const PendingEntry& entry) {
   return kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
 }
@@ -999,6 +995,9 @@ void EncodeAgain(PyObject* globals, const std::vector<std::string>& names,
                  std::make_move_iterator(encoded.end()));
 }
 
+// Whether `entry` is a value of `against`'s base: a named value whose entry
+// has the digest the base's has (EntryDigest: payload, then codec, name and
+// size).
 bool IsBaseValue(const PendingEntry& entry, const BaseDigests& against) {
   if (entry.codec != Codec::kPickle && entry.codec != Codec::kDill &&
       entry.codec != Codec::kModuleRef) {
