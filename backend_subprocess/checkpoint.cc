@@ -262,6 +262,27 @@ Ref SingleChunk(Ref bytes) {
   return list;
 }
 
+// pickle.Pickler(<an object whose write is `write`>, protocol 5): its dump
+// and clear_memo methods, or false (the error set, or none when the
+// interpreter has no sys.implementation).
+bool MakePickler(PyObject* write, Ref* dump, Ref* clear_memo) {
+  Ref pickler_type = PicklerAttr("Pickler");
+  // types.SimpleNamespace, without importing types: sys.implementation is one.
+  PyObject* implementation = PySys_GetObject("implementation");  // borrowed
+  if (!pickler_type || implementation == nullptr) return false;
+  Ref no_args(PyTuple_New(0));
+  Ref kwargs(Py_BuildValue("{s:O}", "write", write));
+  Ref writer(no_args && kwargs
+                 ? PyObject_Call(reinterpret_cast<PyObject*>(Py_TYPE(implementation)),
+                                 no_args.get(), kwargs.get())
+                 : nullptr);
+  Ref pickler(writer ? PyObject_CallFunction(pickler_type.get(), "Oi", writer.get(), 5) : nullptr);
+  if (!pickler) return false;
+  *clear_memo = Ref(PyObject_GetAttrString(pickler.get(), "clear_memo"));
+  *dump = Ref(*clear_memo ? PyObject_GetAttrString(pickler.get(), "dump") : nullptr);
+  return static_cast<bool>(*dump);
+}
+
 // pickle.Pickler writing into a list: large bytes values reach the list as the
 // value's own bytes object (the C pickler streams them past its buffer), so the
 // blob is the only copy made of them.
@@ -282,25 +303,9 @@ class StreamPickler {
 
  private:
   bool Start() {
-    Ref pickler_type = PicklerAttr("Pickler");
-    // types.SimpleNamespace, without importing types: sys.implementation is one.
-    Ref namespace_type(PySys_GetObject("implementation") != nullptr
-                           ? Py_NewRef(reinterpret_cast<PyObject*>(
-                                 Py_TYPE(PySys_GetObject("implementation"))))
-                           : nullptr);
     sink_ = Ref(PyList_New(0));
     Ref append(sink_ ? PyObject_GetAttrString(sink_.get(), "append") : nullptr);
-    if (!pickler_type || !namespace_type || !append) return false;
-    Ref no_args(PyTuple_New(0));
-    Ref kwargs(Py_BuildValue("{s:O}", "write", append.get()));
-    Ref writer(no_args && kwargs ? PyObject_Call(namespace_type.get(), no_args.get(), kwargs.get())
-                                 : nullptr);
-    Ref pickler(writer ? PyObject_CallFunction(pickler_type.get(), "Oi", writer.get(), 5)
-                       : nullptr);
-    if (!pickler) return false;
-    clear_memo_ = Ref(PyObject_GetAttrString(pickler.get(), "clear_memo"));
-    dump_ = Ref(clear_memo_ ? PyObject_GetAttrString(pickler.get(), "dump") : nullptr);
-    return static_cast<bool>(dump_);
+    return append && MakePickler(append.get(), &dump_, &clear_memo_);
   }
 
   // Empties the sink and the memo (which would keep every value alive).
@@ -378,22 +383,9 @@ class DigestingPickler {
   bool Start() {
     static PyMethodDef write_def = {"write", reinterpret_cast<PyCFunction>(&Write), METH_O,
                                     nullptr};
-    Ref pickler_type = PicklerAttr("Pickler");
     if (!capsule_) capsule_ = Ref(PyCapsule_New(this, kCapsuleName, nullptr));
     Ref write(capsule_ ? PyCFunction_New(&write_def, capsule_.get()) : nullptr);
-    PyObject* implementation = PySys_GetObject("implementation");  // borrowed
-    if (!pickler_type || !write || implementation == nullptr) return false;
-    Ref no_args(PyTuple_New(0));
-    Ref kwargs(Py_BuildValue("{s:O}", "write", write.get()));
-    Ref writer(no_args && kwargs ? PyObject_Call(reinterpret_cast<PyObject*>(Py_TYPE(implementation)),
-                                                 no_args.get(), kwargs.get())
-                                 : nullptr);
-    Ref pickler(writer ? PyObject_CallFunction(pickler_type.get(), "Oi", writer.get(), 5)
-                       : nullptr);
-    if (!pickler) return false;
-    clear_memo_ = Ref(PyObject_GetAttrString(pickler.get(), "clear_memo"));
-    dump_ = Ref(clear_memo_ ? PyObject_GetAttrString(pickler.get(), "dump") : nullptr);
-    return static_cast<bool>(dump_);
+    return write && MakePickler(write.get(), &dump_, &clear_memo_);
   }
 
   static constexpr const char* kCapsuleName = "dolsot.DigestingPickler";

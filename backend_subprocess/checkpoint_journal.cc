@@ -58,6 +58,38 @@ class BodyReader {
   bool failed_ = false;
 };
 
+
+// Writes one frame: magic, checksum, size, then the body's fields in order;
+// Seal() fills the checksum in.
+class FrameWriter {
+ public:
+  FrameWriter(const char (&magic)[4], std::size_t body) : frame_(kFramePrefix + body, '\0') {
+    std::memcpy(frame_.data(), magic, sizeof(magic));
+    PutLe(frame_.data() + 8, body, 4);
+    at_ = frame_.data() + kFramePrefix;
+  }
+  void Le(std::uint64_t value, int bytes) {
+    PutLe(at_, value, bytes);
+    at_ += bytes;
+  }
+  void Raw(std::string_view bytes) {
+    std::memcpy(at_, bytes.data(), bytes.size());
+    at_ += bytes.size();
+  }
+  void Sized(std::string_view bytes) {  // u32 length, then the bytes
+    Le(bytes.size(), 4);
+    Raw(bytes);
+  }
+  std::string Seal() {
+    PutLe(frame_.data() + 4, Crc32c(std::string_view(frame_).substr(8)), 4);
+    return std::move(frame_);
+  }
+
+ private:
+  std::string frame_;
+  char* at_;
+};
+
 }  // namespace
 
 std::string EncodeJournalFrame(const CheckpointBase& base, std::uint32_t seq,
@@ -66,58 +98,31 @@ std::string EncodeJournalFrame(const CheckpointBase& base, std::uint32_t seq,
   for (std::size_t i = 0; i < bindings.names.size(); ++i) {
     body += 4 + bindings.names[i].size() + 4 + bindings.values[i].size();
   }
-  std::string frame(kFramePrefix + body, '\0');
-  char* out = frame.data();
-  std::memcpy(out, kFrameMagic, sizeof(kFrameMagic));
-  PutLe(out + 8, body, 4);
-  char* at = out + kFramePrefix;
-  auto put = [&at](std::uint64_t value, int bytes) {
-    PutLe(at, value, bytes);
-    at += bytes;
-  };
-  auto put_bytes = [&at, &put](std::string_view bytes) {
-    put(bytes.size(), 4);
-    std::memcpy(at, bytes.data(), bytes.size());
-    at += bytes.size();
-  };
-  put(base.size, 8);
-  put(base.fingerprint, 4);
-  put(seq, 4);
-  put(bindings.cells_run, 8);
-  put(bindings.names.size(), 4);
+  FrameWriter frame(kFrameMagic, body);
+  frame.Le(base.size, 8);
+  frame.Le(base.fingerprint, 4);
+  frame.Le(seq, 4);
+  frame.Le(bindings.cells_run, 8);
+  frame.Le(bindings.names.size(), 4);
   for (std::size_t i = 0; i < bindings.names.size(); ++i) {
-    put_bytes(bindings.names[i]);
-    put_bytes(bindings.values[i]);
+    frame.Sized(bindings.names[i]);
+    frame.Sized(bindings.values[i]);
   }
-  PutLe(out + 4, Crc32c(std::string_view(out + 8, frame.size() - 8)), 4);
-  return frame;
+  return frame.Seal();
 }
 
 std::string EncodeDeltaFrame(const CheckpointBase& base, std::uint32_t seq,
                              const std::vector<std::string>& kept, std::string_view blob) {
   std::size_t body = kDeltaFixed + blob.size();
   for (const std::string& name : kept) body += 4 + name.size();
-  std::string frame(kFramePrefix + body, '\0');
-  char* out = frame.data();
-  std::memcpy(out, kDeltaMagic, sizeof(kDeltaMagic));
-  PutLe(out + 8, body, 4);
-  char* at = out + kFramePrefix;
-  auto put = [&at](std::uint64_t value, int bytes) {
-    PutLe(at, value, bytes);
-    at += bytes;
-  };
-  put(base.size, 8);
-  put(base.fingerprint, 4);
-  put(seq, 4);
-  put(kept.size(), 4);
-  for (const std::string& name : kept) {
-    put(name.size(), 4);
-    std::memcpy(at, name.data(), name.size());
-    at += name.size();
-  }
-  std::memcpy(at, blob.data(), blob.size());
-  PutLe(out + 4, Crc32c(std::string_view(out + 8, frame.size() - 8)), 4);
-  return frame;
+  FrameWriter frame(kDeltaMagic, body);
+  frame.Le(base.size, 8);
+  frame.Le(base.fingerprint, 4);
+  frame.Le(seq, 4);
+  frame.Le(kept.size(), 4);
+  for (const std::string& name : kept) frame.Sized(name);
+  frame.Raw(blob);
+  return frame.Seal();
 }
 
 SplitCheckpoint SplitJournal(std::string_view stored) {
