@@ -81,8 +81,9 @@ class NamespacePieces {
   std::unique_ptr<Held> held_;
 };
 // With `against` (may be null: a whole checkpoint), a delta checkpoint of it
-// when some value is the base's (its entry has the base's digest); else a
-// whole one. Every value is pickled all the same (that is how a change is
+// when some value is the base's (its entry has the base's digest) and the
+// delta writes no more bytes than it keeps; else a whole one (the values
+// found to be the base's encoded again). Every value is pickled all the same (that is how a change is
 // found), but one the base holds is pickled into its digest alone, keeping
 // nothing, and pickled again only if it differs.
 NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<std::string>& skip,

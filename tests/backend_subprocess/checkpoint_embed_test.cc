@@ -53,6 +53,15 @@ class CheckpointTest : public ::testing::Test {
 
   // Runs "cell" code in __main__, as a session process does.
   void Cell(const char* code) { py::exec(code, main_); }
+  // The namespace's whole checkpoint as a delta's base: its digests (and
+  // its blob in *blob, when asked).
+  BaseDigests Base(std::uint64_t cells_run, std::string* blob = nullptr) {
+    SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, cells_run);
+    StatusOr<BaseDigests> digests = DigestBase(base.blob);
+    EXPECT_TRUE(digests.ok()) << digests.status().ToString();
+    if (blob != nullptr) *blob = std::move(base.blob);
+    return digests.ok() ? *std::move(digests) : BaseDigests{};
+  }
   py::object Eval(const char* expression) { return py::eval(expression, main_); }
 
   // Removes every non-dunder name from __main__ (a fresh session namespace).
@@ -179,18 +188,17 @@ TEST_F(CheckpointTest, ADeltaKeepsTheBasesValuesAndWritesWhatChanged) {
        "same = {'k': 'v'}\n"
        "gone = 'soon'\n"
        "def f(n):\n    return n + 1\n");
-  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 5);
-  StatusOr<BaseDigests> digests = DigestBase(base.blob);
-  ASSERT_TRUE(digests.ok()) << digests.status().ToString();
+  std::string base_blob;
+  const BaseDigests digests = Base(5, &base_blob);
   Cell("rows.append(4)\n"         // in place
        "del gone\n"
        "fresh = 'new'\n"
        "def f(n):\n    return n + 2\n");  // rebound
-  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 9, &*digests);
+  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 9, &digests);
   EXPECT_FALSE(PyErr_Occurred());
   ASSERT_TRUE(delta.delta);
-  EXPECT_EQ(delta.delta_of.size, digests->base.size);
-  EXPECT_EQ(delta.delta_of.fingerprint, digests->base.fingerprint);
+  EXPECT_EQ(delta.delta_of.size, digests.base.size);
+  EXPECT_EQ(delta.delta_of.fingerprint, digests.base.fingerprint);
   EXPECT_EQ(delta.kept, (std::vector<std::string>{"big", "math", "same"}));
   std::vector<std::string> saved = delta.saved;
   std::sort(saved.begin(), saved.end());
@@ -201,7 +209,7 @@ TEST_F(CheckpointTest, ADeltaKeepsTheBasesValuesAndWritesWhatChanged) {
   EXPECT_LT(blob.size(), 64u << 10);  // not the 2 MiB the base holds
 
   ClearNames();
-  StatusOr<RestoredNamespace> from_base = RestoreNamespace(main_.ptr(), base.blob);
+  StatusOr<RestoredNamespace> from_base = RestoreNamespace(main_.ptr(), base_blob);
   ASSERT_TRUE(from_base.ok()) << from_base.status().ToString();
   for (const std::string& name : from_base->restored) {
     if (!std::binary_search(delta.kept.begin(), delta.kept.end(), name)) {
@@ -223,11 +231,9 @@ TEST_F(CheckpointTest, ADeltaKeepsTheBasesValuesAndWritesWhatChanged) {
 // A restore then reads one blob, not a base and a delta as large.
 TEST_F(CheckpointTest, ACheckpointWritingMoreThanItKeepsIsWhole) {
   Cell("big = bytes(range(256)) * 8192\nsmall = 'kept'\n");
-  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 1);
-  StatusOr<BaseDigests> digests = DigestBase(base.blob);
-  ASSERT_TRUE(digests.ok());
+  const BaseDigests digests = Base(1);
   Cell("big = bytes(reversed(range(256))) * 8192\n");
-  NamespacePieces pieces = SerializeNamespacePieces(main_.ptr(), {}, 2, &*digests);
+  NamespacePieces pieces = SerializeNamespacePieces(main_.ptr(), {}, 2, &digests);
   EXPECT_FALSE(PyErr_Occurred());
   EXPECT_FALSE(pieces.delta);
   EXPECT_TRUE(pieces.kept.empty());
@@ -244,7 +250,7 @@ TEST_F(CheckpointTest, ACheckpointWritingMoreThanItKeepsIsWhole) {
   EXPECT_TRUE(Eval("big == bytes(reversed(range(256))) * 8192 and small == 'kept'").cast<bool>());
 
   Cell("big = bytes(range(256)) * 8192\n");  // equal again: the base's value
-  NamespacePieces again = SerializeNamespacePieces(main_.ptr(), {}, 3, &*digests);
+  NamespacePieces again = SerializeNamespacePieces(main_.ptr(), {}, 3, &digests);
   EXPECT_TRUE(again.delta);
   EXPECT_EQ(again.kept, (std::vector<std::string>{"big", "small"}));
 }
@@ -264,10 +270,8 @@ TEST_F(CheckpointTest, AWriteKeptFromTheDigestingPicklerRaisesAfterward) {
        "                kept_writes.append(o)\n"
        "        return (Spy, ())\n"
        "spy = Spy()\n");
-  SerializedNamespace base = SerializeNamespace(main_.ptr(), {}, 1);
-  StatusOr<BaseDigests> digests = DigestBase(base.blob);
-  ASSERT_TRUE(digests.ok());
-  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 2, &*digests);
+  const BaseDigests digests = Base(1);
+  NamespacePieces delta = SerializeNamespacePieces(main_.ptr(), {}, 2, &digests);
   EXPECT_FALSE(PyErr_Occurred());
   EXPECT_TRUE(delta.delta);
   ASSERT_TRUE(Eval("len(kept_writes) > 0").cast<bool>()) << "the spy found no digesting write";

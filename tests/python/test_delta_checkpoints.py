@@ -31,6 +31,7 @@ from dolsot import Repl
 from dolsot.sandbox import AstGate
 from dolsot.store import FileStore, MemoryStore
 from process_tree import sigkill_once_it_says
+from test_checkpoint_journal import ok, settle
 from test_gate_memory import DEFINE, POLICY, USE, USED, refused, undo_deepcopy
 
 DELTA_MAGIC = b"DJND"
@@ -41,16 +42,6 @@ CONFIGS = {
     "cli": {"checkpoint": "sync", "snapshots": False},
     "async-no-rollback": {"snapshots": False},
 }
-
-
-def ok(repl, code, sid="s"):
-    result = repl.run(sid, code)
-    assert result.ok, (code, result.error)
-    return result
-
-
-def settle(repl):
-    repl.sessions()  # every checkpoint on its way has landed
 
 
 def restored(store, code):
