@@ -37,12 +37,14 @@ enum class Codec : uint8_t {
   kCellSource = 4,   // name: a cell's filename ("<cell N>"); payload: its source
   kCellCounter = 5,  // name: kCounterName; payload: u64, the cells the session ran
   kGateMemory = 6,   // name: kGateMemoryName; payload: GateMemory::Encode (host-written)
+  kSandboxMark = 7,  // name: kSandboxMarkName; payload: sandbox_mark.h (host-written)
 };
 constexpr std::string_view kCounterName = "<cells>";
 constexpr std::string_view kGateMemoryName = "<gate>";
+constexpr std::string_view kSandboxMarkName = "<sandbox>";
 
 bool IsKnownCodec(uint8_t byte, uint64_t version) {
-  return byte >= 1 && byte <= (version >= 3 ? 6 : version >= 2 ? 5 : 3);
+  return byte >= 1 && byte <= (version >= 3 ? 7 : version >= 2 ? 5 : 3);
 }
 
 // Extends `crc` over src[0..n) and, when dst is not null, copies the bytes to
@@ -639,7 +641,7 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
   std::vector<EntryView> entries;
   entries.reserve(count);
   size_t offset = kHeaderSize;
-  bool counted = false, remembered = false;
+  bool counted = false, remembered = false, marked = false;
   for (uint64_t i = 0; i < count; ++i) {
     const size_t start = offset;
     StatusOr<EntryView> entry = ParseEntry(blob, version, offset);
@@ -656,6 +658,10 @@ StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
     if (entry->codec == Codec::kGateMemory) {
       if (remembered || entry->name != kGateMemoryName) return Corrupt("a malformed gate memory", start);
       remembered = true;
+    }
+    if (entry->codec == Codec::kSandboxMark) {
+      if (marked || entry->name != kSandboxMarkName) return Corrupt("a malformed sandbox mark", start);
+      marked = true;
     }
     entries.push_back(*entry);
   }
@@ -701,7 +707,8 @@ int RestorePhase(Codec codec) {
     case Codec::kPickle: return 2;
     case Codec::kCellSource:
     case Codec::kCellCounter:
-    case Codec::kGateMemory: return -1;  // not names (the gate memory is the host's)
+    case Codec::kGateMemory:
+    case Codec::kSandboxMark: return -1;  // not names (the host's entries)
   }
   return 2;
 }

@@ -1,5 +1,5 @@
 // The host's side of a checkpoint blob (no Python): the AST gate's memory
-// entry (docs/checkpoint-format.md, codec 6).
+// entry and the sandbox mark (docs/checkpoint-format.md, codecs 6 and 7).
 #include "backend_subprocess/checkpoint_metadata.h"
 
 #include "core/crc32c.h"
@@ -21,6 +21,8 @@ constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
 constexpr uint32_t kMaxNameBytes = 1u << 20;
 constexpr uint8_t kGateMemoryCodec = 6;
 constexpr std::string_view kGateMemoryName = "<gate>";
+constexpr uint8_t kSandboxMarkCodec = 7;
+constexpr std::string_view kSandboxMarkName = "<sandbox>";
 
 using checkpoint_format::GetLe;
 using checkpoint_format::PutLe;
@@ -108,21 +110,41 @@ StatusOr<BaseDigests> DigestBase(std::string_view stored) {
   return digests;
 }
 
-Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
+namespace {
+
+// Appends one entry (codec, name, payload) to `blob`, checksummed.
+void AppendEntry(std::string& blob, uint8_t codec, std::string_view name, std::string_view payload) {
+  const size_t at = blob.size();
+  blob.resize(at + kEntryFixedSize + name.size() + payload.size());
+  char* frame = blob.data() + at;
+  frame[4] = static_cast<char>(codec);
+  PutLe(frame + 5, name.size(), 4);
+  std::memcpy(frame + 9, name.data(), name.size());
+  PutLe(frame + 9 + name.size(), payload.size(), 8);
+  std::memcpy(frame + 17 + name.size(), payload.data(), payload.size());
+  PutLe(frame, ~CopyWithCrc32c(~0u, nullptr, frame + 4, blob.size() - at - 4), 4);
+}
+
+bool IsHostCodec(uint8_t codec) { return codec == kGateMemoryCodec || codec == kSandboxMarkCodec; }
+
+}  // namespace
+
+Status AttachHostEntries(std::string& blob, const GateMemory& memory,
+                         const std::optional<std::string>& sandbox_mark) {
   if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0 ||
       GetLe(blob.data() + 8, 4) != kFormatVersion) {
     return CorruptError("checkpoint blob: not a version " + std::to_string(kFormatVersion) +
                         " dolsot checkpoint, so the gate memory cannot be attached");
   }
   // Walk the frames (lengths only: the checksums are the restore's business)
-  // and drop any gate-memory entry: only the host writes one.
+  // and drop any host entry: only the host writes one.
   const uint64_t count = GetLe(blob.data() + 12, 4);
   uint64_t kept = 0;
   size_t read = kHeaderSize, write = kHeaderSize;
   for (uint64_t i = 0; i < count; ++i) {
     StatusOr<Frame> frame = ReadFrame(blob, read, /*verify=*/false);
     if (!frame.ok()) return frame.status();
-    if (frame->codec != kGateMemoryCodec) {
+    if (!IsHostCodec(frame->codec)) {
       if (write != read) std::memmove(blob.data() + write, blob.data() + read, frame->size);
       write += frame->size;
       ++kept;
@@ -131,18 +153,43 @@ Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
   }
   if (read != blob.size()) return Corrupt("trailing bytes after the last entry", read);
   blob.resize(write);
-  const std::string payload = memory.Encode();
-  const size_t at = blob.size();
-  blob.resize(at + kEntryFixedSize + kGateMemoryName.size() + payload.size());
-  char* frame = blob.data() + at;
-  frame[4] = static_cast<char>(kGateMemoryCodec);
-  PutLe(frame + 5, kGateMemoryName.size(), 4);
-  std::memcpy(frame + 9, kGateMemoryName.data(), kGateMemoryName.size());
-  PutLe(frame + 9 + kGateMemoryName.size(), payload.size(), 8);
-  std::memcpy(frame + 17 + kGateMemoryName.size(), payload.data(), payload.size());
-  PutLe(frame, ~CopyWithCrc32c(~0u, nullptr, frame + 4, blob.size() - at - 4), 4);
-  PutLe(blob.data() + 12, kept + 1, 4);
+  AppendEntry(blob, kGateMemoryCodec, kGateMemoryName, memory.Encode());
+  ++kept;
+  if (sandbox_mark) {
+    AppendEntry(blob, kSandboxMarkCodec, kSandboxMarkName, *sandbox_mark);
+    ++kept;
+  }
+  PutLe(blob.data() + 12, kept, 4);
   return Status::Ok();
+}
+
+StatusOr<std::optional<std::string>> ReadSandboxMark(std::string_view blob) {
+  if (blob.empty()) return std::optional<std::string>();
+  if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
+    return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
+  }
+  const uint64_t version = GetLe(blob.data() + 8, 4);
+  if (version < kFormatVersion) return std::optional<std::string>();  // older than the mark
+  if (version != kFormatVersion) {
+    return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
+  }
+  const uint64_t count = GetLe(blob.data() + 12, 4);
+  size_t offset = kHeaderSize;
+  std::optional<std::string> found;
+  for (uint64_t i = 0; i < count; ++i) {
+    // Lengths only, as a restore's first step: the mark's own checksum is
+    // checked, every other entry's is the restore's business.
+    StatusOr<Frame> frame = ReadFrame(blob, offset, /*verify=*/false);
+    if (!frame.ok()) return frame.status();
+    if (frame->codec == kSandboxMarkCodec) {
+      if (found || frame->name != kSandboxMarkName) return Corrupt("a malformed sandbox mark", offset);
+      StatusOr<Frame> checked = ReadFrame(blob, offset, /*verify=*/true);
+      if (!checked.ok()) return checked.status();
+      found = std::string(frame->payload);
+    }
+    offset += frame->size;
+  }
+  return found;
 }
 
 StatusOr<GateMemory> ReadGateMemory(std::string_view blob) {

@@ -1,12 +1,13 @@
 // The host's side of a checkpoint blob, with no Python: the session's AST-gate
-// memory rides in the blob as one entry the host writes and reads, never the
-// session (docs/checkpoint-format.md, codec 6). The checksum is core/crc32c.h's.
+// memory and its sandbox mark ride in the blob as entries the host writes and
+// reads, never the session (docs/checkpoint-format.md, codecs 6 and 7). The checksum is core/crc32c.h's.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -57,9 +58,20 @@ Digest128 EntryDigest(std::string_view codec_name_and_size, std::string_view pay
 // when its header or a length is damaged.
 StatusOr<BaseDigests> DigestBase(std::string_view stored);
 
-// `blob` (a current-version blob from SerializeNamespace) gets `memory` as
-// its gate-memory entry; one the session wrote itself is dropped first. kCorrupt when `blob` is no such blob.
-Status AttachGateMemory(std::string& blob, const GateMemory& memory);
+// `blob` (a current-version blob from SerializeNamespace) gets the host's
+// entries: `memory` as its gate-memory entry and, for a session that ran
+// under a Sandbox, `sandbox_mark` (sandbox/sandbox_mark.h); any such entry
+// the session wrote itself is dropped first. kCorrupt when `blob` is no
+// such blob.
+Status AttachHostEntries(std::string& blob, const GateMemory& memory,
+                         const std::optional<std::string>& sandbox_mark);
+inline Status AttachGateMemory(std::string& blob, const GateMemory& memory) {
+  return AttachHostEntries(blob, memory, std::nullopt);
+}
+// The sandbox mark a stored blob carries (nullopt: none, an empty blob, or a
+// blob older than marks), read before anything of it is unpickled. kCorrupt
+// when the base is damaged up to the mark or the mark's checksum fails.
+StatusOr<std::optional<std::string>> ReadSandboxMark(std::string_view blob);
 // The memory a stored blob carries. An empty blob (a new session): a fresh,
 // complete memory. A version 1 or 2 blob, or a version 3 blob without the
 // entry: an incomplete one (the session's earlier cells are not known).

@@ -25,6 +25,7 @@
 #include "core/file_store.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
+#include "sandbox/sandbox_mark.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
@@ -95,6 +96,10 @@ struct SessionSlot {
   // read from the checkpoint when the session is made live, attached to
   // every checkpoint the host saves.
   SessionGateMemory gate_memory;
+  // The Sandbox this session's state was made under (sandbox_mark.h,
+  // encoded), attached to every checkpoint the host saves; nullopt: none.
+  // Set when the session is made live (guarded by turn).
+  std::optional<std::string> sandbox_mark;
   // A save that failed (async, or an eviction on this session's behalf),
   // not yet reported.
   std::string last_save_error;
@@ -231,6 +236,10 @@ class Repl::Impl {
   // error naming the session (never an empty session in its place).
   StatusOr<std::optional<std::string>> LoadStored(const std::string& sid);
   // Makes `slot` live from `blob` (may be empty); `slot->turn` is held.
+  // The sandbox mark `sid`'s checkpoints carry once `blob` is restored
+  // here, or kWeakerWalls when this Repl's walls are weaker than those it
+  // was written under (sandbox_mark.h) and the options do not accept that.
+  StatusOr<std::optional<std::string>> MarkOnRestore(const std::string& sid, std::string_view blob);
   Status MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
                   Deadline deadline, LoadReport* report);
   GateSet Gates() const;
@@ -357,8 +366,52 @@ StatusOr<std::optional<std::string>> Repl::Impl::LoadStored(const std::string& s
   return loaded;
 }
 
+StatusOr<std::optional<std::string>> Repl::Impl::MarkOnRestore(const std::string& sid,
+                                                                std::string_view blob) {
+  const std::optional<std::string> own =
+      options_.sandbox ? std::optional<std::string>(EncodeSandboxMark(*options_.sandbox))
+                       : std::nullopt;
+  if (blob.empty()) return own;
+  const SplitCheckpoint split = SplitJournal(blob);
+  std::optional<SandboxPolicy> restored;
+  for (std::string_view part : {split.base, split.has_delta ? split.delta_blob : std::string_view()}) {
+    if (part.empty()) continue;
+    StatusOr<std::optional<std::string>> read = ReadSandboxMark(part);
+    StatusOr<SandboxPolicy> mark = SandboxPolicy{};
+    if (read.ok() && read->has_value()) mark = DecodeSandboxMark(**read);
+    // A mark that cannot be read could be any walls: the strictest answer.
+    if (!read.ok() || !mark.ok()) {
+      if (options_.accept_weaker_walls) continue;
+      return Status(ErrorCode::kWeakerWalls,
+                    "session '" + sid + "': its checkpoint's sandbox mark cannot be read (" +
+                        (read.ok() ? mark.status() : read.status()).message() +
+                        "), so it is not restored: a session made under a Sandbox is loaded only "
+                        "under walls at least as strong. Reset the session, or pass "
+                        "accept_weaker_walls=True (CLI --accept-weaker-walls) if its code is trusted");
+    }
+    if (!read->has_value()) continue;
+    const std::string weaker = WeakerThanMark(options_.sandbox, *mark);
+    if (!weaker.empty() && !options_.accept_weaker_walls) {
+      return Status(ErrorCode::kWeakerWalls,
+                    "session '" + sid + "' was checkpointed under a Sandbox and this Repl's walls "
+                    "are weaker (" + weaker + "), so it is not restored: what its cells left "
+                    "could run code when it is loaded. Run it with the same Sandbox (CLI: the "
+                    "same --sandbox options), or pass accept_weaker_walls=True (CLI "
+                    "--accept-weaker-walls) if its code is trusted");
+    }
+    restored = *std::move(mark);  // the newest part's mark last
+  }
+  const std::optional<SandboxPolicy> carried = CarriedMark(options_.sandbox, restored);
+  if (!carried) return std::optional<std::string>();
+  return std::optional<std::string>(EncodeSandboxMark(*carried));
+}
+
 Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std::string& blob,
                             Deadline deadline, LoadReport* report) {
+  // Before anything of it is unpickled: the walls it was written under.
+  StatusOr<std::optional<std::string>> mark = MarkOnRestore(sid, blob);
+  if (!mark.ok()) return mark.status();
+  slot.sandbox_mark = *std::move(mark);
   EvictIfFull(sid);
   for (int attempt = 0;; ++attempt) {
     auto worker = Worker(deadline);
@@ -531,7 +584,7 @@ Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, Che
   }
   // The memory as it is now: it only grows while the session runs on, so it
   // covers whatever the blob holds (a rolled-back cell is in neither).
-  DOLSOT_RETURN_IF_ERROR(AttachGateMemory(blob, slot.gate_memory.Get()));
+  DOLSOT_RETURN_IF_ERROR(AttachHostEntries(blob, slot.gate_memory.Get(), slot.sandbox_mark));
   if (data.delta) {
     std::optional<std::string> frame = store_appends_.load()
                                            ? slot.journal.DeltaFrame(data.delta_of, data.kept, blob)
@@ -705,7 +758,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
       report.error = "the stored checkpoint is empty (0 bytes), a damaged session file; "
                      "the session starts empty";
     }
-    if (live.code() == ErrorCode::kInvalidToolbox) return live;
+    if (live.code() == ErrorCode::kInvalidToolbox || live.code() == ErrorCode::kWeakerWalls) return live;
     if (!live.ok()) {
       // Whatever failed, past the deadline it is the cell's timeout.
       const bool timed_out = live.code() == ErrorCode::kTimeout || Clock::now() >= *deadline;
@@ -1007,6 +1060,8 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   }
   target_slot->live =
       LiveSession::Adopt(std::move(channel).value(), settings_, source_slot->live->worker());
+  // Its state is the source's: so are the walls it was made under.
+  target_slot->sandbox_mark = source_slot->sandbox_mark;
   target_slot->last_used = ++clock_;
   target_slot->gate_memory.Set(source_slot->gate_memory.Get());
   if (options_.checkpoint != CheckpointMode::kOff) {

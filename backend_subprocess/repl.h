@@ -73,6 +73,11 @@ struct ReplOptions {
   // none when unset. The worker fails to start rather than run with fewer
   // layers than asked, unless the policy is best_effort.
   std::optional<SandboxPolicy> sandbox;
+  // A checkpoint written under a Sandbox is restored only under walls at
+  // least as strong (sandbox/sandbox_mark.h); true takes such a session
+  // into this Repl all the same (its cells' code is trusted), and its
+  // checkpoints from then on carry this Repl's walls.
+  bool accept_weaker_walls = false;
 };
 
 // Thread safety: as Backend. Calls on different sessions run in parallel;

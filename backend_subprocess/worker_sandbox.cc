@@ -14,17 +14,84 @@
 namespace dolsot {
 namespace {
 
-// What the interpreter needs to stay visible: its prefixes, its executable,
-// sys.path, and where each toolbox's top-level module lives.
+// What the interpreter needs to stay visible, and nothing of the host's own
+// (docs/sandbox.md, "filesystem"): its prefixes and executable, its
+// standard library, its site-packages with the package roots their .pth
+// files put on sys.path, and each toolbox's own module or package. Other
+// sys.path entries (a host script's folder, PYTHONPATH's directories) are
+// not bound whole: projects keep .env files and keys there.
 constexpr char kPythonPathsSource[] = R"(
 def paths(toolboxes):
-    import importlib.util, os, sys
+    import importlib.util, os, site, sys, sysconfig
     out = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    out += [p for p in sys.path if isinstance(p, str) and p]
     try:
         out.append(os.path.realpath(sys.executable))
     except Exception:
         pass
+    for key in ("stdlib", "platstdlib"):
+        try:
+            out.append(sysconfig.get_path(key))
+        except Exception:
+            pass
+    sites = []
+    for key in ("purelib", "platlib"):
+        try:
+            sites.append(sysconfig.get_path(key))
+        except Exception:
+            pass
+    try:
+        sites += site.getsitepackages()
+    except Exception:
+        pass
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        sites.append(site.USER_SITE)
+    entries = [p for p in sys.path if isinstance(p, str) and p]
+    # A site-packages directory put on the path by hand (PYTHONPATH).
+    sites += [p for p in entries if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
+    on_path = {os.path.normcase(os.path.abspath(p)) for p in entries}
+    for directory in sites:
+        if not directory or os.path.normcase(os.path.abspath(directory)) not in on_path:
+            continue
+        out.append(directory)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(".pth"):
+                continue
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
+                    continue
+                root = os.path.normcase(os.path.abspath(os.path.join(directory, line)))
+                if root in on_path:
+                    out.append(root)
+    for entry in sys.path:
+        # The standard library as a zip file (python3X.zip), when there is one.
+        if (isinstance(entry, str) and entry.endswith(".zip") and os.path.isfile(entry)
+                and any(entry.startswith(os.path.join(p, "")) for p in (sys.prefix, sys.base_prefix))):
+            out.append(entry)
+    # What the worker itself has imported (dolsot and what it needs) from
+    # elsewhere: each top-level module's file or package directory.
+    for name, module in list(sys.modules.items()):
+        if "." in name or module is None:
+            continue
+        locations = getattr(module, "__path__", None)
+        if locations is not None:
+            try:
+                out += [p for p in locations if isinstance(p, str) and os.path.isabs(p)]
+            except Exception:
+                pass
+            continue
+        origin = getattr(module, "__file__", None)
+        if isinstance(origin, str) and os.path.isabs(origin):
+            out.append(origin)
     for name in toolboxes:
         try:
             spec = importlib.util.find_spec(name.split('.')[0])
@@ -36,7 +103,7 @@ def paths(toolboxes):
             out += [p for p in spec.submodule_search_locations if os.path.isabs(p)]
         elif spec.origin and os.path.isabs(spec.origin):
             out.append(spec.origin)
-    return out
+    return [p for p in out if isinstance(p, str) and p]
 )";
 
 // The raised exception's str(), taken off the error indicator.
@@ -156,6 +223,8 @@ SandboxSetup SetupOf(const WorkerSettings& settings, std::vector<MountOp> plan) 
   SandboxSetup setup;
   setup.policy = *settings.sandbox;
   setup.plan = std::move(plan);
+  setup.hidden = settings.sandbox_hidden;
+  setup.hidden.push_back(settings.cwd);
   setup.fork_process = ForkForSandbox;
   return setup;
 }

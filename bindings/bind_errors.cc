@@ -17,6 +17,7 @@ const char* ExceptionClassName(ErrorCode code) {
     case ErrorCode::kInvalidArgument: return "ConfigError";
     case ErrorCode::kBusy: return "SessionBusy";
     case ErrorCode::kUnimplemented: return "Unsupported";
+    case ErrorCode::kWeakerWalls: return "WeakerWalls";
     case ErrorCode::kIo:
     case ErrorCode::kPermission:
     case ErrorCode::kCorrupt: return "StoreError";

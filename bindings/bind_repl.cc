@@ -59,9 +59,11 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
                                std::vector<std::string> worker_command,
                                std::vector<std::string> worker_environment,
                                std::string python_executable, std::optional<long long> max_repr,
-                               std::optional<long long> max_text, py::object sandbox) {
+                               std::optional<long long> max_text, py::object sandbox,
+                               bool accept_weaker_walls) {
   ReplOptions options;
   options.sandbox = SandboxFromPython(sandbox);
+  options.accept_weaker_walls = accept_weaker_walls;
   options.toolboxes = std::move(toolboxes);
   options.store = StoreFromPython(store);
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
@@ -93,6 +95,15 @@ std::unique_ptr<Repl> MakeRepl(std::map<std::string, std::string> toolboxes, py:
 }  // namespace
 
 void BindRepl(py::module_& m) {
+  m.def(
+      "_check_sandbox",
+      [](const py::object& sandbox) {
+        std::optional<SandboxPolicy> policy = SandboxFromPython(sandbox);
+        if (policy) ThrowIfError(ValidateSandboxPolicy(*policy));
+      },
+      py::arg("sandbox"),
+      "Raises ConfigError naming the first thing wrong with a dolsot.Sandbox (the C++ "
+      "policy's validation, as a Repl would at its start).");
   // Every method but the constructor is Backend's (bind_backend.cc).
   py::class_<Repl, Backend>(m, "Repl", "The forked-worker backend (use dolsot.Repl).")
       .def(py::init(&MakeRepl), py::arg("toolboxes"), py::kw_only(), py::arg("store") = py::none(),
@@ -105,7 +116,8 @@ void BindRepl(py::module_& m) {
            py::arg("worker_command") = std::vector<std::string>{},
            py::arg("worker_environment") = std::vector<std::string>{},
            py::arg("python_executable") = "", py::arg("max_repr") = py::none(),
-           py::arg("max_text") = py::none(), py::arg("sandbox") = py::none())
+           py::arg("max_text") = py::none(), py::arg("sandbox") = py::none(),
+           py::arg("accept_weaker_walls") = false)
       .def(
           "_sandbox_layers",
           [](Repl& self) {

@@ -20,6 +20,7 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kTimeout:
       return kExitTimeout;
     case ErrorCode::kUnimplemented:
+    case ErrorCode::kWeakerWalls:
       return kExitUsage;
     case ErrorCode::kIo:
     case ErrorCode::kCorrupt:

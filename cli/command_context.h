@@ -35,6 +35,7 @@ struct BackendSettings {
   // while the next cell runs, flushed when the backend closes (`async`).
   bool durable_each_cell = true;
   std::optional<SandboxPolicy> sandbox;           // --sandbox (cli/sandbox_options.h)
+  bool accept_weaker_walls = false;               // --accept-weaker-walls (the same)
 };
 
 using BackendFactory =

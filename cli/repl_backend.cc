@@ -70,6 +70,7 @@ StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvL
   options.snapshots = settings.snapshots;
   options.typecheck_path = TypecheckPath(env);
   options.sandbox = settings.sandbox;
+  options.accept_weaker_walls = settings.accept_weaker_walls;
   if (auto worker = FindWorker(WorkerCandidates(CurrentExecutablePath(), DOLSOT_BUILD_TREE_WORKER))) {
     options.worker_command = {*worker};
     // The type gate resolves imports against the worker's own interpreter:

@@ -128,6 +128,7 @@ StatusOr<BackendSettings> ResolveBackendArgs(const BackendArgs& args) {
   auto sandbox = SandboxPolicyFromArgs(args.sandbox);
   if (!sandbox.ok()) return sandbox.status();
   settings.sandbox = *sandbox;
+  settings.accept_weaker_walls = args.sandbox.accept_weaker_walls;
   return settings;
 }
 

@@ -22,6 +22,9 @@ std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args) {
           ->type_name("MB"),
       app.add_flag("--check", args.check,
                    "With --sandbox: print the layers the sandbox gets here and exit"),
+      app.add_flag("--accept-weaker-walls", args.accept_weaker_walls,
+                   "Restore a session checkpointed under a Sandbox even without that Sandbox "
+                   "(its cells' code is trusted; docs/sandbox.md)"),
   };
 }
 

@@ -25,6 +25,10 @@ struct SandboxArgs {
   bool network = false;
   std::optional<std::uint64_t> memory_mb;
   bool check = false;
+  // --accept-weaker-walls: restore a session checkpointed under a Sandbox
+  // under weaker walls (or none) all the same (sandbox/sandbox_mark.h).
+  // Not a wall itself, so it needs no --sandbox.
+  bool accept_weaker_walls = false;
   // Set by the dolsot server from a request: the policy the calling CLI
   // resolved from its own flags and environment (nullopt: no sandbox). The
   // flags above and the server's own environment are then not read.

@@ -30,6 +30,7 @@ std::string ProfileKey(const BackendSettings& settings, const std::string& cwd,
   // The Sandbox policy, canonical (serve_protocol.h): a sandboxed call never
   // shares workers with an unsandboxed one or with another policy's.
   key.push_back(EncodeSandboxPolicy(settings.sandbox));
+  key.push_back(settings.accept_weaker_walls);
   return key.dump();
 }
 

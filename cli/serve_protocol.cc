@@ -312,6 +312,7 @@ std::string EncodeRequest(const ServeRequest& request) {
     // Always the policy the caller resolved (null: none), never its flags:
     // the server reads neither the flags nor its own environment for it.
     json["sandbox"] = SandboxToJson(run.sandbox.policy);
+    json["accept_weaker_walls"] = run.sandbox.accept_weaker_walls;
   }
   if (request.type == RequestType::kReset || request.type == RequestType::kRelease) {
     json["target"] = Base64Encode(request.target);
@@ -350,6 +351,7 @@ StatusOr<ServeRequest> DecodeRequest(std::string_view frame) {
     run.gate = fields.Flag("gate");
     run.max_repr = fields.Integer("max_repr");
     run.max_text = fields.Integer("max_text");
+    run.sandbox.accept_weaker_walls = fields.Flag("accept_weaker_walls");
   }
   if (request.type == RequestType::kReset || request.type == RequestType::kRelease) {
     request.target = fields.Bytes("target");

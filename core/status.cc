@@ -17,6 +17,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kUnimplemented: return "unsupported";
+    case ErrorCode::kWeakerWalls: return "weaker walls";
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown error";

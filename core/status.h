@@ -24,6 +24,7 @@ enum class ErrorCode {
   kUnavailable,      // a worker or peer is gone
   kTimeout,          // a deadline passed
   kUnimplemented,    // an optional operation this backend does not offer
+  kWeakerWalls,      // a checkpoint written under a Sandbox, restored under weaker walls
   kInternal,         // a bug in dolsot
 };
 

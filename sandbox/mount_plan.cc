@@ -110,7 +110,7 @@ StatusOr<std::vector<MountOp>> PlanMounts(
       }
       op_kind = MountOpKind::kOverlay;
     }
-    ops.push_back({op_kind, source, target, kind == PathKind::kFile});
+    ops.push_back({op_kind, source, target, kind == PathKind::kFile, /*from_policy=*/true});
   }
   // Hidden paths, wherever a bind would show them (at the bind's target).
   std::vector<MountOp> hides;
@@ -128,6 +128,22 @@ StatusOr<std::vector<MountOp>> PlanMounts(
     }
   }
   ops.insert(ops.end(), hides.begin(), hides.end());
+  // Nothing is mounted inside a read-write mount: a cell could have put a
+  // symlink where its mount point would be (the policy's own mounts are
+  // checked by ValidateSandboxPolicy; here Python's paths and the hides).
+  for (const MountOp& writable : ops) {
+    if (writable.kind != MountOpKind::kBindReadWrite) continue;
+    for (const MountOp& op : ops) {
+      if (op.target == writable.target || !PathUnder(op.target, writable.target)) continue;
+      return InvalidArgument(
+          "the read-write mount " + writable.target + " would hold " + op.target +
+          (op.kind == MountOpKind::kHide ? " (which must stay hidden: the session store's cache "
+                                           "directory or the host's working directory)"
+                                         : " (" + op.source + ", which the sandbox binds)") +
+          "; a cell could replace what is there. Mount " + writable.target +
+          " elsewhere, or make it read-only or an overlay");
+    }
+  }
   // Parents first; at equal depth, binds before hides, then by path.
   std::stable_sort(ops.begin(), ops.end(), [](const MountOp& a, const MountOp& b) {
     if (Depth(a.target) != Depth(b.target)) return Depth(a.target) < Depth(b.target);

@@ -27,6 +27,10 @@ struct MountOp {
   std::string source;  // a host path (empty for kHide)
   std::string target;  // the path inside the sandbox
   bool is_file = false;
+  // A policy mount's host path is opened without following any symlink (a
+  // link on it could be one a cell of another Sandbox planted); Python's
+  // own paths follow the host's links (sandbox/bind_source.h).
+  bool from_policy = false;
 
   bool operator==(const MountOp&) const = default;
 };

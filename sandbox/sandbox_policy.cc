@@ -1,6 +1,8 @@
 // SandboxPolicy validation, mount specs and the SandboxReport's text forms.
 #include "sandbox/sandbox_policy.h"
 
+#include "sandbox/mount_plan.h"
+
 #include <set>
 
 namespace dolsot {
@@ -33,6 +35,40 @@ bool Under(const std::string& path, const std::string& dir) {
 std::string Trimmed(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
+}
+
+// A cell can change what is inside a read-write mount, on the host, for
+// every later worker start: no other mount may be taken from there (its
+// source could be swapped for a symlink to the host's root), nor placed
+// there (its mount point could be). One inside another by another name (a
+// host symlink, a bind mount) is refused when the worker starts
+// (bind_source.h); here the spelled paths are checked, so the mistake is
+// named where the Sandbox is made.
+Status CheckReadWriteMounts(const std::vector<SandboxMount>& mounts) {
+  for (const SandboxMount& writable : mounts) {
+    if (writable.mode != MountMode::kReadWrite) continue;
+    const std::string host = NormalizePath(writable.host_path);
+    const std::string virt = NormalizePath(writable.virtual_path);
+    for (const SandboxMount& m : mounts) {
+      if (&m == &writable) continue;
+      const std::string other_host = NormalizePath(m.host_path);
+      const std::string other_virt = NormalizePath(m.virtual_path);
+      if (other_host != host && PathUnder(other_host, host)) {
+        return InvalidArgument(
+            "mount " + other_virt + ": its host path '" + other_host + "' lies inside the "
+            "read-write mount " + virt + " ('" + host + "'); a cell could replace part of it "
+            "with a symlink and so change what a later sandbox binds there. Mount one or the "
+            "other, or make " + virt + " read-only or an overlay");
+      }
+      if (PathUnder(other_virt, virt)) {
+        return InvalidArgument(
+            "mount " + other_virt + " lies inside the read-write mount " + virt + "; a cell "
+            "could replace its mount point with a symlink. Place it elsewhere, or make " + virt +
+            " read-only or an overlay");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -101,6 +137,7 @@ Status ValidateSandboxPolicy(const SandboxPolicy& policy) {
                              "':' or '\\' (overlayfs option syntax), got '" + m.host_path + "'");
     }
   }
+  DOLSOT_RETURN_IF_ERROR(CheckReadWriteMounts(policy.mounts));
   for (const auto& [name, value] : policy.env) {
     if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
       return InvalidArgument("env: a variable's name must be non-empty without '=', got '" + name +

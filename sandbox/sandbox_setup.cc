@@ -25,7 +25,9 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "sandbox/bind_source.h"
 #include "sandbox/landlock_ruleset.h"
+#include "sandbox/proc_masks.h"
 #include "sandbox/seccomp_filter.h"
 #include "sandbox/session_walls.h"
 
@@ -132,12 +134,80 @@ Status Tmpfs(const std::string& path, const std::string& options, unsigned long 
   return Status::Ok();
 }
 
-Status Bind(const std::string& source, const std::string& target, bool is_file, bool read_only) {
+// The host's side while the new root is built: its root (the old one) and
+// the trees a session can write, so that every bind source is opened
+// without following what a cell could have planted (bind_source.h).
+struct HostSide {
+  UniqueFd root;          // O_PATH of kOldRoot
+  WritableTrees writable;  // the read-write mounts' sources
+};
+
+// Binds the host path `source` (opened by OpenBindSource, its kind checked)
+// at `target` under the new root, from that descriptor. `follow_symlinks`:
+// the host's own links on the way may be followed (Python's paths), else
+// none may be (a policy mount's).
+Status Bind(const HostSide& host, const std::string& source, const std::string& target,
+            bool is_file, bool read_only, bool follow_symlinks = true) {
+  auto opened = OpenBindSource(host.root.get(), source, host.writable, follow_symlinks);
+  if (!opened.ok()) return opened.status();
+  struct stat st {};
+  if (::fstat(opened->get(), &st) != 0) return Status(ErrorCode::kUnavailable, Errno("fstat " + source));
+  if (S_ISDIR(st.st_mode) == is_file) {
+    return Status(ErrorCode::kUnavailable,
+                  source + " changed while the sandbox started (it is " +
+                      (is_file ? "now a directory, was a file" : "no longer a directory") + ")");
+  }
   DOLSOT_RETURN_IF_ERROR(is_file ? MakeFile(target) : MakeDirs(target));
-  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+  const std::string from = DescriptorPath(std::string(kNewRoot) + "/proc", opened->get());
+  if (::mount(from.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
     return Status(ErrorCode::kUnavailable, Errno("bind " + source));
   }
   return Restrict(target, read_only, /*recursive=*/true);
+}
+
+// The read-write mounts' sources as trees no other bind may be looked up in.
+// Each is opened without following any symlink (a link on its way could be
+// one a cell planted in another read-write mount); then each again with all
+// of them known, so one inside another (by any name: a host bind mount, an
+// alias) is refused.
+Status FindWritableTrees(const SandboxSetup& setup, HostSide* host) {
+  host->writable = WritableTrees{};
+  WritableTrees found;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const MountOp& op : setup.plan) {
+      if (op.kind != MountOpKind::kBindReadWrite) continue;
+      auto opened = OpenBindSource(host->root.get(), op.source, host->writable,
+                                   /*follow_symlinks=*/false);
+      if (!opened.ok()) {
+        return Status(opened.status().code(), "the read-write mount " + op.target + ": " +
+                                                  opened.status().message());
+      }
+      if (pass == 0) {
+        auto id = IdentityOf(opened->get());
+        if (!id.ok()) return id.status();
+        found.roots.push_back(*id);
+        found.names.push_back(op.source);
+      }
+    }
+    host->writable = found;
+  }
+  // What must stay hidden (the store, the host's cwd) must not lie in one:
+  // a cell could move it out from under the mount that hides it.
+  for (const std::string& hidden : setup.hidden) {
+    auto opened = OpenBindSource(host->root.get(), hidden, host->writable);
+    if (opened.ok() || opened.status().code() != ErrorCode::kPermission) continue;
+    std::string tree;
+    for (std::size_t i = 0; i < found.roots.size(); ++i) {
+      if (PathUnder(NormalizePath(hidden), found.names[i])) tree = found.names[i];
+    }
+    return Status(ErrorCode::kInvalidArgument,
+                  "a read-write mount" + (tree.empty() ? std::string() : " of " + tree) +
+                      " holds '" + hidden + "', the session store's directory or the host's "
+                      "working directory, which must stay outside the sandbox (a cell could "
+                      "move it out from under what hides it); mount a directory that does not "
+                      "hold it, or make the mount an overlay");
+  }
+  return Status::Ok();
 }
 
 std::string SizeOption(std::uint64_t mb) {
@@ -146,14 +216,21 @@ std::string SizeOption(std::uint64_t mb) {
 
 // /dev: a tmpfs with the four harmless devices, the usual symlinks and a
 // size-capped /dev/shm (POSIX semaphores, multiprocessing).
-Status BuildDev(const std::string& dev, std::uint64_t disk_mb) {
+Status BuildDev(const HostSide& host, const std::string& dev, std::uint64_t disk_mb) {
   DOLSOT_RETURN_IF_ERROR(MakeDirs(dev));
   DOLSOT_RETURN_IF_ERROR(Tmpfs(dev, "mode=0755,size=64k", MS_NOEXEC));
   for (const char* name : {"null", "zero", "random", "urandom"}) {
     std::string target = dev + "/" + name;
     DOLSOT_RETURN_IF_ERROR(MakeFile(target));
-    std::string source = std::string(kOldRoot) + "/dev/" + name;
-    if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    const std::string source = std::string("/dev/") + name;
+    auto opened = OpenBindSource(host.root.get(), source, host.writable);
+    struct stat st {};
+    if (!opened.ok() || ::fstat(opened->get(), &st) != 0 || !S_ISCHR(st.st_mode)) {
+      return Status(ErrorCode::kUnavailable, "the host's " + source + " is not a character device" +
+                                                 (opened.ok() ? "" : " (" + opened.status().message() + ")"));
+    }
+    const std::string from = DescriptorPath(std::string(kNewRoot) + "/proc", opened->get());
+    if (::mount(from.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       return Status(ErrorCode::kUnavailable, Errno("bind " + source));
     }
     // nodev would make these unusable; nosuid and noexec are fine.
@@ -200,7 +277,15 @@ constexpr char kSessionLowers[] = "/.dolsot-lowers";
 
 // overlayfs at `target` over the host directory `lower` (a path under the
 // old root), its writable layer in kOverlayLayers/`index` (MountOverlayfs).
-Status Overlay(const std::string& lower, const std::string& target, std::size_t index) {
+// The host directory is bound read-only first, from its checked descriptor,
+// at kSessionLowers/`index` in the new root, where each session's keeper
+// finds it to mount the session's own overlay (session_walls.h); that bind,
+// not the host path, is the overlay's lower layer.
+Status Overlay(const HostSide& host, const std::string& source, const std::string& target,
+               std::size_t index) {
+  const std::string lower = std::string(kNewRoot) + kSessionLowers + "/" + std::to_string(index);
+  DOLSOT_RETURN_IF_ERROR(
+      Bind(host, source, lower, /*is_file=*/false, /*read_only=*/true, /*follow_symlinks=*/false));
   const std::string layer = std::string(kOverlayLayers) + "/" + std::to_string(index);
   DOLSOT_RETURN_IF_ERROR(MakeDirs(layer));
   DOLSOT_RETURN_IF_ERROR(MakeDirs(target));
@@ -218,8 +303,8 @@ struct OverlayState {
 // One overlay of the plan at `target` (under the new root). One that cannot
 // be mounted is an error, or with best_effort the host directory shown
 // read-only instead (its writes still never reach the host).
-Status MountOverlay(const SandboxSetup& setup, const MountOp& op, const std::string& target,
-                    OverlayState* state) {
+Status MountOverlay(const SandboxSetup& setup, const HostSide& host, const MountOp& op,
+                    const std::string& target, OverlayState* state) {
   if (!state->layers_made) {
     state->layers_made = true;
     state->layers = MakeDirs(kOverlayLayers);
@@ -227,16 +312,8 @@ Status MountOverlay(const SandboxSetup& setup, const MountOp& op, const std::str
       state->layers = Tmpfs(kOverlayLayers, "mode=0700" + SizeOption(setup.policy.disk_mb));
     }
   }
-  const std::size_t index = state->count;
-  Status mounted = state->layers.ok() ? Overlay(kOldRoot + op.source, target, state->count++)
+  Status mounted = state->layers.ok() ? Overlay(host, op.source, target, state->count++)
                                       : state->layers;
-  // The host directory again, read-only, where each session's keeper finds
-  // it to mount the session's own overlay over this one.
-  if (mounted.ok()) {
-    mounted = Bind(kOldRoot + op.source,
-                   std::string(kNewRoot) + kSessionLowers + "/" + std::to_string(index), false,
-                   /*read_only=*/true);
-  }
   if (mounted.ok()) {
     state->shown += (state->shown.empty() ? "" : ", ") + op.target;
     return Status::Ok();
@@ -249,7 +326,7 @@ Status MountOverlay(const SandboxSetup& setup, const MountOp& op, const std::str
                    "load overlayfs (modprobe overlay; Linux 5.11 or later for a user other "
                    "than root) or mount " + op.target + " 'read-only'");
   }
-  Status bound = Bind(kOldRoot + op.source, target, false, /*read_only=*/true);
+  Status bound = Bind(host, op.source, target, false, /*read_only=*/true, !op.from_policy);
   if (!bound.ok()) {
     return Status(bound.code(), "cannot show " + op.source + " at " + op.target + " (" +
                                     bound.message() + ")");
@@ -304,7 +381,12 @@ Status BuildRoot(const SandboxSetup& setup, SandboxReport* report) {
                       " (the kernel refuses a new proc when the host's /proc is partly hidden, "
                       "as in some containers)");
   }
-  DOLSOT_RETURN_IF_ERROR(BuildDev(root + "/dev", setup.policy.disk_mb));
+  HostSide host;
+  host.root.Reset(::open(kOldRoot, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!host.root) return Status(ErrorCode::kUnavailable, Errno("open the host's root"));
+  DOLSOT_RETURN_IF_ERROR(FindWritableTrees(setup, &host));
+  DOLSOT_RETURN_IF_ERROR(BuildDev(host, root + "/dev", setup.policy.disk_mb));
+  DOLSOT_RETURN_IF_ERROR(MaskProc(root + "/proc", root + "/dev/null"));
   std::string scratch = root + kSandboxScratch;
   DOLSOT_RETURN_IF_ERROR(MakeDirs(scratch));
   DOLSOT_RETURN_IF_ERROR(Tmpfs(scratch, "mode=0755" + SizeOption(setup.policy.disk_mb)));
@@ -313,7 +395,7 @@ Status BuildRoot(const SandboxSetup& setup, SandboxReport* report) {
   for (const MountOp& op : setup.plan) {
     std::string target = root + op.target;
     if (op.kind == MountOpKind::kOverlay) {
-      DOLSOT_RETURN_IF_ERROR(MountOverlay(setup, op, target, &overlays));
+      DOLSOT_RETURN_IF_ERROR(MountOverlay(setup, host, op, target, &overlays));
       continue;
     }
     if (op.kind == MountOpKind::kHide) {
@@ -322,8 +404,8 @@ Status BuildRoot(const SandboxSetup& setup, SandboxReport* report) {
       hides.push_back(target);
       continue;
     }
-    Status bound = Bind(kOldRoot + op.source, target, op.is_file,
-                        op.kind == MountOpKind::kBindReadOnly);
+    Status bound = Bind(host, op.source, target, op.is_file,
+                        op.kind == MountOpKind::kBindReadOnly, !op.from_policy);
     if (!bound.ok()) {
       return Status(bound.code(), "cannot show " + op.source + " at " + op.target + " (" +
                                       bound.message() + ")");
@@ -334,8 +416,7 @@ Status BuildRoot(const SandboxSetup& setup, SandboxReport* report) {
   DOLSOT_RETURN_IF_ERROR(CopyRootSymlinks(root));
   // The loader's cache, so libraries load as outside.
   if (::access((std::string(kOldRoot) + "/etc/ld.so.cache").c_str(), R_OK) == 0) {
-    DOLSOT_RETURN_IF_ERROR(Bind(std::string(kOldRoot) + "/etc/ld.so.cache",
-                                root + "/etc/ld.so.cache", true, true));
+    DOLSOT_RETURN_IF_ERROR(Bind(host, "/etc/ld.so.cache", root + "/etc/ld.so.cache", true, true));
   }
   return Status::Ok();
 }
@@ -564,10 +645,12 @@ StatusOr<SandboxReport> EnterSandbox(const SandboxSetup& setup) {
   DOLSOT_RETURN_IF_ERROR(CapProcessesWithCgroup(setup, &report));
   DOLSOT_RETURN_IF_ERROR(EnterUserNamespace(setup, &report));
   bool in_user_ns = report.Active("user-namespace");
-  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+  // A cgroup namespace too: /proc/self/cgroup then names the worker's
+  // cgroup as its root, not the host's path to it.
+  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   if (!setup.policy.network) flags |= CLONE_NEWNET;
   if (::unshare(flags) != 0) {
-    std::string why = Errno("unshare(mount, PID, IPC, UTS" +
+    std::string why = Errno("unshare(mount, PID, IPC, UTS, cgroup" +
                             std::string(setup.policy.network ? "" : ", network") + " namespaces)");
     // Without them there is no wall at all: best_effort cannot skip this.
     return Status(ErrorCode::kUnavailable,

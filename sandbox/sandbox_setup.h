@@ -31,6 +31,10 @@ namespace dolsot {
 struct SandboxSetup {
   SandboxPolicy policy;
   std::vector<MountOp> plan;
+  // Host paths that must stay outside (the store's directory, the host's
+  // cwd): a read-write mount holding one is refused (a cell could move it
+  // out from under the mount that hides it).
+  std::vector<std::string> hidden;
   // fork() made safe for the caller's runtime (CPython's before/after hooks);
   // must not change the child's process group.
   std::function<pid_t()> fork_process;

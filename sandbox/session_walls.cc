@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "sandbox/proc_masks.h"
 #include "sandbox/sandbox_policy.h"
 #include "sandbox/seccomp_filter.h"
 
@@ -132,26 +133,49 @@ Status PrivateMounts(const SessionWalls& walls) {
   // session's tmpfs there: each is held (bound, with what is mounted below
   // it and its flags: read-only stays read-only) in the worker's /dev/shm,
   // which the session's own covers next, and bound back on the new tmpfs.
-  std::vector<std::pair<std::string, std::string>> held;  // point, hold
+  // A file bound there (a toolbox module) is held on a file.
+  struct Held {
+    std::string point, hold;
+    bool is_file = false;
+  };
+  std::vector<Held> held;
   for (const std::string& point : MountsBelow(kSandboxScratch)) {
     const std::string hold = "/dev/shm/.dolsot-hold-" + std::to_string(::getpid()) + "-" +
                              std::to_string(held.size());
-    if (::mkdir(hold.c_str(), 0700) != 0) return Failed("mkdir " + hold);
+    struct stat st {};
+    const bool is_file = ::stat(point.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+    if (is_file) {
+      UniqueFd made(::open(hold.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!made) return Failed("create " + hold);
+    } else if (::mkdir(hold.c_str(), 0700) != 0) {
+      return Failed("mkdir " + hold);
+    }
     if (::mount(point.c_str(), hold.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       return Failed("hold " + point);
     }
-    held.emplace_back(point, hold);
+    held.push_back({point, hold, is_file});
   }
   if (::mount("tmpfs", kSandboxScratch, "tmpfs", flags, ("mode=0755" + size).c_str()) != 0) {
     return Failed(std::string("mount the session's tmpfs on ") + kSandboxScratch);
   }
-  for (const auto& [point, hold] : held) {
-    DOLSOT_RETURN_IF_ERROR(MakeDirs(point));
-    if (::mount(hold.c_str(), point.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-      return Failed("bind " + point + " back");
+  for (const Held& h : held) {
+    if (h.is_file) {
+      const std::size_t slash = h.point.rfind('/');
+      DOLSOT_RETURN_IF_ERROR(MakeDirs(h.point.substr(0, slash)));
+      UniqueFd made(::open(h.point.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+      if (!made) return Failed("create " + h.point);
+    } else {
+      DOLSOT_RETURN_IF_ERROR(MakeDirs(h.point));
     }
-    if (::umount2(hold.c_str(), MNT_DETACH) != 0) return Failed("let go of " + hold);
-    ::rmdir(hold.c_str());
+    if (::mount(h.hold.c_str(), h.point.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      return Failed("bind " + h.point + " back");
+    }
+    if (::umount2(h.hold.c_str(), MNT_DETACH) != 0) return Failed("let go of " + h.hold);
+    if (h.is_file) {
+      ::unlink(h.hold.c_str());
+    } else {
+      ::rmdir(h.hold.c_str());
+    }
   }
   if (::mount("tmpfs", "/dev/shm", "tmpfs", flags | MS_NOEXEC, ("mode=01777" + size).c_str()) != 0) {
     return Failed("mount the session's tmpfs on /dev/shm");
@@ -164,6 +188,7 @@ Status PrivateMounts(const SessionWalls& walls) {
   if (::mount("proc", "/proc", "proc", flags | MS_NOEXEC, ("hidepid=2,gid=" + exempt).c_str()) != 0) {
     return Failed("mount the session's /proc (hidepid=2)");
   }
+  DOLSOT_RETURN_IF_ERROR(MaskProc("/proc", "/dev/null"));
   // The cwd still names the worker's scratch, now covered: the session's.
   if (::chdir(kSandboxScratch) != 0) return Failed(std::string("chdir ") + kSandboxScratch);
   return Status::Ok();

@@ -12,6 +12,7 @@ __all__ = [
     "WorkerError",
     "Unsupported",
     "SessionLeased",
+    "WeakerWalls",
 ]
 
 
@@ -52,3 +53,10 @@ class SessionLeased(SessionBusy):
 
     A store raises it; through a ``Repl`` it surfaces as ``SessionBusy`` (its
     base class) with this message, since the Repl carries errors as values."""
+
+
+class WeakerWalls(DolsotError, PermissionError):
+    """A session checkpointed under a Sandbox, asked for under weaker walls (none,
+    the network, a freer mount, a higher cap): it is not restored, since what its
+    cells left could run code when loaded. Use the same Sandbox, or pass
+    ``accept_weaker_walls=True`` (CLI ``--accept-weaker-walls``) to trust it."""

@@ -81,6 +81,11 @@ class Sandbox:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"Sandbox.{name} must be an int >= 0 (0: no cap), got {value!r}")
+        # The rest of the rules are the C++ policy's own (sandbox_policy.h):
+        # paths, mounts inside a read-write mount, env names, caps' bounds.
+        from dolsot._dolsot import _check_sandbox
+
+        _check_sandbox(self)
 
     def _as_dict(self) -> dict:
         return {

@@ -98,6 +98,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         final: str | None = None,
         unpickle: str = "safe",
         sandbox: Sandbox | None = None,
+        accept_weaker_walls: bool = False,
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
         check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
@@ -112,6 +113,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
             sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
         check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
+        check_argument("accept_weaker_walls", accept_weaker_walls, (bool,), "True or False")
         self._dolsot_tools = ToolHost(tools, final, unpickle)
         super().__init__(
             toolbox_module_names(inject),
@@ -130,6 +132,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             max_repr=max_repr,
             max_text=max_text,
             sandbox=sandbox,
+            accept_weaker_walls=accept_weaker_walls,
         )
         self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)

@@ -590,12 +590,17 @@ def test_two_policies_are_two_profiles_and_each_gets_exactly_its_own(served, wal
     assert served.server_status()["profiles"] == 3
 
 
-def test_a_session_moving_into_the_sandbox_keeps_its_state_and_loses_the_host(served, walled):
+def test_a_session_moving_into_the_sandbox_keeps_its_state_and_leaves_only_when_trusted(served, walled):
     assert served("--session", "s", "x = 41").returncode == 0
     boxed = served("--sandbox", "--session", "s", probe(walled) + "[0], x + 1")
     assert boxed.returncode == 0, err(boxed)
     assert out(boxed) == "('FileNotFoundError', 42)\n"
-    back = served("--session", "s", probe(walled) + "[0], x")
+    # Its state was written under the walls: an unwalled profile does not
+    # load it (issue #36: what a cell left could run code when loaded)...
+    refused = served("--session", "s", probe(walled) + "[0], x")
+    assert refused.returncode == 2 and "--accept-weaker-walls" in err(refused), err(refused)
+    # ...unless the caller trusts it.
+    back = served("--accept-weaker-walls", "--session", "s", probe(walled) + "[0], x")
     assert (back.returncode, out(back)) == (0, "('host secret\\n', 41)\n"), err(back)
     assert served.server_status()["live_sessions"] == ["s"]
 

@@ -109,8 +109,8 @@ TEST(MountPlan, PolicyMountsExistAndNeverShowTheStore) {
   auto plan = PlanMounts(in, fs);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->size(), 3u);
-  EXPECT_EQ((*plan)[0], (MountOp{MountOpKind::kBindReadOnly, "/srv/data", "/data", false}));
-  EXPECT_EQ((*plan)[1], (MountOp{MountOpKind::kBindReadWrite, "/srv/out", "/out", false}));
+  EXPECT_EQ((*plan)[0], (MountOp{MountOpKind::kBindReadOnly, "/srv/data", "/data", false, true}));
+  EXPECT_EQ((*plan)[1], (MountOp{MountOpKind::kBindReadWrite, "/srv/out", "/out", false, true}));
   EXPECT_EQ((*plan)[2], (MountOp{MountOpKind::kHide, "", "/data/cache", false}));
 
   in.mounts = {{"/c", "/srv/data/cache", MountMode::kReadOnly}};
@@ -128,7 +128,7 @@ TEST(MountPlan, OverlaysLayerADirectoryAndHideTheStoreInside) {
   auto plan = PlanMounts(in, fs);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->size(), 2u);
-  EXPECT_EQ((*plan)[0], (MountOp{MountOpKind::kOverlay, "/srv/corpus", "/data", false}));
+  EXPECT_EQ((*plan)[0], (MountOp{MountOpKind::kOverlay, "/srv/corpus", "/data", false, true}));
   // A hidden path inside the host directory is covered on top of the overlay.
   EXPECT_EQ((*plan)[1], (MountOp{MountOpKind::kHide, "", "/data/.cache", false}));
 
@@ -154,6 +154,41 @@ TEST(MountPlan, OverlaysLayerADirectoryAndHideTheStoreInside) {
   in.mounts = {{"/c", "/srv/corpus/.cache", MountMode::kOverlay}};
   in.hidden = {"/srv/corpus/.cache"};
   EXPECT_NE(PlanMounts(in, fs).status().message().find("must stay outside"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dolsot
+
+namespace dolsot {
+namespace {
+
+TEST(MountPlan, NothingIsMountedInsideAReadWriteMount) {
+  // A cell could put a symlink where the mount point would be: Python's own
+  // paths, a hide, or a system path under a read-write mount's target are
+  // refused, naming both.
+  FakeFs fs({{"/srv/rw", D}, {"/srv/rw/site", D}, {"/srv/rw/.cache", D}, {"/opt/py", D},
+             {"/opt/py/lib", D}});
+  MountPlanInputs in;
+  in.mounts = {{"/opt/py", "/srv/rw", MountMode::kReadWrite}};
+  in.system_paths = {"/opt/py/lib"};
+  Status inside = PlanMounts(in, fs).status();
+  EXPECT_EQ(inside.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(inside.message().find("read-write mount /opt/py would hold /opt/py/lib"),
+            std::string::npos) << inside.message();
+
+  // The store's directory (or the host's cwd) inside a read-write mount.
+  in.system_paths.clear();
+  in.mounts = {{"/w", "/srv/rw", MountMode::kReadWrite}};
+  in.hidden = {"/srv/rw/.cache"};
+  Status hidden = PlanMounts(in, fs).status();
+  EXPECT_EQ(hidden.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(hidden.message().find("must stay hidden"), std::string::npos) << hidden.message();
+
+  // Read-only and overlay mounts may hold them (a cell cannot change those).
+  for (MountMode mode : {MountMode::kReadOnly, MountMode::kOverlay}) {
+    in.mounts = {{"/w", "/srv/rw", mode}};
+    EXPECT_TRUE(PlanMounts(in, fs).ok()) << MountModeName(mode);
+  }
 }
 
 }  // namespace

@@ -36,6 +36,39 @@ TEST(SandboxPolicy, RefusesBadMounts) {
   }
 }
 
+TEST(SandboxPolicy, NoMountIsTakenFromOrPlacedInsideAReadWriteMount) {
+  // A cell can change what is inside a read-write mount on the host: a mount
+  // taken from there could be redirected for every later worker start.
+  const SandboxMount rw{"/out", "/srv/out", MountMode::kReadWrite};
+  struct Case {
+    SandboxMount other;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{{"/data", "/srv/out/data", MountMode::kReadOnly}, "lies inside the read-write mount /out"},
+        Case{{"/data", "/srv//out/./data/", MountMode::kOverlay}, "lies inside the read-write mount /out"},
+        Case{{"/deeper", "/srv/out/a/b", MountMode::kReadWrite}, "lies inside the read-write mount"},
+        Case{{"/out/sub", "/srv/data", MountMode::kReadOnly}, "mount /out/sub lies inside the read-write mount /out"}}) {
+    SandboxPolicy policy;
+    for (bool rw_first : {true, false}) {
+      policy.mounts = rw_first ? std::vector<SandboxMount>{rw, c.other}
+                               : std::vector<SandboxMount>{c.other, rw};
+      Status s = ValidateSandboxPolicy(policy);
+      EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << c.other.host_path;
+      EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+    }
+  }
+  // Holding one is fine (what a read-only mount shows of it, a cell cannot
+  // use to redirect a bind), and so are two views of one directory.
+  SandboxPolicy policy;
+  policy.mounts = {rw, {"/srv", "/srv", MountMode::kReadOnly}};
+  EXPECT_TRUE(ValidateSandboxPolicy(policy).ok()) << ValidateSandboxPolicy(policy).message();
+  policy.mounts = {rw, {"/again", "/srv/out", MountMode::kReadOnly}};
+  EXPECT_TRUE(ValidateSandboxPolicy(policy).ok());
+  policy.mounts = {rw, {"/outer", "/srv/outer", MountMode::kReadOnly}};
+  EXPECT_TRUE(ValidateSandboxPolicy(policy).ok());
+}
+
 TEST(SandboxPolicy, OverlayIsAcceptedAndItsHostPathMustNotBreakTheOptionString) {
   SandboxPolicy policy;
   policy.mounts = {{"/data", "/srv/corpus", MountMode::kOverlay}};

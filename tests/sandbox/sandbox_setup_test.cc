@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,23 +112,56 @@ TEST(SandboxSetup, AnOverlayKeepsWritesInTheSandbox) {
   EXPECT_NE(::access((host.path() + "/new.txt").c_str(), F_OK), 0);
 }
 
-TEST(SandboxSetup, AnOverlayThatCannotBeMountedFailsClosedOrIsShownReadOnly) {
-  // A host path too long for overlayfs's option string (one page): the
-  // overlay cannot be mounted, a bind of it can.
-  HostDir host;
-  std::string deep = host.path();
-  while (deep.size() < 3900) {
-    deep += "/" + std::string(200, 'd');
-    ASSERT_EQ(::mkdir(deep.c_str(), 0755), 0) << std::strerror(errno);
+// `host`/top: an overlay over an overlay (two deep, overlayfs's limit) in a
+// private mount namespace of the calling child, so that the sandbox's own
+// overlay of it is one too many. "" when it is in place.
+std::string StackTwoOverlays(const std::string& host) {
+  if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return std::string("private mounts: ") + std::strerror(errno);
   }
-  std::ofstream(deep + "/kept.txt") << "host bytes";
-  std::string closed = EnterWithOverlay(deep, false, [] { return std::string("RAN\n"); });
+  std::string lower = host + "/base";
+  for (const char* level : {"one", "top"}) {
+    const std::string dir = host + "/" + level, layer = host + "/" + level + "-layer";
+    for (const std::string& d : {dir, layer, layer + "/upper", layer + "/work"}) ::mkdir(d.c_str(), 0755);
+    const std::string options =
+        "lowerdir=" + lower + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work";
+    if (::mount("overlay", dir.c_str(), "overlay", 0, options.c_str()) != 0) {
+      return "overlay " + dir + ": " + std::strerror(errno);
+    }
+    lower = dir;
+  }
+  return "";
+}
+
+TEST(SandboxSetup, AnOverlayThatCannotBeMountedFailsClosedOrIsShownReadOnly) {
+  // A host directory already two overlays deep: overlayfs refuses a third
+  // (its stacking limit), a bind of it works.
+  if (::geteuid() != 0) GTEST_SKIP() << "stacking the host's overlays needs root";
+  HostDir host;
+  ASSERT_EQ(::mkdir((host.path() + "/base").c_str(), 0755), 0);
+  std::ofstream(host.path() + "/base/kept.txt") << "host bytes";
+  const std::string top = host.path() + "/top";
+  auto enter = [&](bool best_effort, auto body) {
+    return InChild([&] {
+      std::string stacked = StackTwoOverlays(host.path());
+      if (!stacked.empty()) return "SETUP: " + stacked;
+      SandboxSetup setup;
+      setup.policy.best_effort = best_effort;
+      setup.policy.mounts = {{"/data", top, MountMode::kOverlay}};
+      setup.plan = {{MountOpKind::kOverlay, top, "/data", false, true}};
+      auto report = EnterSandbox(setup);
+      if (!report.ok()) return "FAILED: " + report.status().message();
+      return "ENTERED\n" + report->ToText() + body();
+    });
+  };
+  std::string closed = enter(false, [] { return std::string("RAN\n"); });
+  if (closed.rfind("SETUP: ", 0) == 0) GTEST_SKIP() << closed;
   EXPECT_NE(closed.find("FAILED: sandbox: the overlay layer cannot be applied"), std::string::npos)
       << closed;
   EXPECT_NE(closed.find("best_effort=True"), std::string::npos) << closed;
   EXPECT_EQ(closed.find("RAN"), std::string::npos) << closed;
 
-  std::string fewer = EnterWithOverlay(deep, true, [] {
+  std::string fewer = enter(true, [] {
     std::string out = "read: " + ReadAll("/data/kept.txt") + "\n";
     int fd = ::open("/data/new.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     out += fd < 0 && errno == EROFS ? "write refused\n" : "WRITE ALLOWED\n";
@@ -138,7 +172,23 @@ TEST(SandboxSetup, AnOverlayThatCannotBeMountedFailsClosedOrIsShownReadOnly) {
   EXPECT_NE(fewer.find("shown read-only instead"), std::string::npos) << fewer;
   EXPECT_NE(fewer.find("read: host bytes"), std::string::npos) << fewer;
   EXPECT_NE(fewer.find("write refused"), std::string::npos) << fewer;
-  EXPECT_NE(::access((deep + "/new.txt").c_str(), F_OK), 0);
+  EXPECT_NE(::access((host.path() + "/base/new.txt").c_str(), F_OK), 0);
+}
+
+TEST(SandboxSetup, AnOverlayOfAPathLongerThanOverlayfsOptionsTakeMounts) {
+  // The overlay's lower layer is the sandbox's own bind of the host
+  // directory (from its checked descriptor), not the host path: a path too
+  // long for overlayfs's one-page option string still mounts.
+  HostDir host;
+  std::string deep = host.path();
+  while (deep.size() < 3900) {
+    deep += "/" + std::string(200, 'd');
+    ASSERT_EQ(::mkdir(deep.c_str(), 0755), 0) << std::strerror(errno);
+  }
+  std::ofstream(deep + "/kept.txt") << "host bytes";
+  std::string text = EnterWithOverlay(deep, false, [] { return "read: " + ReadAll("/data/kept.txt") + "\n"; });
+  EXPECT_NE(text.find("[on ] overlay: /data"), std::string::npos) << text;
+  EXPECT_NE(text.find("read: host bytes"), std::string::npos) << text;
 }
 
 TEST(SandboxSetup, BaseSystemPathsHoldUsr) {

@@ -1,0 +1,461 @@
+"""Issue #36, the escape suite's second part: walls a cell cannot move.
+
+1. A cell must not change what a later worker binds: a symlink (relative or
+   absolute), a rename or a swapped directory planted in a read-write mount
+   never redirects a bind, whether the policy names the path, reaches it
+   through a host symlink, or another Sandbox planted it.
+2. A checkpoint written under a Sandbox is restored only under walls at
+   least as strong (or with an explicit opt-in), through the library, the
+   CLI direct and through the server; a branch keeps the mark.
+4. Only what Python needs is bound (not a host script's folder), and /proc
+   shows nothing of the host's (its command line, keys, cgroup path).
+
+Run as root here (CI); the unprivileged host's own case is at the end.
+The first part of the suite is test_sandbox_escape.py."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+import dolsot
+from dolsot import Mount, Sandbox
+from dolsot.errors import ConfigError, WeakerWalls
+from dolsot.store import FileStore
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SECRET = "dolsot-walls-secret-" + uuid.uuid4().hex
+
+
+def _cli():
+    build = os.environ.get("DOLSOT_BUILD_DIR", os.path.join(REPO, "build"))
+    path = os.path.join(build, "cli", "dolsot")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is not built (cmake --build build)", pytrace=False)
+    return path
+
+
+def ok(repl, sid, code, **kw):
+    r = repl.run(sid, code, **kw)
+    assert r.ok, (code, r.error, r.stdout)
+    return r
+
+
+def repl_with(tmp_path, *mounts, store=None, **kw):
+    return dolsot.Repl(store=store or FileStore(str(tmp_path / "store")), typecheck=False,
+                       timeout=30, sandbox=Sandbox(mounts=list(mounts), processes=64), **kw)
+
+
+def _plant(repl, link_path, target):
+    """A cell replaces `link_path` (inside a read-write mount) with a symlink."""
+    ok(repl, "plant", textwrap.dedent(f"""
+        import os
+        p = {link_path!r}
+        if os.path.lexists(p) and not os.path.islink(p):
+            os.rename(p, p + '.moved')
+        elif os.path.islink(p):
+            os.remove(p)
+        os.symlink({target!r}, p)
+        os.readlink(p)
+    """))
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A host directory a Sandbox mounts read-write, in which a cell has put
+    relative and absolute symlinks to the host's root where a later policy
+    would find a directory."""
+    rw = tmp_path / "rw"
+    (rw / "inner").mkdir(parents=True)
+    (rw / "inner" / "data.txt").write_text("inner data\n")
+    depth = len(rw.parts)  # enough '..' to reach '/' from inside rw
+    r = repl_with(tmp_path, Mount("/out", str(rw), "read-write"))
+    try:
+        _plant(r, "/out/inner", "/".join([".."] * (depth + 3)))
+        _plant(r, "/out/absolute", "/")
+        _plant(r, "/out/etc", "../" * (depth + 3) + "etc")
+    finally:
+        r.close()
+    # What the cell left on the host: links that lead to the host's root.
+    assert os.path.samefile(rw / "inner", "/") and os.path.samefile(rw / "absolute", "/")
+    return rw
+
+
+# ---------------------------------------------------------------- 1. binds
+
+
+def test_a_mount_inside_a_read_write_mount_is_refused_where_the_sandbox_is_made(tmp_path):
+    rw = tmp_path / "rw"
+    (rw / "sub").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="lies inside the read-write mount /out"):
+        Sandbox(mounts=[Mount("/out", str(rw), "read-write"), Mount("/data", str(rw / "sub"))])
+    with pytest.raises(ConfigError, match="lies inside the read-write mount /out"):
+        Sandbox(mounts=[Mount("/data", str(rw / "sub"), "overlay"), Mount("/out", str(rw), "read-write")])
+    with pytest.raises(ConfigError, match="mount /out/sub lies inside the read-write mount /out"):
+        Sandbox(mounts=[Mount("/out", str(rw), "read-write"), Mount("/out/sub", str(tmp_path))])
+    # Holding a read-write mount is fine: nothing is looked up inside it.
+    Sandbox(mounts=[Mount("/out", str(rw), "read-write"), Mount("/all", str(tmp_path))])
+
+
+@pytest.mark.parametrize("name", ["inner", "absolute", "etc"])
+def test_a_planted_symlink_never_becomes_a_bind(planted, tmp_path, name):
+    # Another policy that names the planted path (read-only or read-write):
+    # the path passes through a symlink, so nothing is bound; the error says so.
+    for mode in ("read-only", "read-write", "overlay"):
+        r = repl_with(tmp_path, Mount("/data", str(planted / name), mode))
+        try:
+            res = r.run("s", "import os; sorted(os.listdir('/data'))")
+            assert not res.ok, (mode, res.value)
+            assert "symlink" in res.error and str(planted / name) in res.error, res.error
+        finally:
+            r.close()
+
+
+def test_a_host_alias_into_a_read_write_mount_is_refused(planted, tmp_path):
+    # The spelled paths pass the Sandbox's own check (the alias is not under
+    # the read-write path); the worker's walk sees where they lead: a host
+    # symlink on a policy mount's path, or (by identity) a host bind mount
+    # of the read-write directory.
+    link = tmp_path / "link"
+    link.symlink_to(planted)
+    bound = tmp_path / "bound"
+    bound.mkdir()
+    if subprocess.run(["mount", "--bind", str(planted), str(bound)], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount here (needs root)")
+    try:
+        for alias, says in ((link, "symlink"), (bound, "read-write mount")):
+            sandbox = Sandbox(mounts=[Mount("/out", str(planted), "read-write"),
+                                      Mount("/data", str(alias / "inner"))], processes=64)
+            r = dolsot.Repl(store=FileStore(str(tmp_path / "store")), typecheck=False, timeout=30,
+                            sandbox=sandbox)
+            try:
+                res = r.run("s", "import os; os.listdir('/data')")
+                assert not res.ok and says in res.error, (alias, res.value, res.error)
+            finally:
+                r.close()
+    finally:
+        subprocess.run(["umount", str(bound)], check=True)
+
+
+def test_a_toolbox_inside_a_read_write_mount_is_refused(tmp_path, monkeypatch):
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    (rw / "walltool.py").write_text("def hello():\n    return 'hi'\n")
+    monkeypatch.syspath_prepend(str(rw))
+    r = dolsot.Repl(inject={"t": "walltool"}, store=FileStore(str(tmp_path / "store")),
+                    typecheck=False, timeout=30,
+                    sandbox=Sandbox(mounts=[Mount("/out", str(rw), "read-write")], processes=64))
+    try:
+        res = r.run("s", "t.hello()")
+        assert not res.ok and "read-write mount" in res.error, (res.value, res.error)
+    finally:
+        r.close()
+        sys.modules.pop("walltool", None)
+
+
+def test_the_store_inside_a_read_write_mount_is_refused(tmp_path, monkeypatch):
+    # A cell could move the store's directory out from under what hides it.
+    home = tmp_path / "home"
+    cache = home / ".cache" / "dolsot"
+    cache.mkdir(parents=True)
+    monkeypatch.setenv("DOLSOT_CACHE_DIR", str(cache))
+    r = dolsot.Repl(typecheck=False, timeout=30,
+                    sandbox=Sandbox(mounts=[Mount("/home", str(home), "read-write")], processes=64))
+    try:
+        res = r.run("s", "1")
+        assert not res.ok and "must stay" in res.error, (res.value, res.error)
+    finally:
+        r.close()
+
+
+def test_cli_refuses_the_planted_path_direct_and_through_the_server(planted, tmp_path):
+    for serve in ("0", "1"):
+        env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / f"cache{serve}"),
+               "DOLSOT_TYPECHECK": "0", "DOLSOT_SERVE": serve}
+        try:
+            p = subprocess.run([_cli(), "--sandbox", "--mount", f"/data={planted / 'inner'}",
+                                "--session", "s", "import os; os.listdir('/data')"],
+                               env=env, capture_output=True, text=True, timeout=120)
+            assert p.returncode != 0, (serve, p.stdout)
+            assert "symlink" in p.stderr and "etc" not in p.stdout, (serve, p.stdout, p.stderr)
+            bad = subprocess.run([_cli(), "--sandbox", "--mount", f"/out={planted}:read-write",
+                                  "--mount", f"/data={planted / 'sub'}", "--session", "s", "1"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+            assert bad.returncode == 2 and "lies inside the read-write mount" in bad.stderr, bad.stderr
+        finally:
+            subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
+
+
+# ---------------------------------------------------------------- 2. checkpoints
+
+
+EVIL = textwrap.dedent("""
+    import os
+    class Evil:
+        def __init__(self, path):
+            self.path = path
+        def __reduce__(self):
+            return (os.system, ("touch " + self.path,))
+    evil = Evil({marker!r})
+""")
+
+
+def _leave_evil(tmp_path, marker, sid="s", **kw):
+    store = FileStore(str(tmp_path / "store"))
+    r = repl_with(tmp_path, store=store, **kw)
+    try:
+        ok(r, sid, EVIL.format(marker=str(marker)))
+        r.branch(sid, sid + "-branch")
+        ok(r, sid + "-branch", "1")
+    finally:
+        r.close()  # checkpoints both
+    assert not marker.exists()
+    return store
+
+
+def test_a_sandboxed_checkpoint_is_not_restored_without_the_sandbox(tmp_path):
+    marker = tmp_path / "ran-on-the-host"
+    store = _leave_evil(tmp_path, marker)
+    for sid in ("s", "s-branch"):  # a branch keeps the mark
+        plain = dolsot.Repl(store=store, typecheck=False, timeout=30)
+        try:
+            with pytest.raises(WeakerWalls, match=f"session '{sid}'.*no Sandbox.*accept_weaker_walls"):
+                plain.run(sid, "1")
+            assert not marker.exists()
+        finally:
+            plain.close()
+    # The same Sandbox restores it: its pickle runs, inside the walls (the
+    # host's path is not there: the command fails), and the session goes on.
+    same = repl_with(tmp_path, store=store)
+    try:
+        assert ok(same, "s", "type(evil).__name__").value == "'int'"
+    finally:
+        same.close()
+    assert not marker.exists()
+    # The user's explicit choice takes it across (and the pickle runs: the
+    # reason for the rule). The branch still holds its Evil.
+    trusted = dolsot.Repl(store=store, typecheck=False, timeout=30, accept_weaker_walls=True)
+    try:
+        ok(trusted, "s-branch", "1")
+    finally:
+        trusted.close()
+    assert marker.exists()
+
+
+def test_weaker_walls_are_refused_and_stronger_ones_accepted(tmp_path):
+    marker = tmp_path / "ran"
+    data = tmp_path / "data"
+    data.mkdir()
+    store = _leave_evil(tmp_path, marker, sid="w")
+    weaker = [Sandbox(network=True, processes=64), Sandbox(best_effort=True, processes=64),
+              Sandbox(memory_mb=0, processes=64), Sandbox(processes=0),
+              Sandbox(mounts=[Mount("/data", str(data))], processes=64)]
+    for sandbox in weaker:
+        r = dolsot.Repl(store=store, typecheck=False, timeout=30, sandbox=sandbox)
+        try:
+            with pytest.raises(WeakerWalls, match="weaker"):
+                r.run("w", "1")
+        finally:
+            r.close()
+    stronger = dolsot.Repl(store=store, typecheck=False, timeout=30,
+                           sandbox=Sandbox(memory_mb=1024, processes=32))
+    try:
+        ok(stronger, "w", "x = 1")
+    finally:
+        stronger.close()
+    # A stricter Repl does not make the session stricter to load: the
+    # default Sandbox still takes it.
+    again = repl_with(tmp_path, store=store)
+    try:
+        assert ok(again, "w", "x").value == "1"
+    finally:
+        again.close()
+    assert not marker.exists()
+
+
+def test_a_mount_in_a_freer_mode_is_weaker(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    store = FileStore(str(tmp_path / "store"))
+    r = repl_with(tmp_path, Mount("/data", str(data)), store=store)
+    try:
+        ok(r, "m", "y = 2")
+    finally:
+        r.close()
+    for mode in ("overlay", "read-write"):
+        freer = repl_with(tmp_path, Mount("/data", str(data), mode), store=store)
+        try:
+            with pytest.raises(WeakerWalls, match=f"/data {mode}"):
+                freer.run("m", "y")
+        finally:
+            freer.close()
+
+
+def test_cli_keeps_the_walls_direct_and_through_the_server(tmp_path):
+    marker = tmp_path / "cli-ran"
+    for serve in ("0", "1"):
+        env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / f"cache{serve}"),
+               "DOLSOT_TYPECHECK": "0", "DOLSOT_SERVE": serve}
+        try:
+            made = subprocess.run([_cli(), "--sandbox", "--session", "c",
+                                   EVIL.format(marker=str(marker))],
+                                  env=env, capture_output=True, text=True, timeout=120)
+            assert made.returncode == 0, made.stderr
+            plain = subprocess.run([_cli(), "--session", "c", "1"], env=env, capture_output=True,
+                                   text=True, timeout=120)
+            assert plain.returncode == 2, (serve, plain.stdout, plain.stderr)
+            assert "--accept-weaker-walls" in plain.stderr, plain.stderr
+            assert not marker.exists()
+            walled = subprocess.run([_cli(), "--sandbox", "--session", "c", "type(evil).__name__"],
+                                    env=env, capture_output=True, text=True, timeout=120)
+            # Restored inside the walls: its pickle ran there, not on the host.
+            assert walled.returncode == 0 and "'int'" in walled.stdout, walled.stderr
+            assert not marker.exists()
+            made = subprocess.run([_cli(), "--sandbox", "--session", "c",
+                                   EVIL.format(marker=str(marker))],
+                                  env=env, capture_output=True, text=True, timeout=120)
+            assert made.returncode == 0, made.stderr
+            taken = subprocess.run([_cli(), "--accept-weaker-walls", "--session", "c", "2"],
+                                   env=env, capture_output=True, text=True, timeout=120)
+            assert taken.returncode == 0 and "2" in taken.stdout, taken.stderr
+            assert marker.exists()
+            marker.unlink()
+        finally:
+            subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
+
+
+# ---------------------------------------------------------------- 4. what is bound
+
+
+def test_a_host_script_folder_is_not_bound_but_its_toolbox_is(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text(f"API_KEY={SECRET}\n")
+    (project / "projtool.py").write_text("def f():\n    return 42\n")
+    (project / "other.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(project))
+    r = dolsot.Repl(inject={"pt": "projtool"}, store=FileStore(str(tmp_path / "store")),
+                    typecheck=False, timeout=30, sandbox=Sandbox(processes=64))
+    try:
+        env = r.run("s", f"open({str(project / '.env')!r}).read()")
+        assert not env.ok and "FileNotFoundError" in env.error, (env.value, env.error)
+        assert SECRET not in (env.stdout or "") + (env.error or "")
+        assert ok(r, "s", "pt.f()").value == "42"
+        other = r.run("s", "import other")
+        assert not other.ok and "ModuleNotFoundError" in other.error, other.error
+        # Python's own still works: the standard library and site-packages.
+        assert ok(r, "s", "import json, dill; json.dumps([1])").value == "'[1]'"
+    finally:
+        r.close()
+        sys.modules.pop("projtool", None)
+
+
+def test_proc_shows_nothing_of_the_hosts(tmp_path):
+    with open("/proc/self/cgroup") as f:
+        host_cgroup = f.read()
+    r = repl_with(tmp_path)
+    try:
+        value = ok(r, "p", textwrap.dedent("""
+            def read(path):
+                try:
+                    with open(path, 'rb') as f:
+                        return f.read()
+                except OSError as e:
+                    return type(e).__name__
+            {name: read('/proc/' + name) for name in
+             ('cmdline', 'keys', 'key-users', 'kallsyms', 'timer_list', 'sched_debug', 'self/cgroup')}
+        """)).value
+        shown = eval(value)  # noqa: S307 - our own repr of bytes and str
+        for name in ("cmdline", "keys", "key-users", "kallsyms", "timer_list", "sched_debug"):
+            assert shown[name] in (b"", "FileNotFoundError", "PermissionError"), (name, shown[name])
+        cgroup = shown["self/cgroup"]
+        # The host's path to its cgroup (the worker's sits below it) is not shown.
+        for line in host_cgroup.splitlines():
+            path = line.split(":", 2)[-1]
+            if path not in ("", "/"):
+                assert path.encode() not in cgroup, (path, cgroup)
+        assert b"dolsot-sandbox" not in cgroup, cgroup
+        # And a cell cannot undo the masks.
+        undo = r.run("p", "import ctypes; ctypes.CDLL(None).umount2(b'/proc/keys', 2)")
+        assert ok(r, "p", "open('/proc/keys','rb').read()").value == "b''"
+    finally:
+        r.close()
+
+
+# ---------------------------------------------------------------- as another user
+
+
+def test_unprivileged_host_keeps_the_walls(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the unprivileged user")
+    python = "/usr/bin/python3"
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    if not os.path.exists(python) or not os.path.exists(useradd):
+        pytest.skip("no system python3 or useradd here")
+    import tempfile
+    work = __import__("pathlib").Path(tempfile.mkdtemp(prefix="dolsot-walls-", dir="/tmp"))
+    try:
+        os.chmod(work, 0o755)
+        user = "dolsotsbx"
+        if subprocess.run(["id", user], capture_output=True).returncode != 0:
+            subprocess.run([useradd, "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+        uid, gid = pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid
+        for d in ("home", "rw", "rw/inner"):
+            (work / d).mkdir()
+        for d in ("", "home", "rw", "rw/inner"):
+            os.chown(work / d, uid, gid)
+        package = os.path.dirname(os.path.dirname(dolsot.__file__))
+        site = [p for p in sys.path if p.endswith("site-packages")]
+        script = work / "home" / "host.py"
+        script.write_text(textwrap.dedent(f"""
+            import os, dolsot
+            from dolsot import Mount, Sandbox
+            from dolsot.errors import WeakerWalls
+            from dolsot.store import FileStore
+            store = FileStore({str(work / 'home' / 'store')!r})
+            rw = {str(work / 'rw')!r}
+            a = dolsot.Repl(store=store, typecheck=False,
+                            sandbox=Sandbox(mounts=[Mount('/out', rw, 'read-write')]))
+            res = a.run('s', "import os\\n"
+                             "os.rename('/out/inner', '/out/x')\\n"
+                             "os.symlink('../../../../../../..', '/out/inner')\\n"
+                             "class E:\\n"
+                             "    def __reduce__(self):\\n"
+                             "        return (os.system, ('touch ' + {str(work / 'home' / 'ran')!r},))\\n"
+                             "e = E()")
+            print('PLANT', res.ok, res.error)
+            a.close()
+            b = dolsot.Repl(store=store, typecheck=False,
+                            sandbox=Sandbox(mounts=[Mount('/data', rw + '/inner')]))
+            res = b.run('t', "import os; os.listdir('/data')")
+            print('BIND', res.ok, 'symlink' in (res.error or ''))
+            b.close()
+            c = dolsot.Repl(store=store, typecheck=False)
+            try:
+                c.run('s', '1')
+                print('RESTORE ran')
+            except WeakerWalls:
+                print('RESTORE refused')
+            c.close()
+            print('MARKER', os.path.exists({str(work / 'home' / 'ran')!r}))
+        """))
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join([package, *site]),
+               "DOLSOT_CACHE_DIR": str(work / "home" / "cache"), "HOME": str(work / "home")}
+        p = subprocess.run([shutil.which("runuser") or "/usr/sbin/runuser", "-u", user, "--", python,
+                            str(script)], env=env, cwd=work / "home", capture_output=True, text=True,
+                           timeout=180)
+        if "No module named" in p.stderr or "undefined symbol" in p.stderr:
+            pytest.skip("the build's extension does not load in the system python: " + p.stderr[-300:])
+        assert p.returncode == 0, p.stderr
+        assert "PLANT True None" in p.stdout, p.stdout + p.stderr
+        assert "BIND False True" in p.stdout, p.stdout + p.stderr
+        assert "RESTORE refused" in p.stdout and "MARKER False" in p.stdout, p.stdout + p.stderr
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
