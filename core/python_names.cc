@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "core/python_chars.h"
+
 namespace dolsot {
 namespace {
 
@@ -57,14 +59,8 @@ bool IsPythonKeyword(std::string_view name) { return Contains(kKeywords, name); 
 bool IsPythonBuiltinName(std::string_view name) { return Contains(kBuiltins, name); }
 
 bool IsAsciiIdentifier(std::string_view name) {
-  if (name.empty()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
-    if (!letter && !(digit && i > 0)) return false;
-  }
-  return true;
+  return !name.empty() && IsAsciiNameStart(name[0]) &&
+         std::all_of(name.begin() + 1, name.end(), IsAsciiNameChar);
 }
 
 }  // namespace dolsot

@@ -2,14 +2,10 @@
 // CPython's tokenizer cuts them, checked against a small alphabet.
 #include "embedded/plain_expressions.h"
 
+#include "core/python_chars.h"
+
 namespace dolsot {
 namespace {
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-// A byte that would continue a name or a number in CPython's eyes
-// (non-ASCII bytes too: a name may go on in UTF-8).
-bool ContinuesWord(char c) { return IsNameStart(c) || IsDigit(c) || static_cast<unsigned char>(c) >= 0x80; }
 
 // The keywords an expression of these tokens may hold.
 bool ExpressionKeyword(std::string_view word) {
@@ -49,25 +45,25 @@ std::size_t NumberEnd(std::string_view code, std::size_t i) {
                          at(i + 1) == 'O' || at(i + 1) == 'b' || at(i + 1) == 'B')) {
     const char base = static_cast<char>(at(i + 1) | 0x20);
     std::size_t end = SkipDigits(code, i + 2, [base](char c) {
-      if (base == 'x') return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      if (base == 'x') return IsAsciiHexDigit(c);
       if (base == 'o') return c >= '0' && c <= '7';
       return c == '0' || c == '1';
     });
     if (end == i + 2) return std::string_view::npos;
     i = end;
   } else {
-    i = SkipDigits(code, i, IsDigit);
-    if (at(i) == '.' && IsDigit(at(i + 1))) i = SkipDigits(code, i + 1, IsDigit);
+    i = SkipDigits(code, i, IsAsciiDigit);
+    if (at(i) == '.' && IsAsciiDigit(at(i + 1))) i = SkipDigits(code, i + 1, IsAsciiDigit);
     if (at(i) == 'e' || at(i) == 'E') {
       std::size_t k = i + 1;
       if (at(k) == '+' || at(k) == '-') ++k;
-      if (!IsDigit(at(k))) return std::string_view::npos;
-      i = SkipDigits(code, k, IsDigit);
+      if (!IsAsciiDigit(at(k))) return std::string_view::npos;
+      i = SkipDigits(code, k, IsAsciiDigit);
     }
     if (at(i) == 'j' || at(i) == 'J') ++i;
   }
   // `1if`, `1.real`, `1..real`, `0x1for`: not one plain literal.
-  if (i < code.size() && (ContinuesWord(code[i]) || code[i] == '.')) return std::string_view::npos;
+  if (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) return std::string_view::npos;
   return i;
 }
 
@@ -97,10 +93,10 @@ bool ScanPlainExpressions(std::string_view code, std::vector<std::string_view>* 
       }
       continue;
     }
-    if (IsNameStart(c)) {
+    if (IsAsciiNameStart(c)) {
       std::size_t end = i;
-      while (end < code.size() && (IsNameStart(code[end]) || IsDigit(code[end]))) ++end;
-      if (end < code.size() && static_cast<unsigned char>(code[end]) >= 0x80) return false;
+      while (end < code.size() && IsAsciiNameChar(code[end])) ++end;
+      if (end < code.size() && IsNonAsciiByte(code[end])) return false;
       std::string_view word = code.substr(i, end - i);
       if (OtherKeyword(word)) return false;
       const bool keyword = ExpressionKeyword(word);
@@ -109,7 +105,7 @@ bool ScanPlainExpressions(std::string_view code, std::vector<std::string_view>* 
       i = end;
       continue;
     }
-    if (IsDigit(c)) {
+    if (IsAsciiDigit(c)) {
       i = NumberEnd(code, i);
       if (i == std::string_view::npos) return false;
       dangling = false;

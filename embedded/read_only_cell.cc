@@ -4,7 +4,6 @@
 
 #include <sys/time.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +13,7 @@
 
 #include <marshal.h>
 
+#include "core/python_chars.h"
 #include "embedded/interned_name.h"
 #include "embedded/plain_expressions.h"
 #include "embedded/py_ref.h"
@@ -283,9 +283,6 @@ bool Hooked() {
   return false;
 }
 
-bool IsWordStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c < 0; }
-bool IsWordByte(char c) { return IsWordStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
-
 // Words that make a cell not read-only wherever they stand (a statement, a
 // lambda, an import): a word in a string or a comment only costs the fast
 // path.
@@ -339,9 +336,9 @@ bool MayBeReadOnly(std::string_view code, bool binding) {
     }
     const bool at_line_start = line_start && depth == 0;
     line_start = false;
-    if (IsWordStart(c)) {
+    if (IsNameStartByte(c)) {
       std::size_t end = i;
-      while (end < code.size() && IsWordByte(code[end])) ++end;
+      while (end < code.size() && IsNameByte(code[end])) ++end;
       std::string_view word = code.substr(i, end - i);
       if (RefusedWord(word)) return false;
       if (depth == 0 && word == "for") return false;  // a loop (a comprehension has brackets)
@@ -349,15 +346,15 @@ bool MayBeReadOnly(std::string_view code, bool binding) {
       i = end;
       continue;
     }
-    if (std::isdigit(static_cast<unsigned char>(c))) {  // 1.5, 1e-3, 0x1F: no attribute
-      while (i < code.size() && (IsWordByte(code[i]) || code[i] == '.')) ++i;
+    if (IsAsciiDigit(c)) {  // 1.5, 1e-3, 0x1F: no attribute
+      while (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) ++i;
       continue;
     }
     switch (c) {
       case '.':
-        if (i + 1 < code.size() && IsWordStart(code[i + 1])) {  // an attribute
+        if (i + 1 < code.size() && IsNameStartByte(code[i + 1])) {  // an attribute
           std::size_t end = i + 1;
-          while (end < code.size() && IsWordByte(code[end])) ++end;
+          while (end < code.size() && IsNameByte(code[end])) ++end;
           if (!binding || !IsMutator(code.substr(i + 1, end - i - 1))) return false;
           i = end;
           continue;

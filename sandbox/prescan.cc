@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/python_chars.h"
 #include "core/python_names.h"
 #include "sandbox/rules.h"
 
@@ -46,15 +47,6 @@ struct Token {
   bool module_scope = true;   // its logical line is not inside a def/class body
   std::string_view text;
 };
-
-bool IsNameStart(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsNameChar(char c) { return IsNameStart(c) || IsDigit(c); }
-bool IsHexOrUnderscore(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '_';
-}
 
 // Hard keywords but the three constants: a bracket after one of them opens a
 // display, not a trailer (`True[0]` is a subscript, however odd).
@@ -294,15 +286,15 @@ bool Lexer::PrevIsAtom() const {
 bool Lexer::LexToken() {
   char c = code_[pos_];
   std::size_t start = pos_;
-  if (IsNameStart(c)) {
-    while (IsNameChar(At(pos_))) ++pos_;
+  if (IsAsciiNameStart(c)) {
+    while (IsAsciiNameChar(At(pos_))) ++pos_;
     char next = At(pos_);
-    if (static_cast<unsigned char>(next) >= 0x80) return false;  // a non-ASCII identifier
+    if (IsNonAsciiByte(next)) return false;  // a non-ASCII identifier
     if (next == '\'' || next == '"') return LexString(start, code_.substr(start, pos_ - start));
     Emit(Tok::kName, start, pos_);
     return true;
   }
-  if (IsDigit(c) || (c == '.' && IsDigit(At(pos_ + 1)))) return LexNumber();
+  if (IsAsciiDigit(c) || (c == '.' && IsAsciiDigit(At(pos_ + 1)))) return LexNumber();
   if (c == '\'' || c == '"') return LexString(start, {});
   return LexOperator();
 }
@@ -313,25 +305,25 @@ bool Lexer::LexNumber() {
   if (code_[pos_] == '0' && (c1 == 'x' || c1 == 'X' || c1 == 'o' || c1 == 'O' || c1 == 'b' ||
                              c1 == 'B')) {
     pos_ += 2;
-    while (IsHexOrUnderscore(At(pos_))) ++pos_;
+    while (IsAsciiHexDigit(At(pos_)) || At(pos_) == '_') ++pos_;
   } else {
-    while (IsDigit(At(pos_)) || At(pos_) == '_') ++pos_;
+    while (IsAsciiDigit(At(pos_)) || At(pos_) == '_') ++pos_;
     if (At(pos_) == '.') {
       ++pos_;
-      while (IsDigit(At(pos_)) || At(pos_) == '_') ++pos_;
+      while (IsAsciiDigit(At(pos_)) || At(pos_) == '_') ++pos_;
     }
     if (At(pos_) == 'e' || At(pos_) == 'E') {
       std::size_t sign = (At(pos_ + 1) == '+' || At(pos_ + 1) == '-') ? 1 : 0;
-      if (IsDigit(At(pos_ + 1 + sign))) {
+      if (IsAsciiDigit(At(pos_ + 1 + sign))) {
         pos_ += 1 + sign;
-        while (IsDigit(At(pos_)) || At(pos_) == '_') ++pos_;
+        while (IsAsciiDigit(At(pos_)) || At(pos_) == '_') ++pos_;
       }
     }
     if (At(pos_) == 'j' || At(pos_) == 'J') ++pos_;
   }
   // `1if`, `0x1for`, `1.real`: CPython's reading depends on its version.
   char next = At(pos_);
-  if (IsNameChar(next) || next == '.' || static_cast<unsigned char>(next) >= 0x80) return false;
+  if (IsNameByte(next) || next == '.') return false;
   Emit(Tok::kNumber, start, pos_);
   return true;
 }

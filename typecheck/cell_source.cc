@@ -5,6 +5,8 @@
 #include <iterator>
 #include <string_view>
 
+#include "core/python_chars.h"
+
 namespace dolsot::typecheck {
 namespace {
 
@@ -19,18 +21,10 @@ bool IsKeyword(std::string_view name) {
   return std::find(std::begin(kKeywords), std::end(kKeywords), name) != std::end(kKeywords);
 }
 
-// ASCII letters, digits and '_', or any byte of a non-ASCII character (which
-// cannot be a newline, quote or operator).
-bool IsNameByte(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c >= 0x80;
-}
-
 // A Python identifier (non-ASCII letters taken as they are), not a keyword.
 bool IsIdentifier(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9') || IsKeyword(name)) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return IsNameByte(static_cast<unsigned char>(c)); });
+  if (name.empty() || IsAsciiDigit(name[0]) || IsKeyword(name)) return false;
+  return std::all_of(name.begin(), name.end(), IsNameByte);
 }
 
 bool IsDottedName(std::string_view name) {

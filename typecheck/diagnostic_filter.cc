@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/python_chars.h"
 #include "typecheck/file_uri.h"
 
 namespace dolsot::typecheck {
@@ -101,10 +102,6 @@ std::string_view LineOf(std::string_view code, int line) {
   return code.substr(0, code.find('\n'));
 }
 
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 // True when `line` holds `alias.callee` (as whole names) for a toolbox alias.
 bool LineCallsThroughAlias(std::string_view line, std::string_view callee,
                            const TypeCheckRequest& request) {
@@ -114,8 +111,8 @@ bool LineCallsThroughAlias(std::string_view line, std::string_view callee,
     for (std::size_t at = line.find(needle); at != std::string_view::npos;
          at = line.find(needle, at + 1)) {
       std::size_t end = at + needle.size();
-      bool left_ok = at == 0 || (!IsNameChar(line[at - 1]) && line[at - 1] != '.');
-      bool right_ok = end >= line.size() || !IsNameChar(line[end]);
+      bool left_ok = at == 0 || (!IsAsciiNameChar(line[at - 1]) && line[at - 1] != '.');
+      bool right_ok = end >= line.size() || !IsAsciiNameChar(line[end]);
       if (left_ok && right_ok) return true;
     }
   }

@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "core/python_chars.h"
+
 namespace dolsot::typecheck {
 namespace {
 
@@ -22,17 +24,13 @@ constexpr std::string_view kStdlibModuleNames =
 constexpr std::string_view kStubNames[] = {"_typeshed", "typing_extensions", "mypy_extensions",
                                            "stdlib",    "vendored",          "typeshed"};
 
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 // True when `word` occurs in `code` as a whole name (not inside a longer one).
 bool ContainsName(std::string_view code, std::string_view word) {
   for (std::size_t at = code.find(word); at != std::string_view::npos;
        at = code.find(word, at + 1)) {
     std::size_t end = at + word.size();
-    bool left_ok = at == 0 || !IsNameChar(code[at - 1]);
-    bool right_ok = end >= code.size() || !IsNameChar(code[end]);
+    bool left_ok = at == 0 || !IsAsciiNameChar(code[at - 1]);
+    bool right_ok = end >= code.size() || !IsAsciiNameChar(code[end]);
     if (left_ok && right_ok) return true;
   }
   return false;
@@ -60,7 +58,7 @@ bool MayShareAStdlibName(std::string_view module) {
 
 bool CannotReachAToolbox(const TypeCheckRequest& request) {
   for (char c : request.code) {
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
+    if (IsNonAsciiByte(c)) return false;
   }
   if (request.code.find("import") != std::string_view::npos) return false;
   for (const auto& [alias, module] : request.toolboxes) {

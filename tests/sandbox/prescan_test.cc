@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,57 +34,18 @@ std::string NonSyntaxFindings(const std::string& code, const Policy& policy) {
   return kept.empty() ? "" : FormatFindings(kept);
 }
 
-constexpr const char* kTypicalCell = R"py(import json
-import math
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
-
-
-@dataclass
-class Order:
-    id: int
-    customer: str
-    items: list = field(default_factory=list)
-    total: float = 0.0
-
-    def __post_init__(self):
-        self.total = round(sum(p * q for p, q in self.items), 2)
-
-    def __repr__(self):
-        return f"Order({self.id}, {self.customer!r}, total={self.total:.2f})"
-
-
-raw = tb.fetch_orders(since="2026-01-01", limit=500)
-orders = [Order(r["id"], r["customer"], [(i["price"], i["qty"]) for i in r["items"]])
-          for r in raw if r.get("status") != "cancelled"]
-
-by_customer = defaultdict(list)
-for order in orders:
-    by_customer[order.customer].append(order)
-
-spend = {name: sum(o.total for o in group) for name, group in by_customer.items()}
-top = sorted(spend.items(), key=lambda kv: kv[1], reverse=True)[:10]
-counts = Counter(len(o.items) for o in orders)
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-summary = {
-    "orders": len(orders),
-    "p50": percentile([o.total for o in orders], 0.5),
-    "p90": percentile([o.total for o in orders], 0.9),
-    "top": top,
+// The typical cell: one copy (the fuzzer's seed, which bench_gate.py measures
+// too), at the path CMake passes.
+std::string TypicalCell() {
+  std::ifstream in(DOLSOT_TYPICAL_CELL_PATH, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    std::fprintf(stderr, "cannot read the typical cell at %s\n", DOLSOT_TYPICAL_CELL_PATH);
+    std::abort();
+  }
+  return text.str();
 }
-print(json.dumps(summary, indent=2, default=str))
-summary
-)py";
 
 struct Case {
   const char* name;
@@ -92,7 +56,7 @@ std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.nam
 // Ordinary cells the fast path proves allowed (and the full path agrees).
 const std::vector<Case>& FastCells() {
   static const std::vector<Case> cells = {
-      {"typical_cell", kTypicalCell},
+      {"typical_cell", TypicalCell()},
       {"arithmetic", "x = 1 + 2 * 3\nx\n"},
       {"builtin_calls", "n = len(xs)\nprint(sorted(set(xs)), max(xs, key=abs))\ny = list(map(str, xs))\n"},
       {"builtin_value_on_the_right", "x = len\ny = z = None\nf = str if a else repr\n"},

@@ -48,5 +48,3 @@ summary = {
 }
 print(json.dumps(summary, indent=2, default=str))
 summary
-x = f'{a!r:>{w}} {b["k"]} {{eval}} {d=}'
-r = math.pi * 2; tb.log(r)

@@ -1,0 +1,2 @@
+x = f'{a!r:>{w}} {b["k"]} {{eval}} {d=}'
+r = math.pi * 2; tb.log(r)
