@@ -32,6 +32,7 @@
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_keeper.h"
 #include "backend_subprocess/tool_channel.h"
+#include "backend_subprocess/unsaveable_names.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
 #include "embedded/interned_name.h"
