@@ -1,5 +1,5 @@
-// Namespace checkpoints: per-name encoding (module reference, pickle, dill), the
-// blob framing of docs/checkpoint-format.md, and its bounds-checked parser.
+// Namespace checkpoints: per-name encoding (module reference, pickle, dill)
+// into the blob of checkpoint_format.h, and the restore from one.
 #include "backend_subprocess/checkpoint.h"
 
 #include <algorithm>
@@ -11,73 +11,34 @@
 #include <optional>
 #include <utility>
 
-#include "backend_subprocess/checkpoint_metadata.h"
+#include "backend_subprocess/checkpoint_format.h"
+#include "backend_subprocess/checkpoint_values.h"
 #include "core/crc32c.h"
 #include "embedded/cell_runner.h"
-#include "embedded/python_text.h"
+#include "embedded/py_ref.h"
 
 namespace dolsot {
 namespace {
 
-constexpr char kMagic[8] = {'D', 'O', 'L', 'S', 'O', 'T', 'N', 'S'};
-// Version 2 added codecs 4 (a cell's source) and 5 (the cell counter),
-// version 3 codec 6 (the AST gate's memory, written by the host).
-// Version 1 and 2 blobs are still read.
-constexpr uint32_t kFormatVersion = 3;
-constexpr size_t kHeaderSize = sizeof(kMagic) + 4 + 4;
-// crc32c + codec + name length + payload length: the smallest possible entry.
-constexpr size_t kEntryFixedSize = 4 + 1 + 4 + 8;
-constexpr uint32_t kMaxNameBytes = 1u << 20;
+using checkpoint_format::BlobEntry;
+using checkpoint_format::Codec;
+using checkpoint_format::EntryView;
+using checkpoint_format::GetLe;
+using checkpoint_format::IsCellFilename;
+using checkpoint_format::kCounterName;
+using checkpoint_format::kEntryFixedSize;
+using checkpoint_format::kHeaderSize;
+using checkpoint_format::PutLe;
+using checkpoint_format::WriteBlobHeader;
+using checkpoint_format::WriteEntryPrefix;
+using checkpoint_values::IsDunder;
+using checkpoint_values::IsMainDefinition;
+using checkpoint_values::PendingIsCannotPickle;
+using checkpoint_values::Utf8;
+
 constexpr char kMainReference[] = "\x8c\x08__main__";  // SHORT_BINUNICODE "__main__"
 
-enum class Codec : uint8_t {
-  kPickle = 1,
-  kDill = 2,
-  kModuleRef = 3,
-  kCellSource = 4,   // name: a cell's filename ("<cell N>"); payload: its source
-  kCellCounter = 5,  // name: kCounterName; payload: u64, the cells the session ran
-  kGateMemory = 6,   // name: kGateMemoryName; payload: GateMemory::Encode (host-written)
-  kSandboxMark = 7,  // name: kSandboxMarkName; payload: sandbox_mark.h (host-written)
-};
-constexpr std::string_view kCounterName = "<cells>";
-constexpr std::string_view kGateMemoryName = "<gate>";
-constexpr std::string_view kSandboxMarkName = "<sandbox>";
-
-bool IsKnownCodec(uint8_t byte, uint64_t version) {
-  return byte >= 1 && byte <= (version >= 3 ? 7 : version >= 2 ? 5 : 3);
-}
-
-// Extends `crc` over src[0..n) and, when dst is not null, copies the bytes to
-// dst in the same pass (the blob is written and checksummed at once).
-uint32_t CopyWithCrc(uint32_t crc, char* dst, const char* src, size_t n) {
-  return CopyWithCrc32c(crc, dst, src, n);
-}
-
-// ---------------------------------------------------------------- little-endian
-using checkpoint_format::GetLe;
-using checkpoint_format::PutLe;
-
 // ---------------------------------------------------------------- Python helpers
-// An owned (strong) reference, released on scope exit. GIL held throughout.
-class Ref {
- public:
-  Ref() = default;
-  explicit Ref(PyObject* owned) : object_(owned) {}
-  Ref(Ref&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
-  Ref& operator=(Ref&& other) noexcept {
-    std::swap(object_, other.object_);
-    return *this;
-  }
-  Ref(const Ref&) = delete;
-  Ref& operator=(const Ref&) = delete;
-  ~Ref() { Py_XDECREF(object_); }
-  PyObject* get() const { return object_; }
-  explicit operator bool() const { return object_ != nullptr; }
-
- private:
-  PyObject* object_ = nullptr;
-};
-
 // `import <module>; return <module>.<attr>` as a new reference, or empty with
 // the error indicator set.
 Ref ImportAttr(const char* module, const char* attr) {
@@ -124,39 +85,6 @@ Ref PicklerAttr(const char* attr) {
   return ImportAttr("pickle", attr);
 }
 
-// UTF-8 view of a str (borrowed from the object), or nullopt with no error set.
-// A name's UTF-8, valid while `text` lives; nullopt for a non-str or a str
-// with a lone surrogate (no name a checkpoint can hold).
-std::optional<std::string_view> Utf8(PyObject* text) {
-  if (!PyUnicode_Check(text)) return std::nullopt;
-  std::string unused;  // kRefuse never encodes into it
-  return Utf8View(text, LoneSurrogates::kRefuse, unused);
-}
-
-bool IsDunder(std::string_view name) {
-  return name.size() >= 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
-}
-
-// True when the pending exception is pickle's "cannot pickle 'X' object"
-// TypeError: an object with no state to save (lock, socket, generator, file).
-// dill cannot usefully save these either, so they are dropped without it.
-bool PendingIsCannotPickle() {
-  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return false;
-  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  bool match = false;
-  if (value != nullptr) {
-    Ref text(PyObject_Str(value));
-    std::optional<std::string_view> message = text ? Utf8(text.get()) : std::nullopt;
-    match = message && message->substr(0, 13) == "cannot pickle";
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
-  return match;
-}
 
 // ---------------------------------------------------------------- encoding
 
@@ -405,31 +333,11 @@ struct PendingEntry {
   Ref chunks;  // list of bytes: the payload
 };
 
-// An entry's bytes after its checksum and before its payload (codec, name,
-// payload size) at `frame`; returns their count. The checksum covers them.
-size_t WriteEntryPrefix(char* frame, Codec codec, std::string_view name, size_t payload_size) {
-  frame[0] = static_cast<char>(codec);
-  PutLe(frame + 1, name.size(), 4);
-  std::memcpy(frame + 5, name.data(), name.size());
-  PutLe(frame + 5 + name.size(), payload_size, 8);
-  return 1 + 4 + name.size() + 8;
-}
+// WriteEntryPrefix for `entry`, whose payload is `payload_size` bytes.
 size_t WriteEntryPrefix(char* frame, const PendingEntry& entry, size_t payload_size) {
   return WriteEntryPrefix(frame, entry.codec, entry.name, payload_size);
 }
 
-// A class or function defined by cell code: pickle would only store a
-// reference to itself in __main__, so it must go by value.
-bool IsMainDefinition(PyObject* value) {
-  if (!PyType_Check(value) && !PyFunction_Check(value)) return false;
-  Ref module(PyObject_GetAttrString(value, "__module__"));
-  if (!module) {
-    PyErr_Clear();
-    return false;
-  }
-  std::optional<std::string_view> text = Utf8(module.get());
-  return text && *text == "__main__";
-}
 
 // Encodes one value at a time. Imports dill on first need only.
 class Encoder {
@@ -536,142 +444,30 @@ class Encoder {
   Ref dill_dumps_;
 };
 
-// "<cell N>" with N a positive decimal number: the filenames of cells
-// (CellFilename).
-bool IsCellFilename(std::string_view name) {
-  constexpr std::string_view kPrefix = "<cell ";
-  if (name.size() <= kPrefix.size() + 1 || name.substr(0, kPrefix.size()) != kPrefix ||
-      name.back() != '>') {
-    return false;
-  }
-  std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1);
-  if (digits.size() > 20 || digits.front() == '0') return false;
-  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // A one-chunk payload holding `bytes` (copied), or empty with the error set.
 Ref BytesChunk(std::string_view bytes) {
   return SingleChunk(
       Ref(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size()))));
 }
 
-// The blob's header: magic, version, entry count.
-void WriteBlobHeader(char* out, std::size_t entries) {
-  std::memcpy(out, kMagic, sizeof(kMagic));
-  PutLe(out + 8, kFormatVersion, 4);
-  PutLe(out + 12, entries, 4);
+// The views of a payload's chunks, in order.
+std::vector<std::string_view> ChunkViews(PyObject* chunks) {
+  std::vector<std::string_view> views;
+  views.reserve(static_cast<size_t>(PyList_GET_SIZE(chunks)));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(chunks); ++i) views.push_back(ChunkAt(chunks, i));
+  return views;
 }
 
-
-// Writes the header and every entry into one string, sized once; each payload
-// is copied and checksummed in the same pass.
+// The blob of `entries` (checkpoint_format::BuildBlob over their chunks).
 std::string BuildBlob(const std::vector<PendingEntry>& entries) {
-  size_t total = kHeaderSize;
+  std::vector<BlobEntry> blob_entries;
+  blob_entries.reserve(entries.size());
   for (const PendingEntry& entry : entries) {
-    total += kEntryFixedSize + entry.name.size() + ChunksSize(entry.chunks.get());
+    blob_entries.push_back(BlobEntry{entry.codec, entry.name, ChunkViews(entry.chunks.get())});
   }
-  std::string blob(total, '\0');
-  char* out = blob.data();
-  WriteBlobHeader(out, entries.size());
-  out += kHeaderSize;
-  for (const PendingEntry& entry : entries) {
-    char* crc_at = out;
-    char* frame = out + 4;
-    const size_t prefix = WriteEntryPrefix(frame, entry, ChunksSize(entry.chunks.get()));
-    uint32_t crc = CopyWithCrc(~0u, nullptr, frame, prefix);
-    out = frame + prefix;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
-      std::string_view chunk = ChunkAt(entry.chunks.get(), i);
-      crc = CopyWithCrc(crc, out, chunk.data(), chunk.size());
-      out += chunk.size();
-    }
-    PutLe(crc_at, ~crc, 4);
-  }
-  return blob;
+  return checkpoint_format::BuildBlob(blob_entries);
 }
-
 // ---------------------------------------------------------------- decoding
-struct EntryView {
-  Codec codec;
-  std::string_view name;
-  std::string_view payload;
-};
-
-Status Corrupt(const std::string& what, size_t offset) {
-  return CorruptError("checkpoint blob: " + what + " at byte " + std::to_string(offset));
-}
-
-// Reads one entry at `offset`, advancing it. Every length is checked against
-// what is left of the blob before it is used.
-StatusOr<EntryView> ParseEntry(std::string_view blob, uint64_t version, size_t& offset) {
-  const size_t start = offset;
-  if (blob.size() - offset < kEntryFixedSize) return Corrupt("truncated entry header", start);
-  const char* at = blob.data() + offset;
-  const uint32_t stored_crc = static_cast<uint32_t>(GetLe(at, 4));
-  const uint8_t codec = static_cast<uint8_t>(at[4]);
-  const uint64_t name_size = GetLe(at + 5, 4);
-  if (!IsKnownCodec(codec, version)) return Corrupt("unknown codec " + std::to_string(codec), start);
-  if (name_size == 0 || name_size > kMaxNameBytes) return Corrupt("bad name length", start);
-  if (blob.size() - offset - kEntryFixedSize < name_size) return Corrupt("truncated name", start);
-  const uint64_t payload_size = GetLe(at + 9 + name_size, 8);
-  const size_t left = blob.size() - offset - kEntryFixedSize - name_size;
-  if (payload_size > left) return Corrupt("truncated payload", start);
-  const size_t frame_size = 1 + 4 + name_size + 8 + payload_size;
-  const uint32_t crc = ~CopyWithCrc(~0u, nullptr, at + 4, frame_size);
-  if (crc != stored_crc) return Corrupt("checksum mismatch", start);
-  offset += 4 + frame_size;
-  return EntryView{static_cast<Codec>(codec), std::string_view(at + 9, name_size),
-                   std::string_view(at + 9 + name_size + 8, payload_size)};
-}
-
-// Validates the whole blob (magic, version, every frame and checksum, no
-// trailing bytes) and returns views into it.
-StatusOr<std::vector<EntryView>> ParseBlob(std::string_view blob) {
-  if (blob.size() < kHeaderSize || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
-    return CorruptError("checkpoint blob: not a dolsot checkpoint (bad magic)");
-  }
-  const uint64_t version = GetLe(blob.data() + 8, 4);
-  if (version != 1 && version != 2 && version != kFormatVersion) {
-    return CorruptError("checkpoint blob: unsupported format version " + std::to_string(version));
-  }
-  const uint64_t count = GetLe(blob.data() + 12, 4);
-  if (count > (blob.size() - kHeaderSize) / kEntryFixedSize) {
-    return Corrupt("entry count " + std::to_string(count) + " exceeds the blob", 12);
-  }
-  std::vector<EntryView> entries;
-  entries.reserve(count);
-  size_t offset = kHeaderSize;
-  bool counted = false, remembered = false, marked = false;
-  for (uint64_t i = 0; i < count; ++i) {
-    const size_t start = offset;
-    StatusOr<EntryView> entry = ParseEntry(blob, version, offset);
-    if (!entry.ok()) return entry.status();
-    // What dolsot never writes is damage, not data.
-    if (entry->codec == Codec::kCellSource && !IsCellFilename(entry->name)) {
-      return Corrupt("a cell source under a name that is not a cell's", start);
-    }
-    if (entry->codec == Codec::kCellCounter &&
-        (counted || entry->name != kCounterName || entry->payload.size() != 8)) {
-      return Corrupt("a malformed cell counter", start);
-    }
-    counted = counted || entry->codec == Codec::kCellCounter;
-    if (entry->codec == Codec::kGateMemory) {
-      if (remembered || entry->name != kGateMemoryName) return Corrupt("a malformed gate memory", start);
-      remembered = true;
-    }
-    if (entry->codec == Codec::kSandboxMark) {
-      if (marked || entry->name != kSandboxMarkName) return Corrupt("a malformed sandbox mark", start);
-      marked = true;
-    }
-    entries.push_back(*entry);
-  }
-  if (offset != blob.size()) return Corrupt("trailing bytes after the last entry", offset);
-  // Every version 2 blob dolsot writes holds its cell counter, so one without
-  // (an entry count of zero, say) is damage, not an empty session.
-  if (version >= 2 && !counted) return Corrupt("no cell counter (every version 2 blob has one)", 12);
-  return entries;
-}
-
 // Loads one entry's value as a new reference, or empty with the error set.
 class Decoder {
  public:
@@ -741,135 +537,6 @@ bool IsMainDict(PyObject* globals) {
 }  // namespace
 
 std::string CellFilename(std::uint64_t n) { return "<cell " + std::to_string(n) + ">"; }
-namespace {
-
-// Whether pickling an instance of `type` may run Python code at its top
-// level: a Python-level reduction hook (or attribute hook, which the default
-// reduction goes through) anywhere in its MRO, or a reducer registered for
-// it in copyreg.dispatch_table. Needs the GIL.
-bool PicklingRunsPython(PyTypeObject* type) {
-  static const char* const kHooks[] = {"__reduce_ex__", "__reduce__", "__getstate__",
-                                       "__getnewargs_ex__", "__getnewargs__",
-                                       "__getattribute__", "__getattr__"};
-  PyObject* mro = type->tp_mro;  // borrowed
-  if (mro == nullptr || !PyTuple_Check(mro)) return true;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-    PyObject* base = PyTuple_GET_ITEM(mro, i);
-    if (!PyType_Check(base)) return true;
-    PyObject* dict = reinterpret_cast<PyTypeObject*>(base)->tp_dict;  // borrowed
-    if (dict == nullptr) continue;
-    for (const char* hook : kHooks) {
-      PyObject* found = PyDict_GetItemString(dict, hook);  // borrowed
-      // C slots show as wrapper descriptors; anything else is Python's.
-      if (found != nullptr && Py_TYPE(found) != &PyWrapperDescr_Type &&
-          Py_TYPE(found) != &PyMethodDescr_Type && !PyCFunction_Check(found)) {
-        return true;
-      }
-    }
-  }
-  PyObject* copyreg = PyImport_GetModuleDict() != nullptr
-                          ? PyDict_GetItemString(PyImport_GetModuleDict(), "copyreg")
-                          : nullptr;  // borrowed
-  Ref table(copyreg ? PyObject_GetAttrString(copyreg, "dispatch_table") : nullptr);
-  const bool registered =
-      table && PyDict_Check(table.get()) &&
-      PyDict_GetItem(table.get(), reinterpret_cast<PyObject*>(type)) != nullptr;
-  PyErr_Clear();
-  return registered;
-}
-
-}  // namespace
-
-std::vector<std::string> UnsaveableNames::Update(PyObject* globals,
-                                                 const std::vector<std::string>& skip,
-                                                 std::vector<std::string>* rebound) {
-  std::vector<std::string> unsaveable;
-  if (globals == nullptr || !PyDict_Check(globals)) return unsaveable;
-  std::map<std::string, Seen, std::less<>> now;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  std::vector<std::pair<std::string, PyObject*>> to_probe;
-  while (PyDict_Next(globals, &pos, &key, &value)) {
-    std::optional<std::string_view> name = Utf8(key);
-    if (!name || name->empty() || IsDunder(*name)) continue;
-    if (std::find(skip.begin(), skip.end(), *name) != skip.end()) continue;
-    const Seen seen{reinterpret_cast<std::uintptr_t>(value),
-                    reinterpret_cast<std::uintptr_t>(Py_TYPE(value)), true};
-    auto known = seen_.find(*name);
-    if (known != seen_.end() && known->second.id == seen.id && known->second.type == seen.type) {
-      now.emplace(std::string(*name), known->second);
-    } else {
-      to_probe.emplace_back(std::string(*name), Py_NewRef(value));
-    }
-  }
-  PyErr_Clear();
-  for (auto& [name, held] : to_probe) {
-    std::size_t visits = kMaxVisits;
-    Seen seen{reinterpret_cast<std::uintptr_t>(held),
-              reinterpret_cast<std::uintptr_t>(Py_TYPE(held)), Probe(held, 0, &visits)};
-    Py_DECREF(held);
-    if (rebound != nullptr) rebound->push_back(name);
-    now[name] = seen;
-  }
-  seen_ = std::move(now);
-  for (const auto& [name, seen] : seen_) {
-    if (!seen.saveable) unsaveable.push_back(name);
-  }
-  last_ = unsaveable;
-  return unsaveable;
-}
-
-void UnsaveableNames::Trust(PyObject* globals, const std::vector<std::string>& names) {
-  if (globals == nullptr || !PyDict_Check(globals)) return;
-  for (const std::string& name : names) {
-    PyObject* value = PyDict_GetItemString(globals, name.c_str());  // borrowed
-    if (value == nullptr) continue;
-    seen_[name] = Seen{reinterpret_cast<std::uintptr_t>(value),
-                       reinterpret_cast<std::uintptr_t>(Py_TYPE(value)), true};
-  }
-  PyErr_Clear();
-  last_.clear();
-  for (const auto& [name, seen] : seen_) {
-    if (!seen.saveable) last_.push_back(name);
-  }
-}
-
-bool UnsaveableNames::Probe(PyObject* value, int depth, std::size_t* visits) {
-  if (*visits == 0 || depth > 3) return true;  // enough: the checkpoint will tell
-  --*visits;
-  if (PyModule_Check(value) || IsMainDefinition(value)) return true;
-  if (PyLong_CheckExact(value) || PyFloat_CheckExact(value) || PyUnicode_CheckExact(value) ||
-      PyBytes_CheckExact(value) || PyByteArray_CheckExact(value) || PyBool_Check(value) ||
-      PyComplex_CheckExact(value) || value == Py_None) {
-    return true;
-  }
-  if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
-    Ref items(PySequence_Fast(value, ""));  // a list or tuple: no code runs
-    const Py_ssize_t n = items ? PySequence_Fast_GET_SIZE(items.get()) : 0;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      if (!Probe(PySequence_Fast_GET_ITEM(items.get(), i), depth + 1, visits)) return false;
-    }
-    PyErr_Clear();
-    return true;
-  }
-  if (PyDict_CheckExact(value)) {
-    PyObject *key, *item;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(value, &pos, &key, &item)) {
-      if (!Probe(key, depth + 1, visits) || !Probe(item, depth + 1, visits)) return false;
-    }
-    return true;
-  }
-  if (PicklingRunsPython(Py_TYPE(value))) return true;  // left to the checkpoint
-  // object.__reduce_ex__(value, 5): C code only, for such a type; it does not
-  // descend into the state it returns.
-  Ref reduced(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__reduce_ex__",
-                                  "Oi", value, 5));
-  if (reduced) return true;
-  const bool unsaveable = PendingIsCannotPickle();
-  PyErr_Clear();
-  return !unsaveable;
-}
 
 namespace {
 
@@ -1067,11 +734,11 @@ NamespacePieces SerializeNamespacePieces(PyObject* globals, const std::vector<st
     std::string& header = held.headers.emplace_back(kEntryFixedSize + entry.name.size(), '\0');
     const size_t prefix = WriteEntryPrefix(header.data() + 4, entry, payload);
     // The checksum is read off the chunks where they are: nothing is copied.
-    uint32_t crc = CopyWithCrc(~0u, nullptr, header.data() + 4, prefix);
+    uint32_t crc = CopyWithCrc32c(~0u, nullptr, header.data() + 4, prefix);
     result.pieces.push_back(header);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entry.chunks.get()); ++i) {
       std::string_view chunk = ChunkAt(entry.chunks.get(), i);
-      crc = CopyWithCrc(crc, nullptr, chunk.data(), chunk.size());
+      crc = CopyWithCrc32c(crc, nullptr, chunk.data(), chunk.size());
       if (!chunk.empty()) result.pieces.push_back(chunk);
     }
     PutLe(header.data(), ~crc, 4);
@@ -1084,7 +751,7 @@ StatusOr<RestoredNamespace> RestoreNamespace(PyObject* globals, std::string_view
   if (globals == nullptr || !PyDict_Check(globals)) {
     return InvalidArgument("RestoreNamespace: globals is not a dict");
   }
-  StatusOr<std::vector<EntryView>> entries = ParseBlob(blob);
+  StatusOr<std::vector<EntryView>> entries = checkpoint_format::ParseBlob(blob);
   if (!entries.ok()) return entries.status();
   RestoredNamespace result;
   for (const EntryView& entry : *entries) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backend_subprocess/checkpoint_format.h"
 #include "core/crc32c.h"
 
 namespace dolsot {

@@ -1,6 +1,7 @@
-// The host's side of a checkpoint blob, with no Python: the session's AST-gate
-// memory and its sandbox mark ride in the blob as entries the host writes and
-// reads, never the session (docs/checkpoint-format.md, codecs 6 and 7). The checksum is core/crc32c.h's.
+// The host's side of a checkpoint blob, with no Python: where a stored base
+// ends, its values' digests (for delta checkpoints), and the session's AST-gate
+// memory, which rides in the blob as one entry the host writes and reads, never
+// the session (docs/checkpoint-format.md, codec 6). The format: checkpoint_format.h.
 #pragma once
 
 #include <cstddef>
@@ -16,18 +17,6 @@
 #include "core/status.h"
 
 namespace dolsot {
-
-// The format's integers: unsigned little-endian, `bytes` wide.
-namespace checkpoint_format {
-inline void PutLe(char* out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFu);
-}
-inline std::uint64_t GetLe(const char* in, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value |= std::uint64_t{static_cast<std::uint8_t>(in[i])} << (8 * i);
-  return value;
-}
-}  // namespace checkpoint_format
 
 // Where a stored checkpoint's base blob ends (a journal may follow it:
 // checkpoint_journal.h) and its fingerprint: the CRC-32C of its header and

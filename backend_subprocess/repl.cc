@@ -14,14 +14,14 @@
 #include <unordered_set>
 
 #include "backend_subprocess/checkpoint_journal.h"
+#include "backend_subprocess/checkpoint_metadata.h"
 #include "backend_subprocess/checkpoint_saver.h"
 #include "backend_subprocess/checkpoint_timer.h"
 #include "backend_subprocess/deferred_closer.h"
-#include "backend_subprocess/fifo_mutex.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/worker_process.h"
-#include "backend_subprocess/checkpoint_metadata.h"
 #include "core/cell_pipeline.h"
+#include "core/fifo_mutex.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"

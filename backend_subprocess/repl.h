@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/checkpoint_mode.h"
 #include "core/backend.h"
 #include "core/cell_gate.h"
 #include "core/config.h"
@@ -19,18 +20,6 @@
 #include "sandbox/sandbox_policy.h"
 
 namespace dolsot {
-
-// When a session's namespace is written to the store. Result::dropped lists
-// the names a checkpoint could not serialize: exact in kSync; in kAsync as of
-// the latest checkpoint that has landed. A session that is restored lists the
-// names that did not come back in its first Result's dropped. Eviction (over
-// max_live_sessions) checkpoints in every mode, kOff included; a session
-// whose checkpoint the store fails to save stays live, over the limit.
-enum class CheckpointMode {
-  kSync,   // the Result returns once the checkpoint is durable (the CLI)
-  kAsync,  // a forked copy writes it while the next cell runs (library default)
-  kOff,    // never checkpoint after a cell
-};
 
 struct ReplOptions {
   // alias -> importable module name, imported once by the worker.

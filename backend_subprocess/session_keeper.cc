@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/engine_fork.h"
 #include "backend_subprocess/exit_records.h"
 #include "backend_subprocess/namespaced_pids.h"
-#include "backend_subprocess/session_process.h"
 
 namespace dolsot {
 namespace {

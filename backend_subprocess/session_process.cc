@@ -1,40 +1,40 @@
 // Session process: the runner/snapshot loop, cell execution through RunCell,
-// live stdout streaming, rollback copies, checkpoints and branches.
+// rollback copies, checkpoint writers and branches.
 #include <Python.h>
 
 #include "backend_subprocess/session_process.h"
 
-#include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <linux/sockios.h>
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <set>
 #include <string>
-#include <mutex>
 #include <vector>
 
 #include "backend_subprocess/checkpoint.h"
 #include "backend_subprocess/checkpoint_journal.h"
+#include "backend_subprocess/engine_fork.h"
 #include "backend_subprocess/fork_guard.h"
+#include "backend_subprocess/host_variables.h"
 #include "backend_subprocess/hot_pages.h"
+#include "backend_subprocess/journal_replay.h"
+#include "backend_subprocess/post_cell_pacing.h"
 #include "backend_subprocess/protocol.h"
+#include "backend_subprocess/run_frame.h"
 #include "backend_subprocess/session_keeper.h"
+#include "backend_subprocess/session_threads.h"
+#include "backend_subprocess/socket_sink.h"
 #include "backend_subprocess/tool_channel.h"
+#include "backend_subprocess/unsaveable_names.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
-#include "embedded/interned_name.h"
 #include "embedded/py_ref.h"
 #include "embedded/read_only_cell.h"
 
@@ -46,51 +46,6 @@ using protocol::PayloadReader;
 using protocol::PayloadWriter;
 using protocol::Tag;
 using fork_guard::GuardedFd;
-
-// Streams a cell's stdout to the host as it is written, so output printed
-// before a kill is not lost. The first kEagerBytes go out at once; after
-// that, writes are batched (at most one frame per kBatchInterval).
-class SocketSink final : public OutputSink {
- public:
-  SocketSink(int socket, std::mutex& write_mutex) : socket_(socket), write_mutex_(write_mutex) {}
-  void Write(std::string_view text) override {
-    if (broken_ || fork_guard::InCellChild()) return;  // not the runner: say nothing
-    pending_.append(text);
-    auto now = std::chrono::steady_clock::now();
-    if (streamed_ + pending_.size() <= kEagerBytes || now - last_flush_ >= kBatchInterval) {
-      Flush(now);
-    }
-  }
-
- private:
-  static constexpr std::size_t kEagerBytes = 64 * 1024;
-  static constexpr std::chrono::milliseconds kBatchInterval{10};
-  void Flush(std::chrono::steady_clock::time_point now) {
-    if (pending_.empty()) return;
-    Status s;
-    Py_BEGIN_ALLOW_THREADS
-    // In frames of at most the protocol's cap, each whole on its own: the
-    // host keeps what it can use of them and drops the rest as they come.
-    std::string_view left = pending_;
-    std::lock_guard<std::mutex> writing(write_mutex_);  // a tool call may write too
-    while (!left.empty() && s.ok()) {
-      std::string_view piece = left.substr(0, protocol::kMaxFrameBytes);
-      s = protocol::WriteFrame(socket_, Tag::kOutput, piece);
-      left.remove_prefix(piece.size());
-    }
-    Py_END_ALLOW_THREADS
-    if (!s.ok()) broken_ = true;
-    streamed_ += pending_.size();
-    pending_.clear();
-    last_flush_ = now;
-  }
-  int socket_;
-  std::mutex& write_mutex_;
-  bool broken_ = false;
-  std::size_t streamed_ = 0;
-  std::string pending_;
-  std::chrono::steady_clock::time_point last_flush_{};
-};
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
 
@@ -120,49 +75,6 @@ GuardedFd GuardedOrExit(UniqueFd fd) {
   if (!guarded.ok()) Exit(3);
   return std::move(guarded).value();
 }
-
-void Nap(long nanoseconds) {
-  timespec ts{0, nanoseconds};
-  ::nanosleep(&ts, nullptr);
-}
-
-// After a Result: waits until the host has read everything sent on `socket`
-// (its send queue is empty), so the post-cell work (the next runner's fork,
-// the checkpoint writer) does not compete with the host while it takes the
-// Result. Returns early if the host hangs up. (A further fixed delay of
-// 0.3 ms measured no different.)
-void WaitHostRead(int socket) {
-  using std::chrono::steady_clock;
-  auto start = steady_clock::now();
-  for (;;) {
-    int queued = 0;
-    if (::ioctl(socket, SIOCOUTQ, &queued) != 0 || queued <= 0) break;
-    pollfd p{socket, 0, 0};
-    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) return;
-    Nap(steady_clock::now() - start < std::chrono::milliseconds(10) ? 50'000 : 1'000'000);
-  }
-}
-
-// Post-cell work (noting pages, forking the next runner, warming it up) runs
-// under SCHED_BATCH: a batch process that wakes does not preempt the one
-// running, so it no longer takes the CPU from the host while the host is
-// still taking the Result and returning it to its caller (measured: the
-// paced cell's p90 fell from ~2 ms to ~0.5 ms). Switching between SCHED_OTHER
-// and SCHED_BATCH needs no privilege. Only done when the session runs under
-// SCHED_OTHER: a policy the user chose is left alone.
-class Background {
- public:
-  Background() : allowed_(::sched_getscheduler(0) == SCHED_OTHER) {}
-  void Set(bool on) {
-    if (!allowed_ || on == on_) return;
-    sched_param param{};
-    if (::sched_setscheduler(0, on ? SCHED_BATCH : SCHED_OTHER, &param) == 0) on_ = on;
-  }
-
- private:
-  bool allowed_;
-  bool on_ = false;
-};
 
 class SessionProcess {
  public:
@@ -240,7 +152,7 @@ class SessionProcess {
         cells_run_ = outcome->cells_run;
         restored = std::move(outcome->restored);
         failed = std::move(outcome->failed);
-        error = ApplyJournal(split, restored, failed);
+        error = ApplyJournal(globals_, split, restored, failed, cells_run_);
         unsaveable_.Trust(globals_, restored);
       } else {
         error = outcome.status().message();
@@ -249,72 +161,6 @@ class SessionProcess {
     PayloadWriter w;
     w.Strs(restored).Strs(failed).Str(error);
     Send(Tag::kReady, w.data());
-  }
-
-  // Binds the journal's values over the restored base; what they bind is
-  // restored (a value the base could not load included). Returns what went
-  // wrong, or "".
-  std::string ApplyJournal(const SplitCheckpoint& split, std::vector<std::string>& restored,
-                           std::vector<std::string>& failed) {
-    std::string error;
-    if (split.has_delta) {
-      error = ApplyDelta(split, restored, failed);
-      if (!error.empty()) return error;  // the base stands, and nothing after the delta
-    }
-    const protocol::Bindings& journal = split.bindings;
-    if (!journal.names.empty() &&
-        !ReadOnlyCell::ApplyBindings(globals_, journal.names, journal.values)) {
-      error = "a value in the checkpoint's journal does not read back; the names after it keep "
-              "their older values";
-    } else {
-      for (const std::string& name : journal.names) {
-        if (std::find(restored.begin(), restored.end(), name) == restored.end()) restored.push_back(name);
-        failed.erase(std::remove(failed.begin(), failed.end(), name), failed.end());
-      }
-    }
-    if (split.frames > 0) cells_run_ = std::max(cells_run_, journal.cells_run);
-    return error;  // damage to the journal: the host splits it too, and says so
-  }
-
-  // The last delta frame: the base's values of the names it kept, and the
-  // names of its blob; every other name of the base goes. Returns what went
-  // wrong (the base then stands as restored), or "".
-  std::string ApplyDelta(const SplitCheckpoint& split, std::vector<std::string>& restored,
-                         std::vector<std::string>& failed) {
-    auto delta = RestoreNamespace(globals_, split.delta_blob);
-    if (!delta.ok()) {
-      return "the checkpoint's delta frame does not read back (" + delta.status().message() +
-             "); the session is as its base checkpoint holds it";
-    }
-    const std::vector<std::string>& kept = split.delta_kept;  // sorted
-    auto is_kept = [&kept](const std::string& name) {
-      return std::binary_search(kept.begin(), kept.end(), name);
-    };
-    const std::set<std::string> anew(delta->restored.begin(), delta->restored.end());
-    auto in_delta = [&anew](const std::string& name) { return anew.count(name) != 0; };
-    // A base name the delta neither kept nor restored is not in this state
-    // (one whose delta value failed to load holds the base's value: it goes).
-    for (const std::vector<std::string>* base_names : {&restored, &failed}) {
-      for (const std::string& name : *base_names) {
-        if (is_kept(name) || in_delta(name)) continue;
-        Ref key(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
-        if (key && PyDict_Contains(globals_, key.get()) == 1) (void)PyDict_DelItem(globals_, key.get());
-        PyErr_Clear();
-      }
-    }
-    std::vector<std::string> now_restored, now_failed;
-    for (const std::string& name : restored) {
-      if (is_kept(name) && !in_delta(name)) now_restored.push_back(name);
-    }
-    for (const std::string& name : failed) {
-      if (is_kept(name) && !in_delta(name)) now_failed.push_back(name);
-    }
-    for (std::string& name : delta->restored) now_restored.push_back(std::move(name));
-    for (std::string& name : delta->failed) now_failed.push_back(std::move(name));
-    restored = std::move(now_restored);
-    failed = std::move(now_failed);
-    cells_run_ = std::max(cells_run_, delta->cells_run);
-    return "";
   }
 
   // Reaps the helper children (serializers, retired runners) that have exited.
@@ -686,106 +532,21 @@ class SessionProcess {
     }
   }
 
-  // The names of the Python threads other than this one that are alive now
-  // (at most 16): a rollback cannot bring them back, and the Result of a
-  // killed cell says which were lost. A thread threading does not list (one
-  // started with _thread.start_new_thread, a C thread that holds a thread
-  // state) is named by how it was started. Needs the GIL.
-  std::vector<std::string> LiveThreadNames() {
-    static constinit const InternedName kThreading("threading");
-    static constinit const InternedName kActive("_active");
-    static constinit const InternedName kName("name");
-    std::vector<std::string> names;
-    if (!OtherPythonThreads()) return names;  // the common case, without a lookup
-    std::set<unsigned long> listed;  // the idents threading knows
-    PyObject* module_name = kThreading.get();
-    PyObject* threading = module_name ? PyImport_GetModule(module_name) : nullptr;
-    PyObject* active_name = kActive.get();
-    PyObject* active = threading && active_name ? PyObject_GetAttr(threading, active_name) : nullptr;
-    if (active != nullptr && PyDict_Check(active) && PyDict_GET_SIZE(active) > 1) {
-      unsigned long self = PyThread_get_thread_ident();
-      PyObject *key, *thread;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(active, &pos, &key, &thread) && names.size() < 16) {
-        const unsigned long ident = PyLong_AsUnsignedLong(key);
-        listed.insert(ident);
-        if (ident == self) continue;
-        PyObject* name_key = kName.get();
-        PyObject* name = name_key != nullptr ? PyObject_GetAttr(thread, name_key) : nullptr;
-        const char* text = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : nullptr;
-        if (text != nullptr) names.emplace_back(std::string(text).substr(0, 64));
-        Py_XDECREF(name);
-      }
-    }
-    PyErr_Clear();
-    Py_XDECREF(active);
-    Py_XDECREF(threading);
-    ForEachOtherThreadState([&](PyThreadState* t) {
-      if (listed.count(t->thread_id) == 0) names.emplace_back("a thread not started by threading");
-      return names.size() < 16;
-    });
-    return names;
-  }
-
-  // Whether a thread other than this one has a Python thread state in this
-  // interpreter: a thread that could run Python code while a proven cell
-  // runs. Stricter than LiveThreadNames (which sees threading's threads
-  // only: not one started with _thread.start_new_thread, nor a C thread
-  // that holds a thread state), and reads no module, dict or attribute: a
-  // walk of a list of pointers (the str, dict and attribute lookups of
-  // LiveThreadNames cost ~10 µs of a paced cell's path with the caches
-  // cold). Needs the GIL, which every change to the list but a foreign
-  // thread's first PyGILState_Ensure (a push at the head) holds.
-  static bool OtherPythonThreads() {
-    bool found = false;
-    ForEachOtherThreadState([&](PyThreadState*) {
-      found = true;
-      return false;  // one is enough
-    });
-    return found;
-  }
-
-  // Calls `visit` with each thread state of this interpreter but the
-  // calling thread's, while it returns true. Needs the GIL.
-  template <typename Visit>
-  static void ForEachOtherThreadState(Visit&& visit) {
-    PyThreadState* self = PyThreadState_Get();
-    for (PyThreadState* t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
-         t != nullptr; t = PyThreadState_Next(t)) {
-      if (t != self && !visit(t)) return;
-    }
-  }
-
   void RunCellFrame(const Frame& frame) {
-    PayloadReader r(frame.payload);
-    CellRequest request;
-    request.max_output = static_cast<std::size_t>(r.U64());
-    request.max_repr = settings_.max_repr;
-    request.code = r.StrView();
-    CellTools tools;
-    tools.names = r.Strs();
-    tools.final_name = r.Str();
-    const bool tool_pipes = r.U8() != 0;  // the host serves tool pipes of the cell's own
-    std::uint32_t variable_count = r.U32();
-    std::vector<ReceivedVariable> variables;
-    for (std::uint32_t i = 0; i < variable_count && i < frame.payload.size(); ++i) {
-      ReceivedVariable v;
-      v.name = r.Str();
-      v.resent = r.U8() == 0;
-      if (v.resent) v.pickle = r.StrView();
-      variables.push_back(std::move(v));
-    }
-    const std::uint8_t run_flags = r.U8();
-    const bool checkpoint_owed = (run_flags & protocol::kRunCheckpointOwed) != 0;
-    const bool host_has_names = (run_flags & protocol::kRunHostHasNames) != 0;
-    if ((run_flags & protocol::kRunDeltaBase) != 0) {
-      StatusOr<BaseDigests> base = protocol::ReadBaseDigests(r);
-      if (!base.ok()) Exit(2);
-      delta_base_ = std::move(base).value();
-    } else if ((run_flags & protocol::kRunNoDeltaBase) != 0) {
+    StatusOr<RunFrame> run = ReadRunFrame(frame.payload);
+    if (!run.ok()) Exit(2);
+    if (run->delta_base) {
+      delta_base_ = std::move(run->delta_base);
+    } else if (run->no_delta_base) {
       delta_base_.reset();
     }
-    if (!r.Finish("RUN").ok()) Exit(2);
+    const bool checkpoint_owed = run->checkpoint_owed;
+    const bool host_has_names = run->host_has_names;
+    const std::vector<ReceivedVariable>& variables = run->variables;
+    CellRequest request;
+    request.max_output = run->max_output;
+    request.max_repr = settings_.max_repr;
+    request.code = run->code;
     // Numbered by the session, so the count is part of its state: it forks
     // with it, is rolled back with it (a cell that died leaves its number to
     // the next) and is kept in its checkpoints, so a restored function's
@@ -796,9 +557,9 @@ class SessionProcess {
     request.sink = &sink;
     PyObject* returned = nullptr;
     request.returned = &returned;
-    tools_.BeginCell(socket_.get(), tool_pipes);
+    tools_.BeginCell(socket_.get(), run->tool_pipes);
     Result result;
-    Status bound = BindExtras(tools, variables);
+    Status bound = BindExtras(run->tools, variables);
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
     // is made again. A binding cell that completes changes only the names it
@@ -952,15 +713,9 @@ class SessionProcess {
     }
   }
 
-  struct ReceivedVariable {
-    std::string name;
-    bool resent = false;          // else: the value this session received last time
-    std::string_view pickle;      // valid while the RUN frame lives
-  };
 
   // Binds this cell's tools (as builtins: this process holds one session)
-  // and variables (kept in a private cache too, so a value the host does not
-  // resend is bound again from it). Needs the GIL.
+  // and variables (host_variables.h). Needs the GIL.
   Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables) {
     PyObject* builtins = builtins_;
     if (!tools.names.empty() && transport_ == nullptr) {
@@ -971,43 +726,12 @@ class SessionProcess {
       }
     }
     DOLSOT_RETURN_IF_ERROR(BindCellTools(builtins, tools, transport_));
-    if (variables.empty()) return Status::Ok();
-    if (variable_cache_ == nullptr && (variable_cache_ = PyDict_New()) == nullptr) {
-      PyErr_Clear();
-      return Status(ErrorCode::kInternal, "out of memory");
-    }
-    for (const ReceivedVariable& v : variables) {
-      PyObject* value = nullptr;
-      if (v.resent) {
-        StatusOr<PyObject*> loaded = UnpickleFromHost(v.pickle);
-        if (!loaded.ok()) {
-          return Status(ErrorCode::kCorrupt,
-                        "variable '" + v.name + "': " + loaded.status().message());
-        }
-        value = *loaded;
-        int stored = PyDict_SetItemString(variable_cache_, v.name.c_str(), value);
-        if (stored < 0) PyErr_Clear();
-      } else {
-        value = Py_XNewRef(PyDict_GetItemString(variable_cache_, v.name.c_str()));
-        if (value == nullptr) {
-          return Status(ErrorCode::kCorrupt, "variable '" + v.name +
-                                                 "' was not sent again and this session "
-                                                 "does not hold it; run the cell again");
-        }
-      }
-      int bound = PyDict_SetItemString(globals_, v.name.c_str(), value);
-      Py_DECREF(value);
-      if (bound < 0) {
-        PyErr_Clear();
-        return Status(ErrorCode::kInternal, "cannot bind variable '" + v.name + "'");
-      }
-    }
-    return Status::Ok();
+    return variables_.Bind(globals_, variables);
   }
 
   ToolChannel tools_;
   PyObject* transport_ = nullptr;        // tools_.NewTransport(), made on first need
-  PyObject* variable_cache_ = nullptr;   // name -> the value last received (a dict)
+  HostVariables variables_;              // the values the host sent, kept for the next cells
   GuardedFd socket_;  // guarded: a cell's forked children do not keep it
   GuardedFd keeper_;  // the session end of the keeper's channel (session_keeper.h)
   const WorkerSettings& settings_;
@@ -1039,22 +763,6 @@ class SessionProcess {
 };
 
 }  // namespace
-
-int ForkProcess() {
-  fork_guard::EngineFork engine;  // our children get what we pass on purpose
-  PyOS_BeforeFork();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    PyOS_AfterFork_Child();
-    ::setpgid(0, 0);
-    return 0;
-  }
-  int saved = errno;
-  PyOS_AfterFork_Parent();
-  if (pid > 0) ::setpgid(pid, pid);  // both sides, so no kill can race it
-  errno = saved;
-  return pid;
-}
 
 void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
                   int host_pidfd, UniqueFd keeper_link) {

@@ -21,9 +21,4 @@ namespace dolsot {
 [[noreturn]] void ServeSession(UniqueFd socket, const WorkerSettings& settings, bool expect_load,
                                int host_pidfd, UniqueFd keeper_link);
 
-// Forks while single-threaded-safe for CPython (PyOS_BeforeFork/AfterFork_*).
-// The child gets its own process group. Returns the child's pid in the
-// parent, 0 in the child, -1 (errno set) on failure. Needs the GIL.
-int ForkProcess();
-
 }  // namespace dolsot

@@ -5,13 +5,6 @@
 
 namespace dolsot {
 
-// The environment variable naming the inherited socket fd of the host channel.
-inline constexpr char kWorkerFdVariable[] = "DOLSOT_WORKER_FD";
-// The environment variable naming the inherited fd of the host's stderr. The
-// worker's fd 2 is a start-up capture the host reads if the worker dies
-// before its handshake; RunWorker moves onto this fd before it answers.
-inline constexpr char kWorkerStderrFdVariable[] = "DOLSOT_WORKER_STDERR_FD";
-
 // Serves the host on `socket_fd` (takes ownership) until it says kShutdown or
 // goes away; then kills every process it forked and returns the exit status.
 // Needs the GIL (an initialized interpreter, the calling thread holding it).

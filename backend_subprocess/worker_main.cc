@@ -10,6 +10,7 @@
 
 #include "backend_subprocess/worker_loop.h"
 #include "backend_subprocess/worker_process.h"
+#include "backend_subprocess/worker_settings.h"
 #include "embedded/interpreter.h"
 
 #ifndef DOLSOT_BUILD_PYTHON_EXECUTABLE

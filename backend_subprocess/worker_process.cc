@@ -15,7 +15,6 @@
 #include <cstring>
 
 #include "backend_subprocess/namespaced_pids.h"
-#include "backend_subprocess/worker_loop.h"
 #include "sandbox/sandbox_setup.h"
 
 extern char** environ;

@@ -1,6 +1,6 @@
 // WorkerSettings: what the host tells a worker in its kHello frame (toolboxes,
 // sys.path, rollback and checkpoint modes, the repr's bound), and its wire
-// encoding.
+// encoding; and the environment variables that hand a worker its channel.
 #pragma once
 
 #include <map>
@@ -8,11 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "backend_subprocess/repl.h"
+#include "backend_subprocess/checkpoint_mode.h"
+#include "core/config.h"
 #include "core/status.h"
 #include "sandbox/sandbox_policy.h"
 
 namespace dolsot {
+
+// The environment variable naming the inherited socket fd of the host channel.
+inline constexpr char kWorkerFdVariable[] = "DOLSOT_WORKER_FD";
+// The environment variable naming the inherited fd of the host's stderr. The
+// worker's fd 2 is a start-up capture the host reads if the worker dies
+// before its handshake; RunWorker moves onto this fd before it answers.
+inline constexpr char kWorkerStderrFdVariable[] = "DOLSOT_WORKER_STDERR_FD";
 
 struct WorkerSettings {
   std::map<std::string, std::string> toolboxes;  // alias -> module name

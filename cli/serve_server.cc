@@ -27,7 +27,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backend_subprocess/fifo_mutex.h"
+#include "core/fifo_mutex.h"
 #include "backend_subprocess/repl.h"
 #include "cli/list_sessions_command.h"
 #include "cli/repl_backend.h"

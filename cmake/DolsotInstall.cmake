@@ -4,7 +4,7 @@ include(CMakePackageConfigHelpers)
 
 set(DOLSOT_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/dolsot")
 set(DOLSOT_EXPORTED_TARGETS dolsot dolsot_core dolsot_embedded dolsot_sandbox dolsot_sandbox_kernel
-    dolsot_typecheck dolsot_inprocess dolsot_subprocess dolsot_tree_sitter)
+    dolsot_typecheck dolsot_inprocess dolsot_checkpoint_format dolsot_subprocess dolsot_tree_sitter)
 
 if(NOT SKBUILD)
   foreach(dir core embedded sandbox typecheck backend_inprocess backend_subprocess)

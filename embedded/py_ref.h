@@ -14,6 +14,11 @@ class Ref {
  public:
   Ref() = default;
   explicit Ref(PyObject* o) : o_(o) {}
+  Ref(Ref&& other) noexcept : o_(other.release()) {}
+  Ref& operator=(Ref&& other) noexcept {
+    reset(other.release());
+    return *this;
+  }
   Ref(const Ref&) = delete;
   Ref& operator=(const Ref&) = delete;
   ~Ref() { Py_XDECREF(o_); }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_subprocess/checkpoint_format.h"
 #include "core/crc32c.h"
 
 namespace dolsot {

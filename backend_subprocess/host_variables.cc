@@ -1,0 +1,44 @@
+// HostVariables: binds the variables of a RUN frame, keeping each value for
+// the cells that name it again without resending it.
+#include "backend_subprocess/host_variables.h"
+
+#include "embedded/cell_tools.h"
+
+namespace dolsot {
+
+Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables) {
+  if (variables.empty()) return Status::Ok();
+  if (cache_ == nullptr && (cache_ = PyDict_New()) == nullptr) {
+    PyErr_Clear();
+    return Status(ErrorCode::kInternal, "out of memory");
+  }
+  for (const ReceivedVariable& v : variables) {
+    PyObject* value = nullptr;
+    if (v.resent) {
+      StatusOr<PyObject*> loaded = UnpickleFromHost(v.pickle);
+      if (!loaded.ok()) {
+        return Status(ErrorCode::kCorrupt,
+                      "variable '" + v.name + "': " + loaded.status().message());
+      }
+      value = *loaded;
+      int stored = PyDict_SetItemString(cache_, v.name.c_str(), value);
+      if (stored < 0) PyErr_Clear();
+    } else {
+      value = Py_XNewRef(PyDict_GetItemString(cache_, v.name.c_str()));
+      if (value == nullptr) {
+        return Status(ErrorCode::kCorrupt, "variable '" + v.name +
+                                               "' was not sent again and this session "
+                                               "does not hold it; run the cell again");
+      }
+    }
+    int bound = PyDict_SetItemString(globals, v.name.c_str(), value);
+    Py_DECREF(value);
+    if (bound < 0) {
+      PyErr_Clear();
+      return Status(ErrorCode::kInternal, "cannot bind variable '" + v.name + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace dolsot

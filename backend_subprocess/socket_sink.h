@@ -1,0 +1,36 @@
+// SocketSink: a cell's stdout, streamed to the host as it is written, so
+// output printed before a kill is not lost.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "embedded/cell_runner.h"
+
+namespace dolsot {
+
+// The first kEagerBytes go out at once; after that, writes are batched (at
+// most one OUTPUT frame per kBatchInterval). A process a cell forked writes
+// nothing (fork_guard.h). Write needs the GIL (it releases it to send).
+class SocketSink final : public OutputSink {
+ public:
+  // `write_mutex` serializes frames on `socket` (a tool call may write too).
+  SocketSink(int socket, std::mutex& write_mutex) : socket_(socket), write_mutex_(write_mutex) {}
+  void Write(std::string_view text) override;
+
+ private:
+  static constexpr std::size_t kEagerBytes = 64 * 1024;
+  static constexpr std::chrono::milliseconds kBatchInterval{10};
+  void Flush(std::chrono::steady_clock::time_point now);
+  int socket_;
+  std::mutex& write_mutex_;
+  bool broken_ = false;
+  std::size_t streamed_ = 0;
+  std::string pending_;
+  std::chrono::steady_clock::time_point last_flush_{};
+};
+
+}  // namespace dolsot
