@@ -64,10 +64,12 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
     max_repr=None, max_text=None, snapshots=True, checkpoint=None,
     checkpoint_delay=None, max_live_sessions=None, gate=None, typecheck=None,
-    tools=None, final=None, unpickle="safe")``: ``max_repr`` and ``max_text`` bound a
-    value's repr and ``Result.text`` in characters (README's Result); ``tools``
-    and ``final`` as README's "Host tools" says; ``unpickle`` is how bytes a
-    session sends (tool arguments, final answers) are decoded. ``inject`` maps aliases to modules or importable module
+    tools=None, final=None, unpickle="safe", max_unpickle_mb=None)``: ``max_repr``
+    and ``max_text`` bound a value's repr and ``Result.text`` in characters
+    (README's Result); ``tools`` and ``final`` as README's "Host tools" says;
+    ``unpickle`` is how bytes a session sends (tool arguments, final answers)
+    are decoded, and ``max_unpickle_mb`` (default 64) how much one decode of
+    them may build in the host (over it, the call or the Result fails). ``inject`` maps aliases to modules or importable module
     names. ``run(session_id, code, *, timeout=None) -> Result`` never raises for
     the cell's own failure; only caller mistakes raise (``InvalidSession``,
     ``InvalidToolbox``), before any code runs. Thread-safe: calls on
@@ -97,6 +99,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         tools: Mapping[str, Callable[..., Any]] | None = None,
         final: str | None = None,
         unpickle: str = "safe",
+        max_unpickle_mb: int | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         check_argument("timeout", timeout, (int, float), "a number of seconds or None")
@@ -112,7 +115,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
             sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
         check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
-        self._dolsot_tools = ToolHost(tools, final, unpickle)
+        self._dolsot_tools = ToolHost(tools, final, unpickle, max_unpickle_mb)
         super().__init__(
             toolbox_module_names(inject),
             store=store,
