@@ -698,7 +698,8 @@ Status Server::ReleaseSession(const std::string& sid) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = owner_.find(sid);
     if (it == owner_.end()) return Status::Ok();
-    profile = profiles_[it->second];
+    // Found, never inserted: a `reset all` may have emptied the map since.
+    if (auto found = profiles_.find(it->second); found != profiles_.end()) profile = found->second;
   }
   if (profile) DOLSOT_RETURN_IF_ERROR(profile->repl->Release(sid));
   bool retire = false;
@@ -708,8 +709,10 @@ Status Server::ReleaseSession(const std::string& sid) {
     if (profile) {
       profile->sessions.erase(sid);
       // A Repl with no live session is closed.
-      if (profile->sessions.empty() && profile->users == 0 && profiles_[profile->key] == profile) {
-        profiles_.erase(profile->key);
+      auto found = profiles_.find(profile->key);
+      if (profile->sessions.empty() && profile->users == 0 && found != profiles_.end() &&
+          found->second == profile) {
+        profiles_.erase(found);
         retire = true;
       }
     }

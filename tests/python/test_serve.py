@@ -380,6 +380,28 @@ def test_profiles_follow_the_callers_cwd_and_environment(served, tmp_path):
     assert served.server_status()["live_sessions"] == ["p"]
 
 
+def test_reset_all_racing_releases_leaves_every_profile_whole(served):
+    """A release that finds its profile gone (a concurrent `reset all`
+    emptied the map) must not put a null profile in its place: status, the
+    next run on that profile and the next `reset all` would dereference it."""
+    ids = [f"r{i}" for i in range(8)]
+    pid = None
+    for _ in range(12):
+        for sid in ids:
+            assert served("--session", sid, "x = 1").returncode == 0
+        pid = pid or served.server_status()["pid"]
+        racers = [popen(served, "--reset", sid) for sid in ids]
+        racers.insert(len(racers) // 2, popen(served, "--reset", "all"))
+        for racer in racers:
+            racer.communicate(timeout=120)
+        status = served.server_status()
+        assert status["running"] and status["pid"] == pid, status
+    proc = served("--session", "r0", "1 + 1")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+    assert out(served("--reset", "all")).startswith("removed")
+    assert served.server_status()["pid"] == pid
+
+
 def test_serve_as_a_cell_stays_reachable(served):
     proc = served("-s", "x", "--", "serve")
     assert proc.returncode == 1 and "NameError: name 'serve' is not defined" in err(proc)
