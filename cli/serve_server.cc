@@ -571,6 +571,7 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   std::istringstream in;
   const EnvLookup env = LookupIn(request.env);
   UniqueFd cwd(::open(request.cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const int cwd_error = errno;  // before anything else can overwrite it
   // The call's cache directory must be this server's: a client finds its
   // server by it, so anything else is a client bug.
   auto config = ResolveConfig(ConfigOverrides{}, env);
@@ -589,7 +590,7 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   if (!cwd) {
     reply.exit_code = ReportSetupError(
         err, InvalidArgument("the working directory " + request.cwd + " is not reachable: " +
-                             std::strerror(errno)));
+                             std::strerror(cwd_error)));
   } else if (config.ok() && config->cache_dir != options_.paths.cache_dir) {
     char real[PATH_MAX];
     const bool same = ::realpath(config->cache_dir.c_str(), real) != nullptr &&

@@ -402,6 +402,28 @@ def test_reset_all_racing_releases_leaves_every_profile_whole(served):
     assert served.server_status()["pid"] == pid
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to give the client a cwd the server cannot see")
+def test_a_cwd_the_server_cannot_reach_is_named_with_its_reason(served, tmp_path):
+    assert served("--session", "s", "1").returncode == 0  # the server runs
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    # In a mount namespace of its own, the client's cwd is on a tmpfs the
+    # server (outside it) does not see.
+    script = (f"mount -t tmpfs none {hidden} && mkdir {hidden}/inside && cd {hidden}/inside && "
+              f"exec {CLI} --session s 1")
+    # A setting the server parses from the call's environment (strtod sets
+    # errno to 0) runs between the failed open and its message.
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                          env={**served.env, "DOLSOT_TIMEOUT": "30"}, capture_output=True,
+                          text=True, timeout=60)
+    if "unshare failed" in proc.stderr or "mount:" in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode != 0
+    assert f"{hidden}/inside is not reachable: No such file or directory" in proc.stderr, proc.stderr
+    assert "Success" not in proc.stderr
+
+
 def test_serve_as_a_cell_stays_reachable(served):
     proc = served("-s", "x", "--", "serve")
     assert proc.returncode == 1 and "NameError: name 'serve' is not defined" in err(proc)
