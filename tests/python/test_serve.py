@@ -402,6 +402,26 @@ def test_reset_all_racing_releases_leaves_every_profile_whole(served):
     assert served.server_status()["pid"] == pid
 
 
+def test_profiles_are_capped_and_the_least_recently_used_idle_one_retires(served):
+    """Profiles are keyed by the caller's whole environment: without a cap,
+    every new environment kept a worker until the idle exit."""
+    cap = {"DOLSOT_SERVE_PROFILES": "2"}
+    for i in range(5):
+        proc = served("--session", f"p{i}", f"x = {i}", env={**cap, "PROBE": str(i)})
+        assert proc.returncode == 0, err(proc)
+        assert served.server_status()["profiles"] <= 2
+    status = served.server_status()
+    assert status["profiles"] == 2 and status["live_sessions"] == ["p3", "p4"], status
+    # A retired profile's session comes back from the store.
+    proc = served("--session", "p0", "x", env={**cap, "PROBE": "0"})
+    assert (proc.returncode, out(proc)) == (0, "0\n"), err(proc)
+    log = (pathlib.Path(status["socket"]).parent / "dolsot-serve.log").read_text()
+    assert "retiring an idle worker profile" in log
+    bad = served("serve", env={"DOLSOT_SERVE_PROFILES": "0", "DOLSOT_CACHE_DIR": str(
+        served.cache_dir.parent / "other-cache")})
+    assert bad.returncode != 0 and "DOLSOT_SERVE_PROFILES" in err(bad)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="needs root and unshare to give the client a cwd the server cannot see")
 def test_a_cwd_the_server_cannot_reach_is_named_with_its_reason(served, tmp_path):
