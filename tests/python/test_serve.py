@@ -546,15 +546,27 @@ def test_another_user_is_refused_and_runs_its_own(served):
     assert proc.stdout.strip() == "b''"  # closed without an answer
     log = (sock_dir / "dolsot-serve.log").read_text()
     assert f"refused a connection from uid {uid}" in log
-    # Its own CLI call works, with its own cache dir and its own server.
+    # Its own CLI call works, with its own cache dir and its own server. What
+    # it runs is copied where it can reach it: the clone may sit under a
+    # directory other users cannot traverse (a 0700 mktemp -d folder).
     home = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-other-"))
     os.chown(home, uid, -1)
+    tools = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-other-bin-"))
+    os.chmod(tools, 0o755)
+    cli = tools / "dolsot"
+    shutil.copy2(CLI, cli)
+    worker = CLI.parent.parent / "backend_subprocess" / "dolsot-worker"
+    if worker.exists():
+        shutil.copy2(worker, tools / "dolsot-worker")  # found beside the CLI
     try:
         env = {k: v for k, v in served.env.items() if k != "DOLSOT_CACHE_DIR"}
         env.update(DOLSOT_CACHE_DIR=str(home / "cache"), HOME=str(home))
         for args in (["--session", "o", "import os\nos.getuid()"], ["serve", "--stop"]):
-            mine = subprocess.run([str(CLI), *args], env=env, user=uid, cwd=home,
+            mine = subprocess.run([str(cli), *args], env=env, user=uid, cwd=home,
                                   capture_output=True, text=True, timeout=120)
+            if mine.returncode == 127 and "shared librar" in mine.stderr:
+                pytest.skip(f"the interpreter's library is not readable by {user}: "
+                            f"{mine.stderr.strip()}")
             if mine.returncode != 0 and "Permission denied" in mine.stderr:
                 pytest.skip(f"the build is not readable by {user}: {mine.stderr.strip()}")
             assert mine.returncode == 0, mine.stderr
@@ -562,6 +574,7 @@ def test_another_user_is_refused_and_runs_its_own(served):
                 assert mine.stdout == f"{uid}\n"
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(tools, ignore_errors=True)
     assert served("--session", "s", "x").returncode == 0  # root's server is unharmed
 
 
