@@ -138,7 +138,10 @@ class Walk {
         items_(scratch.items),
         popped_(scratch.popped) {}
 
-  StatusOr<PickleShape> Run();
+  // Walks the data: true with shape() set, or false with error() saying why.
+  bool Run();
+  PickleShape shape() const { return shape_; }
+  const Status& error() const { return error_; }
 
  private:
   // ---- reading the data
@@ -147,20 +150,24 @@ class Walk {
   bool ReadLine(std::string_view* line);
 
   // ---- refusals
-  Status Refuse(std::string why) const { return InvalidArgument(std::move(why)); }
-  Status Malformed(const char* what) const {
+  // Each records why in error_ and answers false.
+  bool Refuse(std::string why) {
+    error_ = InvalidArgument(std::move(why));
+    return false;
+  }
+  bool Malformed(const char* what) {
     return Refuse(std::string("malformed pickle: ") + what + " at byte " + std::to_string(at_));
   }
-  Status OverBudget(const std::string& what) const;
-  Status Charge(std::uint64_t bytes, const char* what);
-  Status ChargeFor(std::uint64_t bytes, const std::string& what);
+  bool OverBudget(const std::string& what);
+  bool Charge(std::uint64_t bytes, const char* what);
+  bool ChargeFor(std::uint64_t bytes, const std::string& what);
 
   // ---- the stack
   std::size_t Fence() const { return marks_.empty() ? 0 : marks_.back(); }
   // Pushes `value`; `cost`: what it allocates (kPush: a new object; kSlot: a
   // reference, a singleton or a cached small int).
   // Pushes an int, built in place (the hot opcodes: no Value copied).
-  Status PushInt(std::uint64_t bits, bool exact, std::int64_t value) {
+  bool PushInt(std::uint64_t bits, bool exact, std::int64_t value) {
     const bool cached = exact && value >= -5 && value <= 256;  // CPython's small ints
     charged_ = Add(charged_, cached ? kSlot : kPush);
     if (charged_ > max_ || (stack_.size() + 1) * kPush > max_) {
@@ -174,45 +181,47 @@ class Walk {
       pushed.flags = kExact;
       pushed.small = static_cast<std::uint64_t>(value);
     }
-    return Status::Ok();
+    return true;
   }
-  Status Push(const Value& value, std::uint64_t cost = kPush) {
+  bool Push(const Value& value, std::uint64_t cost = kPush) {
     // The common case inline; the refusal (and its message) out of line.
     charged_ = Add(charged_, cost);
     if (charged_ <= max_ && (stack_.size() + 1) * kPush <= max_) {
       stack_.push_back(value);
-      return Status::Ok();
+      return true;
     }
     return OverBudget("values on the unpickler's stack");
   }
   bool Pop(Value* out);
   bool PopMark(std::vector<Value>* items);
-  Status CheckDepth(std::uint32_t depth) const;
+  bool CheckDepth(std::uint32_t depth);
 
   // ---- values
   Value Int(std::uint64_t bits, bool exact, std::int64_t value) const;
   Value Text(Kind kind, std::size_t offset, std::uint64_t length) const;
-  Status Tuple(std::vector<Value>& items);
-  Status NewContainer(Global type, std::uint64_t length, std::uint64_t element_hash_work,
+  bool Tuple(std::vector<Value>& items);
+  bool NewContainer(Global type, std::uint64_t length, std::uint64_t element_hash_work,
                       std::uint32_t depth, Value* out);
   std::uint32_t Depth(const Value& value) const;
   std::string_view TextOf(const Value& value) const;
   const Value* Item(const Value& tuple, std::size_t index) const;
 
   // ---- opcodes that call or fill
-  Status AddTo(const Value& target, std::vector<Value>& items, bool pairs);
-  Status Memo(std::uint64_t index, bool put);
-  Status StackGlobal(std::string_view module, std::string_view name);
-  Status Call(const Value& callable, const Value& args, bool newobj);
-  Status Construct(Global global, const std::vector<const Value*>& args, Value* out);
-  Status FromIterable(Global global, const Value& source, Value* out);
-  Status Build();
+  bool AddTo(const Value& target, std::vector<Value>& items, bool pairs);
+  bool Memo(std::uint64_t index, bool put);
+  bool StackGlobal(std::string_view module, std::string_view name);
+  bool Call(const Value& callable, const Value& args, bool newobj);
+  bool Construct(Global global, const std::vector<const Value*>& args, Value* out);
+  bool FromIterable(Global global, const Value& source, Value* out);
+  bool Build();
 
   std::string_view data_;
   std::uint64_t max_;
   std::size_t at_ = 0;
   std::uint64_t charged_ = 0;
   bool named_ = false;
+  PickleShape shape_ = PickleShape::kPlain;
+  Status error_;
   std::vector<Value>& stack_;
   std::vector<std::size_t>& marks_;
   // The memo: dense while its indices come in order (as a pickler writes
@@ -253,7 +262,7 @@ bool Walk::ReadLine(std::string_view* line) {
   return true;
 }
 
-Status Walk::OverBudget(const std::string& what) const {
+bool Walk::OverBudget(const std::string& what) {
   std::string budget = max_ % (std::uint64_t{1} << 20) == 0
                            ? std::to_string(max_ >> 20) + " MiB"
                            : std::to_string(max_) + " bytes";
@@ -261,18 +270,18 @@ Status Walk::OverBudget(const std::string& what) const {
                 "session (" + budget + ", Repl(max_unpickle_mb=...)) allows: " + what);
 }
 
-Status Walk::Charge(std::uint64_t bytes, const char* what) {
+bool Walk::Charge(std::uint64_t bytes, const char* what) {
   charged_ = Add(charged_, bytes);
   if (charged_ > max_) return OverBudget(what);
-  return Status::Ok();
+  return true;
 }
 
-Status Walk::ChargeFor(std::uint64_t bytes, const std::string& what) {
+bool Walk::ChargeFor(std::uint64_t bytes, const std::string& what) {
   return Charge(bytes, what.c_str());
 }
 
-Status Walk::CheckDepth(std::uint32_t depth) const {
-  if (depth <= kMaxPickleDepth) return Status::Ok();
+bool Walk::CheckDepth(std::uint32_t depth) {
+  if (depth <= kMaxPickleDepth) return true;
   return Refuse("the session's pickle nests values deeper than the host's budget for bytes "
                 "from a session allows (" + std::to_string(kMaxPickleDepth) + " levels)");
 }
@@ -329,7 +338,7 @@ std::uint32_t Walk::Depth(const Value& value) const {
   return value.depth;
 }
 
-Status Walk::Tuple(std::vector<Value>& items) {
+bool Walk::Tuple(std::vector<Value>& items) {
   Value tuple;
   tuple.kind = Kind::kTuple;
   tuple.length = items.size();
@@ -339,14 +348,14 @@ Status Walk::Tuple(std::vector<Value>& items) {
     depth = std::max(depth, Depth(item));
   }
   tuple.depth = depth + 1;
-  Status status = CheckDepth(tuple.depth);
-  if (!status.ok()) return status;
+  bool status = CheckDepth(tuple.depth);
+  if (!status) return status;
   status = Charge(Mul(items.size(), kSlot), "a tuple's items");
-  if (!status.ok()) return status;
+  if (!status) return status;
   if (items.size() <= kMaxItems) {
     // The walk keeps these items (a call's arguments): charged at its cost.
     status = Charge(Mul(items.size(), kPush - kSlot), "a tuple's items");
-    if (!status.ok()) return status;
+    if (!status) return status;
     tuple.flags = kItems;
     tuple.items = static_cast<std::uint8_t>(items.size());
     tuple.small = items_.size();
@@ -355,10 +364,10 @@ Status Walk::Tuple(std::vector<Value>& items) {
   return Push(tuple);
 }
 
-Status Walk::NewContainer(Global type, std::uint64_t length, std::uint64_t element_hash_work,
+bool Walk::NewContainer(Global type, std::uint64_t length, std::uint64_t element_hash_work,
                           std::uint32_t depth, Value* out) {
-  Status status = CheckDepth(depth);
-  if (!status.ok()) return status;
+  bool status = CheckDepth(depth);
+  if (!status) return status;
   Value v;
   v.kind = Kind::kContainer;
   v.global = type;
@@ -367,13 +376,13 @@ Status Walk::NewContainer(Global type, std::uint64_t length, std::uint64_t eleme
   v.hash_work = type == Global::kFrozenSet ? Add(1, length) : 1;
   arena_.push_back({length, element_hash_work, depth, type});
   *out = v;
-  return Status::Ok();
+  return true;
 }
 
 // APPEND(S) (pairs false) into a list or a deque (its pickle's items),
 // SETITEM(S) (pairs true) into a dict, ADDITEMS into a set: anything else is refused (the unpickler would call
 // the target's own append / extend / __setitem__ / add).
-Status Walk::AddTo(const Value& target, std::vector<Value>& items, bool pairs) {
+bool Walk::AddTo(const Value& target, std::vector<Value>& items, bool pairs) {
   if (target.kind != Kind::kContainer) {
     return Refuse("the session's pickle adds items to something that is not a container");
   }
@@ -397,24 +406,24 @@ Status Walk::AddTo(const Value& target, std::vector<Value>& items, bool pairs) {
     if (key) container.element_hash_work = Add(container.element_hash_work, items[i].hash_work);
     depth = std::max(depth, Depth(items[i]) + 1);
   }
-  Status status = CheckDepth(depth);
-  if (!status.ok()) return status;
+  bool status = CheckDepth(depth);
+  if (!status) return status;
   container.depth = depth;
   container.length = Add(container.length, added);
   status = Charge(Mul(added, (is_dict || is_set) ? kEntry : kSlot), "a container's elements");
-  if (!status.ok()) return status;
+  if (!status) return status;
   return Charge(hash_work, "hashing a container's keys");
 }
 
-Status Walk::Memo(std::uint64_t index, bool put) {
+bool Walk::Memo(std::uint64_t index, bool put) {
   const bool dense = index < memo_.size() || index <= 2 * memo_.size() + 1024;
   if (put) {
     if (stack_.size() <= Fence()) return Malformed("memo put of an empty stack");
     const Value& top = stack_.back();
     if (index >= memo_capacity_) {
       // The unpickler's memo array grows to twice the index, zero-filled.
-      Status status = Charge(Mul(Add(index, 1) - memo_capacity_, 2 * kMemoSlot), "the memo");
-      if (!status.ok()) return status;
+      bool status = Charge(Mul(Add(index, 1) - memo_capacity_, 2 * kMemoSlot), "the memo");
+      if (!status) return status;
       memo_capacity_ = index + 1;
     }
     Value* slot = nullptr;
@@ -430,7 +439,7 @@ Status Walk::Memo(std::uint64_t index, bool put) {
     }
     if (slot->kind == Kind::kEmpty) ++memo_set_;
     *slot = top;
-    return Status::Ok();
+    return true;
   }
   const Value* found = nullptr;
   if (index < memo_.size() && memo_[static_cast<std::size_t>(index)].kind != Kind::kEmpty) {
@@ -444,7 +453,7 @@ Status Walk::Memo(std::uint64_t index, bool put) {
   return Push(*found, kSlot);  // a reference
 }
 
-Status Walk::StackGlobal(std::string_view module, std::string_view name) {
+bool Walk::StackGlobal(std::string_view module, std::string_view name) {
   for (const GlobalName& entry : kGlobals) {
     if (module == entry.module && name == entry.name) {
       named_ = true;
@@ -463,7 +472,7 @@ Status Walk::StackGlobal(std::string_view module, std::string_view name) {
 // REDUCE, NEWOBJ, NEWOBJ_EX: `callable(*args)`, costed before it is made.
 // NEWOBJ's `cls.__new__(cls, *args)` is costed as the call (it never builds
 // more: several types build nothing until __init__).
-Status Walk::Call(const Value& callable, const Value& args, bool newobj) {
+bool Walk::Call(const Value& callable, const Value& args, bool newobj) {
   named_ = true;
   if (callable.kind != Kind::kGlobal) {
     return Refuse(std::string("the session's pickle calls something that is not an allowed "
@@ -477,8 +486,8 @@ Status Walk::Call(const Value& callable, const Value& args, bool newobj) {
   std::vector<const Value*> arguments;
   for (std::size_t i = 0; i < args.items; ++i) arguments.push_back(Item(args, i));
   Value made;
-  Status status = Construct(callable.global, arguments, &made);
-  if (!status.ok()) return status;
+  bool status = Construct(callable.global, arguments, &made);
+  if (!status) return status;
   return Push(made);
 }
 
@@ -529,7 +538,7 @@ bool Iterated(const Value& v, const std::vector<Container>& arena, std::uint64_t
   }
 }
 
-Status Walk::FromIterable(Global global, const Value& source, Value* out) {
+bool Walk::FromIterable(Global global, const Value& source, Value* out) {
   std::uint64_t count = 0, each = 0, hash_work = 0;
   const std::string what = GlobalText(global) + "() of ";
   if (!Iterated(source, arena_, &count, &each, &hash_work)) {
@@ -551,19 +560,19 @@ Status Walk::FromIterable(Global global, const Value& source, Value* out) {
     default:
       break;
   }
-  Status status = ChargeFor(Mul(count, Add(per, each)),
+  bool status = ChargeFor(Mul(count, Add(per, each)),
                             what + std::to_string(count) + " elements");
-  if (!status.ok()) return status;
+  if (!status) return status;
   if (hashes) {
     status = ChargeFor(hash_work, what + "elements that take " + std::to_string(hash_work) +
                                       " steps to hash");
-    if (!status.ok()) return status;
+    if (!status) return status;
   }
   switch (global) {
     case Global::kBytes: case Global::kByteArray:
       out->kind = global == Global::kBytes ? Kind::kBytes : Kind::kByteArray;
       out->length = count;
-      return Status::Ok();
+      return true;
     case Global::kTuple:
       out->kind = Kind::kTuple;
       out->length = count;
@@ -576,7 +585,7 @@ Status Walk::FromIterable(Global global, const Value& source, Value* out) {
 }
 
 // The cost rule of each allowed constructor (see pickle_budget.h).
-Status Walk::Construct(Global global, const std::vector<const Value*>& args, Value* out) {
+bool Walk::Construct(Global global, const std::vector<const Value*>& args, Value* out) {
   const std::size_t n = args.size();
   const Value* a0 = n > 0 ? args[0] : nullptr;
   const Value* a1 = n > 1 ? args[1] : nullptr;
@@ -596,8 +605,8 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
            (text == "latin-1" || text == "latin1" || text == "utf-8" || text == "utf8" ||
             text == "ascii");
   };
-  Status status = Charge(kInstance, "an object");
-  if (!status.ok()) return status;
+  bool status = Charge(kInstance, "an object");
+  if (!status) return status;
   out->kind = Kind::kObject;
   out->global = global;
   switch (global) {
@@ -606,7 +615,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
       if (n == 0) {
         if (global == Global::kTuple) {
           out->kind = Kind::kTuple;
-          return Status::Ok();
+          return true;
         }
         return NewContainer(global, 0, 0, 1, out);
       }
@@ -619,7 +628,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
     case Global::kBytes: case Global::kByteArray:
       if (n == 0) {
         out->kind = global == Global::kBytes ? Kind::kBytes : Kind::kByteArray;
-        return Status::Ok();
+        return true;
       }
       if (a0->kind == Kind::kInt || a0->kind == Kind::kBool) {  // bytes(n): n zero bytes
         if (n != 1) return refuse("with too many arguments");
@@ -628,41 +637,41 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
         if (static_cast<std::int64_t>(size) < 0 && size != kHuge) return refuse("of a negative size");
         status = ChargeFor(size, name + "(" + (size == kHuge ? std::string("a huge int")
                                                              : std::to_string(size)) + ")");
-        if (!status.ok()) return status;
+        if (!status) return status;
         out->kind = global == Global::kBytes ? Kind::kBytes : Kind::kByteArray;
         out->length = size;
-        return Status::Ok();
+        return true;
       }
       if (a0->kind == Kind::kStr) {  // (str, encoding[, errors])
         if (n > 3 || !plain_encoding(a1)) return refuse("with an encoding it does not decode");
         status = ChargeFor(Mul(a0->length, 4), name + "() of a str");
-        if (!status.ok()) return status;
+        if (!status) return status;
         out->kind = global == Global::kBytes ? Kind::kBytes : Kind::kByteArray;
         out->length = Mul(a0->length, 4);
-        return Status::Ok();
+        return true;
       }
       if (n != 1) return refuse("with too many arguments");
       return FromIterable(global, *a0, out);
     case Global::kStr:
       if (n == 0) {
         out->kind = Kind::kStr;
-        return Status::Ok();
+        return true;
       }
       if (n == 1 && (a0->kind == Kind::kStr || IsBytesLike(*a0) || a0->kind == Kind::kFloat ||
                      a0->kind == Kind::kBool || a0->kind == Kind::kNone ||
                      (a0->kind == Kind::kInt && a0->length <= 64))) {
         status = ChargeFor(Add(Mul(a0->length, 4), 8), "str() of a value");  // repr(bytes): \xNN
-        if (!status.ok()) return status;
+        if (!status) return status;
       } else if (n >= 2 && n <= 3 && IsBytesLike(*a0) && plain_encoding(a1)) {
         status = ChargeFor(Mul(a0->length, 4), "str() of bytes");
-        if (!status.ok()) return status;
+        if (!status) return status;
       } else {
         return refuse("with arguments it does not decode");
       }
       out->kind = Kind::kStr;
       out->length = Add(Mul(a0->length, 4), 8);
       out->flags = 0;
-      return Status::Ok();
+      return true;
     case Global::kInt:
       if (n == 0 || (n == 1 && IsNumber(*a0)) ||
           (n <= 2 && number_text(*a0) && (a1 == nullptr || a1->kind == Kind::kInt))) {
@@ -682,7 +691,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
       out->kind = global == Global::kFloat ? Kind::kFloat
                   : global == Global::kBool ? Kind::kBool
                                             : Kind::kObject;
-      return Status::Ok();
+      return true;
     case Global::kSlice:
       if (n < 1 || n > 3) return refuse("with too many arguments");
       for (const Value* arg : args) out->depth = std::max(out->depth, Depth(*arg) + 1);
@@ -706,7 +715,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
         const __int128 each = step > 0 ? step : -step;
         out->length = span <= 0 ? 0 : static_cast<std::uint64_t>((span + each - 1) / each);
       }
-      return Status::Ok();
+      return true;
     }
     case Global::kDate: case Global::kDateTime: case Global::kTime: case Global::kTimeDelta:
     case Global::kTimeZone: case Global::kUuid:
@@ -718,7 +727,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
                              (arg->global == Global::kTimeZone || arg->global == Global::kTimeDelta));
         if (!scalar) return refuse("with arguments it does not decode (small scalars)");
       }
-      return Status::Ok();
+      return true;
     case Global::kDecimal:
       if (n > 1) return refuse("with too many arguments");
       if (n == 1 && !(a0->kind == Kind::kStr ||
@@ -727,7 +736,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
                       (a0->kind == Kind::kObject && a0->global == Global::kDecimal))) {
         return refuse("with arguments it does not decode (a str or a number)");
       }
-      return n == 1 && a0->kind == Kind::kStr ? Charge(a0->length, "a Decimal") : Status::Ok();
+      return n == 1 && a0->kind == Kind::kStr ? Charge(a0->length, "a Decimal") : true;
     case Global::kFraction:
       if (n > 2) return refuse("with too many arguments");
       for (const Value* arg : args) {
@@ -743,7 +752,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
                         "str of at most 4300 characters without an exponent)");
         }
       }
-      return Status::Ok();
+      return true;
     case Global::kNone:
       break;
   }
@@ -752,7 +761,7 @@ Status Walk::Construct(Global global, const std::vector<const Value*>& args, Val
 
 // BUILD: state set on an instance the pickle made (never on a class): only
 // a dict of attributes, only on an object or a Counter/OrderedDict/deque.
-Status Walk::Build() {
+bool Walk::Build() {
   named_ = true;
   Value state, target;
   if (!Pop(&state) || !Pop(&target)) return Malformed("BUILD without a target");
@@ -764,17 +773,17 @@ Status Walk::Build() {
     return Refuse("the session's pickle sets state on something the host does not let it "
                   "(BUILD takes a dict, on an instance the pickle made)");
   }
-  Status status = Charge(Mul(arena_[static_cast<std::size_t>(state.small)].length, kEntry),
+  bool status = Charge(Mul(arena_[static_cast<std::size_t>(state.small)].length, kEntry),
                          "an object's attributes");
-  if (!status.ok()) return status;
+  if (!status) return status;
   stack_.push_back(target);  // back where it was: charged when first pushed
-  return Status::Ok();
+  return true;
 }
 
-StatusOr<PickleShape> Walk::Run() {
+bool Walk::Run() {
   std::vector<Value>& items = popped_;
-  // Declared once: a Status or a Value made per opcode costs more than most opcodes.
-  Status status;
+  // Declared once: a Value made per opcode costs more than most opcodes.
+  bool status = true;
   Value a, b, c;
   std::string_view bytes;
   std::uint64_t count = 0;
@@ -791,7 +800,8 @@ StatusOr<PickleShape> Walk::Run() {
         break;
       case op::kStop:
         if (stack_.size() != 1 || !marks_.empty()) return Malformed("STOP with a stack not of one value");
-        return named_ ? PickleShape::kNamed : PickleShape::kPlain;
+        shape_ = named_ ? PickleShape::kNamed : PickleShape::kPlain;
+        return true;
       case op::kMark:
         marks_.push_back(stack_.size());
         break;
@@ -840,7 +850,7 @@ StatusOr<PickleShape> Walk::Run() {
           value = static_cast<std::int64_t>(raw);
         }
         status = Charge(count, "an int");
-        if (status.ok()) status = PushInt(Mul(count, 8), exact, value);
+        if (status) status = PushInt(Mul(count, 8), exact, value);
         break;
       }
       case op::kInt: case op::kLong: case op::kFloat: case op::kString: case op::kUnicode: {
@@ -851,7 +861,7 @@ StatusOr<PickleShape> Walk::Run() {
         }
         named_ = true;  // protocol 0's text: the allow-list unpickler reads it
         status = Charge(line.size(), "a text value");
-        if (!status.ok()) break;
+        if (!status) break;
         if (code == op::kInt || code == op::kLong) {
           if (code == op::kInt && (line == "00" || line == "01")) {
             a = Scalar(Kind::kBool);
@@ -891,7 +901,7 @@ StatusOr<PickleShape> Walk::Run() {
                            code == op::kBinUnicode8) ? Kind::kStr
                           : code == op::kByteArray8 ? Kind::kByteArray : Kind::kBytes;
         status = Charge(count, "a str or bytes");
-        if (status.ok()) status = Push(Text(kind, offset, count));
+        if (status) status = Push(Text(kind, offset, count));
         break;
       }
       case op::kEmptyTuple: items.clear(); status = Tuple(items); break;
@@ -915,14 +925,14 @@ StatusOr<PickleShape> Walk::Run() {
         const bool marked = code == op::kList || code == op::kDict || code == op::kFrozenSet;
         if (marked && !PopMark(&items)) return Malformed("a container without a MARK");
         status = Charge(kInstance, "a container");
-        if (status.ok()) status = NewContainer(type == Global::kFrozenSet ? Global::kSet : type, 0, 0, 1, &a);
-        if (status.ok() && marked) status = AddTo(a, items, type == Global::kDict);
-        if (status.ok() && type == Global::kFrozenSet) {
+        if (status) status = NewContainer(type == Global::kFrozenSet ? Global::kSet : type, 0, 0, 1, &a);
+        if (status && marked) status = AddTo(a, items, type == Global::kDict);
+        if (status && type == Global::kFrozenSet) {
           arena_[static_cast<std::size_t>(a.small)].type = Global::kFrozenSet;
           a.global = Global::kFrozenSet;
           a.hash_work = Add(1, arena_[static_cast<std::size_t>(a.small)].length);
         }
-        if (status.ok()) status = Push(a);
+        if (status) status = Push(a);
         break;
       }
       case op::kAppend: case op::kSetItem:
@@ -992,7 +1002,7 @@ StatusOr<PickleShape> Walk::Run() {
                       " (persistent ids, extension codes, INST/OBJ and out-of-band buffers "
                       "do not cross into the host)");
     }
-    if (!status.ok()) return status;
+    if (!status) return status;
   }
   return Malformed("no STOP");
 }
@@ -1007,7 +1017,9 @@ StatusOr<PickleShape> WalkPickle(std::string_view data, std::uint64_t max_bytes)
     if (vector.capacity() > 4096) vector.shrink_to_fit();
   };
   try {
-    StatusOr<PickleShape> shape = Walk(data, max_bytes, scratch).Run();
+    Walk walk(data, max_bytes, scratch);
+    StatusOr<PickleShape> shape =
+        walk.Run() ? StatusOr<PickleShape>(walk.shape()) : StatusOr<PickleShape>(walk.error());
     reset(scratch.stack), reset(scratch.memo), reset(scratch.items), reset(scratch.popped);
     reset(scratch.marks), reset(scratch.arena);
     return shape;
