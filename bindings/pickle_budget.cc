@@ -597,13 +597,19 @@ bool Walk::Construct(Global global, const std::vector<const Value*>& args, Value
   auto number_text = [&](const Value& v) {
     return (v.kind == Kind::kStr || IsBytesLike(v)) && v.length <= kMaxNumberText;
   };
-  // An encoding the host decodes in linear time (no codec of the pickle's choosing).
+  // An encoding the host decodes in linear time, with a builtin error
+  // handler: no codec or handler of the pickle's choosing (a host may have
+  // registered its own).
+  const Value* a2 = n > 2 ? args[2] : nullptr;
   auto plain_encoding = [&](const Value* v) {
     if (v == nullptr) return true;
     const std::string_view text = TextOf(*v);
+    const std::string_view errors = a2 == nullptr ? "strict" : TextOf(*a2);
     return v->kind == Kind::kStr &&
            (text == "latin-1" || text == "latin1" || text == "utf-8" || text == "utf8" ||
-            text == "ascii");
+            text == "ascii") &&
+           (errors == "strict" || errors == "ignore" || errors == "replace" ||
+            errors == "backslashreplace" || errors == "surrogateescape");
   };
   bool status = Charge(kInstance, "an object");
   if (!status) return status;

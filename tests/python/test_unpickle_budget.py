@@ -153,6 +153,8 @@ def test_hashing_a_shared_tuple_dag_is_refused():
     _call(fractions.Fraction, 3**200_000, 7**100_000),
     _call(str, 7**200_000),
     _call(str, b"x" * 100, "punycode"),
+    _call(str, b"x" * 100, "utf-8", "a_handler_the_host_registered"),
+    _call(bytes, "x" * 100, "utf-8", "a_handler_the_host_registered"),
     _call(complex, "1" * 100_000),
     _call(float, decimal.Decimal("1e999999999")),
 ])
@@ -183,6 +185,7 @@ def test_cheap_decodes_of_named_values_still_pass():
         collections.deque([1, 2], maxlen=5), collections.Counter("abracadabra"),
         {1, 2, (3, 4)}, frozenset({"a"}), bytearray(b"xyz"), 10**4000, [[[[]]]],
     ]
+    assert host.loads(pickle.dumps(_call(str, b"caf\xc3\xa9", "utf-8", "replace"), 5)) == "café"
     for protocol in (3, 4, 5):  # protocol 2 names _codecs.encode for bytes
         for value in values:
             assert host.loads(pickle.dumps(value, protocol)) == value, (protocol, value)
@@ -207,6 +210,16 @@ def test_the_option_moves_the_limit():
     assert len(_tools.ToolHost({}, None, "safe", max_unpickle_mb=256).loads(big)) == 100 * MiB
     # unpickle="full" trusts the session (it could run any code anyway).
     assert _tools.ToolHost({}, None, "full", max_unpickle_mb=1).loads(value) == b"x" * (3 * MiB)
+
+
+@pytest.mark.parametrize("backend", [dolsot.Repl, dolsot.InProcessSession])
+def test_both_backends_take_the_option_in_one_call_shape(backend):
+    kwargs = {"store": MemoryStore()} if backend is dolsot.Repl else {}
+    with backend(typecheck=False, final="SUBMIT", max_unpickle_mb=8, **kwargs) as b:
+        r = b.run("s", "SUBMIT([1, 2])")
+        assert r.ok and r.returned == [1, 2], r.error
+    with pytest.raises(ValueError, match="max_unpickle_mb"):
+        backend(max_unpickle_mb=0, **kwargs)
 
 
 @pytest.mark.parametrize("bad, error", [
