@@ -491,6 +491,17 @@ bool Walk::Call(const Value& callable, const Value& args, bool newobj) {
   return Push(made);
 }
 
+// Bytes a character of the str that is this UTF-8 takes in CPython (PEP
+// 393): 4 when any is past U+FFFF, 2 past U+00FF, else 1.
+std::uint64_t StrWidth(std::string_view utf8) {
+  std::uint64_t width = 1;
+  for (unsigned char byte : utf8) {
+    if (byte >= 0xF0) return 4;
+    if (byte >= 0xC4) width = 2;  // a lead byte of U+0100 and past
+  }
+  return width;
+}
+
 Value Scalar(Kind kind) {
   Value v;
   v.kind = kind;
@@ -906,7 +917,11 @@ bool Walk::Run() {
         const Kind kind = (code == op::kShortBinUnicode || code == op::kBinUnicode ||
                            code == op::kBinUnicode8) ? Kind::kStr
                           : code == op::kByteArray8 ? Kind::kByteArray : Kind::kBytes;
-        status = Charge(count, "a str or bytes");
+        // A str takes 1, 2 or 4 bytes a character, by its widest one: the
+        // UTF-8 lead bytes say which (a character no more than its bytes).
+        status = Charge(kind == Kind::kStr ? Mul(count, StrWidth(data_.substr(offset, count)))
+                                           : count,
+                        "a str or bytes");
         if (status) status = Push(Text(kind, offset, count));
         break;
       }

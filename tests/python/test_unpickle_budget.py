@@ -115,6 +115,15 @@ def test_a_declared_length_past_the_data_allocates_nothing(opcode):
         assert "budget" in message or "past the data" in message, message
 
 
+def test_a_str_is_charged_by_its_widest_character():
+    # 30 MiB of ASCII is a 30 MiB str; one character past U+FFFF makes
+    # CPython store every character in 4 bytes: 120 MiB.
+    host = _tools.ToolHost({}, None, "safe")
+    assert len(host.loads(pickle.dumps("a" * (30 * MiB), 5))) == 30 * MiB
+    message = _refused(pickle.dumps("a" * (30 * MiB) + "\U0001F600", 5))
+    assert "budget" in message and "str" in message
+
+
 def test_a_memo_index_cannot_grow_the_memo():
     # LONG_BINPUT 0x0fffffff: CPython zero-fills a memo array of twice that.
     message = _refused(b"\x80\x05]r\xff\xff\xff\x0f.")
