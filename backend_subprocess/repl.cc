@@ -143,6 +143,9 @@ namespace {
 // store's last-used time (and a TTL) within this of the session's use.
 constexpr std::chrono::seconds kReadOnlyCheckpointAge{30};
 
+// The slot map is swept of slots nobody needs from this size on (Slot()).
+constexpr std::size_t kPruneSlotsAt = 64;
+
 std::int64_t SteadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -221,6 +224,11 @@ class Repl::Impl {
     std::lock_guard<std::mutex> guard(mutex_);
     return worker_ ? worker_->pid() : -1;
   }
+  std::size_t SlotCount() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return slots_.size();
+  }
+  std::uint64_t EvictionScans() const { return eviction_scans_.load(); }
   StatusOr<SandboxReport> SandboxStatus() {
     if (!settings_.sandbox) return InvalidArgument("this Repl has no sandbox");
     auto worker = Worker(Clock::now() + std::chrono::seconds(60));
@@ -231,6 +239,9 @@ class Repl::Impl {
 
  private:
   std::shared_ptr<SessionSlot> Slot(const std::string& sid);
+  // Forgets the slots only the map holds whose session is not live and
+  // owes nothing (mutex_ held).
+  void PruneSlotsLocked();
   StatusOr<std::shared_ptr<WorkerProcess>> Worker(Deadline deadline);
   // The session's stored checkpoint; a store that cannot be read is an
   // error naming the session (never an empty session in its place).
@@ -306,6 +317,8 @@ class Repl::Impl {
   std::vector<std::string> command_;
   std::mutex mutex_;  // guards slots_, worker_, closed_
   std::map<std::string, std::shared_ptr<SessionSlot>> slots_;
+  std::size_t prune_slots_at_ = kPruneSlotsAt;  // Slot() sweeps slots_ at this size
+  std::atomic<std::uint64_t> eviction_scans_{0};  // slots EvictIfFull looked at (tests)
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
@@ -340,9 +353,35 @@ GateSet Repl::Impl::Gates() const {
 
 std::shared_ptr<SessionSlot> Repl::Impl::Slot(const std::string& sid) {
   std::lock_guard<std::mutex> guard(mutex_);
+  if (slots_.size() >= prune_slots_at_) PruneSlotsLocked();
   auto& slot = slots_[sid];
   if (!slot) slot = std::make_shared<SessionSlot>();
   return slot;
+}
+
+void Repl::Impl::PruneSlotsLocked() {
+  // A slot only the map holds has no caller holding or awaiting its turn,
+  // and none can get it but through Slot(): when its session is not live,
+  // no checkpoint of it is on its way and no warning waits for its next
+  // Result, forgetting it loses nothing (the next Run restores the session
+  // from the store into a new slot, as after a restart). So the map stays
+  // as large as the live sessions and the work in flight, not as every id
+  // the Repl ever saw (amortized: the next sweep waits until it doubles).
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    SessionSlot& slot = *it->second;
+    bool forget = it->second.use_count() == 1 && slot.turn.try_lock();
+    if (forget) {
+      forget = !slot.live;  // read under its turn, as everywhere
+      slot.turn.unlock();
+    }
+    forget = forget && !saver_.Pending(it->first);
+    if (forget) {
+      std::lock_guard<std::mutex> dropped(slot.dropped_mutex);
+      forget = slot.last_save_error.empty();
+    }
+    it = forget ? slots_.erase(it) : std::next(it);
+  }
+  prune_slots_at_ = std::max<std::size_t>(kPruneSlotsAt, 2 * slots_.size());
 }
 
 StatusOr<std::shared_ptr<WorkerProcess>> Repl::Impl::Worker(Deadline deadline) {
@@ -481,8 +520,13 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     std::map<std::string, std::shared_ptr<SessionSlot>> copy;
     {
       std::lock_guard<std::mutex> guard(mutex_);
+      // Fewer other slots than the limit: fewer live sessions too.
+      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(options_.max_live_sessions)) {
+        return;
+      }
       copy = slots_;
     }
+    eviction_scans_ += copy.size();
     int count = 0;
     for (auto& [sid, slot] : copy) {
       if (sid == keep) continue;
@@ -1228,6 +1272,8 @@ Status Repl::Branch(std::string_view source, std::string_view target) {
   return impl_->Branch(source, target);
 }
 int Repl::WorkerPid() const { return impl_->WorkerPid(); }
+std::size_t Repl::SlotCountForTesting() const { return impl_->SlotCount(); }
+std::uint64_t Repl::EvictionScansForTesting() const { return impl_->EvictionScans(); }
 Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
 std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }
 StatusOr<SandboxReport> Repl::SandboxStatus() { return impl_->SandboxStatus(); }

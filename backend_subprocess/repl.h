@@ -104,6 +104,11 @@ class Repl final : public Backend {
 
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;
+  // Tests only: the session slots this Repl keeps (live sessions, and ids
+  // with work still owed or calls in flight), and how many slots eviction
+  // has looked at so far.
+  std::size_t SlotCountForTesting() const;
+  std::uint64_t EvictionScansForTesting() const;
 
   // The layers the worker runs under (starting it if needed); kInvalidArgument
   // when this Repl has no sandbox.

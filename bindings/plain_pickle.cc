@@ -1,77 +1,13 @@
-// Whether a pickle builds only plain data (see plain_pickle.h).
+// The Python face of a session's pickle walk (see plain_pickle.h).
 #include "bindings/plain_pickle.h"
 
-#include <cstdint>
+#include <pybind11/stl.h>
+
+
+#include "bindings/pickle_budget.h"
 
 namespace dolsot::bindings {
 namespace {
-
-// How an opcode's argument is laid out.
-enum class Arg : std::uint8_t {
-  kRefused,  // not a plain-data opcode
-  kNone,
-  kFixed,    // `size` bytes
-  kCounted,  // a little-endian count of `size` bytes, then that many bytes
-  kStop,
-};
-
-struct Op {
-  Arg arg = Arg::kRefused;
-  std::uint8_t size = 0;
-};
-
-constexpr Op Table(std::uint8_t code) {
-  switch (code) {
-    case 0x80: return {Arg::kFixed, 1};    // PROTO
-    case 0x95: return {Arg::kFixed, 8};    // FRAME
-    case '.': return {Arg::kStop, 0};      // STOP
-    case '(':                              // MARK
-    case '0':                              // POP
-    case '1':                              // POP_MARK
-    case '2':                              // DUP
-    case 'N':                              // NONE
-    case 0x88:                             // NEWTRUE
-    case 0x89:                             // NEWFALSE
-    case ']':                              // EMPTY_LIST
-    case 'a':                              // APPEND
-    case 'e':                              // APPENDS
-    case 'l':                              // LIST
-    case ')':                              // EMPTY_TUPLE
-    case 't':                              // TUPLE
-    case 0x85:                             // TUPLE1
-    case 0x86:                             // TUPLE2
-    case 0x87:                             // TUPLE3
-    case '}':                              // EMPTY_DICT
-    case 'd':                              // DICT
-    case 's':                              // SETITEM
-    case 'u':                              // SETITEMS
-    case 0x8f:                             // EMPTY_SET
-    case 0x90:                             // ADDITEMS
-    case 0x91:                             // FROZENSET
-    case 0x94:                             // MEMOIZE
-      return {Arg::kNone, 0};
-    case 'J': return {Arg::kFixed, 4};     // BININT
-    case 'K': return {Arg::kFixed, 1};     // BININT1
-    case 'M': return {Arg::kFixed, 2};     // BININT2
-    case 'G': return {Arg::kFixed, 8};     // BINFLOAT
-    case 'h': return {Arg::kFixed, 1};     // BINGET
-    case 'j': return {Arg::kFixed, 4};     // LONG_BINGET
-    case 'q': return {Arg::kFixed, 1};     // BINPUT
-    case 'r': return {Arg::kFixed, 4};     // LONG_BINPUT
-    case 0x8a: return {Arg::kCounted, 1};  // LONG1
-    case 0x8b: return {Arg::kCounted, 4};  // LONG4
-    case 'U': return {Arg::kCounted, 1};   // SHORT_BINSTRING
-    case 'T': return {Arg::kCounted, 4};   // BINSTRING
-    case 0x8c: return {Arg::kCounted, 1};  // SHORT_BINUNICODE
-    case 'X': return {Arg::kCounted, 4};   // BINUNICODE
-    case 0x8d: return {Arg::kCounted, 8};  // BINUNICODE8
-    case 'C': return {Arg::kCounted, 1};   // SHORT_BINBYTES
-    case 'B': return {Arg::kCounted, 4};   // BINBYTES
-    case 0x8e: return {Arg::kCounted, 8};  // BINBYTES8
-    case 0x96: return {Arg::kCounted, 8};  // BYTEARRAY8
-    default: return {};
-  }
-}
 
 PyObject* PlainPickle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 1 || !PyBytes_Check(args[0])) {
@@ -83,52 +19,60 @@ PyObject* PlainPickle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyBool_FromLong(IsPlainPickle(data) ? 1 : 0);
 }
 
+PyObject* CheckPickle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "check_pickle(data: bytes, max_bytes: int)");
+    return nullptr;
+  }
+  const unsigned long long max_bytes = PyLong_AsUnsignedLongLong(args[1]);
+  if (max_bytes == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return nullptr;
+  std::string_view data(PyBytes_AS_STRING(args[0]),
+                        static_cast<std::size_t>(PyBytes_GET_SIZE(args[0])));
+  StatusOr<PickleShape> shape = WalkPickle(data, max_bytes);
+  if (shape.ok()) return PyBool_FromLong(*shape == PickleShape::kPlain ? 1 : 0);
+  PyObject* pickle = PyImport_ImportModule("pickle");
+  if (pickle == nullptr) return nullptr;
+  PyObject* error = PyObject_GetAttrString(pickle, "UnpicklingError");
+  Py_DECREF(pickle);
+  if (error == nullptr) return nullptr;
+  PyErr_SetString(error, shape.status().message().c_str());
+  Py_DECREF(error);
+  return nullptr;
+}
+
 PyMethodDef kPlainPickleDef = {
     "plain_pickle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PlainPickle)),
     METH_FASTCALL,
     "Whether a pickle builds only plain data (names nothing, calls nothing)."};
+PyMethodDef kCheckPickleDef = {
+    "check_pickle", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&CheckPickle)),
+    METH_FASTCALL,
+    "Walks a session's pickle within a budget of max_bytes: whether it is plain, or "
+    "pickle.UnpicklingError saying why it is refused."};
+
+void AddFunction(pybind11::module_& m, PyMethodDef* def) {
+  PyObject* function = PyCFunction_NewEx(def, nullptr, m.ptr());
+  if (function == nullptr) throw pybind11::error_already_set();
+  if (PyModule_AddObject(m.ptr(), def->ml_name, function) != 0) {
+    Py_DECREF(function);
+    throw pybind11::error_already_set();
+  }
+}
 
 }  // namespace
 
 bool IsPlainPickle(std::string_view data) {
-  std::size_t at = 0;
-  while (at < data.size()) {
-    const Op op = Table(static_cast<std::uint8_t>(data[at++]));
-    const std::size_t left = data.size() - at;
-    switch (op.arg) {
-      case Arg::kRefused:
-        return false;
-      case Arg::kStop:
-        return true;
-      case Arg::kNone:
-        break;
-      case Arg::kFixed:
-        if (left < op.size) return false;
-        at += op.size;
-        break;
-      case Arg::kCounted: {
-        if (left < op.size) return false;
-        std::uint64_t count = 0;
-        for (std::uint8_t i = 0; i < op.size; ++i) {
-          count |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(data[at + i])) << (8 * i);
-        }
-        at += op.size;
-        if (count > data.size() - at) return false;
-        at += static_cast<std::size_t>(count);
-        break;
-      }
-    }
-  }
-  return false;  // no STOP
+  // Within a budget far over any host's: over it is "not plain" (the slow
+  // path, which has a budget of its own).
+  StatusOr<PickleShape> shape = WalkPickle(data, std::uint64_t{1} << 40);
+  return shape.ok() && *shape == PickleShape::kPlain;
 }
 
 void BindPlainPickle(pybind11::module_& m) {
-  PyObject* function = PyCFunction_NewEx(&kPlainPickleDef, nullptr, m.ptr());
-  if (function == nullptr) throw pybind11::error_already_set();
-  if (PyModule_AddObject(m.ptr(), "plain_pickle", function) != 0) {
-    Py_DECREF(function);
-    throw pybind11::error_already_set();
-  }
+  AddFunction(m, &kPlainPickleDef);
+  AddFunction(m, &kCheckPickleDef);
+  m.def("safe_pickle_globals", [] { return SafePickleGlobals(); },
+        "The (module, name) pairs a session's pickle may name when unpickle='safe'.");
 }
 
 }  // namespace dolsot::bindings

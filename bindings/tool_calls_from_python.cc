@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backend_subprocess/tool_pipes.h"
-#include "bindings/plain_pickle.h"
+#include "bindings/pickle_budget.h"
 
 namespace dolsot::bindings {
 namespace {
@@ -142,12 +142,21 @@ int Answer(ServeScope& scope, PyObject* name, PyObject* value) {
 // the host's Python (host._call: nothing of it ran yet), or -1 on a
 // failure to answer.
 int ServeFast(ServeScope& scope, PyObject* name, PyObject* tool,
-              const ToolCall& call, bool trusted) {
+              const ToolCall& call, bool trusted, std::uint64_t budget) {
   if (call.arguments == protocol::kNoArgumentsPickle) {
     // No arguments (the stub's constant): nothing to unpickle.
     return Answer(scope, name, PyObject_CallNoArgs(tool));
   }
-  if (!trusted && !IsPlainPickle(call.arguments)) return 0;  // the allow-list decodes it
+  if (!trusted) {
+    // Walked within the host's budget before anything is built.
+    StatusOr<PickleShape> shape = WalkPickle(call.arguments, budget);
+    if (!shape.ok()) {
+      PyErr_Format(scope.unpickling_error, "tool %U(): %s", name,
+                   shape.status().message().c_str());
+      return ReplyError(scope) ? 1 : -1;
+    }
+    if (*shape != PickleShape::kPlain) return 0;  // the allow-list decodes it
+  }
   PyObject* view = PyMemoryView_FromMemory(const_cast<char*>(call.arguments.data()),
                                            static_cast<Py_ssize_t>(call.arguments.size()),
                                            PyBUF_READ);
@@ -255,7 +264,17 @@ PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
       const bool trusted = policy != nullptr && PyUnicode_Check(policy) &&
                            PyUnicode_CompareWithASCIIString(policy, "full") == 0;
       Py_XDECREF(policy);
-      served = policy == nullptr ? -1 : ServeFast(scope, name, tool, *call, trusted);
+      // The host's budget (bytes); anything but an int: the default.
+      PyObject* limit = policy == nullptr ? nullptr
+                                          : PyObject_GetAttrString(scope.host, "max_unpickle_bytes");
+      std::uint64_t budget = kDefaultPickleBudget;
+      if (limit != nullptr && PyLong_Check(limit)) {
+        const unsigned long long value = PyLong_AsUnsignedLongLong(limit);
+        if (PyErr_Occurred()) PyErr_Clear();
+        else budget = value;
+      }
+      Py_XDECREF(limit);
+      served = limit == nullptr ? -1 : ServeFast(scope, name, tool, *call, trusted, budget);
     } else {
       scope.pending = ToolReply{false, std::string()};
       served = 1;

@@ -41,7 +41,7 @@ input or bad configuration (nothing ran, the session is untouched).
 Environment: DOLSOT_CACHE_DIR (session directory), DOLSOT_SESSION_TTL_DAYS,
 DOLSOT_TIMEOUT, DOLSOT_MAX_OUTPUT, DOLSOT_MAX_REPR, DOLSOT_MAX_TEXT,
 DOLSOT_TYPECHECK, DOLSOT_TY_BIN, DOLSOT_SANDBOX (1: --sandbox), DOLSOT_SERVE (0: no
-server), DOLSOT_SERVE_IDLE. Calls go through a per-user server (started on
+server), DOLSOT_SERVE_IDLE, DOLSOT_SERVE_PROFILES. Calls go through a per-user server (started on
 demand) that keeps sessions live between calls: dolsot serve --status,
 dolsot serve --stop. A --sandbox call runs there under its own policy (docs/cli.md).
 Figures a cell shows or leaves open (matplotlib) are written as

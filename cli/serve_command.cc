@@ -37,6 +37,8 @@ int ServeCommand(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (status) return PrintServerStatus(out, err, json);
   const EnvLookup env = ProcessEnvironment();
   auto idle = ServeIdleSeconds(env);
+  auto max_profiles = ServeMaxProfiles(env);
+  if (idle.ok() && !max_profiles.ok()) idle = max_profiles.status();
   auto cache_dir = idle.ok() ? CanonicalCacheDir(env) : StatusOr<std::string>(idle.status());
   auto paths = cache_dir.ok() ? ResolveServePaths(*cache_dir, env) : StatusOr<ServePaths>(cache_dir.status());
   if (!paths.ok()) {
@@ -49,6 +51,7 @@ int ServeCommand(int argc, const char* const* argv, std::ostream& out, std::ostr
   ServerOptions options;
   options.paths = *paths;
   options.idle_seconds = *idle;
+  options.max_profiles = *max_profiles;
   options.ready_fd = ready_fd;
   return RunServer(options);
 }

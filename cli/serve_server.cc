@@ -80,6 +80,7 @@ struct Profile {
   std::shared_ptr<Repl> repl;
   std::set<std::string> sessions;  // guarded by Server::mutex_
   int users = 0;                   // calls holding it; guarded by Server::mutex_
+  std::uint64_t last_used = 0;     // Server::profile_clock_ at its last lending; ditto
 };
 
 // Watches a connection while its cell runs: an interrupt frame, EOF (the
@@ -190,6 +191,11 @@ class Server {
   Status ReleaseSession(const std::string& sid);
   // Closes every profile (the admin lock held exclusively).
   Status ReleaseAll();
+  // Takes the least recently used idle profiles out of the map until a new
+  // one fits under options_.max_profiles (mutex_ held); the caller closes
+  // them once it has let go of mutex_. Their sessions' states are in the
+  // store (every cell is checkpointed): the next call restores them.
+  std::vector<std::shared_ptr<Profile>> RetireForNewProfileLocked();
   std::shared_ptr<FifoMutex> Turn(const std::string& sid);
   ServeStatus CurrentStatus();
   void Wake() {
@@ -215,6 +221,7 @@ class Server {
 
   std::mutex mutex_;  // guards everything below
   std::map<std::string, std::shared_ptr<Profile>> profiles_;
+  std::uint64_t profile_clock_ = 0;
   std::map<std::string, std::string> owner_;  // session id -> profile key
   std::map<std::string, std::shared_ptr<FifoMutex>> turns_;
   std::size_t prune_turns_at_ = kPruneTurnsAt;  // Turn() sweeps turns_ at this size
@@ -571,6 +578,7 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   std::istringstream in;
   const EnvLookup env = LookupIn(request.env);
   UniqueFd cwd(::open(request.cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const int cwd_error = errno;  // before anything else can overwrite it
   // The call's cache directory must be this server's: a client finds its
   // server by it, so anything else is a client bug.
   auto config = ResolveConfig(ConfigOverrides{}, env);
@@ -589,7 +597,7 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   if (!cwd) {
     reply.exit_code = ReportSetupError(
         err, InvalidArgument("the working directory " + request.cwd + " is not reachable: " +
-                             std::strerror(errno)));
+                             std::strerror(cwd_error)));
   } else if (config.ok() && config->cache_dir != options_.paths.cache_dir) {
     char real[PATH_MAX];
     const bool same = ::realpath(config->cache_dir.c_str(), real) != nullptr &&
@@ -646,10 +654,12 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
   }
   if (!current.empty() && current != key) DOLSOT_RETURN_IF_ERROR(ReleaseSession(sid));
   std::shared_ptr<Profile> profile;
-  std::lock_guard<std::mutex> guard(mutex_);
+  std::vector<std::shared_ptr<Profile>> retired;
+  std::unique_lock<std::mutex> guard(mutex_);
   if (auto it = profiles_.find(key); it != profiles_.end()) {
     profile = it->second;
   } else {
+    retired = RetireForNewProfileLocked();
     auto options = ReplOptionsFor(settings, env);
     if (!options.ok()) return options.status();
     options->snapshots = true;  // a killed cell goes back to its state before it
@@ -681,8 +691,11 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     profiles_[key] = profile;
   }
   ++profile->users;
+  profile->last_used = ++profile_clock_;
   profile->sessions.insert(sid);
   owner_[sid] = key;
+  guard.unlock();
+  for (auto& old : retired) CloseProfile(old);
   return std::unique_ptr<Backend>(new LentBackend(*this, profile, settings.timeout_seconds,
                                                   std::move(turn), std::move(admin)));
 }
@@ -698,7 +711,8 @@ Status Server::ReleaseSession(const std::string& sid) {
     std::lock_guard<std::mutex> guard(mutex_);
     auto it = owner_.find(sid);
     if (it == owner_.end()) return Status::Ok();
-    profile = profiles_[it->second];
+    // Found, never inserted: a `reset all` may have emptied the map since.
+    if (auto found = profiles_.find(it->second); found != profiles_.end()) profile = found->second;
   }
   if (profile) DOLSOT_RETURN_IF_ERROR(profile->repl->Release(sid));
   bool retire = false;
@@ -708,14 +722,40 @@ Status Server::ReleaseSession(const std::string& sid) {
     if (profile) {
       profile->sessions.erase(sid);
       // A Repl with no live session is closed.
-      if (profile->sessions.empty() && profile->users == 0 && profiles_[profile->key] == profile) {
-        profiles_.erase(profile->key);
+      auto found = profiles_.find(profile->key);
+      if (profile->sessions.empty() && profile->users == 0 && found != profiles_.end() &&
+          found->second == profile) {
+        profiles_.erase(found);
         retire = true;
       }
     }
   }
   if (retire) CloseProfile(profile);
   return Status::Ok();
+}
+
+std::vector<std::shared_ptr<Profile>> Server::RetireForNewProfileLocked() {
+  std::vector<std::shared_ptr<Profile>> retired;
+  while (profiles_.size() >= static_cast<std::size_t>(options_.max_profiles)) {
+    auto oldest = profiles_.end();
+    for (auto it = profiles_.begin(); it != profiles_.end(); ++it) {
+      if (it->second->users == 0 &&
+          (oldest == profiles_.end() || it->second->last_used < oldest->second->last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == profiles_.end()) break;  // every one is in use: over the cap until they end
+    for (const std::string& sid : oldest->second->sessions) {
+      if (auto owner = owner_.find(sid); owner != owner_.end() && owner->second == oldest->first) {
+        owner_.erase(owner);
+      }
+    }
+    Log("retiring an idle worker profile (over DOLSOT_SERVE_PROFILES=" +
+        std::to_string(options_.max_profiles) + ")");
+    retired.push_back(oldest->second);
+    profiles_.erase(oldest);
+  }
+  return retired;
 }
 
 Status Server::ReleaseAll() {
@@ -795,6 +835,20 @@ StatusOr<double> ServeIdleSeconds(const EnvLookup& env) {
                   "DOLSOT_SERVE_IDLE must be a positive number of seconds, got '" + *value + "'");
   }
   return seconds;
+}
+
+StatusOr<int> ServeMaxProfiles(const EnvLookup& env) {
+  auto value = env("DOLSOT_SERVE_PROFILES");
+  if (!value || value->empty()) return kDefaultServeProfiles;
+  char* end = nullptr;
+  errno = 0;
+  const long count = std::strtol(value->c_str(), &end, 10);
+  if (errno != 0 || end == value->c_str() || *end != '\0' || count < 1 || count > 1024) {
+    return Status(ErrorCode::kConfig,
+                  "DOLSOT_SERVE_PROFILES must be a number of profiles from 1 to 1024, got '" +
+                      *value + "'");
+  }
+  return static_cast<int>(count);
 }
 
 int RunServer(const ServerOptions& options) {

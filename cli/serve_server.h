@@ -15,6 +15,9 @@ namespace dolsot::cli {
 struct ServerOptions {
   ServePaths paths;
   double idle_seconds = 600;  // DOLSOT_SERVE_IDLE
+  // Profiles (each a Repl with its worker) kept at once: a call that needs
+  // a new one beyond this retires the least recently used idle one.
+  int max_profiles = 8;  // DOLSOT_SERVE_PROFILES
   // A pipe to write "ready\n" to once the socket listens (the client that
   // spawned the server waits on it), or -1 (foreground: the server takes
   // the start lock itself while it starts).
@@ -31,5 +34,11 @@ inline constexpr double kDefaultServeIdleSeconds = 600;
 
 // DOLSOT_SERVE_IDLE (seconds, > 0), else the default. kConfig when malformed.
 StatusOr<double> ServeIdleSeconds(const EnvLookup& env);
+
+// The default number of profiles a server keeps.
+inline constexpr int kDefaultServeProfiles = 8;
+
+// DOLSOT_SERVE_PROFILES (1 to 1024), else the default. kConfig when malformed.
+StatusOr<int> ServeMaxProfiles(const EnvLookup& env);
 
 }  // namespace dolsot::cli

@@ -246,3 +246,10 @@ def _check_sandbox(sandbox: Any) -> None: ...
 
 def plain_pickle(data: bytes) -> bool:
     """Whether a pickle builds only plain data (names nothing, calls nothing)."""
+
+def check_pickle(data: bytes, max_bytes: int) -> bool:
+    """Walks a session's pickle within a budget of max_bytes: whether it is
+    plain; raises pickle.UnpicklingError saying why it is refused."""
+
+def safe_pickle_globals() -> list[tuple[str, str]]:
+    """The (module, name) pairs a session's pickle may name when unpickle='safe'."""

@@ -9,8 +9,11 @@ the exception. In-process, a tool is called directly.
 Bytes that come from a session (a tool's arguments, a final answer) were made
 by the cell's code. Unpickling them runs whatever code they name, in the host,
 so by default they are decoded with an allow-list: plain data only (see
-``SAFE_GLOBALS``). ``unpickle="full"`` trusts the session's code as much as the
-host's own.
+``SAFE_GLOBALS``), and within a budget: the pickle is walked first
+(bindings/pickle_budget.h), charging what each opcode and each allowed
+constructor's call would build, and one that would build more than
+``max_unpickle_mb`` is refused before anything is built.
+``unpickle="full"`` trusts the session's code as much as the host's own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import queue
 import threading
 from typing import Any, Callable, Mapping
 
-from dolsot._dolsot import plain_pickle as _plain_pickle
+from dolsot._dolsot import check_pickle as _check_pickle
+from dolsot._dolsot import safe_pickle_globals as _safe_pickle_globals
 
 __all__ = ["ToolHost", "SAFE_GLOBALS", "encode_variable", "calling_session"]
 
@@ -35,16 +39,12 @@ calling_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 (None elsewhere), so a tool shared by sessions can tell them apart."""
 
 # What a session's pickle may name when unpickle="safe": constructors of plain
-# data, none of which runs code of the pickle's choosing.
-SAFE_GLOBALS = frozenset(
-    [("builtins", name) for name in (
-        "set", "frozenset", "bytearray", "complex", "slice", "range",
-        "list", "dict", "tuple", "str", "bytes", "int", "float", "bool",
-    )]
-    + [("collections", name) for name in ("OrderedDict", "deque", "Counter")]
-    + [("datetime", name) for name in ("date", "datetime", "time", "timedelta", "timezone")]
-    + [("decimal", "Decimal"), ("fractions", "Fraction"), ("uuid", "UUID")]
-)
+# data, none of which runs code of the pickle's choosing, each of which the
+# walk knows how to cost (bindings/pickle_budget.cc keeps the list).
+SAFE_GLOBALS = frozenset(tuple(pair) for pair in _safe_pickle_globals())
+
+# The default budget of one decode of a session's bytes, in MiB.
+DEFAULT_MAX_UNPICKLE_MB = 64
 
 _UNPICKLE_POLICIES = ("safe", "full")
 # Tool calls in flight at once per backend (a slow tool holds one thread).
@@ -61,6 +61,21 @@ class _SafeUnpickler(pickle.Unpickler):
             "tuples, dicts, sets, datetime, Decimal...; pass unpickle='full' to trust "
             "the session's code)"
         )
+
+
+def _budget_bytes(max_unpickle_mb: Any) -> int:
+    """max_unpickle_mb (None: the default) in bytes, or the error saying what it takes."""
+    if max_unpickle_mb is None:
+        max_unpickle_mb = DEFAULT_MAX_UNPICKLE_MB
+    if isinstance(max_unpickle_mb, bool) or not isinstance(max_unpickle_mb, int):
+        raise TypeError(
+            "max_unpickle_mb must be an int (MiB a decode of a session's bytes may build) or "
+            f"None, not {_type_name(max_unpickle_mb)}")
+    if not 1 <= max_unpickle_mb <= 1 << 20:
+        raise ValueError(
+            "max_unpickle_mb must be between 1 and 1048576 (MiB a decode of a session's bytes "
+            f"may build), not {max_unpickle_mb}")
+    return max_unpickle_mb << 20
 
 
 def _type_name(value: Any) -> str:
@@ -187,6 +202,7 @@ class ToolHost:
         tools: Mapping[str, Callable[..., Any]] | None,
         final: str | None,
         unpickle: str,
+        max_unpickle_mb: int | None = None,
     ) -> None:
         if tools is not None and not isinstance(tools, Mapping):
             raise TypeError(f"tools must be a dict of names to callables, not {_type_name(tools)}")
@@ -200,6 +216,7 @@ class ToolHost:
                 raise TypeError(f"tools[{name!r}] is not callable ({_type_name(tool)})")
         self.final = final
         self.unpickle = unpickle
+        self.max_unpickle_bytes = _budget_bytes(max_unpickle_mb)
         self._variables = _VariableCache()
         self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._lock = threading.Lock()
@@ -301,10 +318,12 @@ class ToolHost:
         done(True, data)
 
     def loads(self, data: bytes) -> Any:
-        """Decodes bytes a session made, by this host's policy. A pickle that
-        names nothing (plain data: bindings/plain_pickle.h) needs no
-        allow-list, and pickle.loads decodes it several times faster."""
-        if self.unpickle == "full" or _plain_pickle(data):
+        """Decodes bytes a session made, by this host's policy. The pickle is
+        walked within the budget first (pickle.UnpicklingError naming it when
+        it would build more); one that names nothing (plain data:
+        bindings/plain_pickle.h) needs no allow-list, and pickle.loads
+        decodes it several times faster."""
+        if self.unpickle == "full" or _check_pickle(data, self.max_unpickle_bytes):
             return pickle.loads(data)
         return _SafeUnpickler(io.BytesIO(data)).load()
 

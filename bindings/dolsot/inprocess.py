@@ -45,7 +45,11 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
     """Sessions of cells in this interpreter, each a live namespace dict.
 
     ``InProcessSession(inject=None, *, timeout=None, max_output=None,
-    max_repr=None, max_text=None, gate=None, typecheck=None)``: ``inject`` maps aliases to any object (the
+    max_repr=None, max_text=None, gate=None, typecheck=None, tools=None,
+    final=None, max_unpickle_mb=None)``: ``max_unpickle_mb`` is checked as a
+    Repl checks it (one call shape) but bounds nothing here: in-process a
+    tool's arguments and a final answer are the cell's objects themselves,
+    never unpickled. ``inject`` maps aliases to any object (the
     very same object is bound in every new session) or to a module name (a
     ``str``, imported once). ``run(session_id, code, *, timeout=None)``
     returns a ``Result``; ``namespace(session_id)`` the session's dict
@@ -65,6 +69,7 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
         ty_bin: str | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         final: str | None = None,
+        max_unpickle_mb: int | None = None,
         sandbox: object = None,
     ) -> None:
         if sandbox is not None:
@@ -80,7 +85,7 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
         check_argument("typecheck", typecheck, (bool,), "True, False or None")
         check_argument("ty_bin", ty_bin, (str,), "a path or None")
         # In-process, values are the host's own objects: nothing is unpickled.
-        self._dolsot_tools = ToolHost(tools, final, "full")
+        self._dolsot_tools = ToolHost(tools, final, "full", max_unpickle_mb)
         super().__init__(
             inject,
             timeout=timeout,

@@ -64,10 +64,16 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     ``Repl(inject=None, *, store=None, timeout=None, max_output=None,
     max_repr=None, max_text=None, snapshots=True, checkpoint=None,
     checkpoint_delay=None, max_live_sessions=None, gate=None, typecheck=None,
-    tools=None, final=None, unpickle="safe")``: ``max_repr`` and ``max_text`` bound a
-    value's repr and ``Result.text`` in characters (README's Result); ``tools``
-    and ``final`` as README's "Host tools" says; ``unpickle`` is how bytes a
-    session sends (tool arguments, final answers) are decoded. ``inject`` maps aliases to modules or importable module
+    tools=None, final=None, unpickle="safe", max_unpickle_mb=None, sandbox=None,
+    accept_weaker_walls=False)``: ``max_repr``
+    and ``max_text`` bound a value's repr and ``Result.text`` in characters
+    (README's Result); ``tools`` and ``final`` as README's "Host tools" says;
+    ``unpickle`` is how bytes a session sends (tool arguments, final answers)
+    are decoded, and ``max_unpickle_mb`` (default 64) how much one decode of
+    them may build in the host (over it, the call or the Result fails).
+    ``sandbox`` walls the worker in (docs/sandbox.md); a session checkpointed
+    under a Sandbox is restored only under walls at least as strong (else
+    ``WeakerWalls``) unless ``accept_weaker_walls``. ``inject`` maps aliases to modules or importable module
     names. ``run(session_id, code, *, timeout=None) -> Result`` never raises for
     the cell's own failure; only caller mistakes raise (``InvalidSession``,
     ``InvalidToolbox``), before any code runs. Thread-safe: calls on
@@ -97,6 +103,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         tools: Mapping[str, Callable[..., Any]] | None = None,
         final: str | None = None,
         unpickle: str = "safe",
+        max_unpickle_mb: int | None = None,
         sandbox: Sandbox | None = None,
         accept_weaker_walls: bool = False,
     ) -> None:
@@ -114,7 +121,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
         check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
         check_argument("accept_weaker_walls", accept_weaker_walls, (bool,), "True or False")
-        self._dolsot_tools = ToolHost(tools, final, unpickle)
+        self._dolsot_tools = ToolHost(tools, final, unpickle, max_unpickle_mb)
         super().__init__(
             toolbox_module_names(inject),
             store=store,

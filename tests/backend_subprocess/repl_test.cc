@@ -237,6 +237,39 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
 }
 
+// A long-lived Repl (an MCP server, a server profile) that has seen many
+// session ids keeps slots only for the live ones and the work in flight,
+// and a restore costs the same after 10,000 ids as after 1,000: counted in
+// slots looked at, not timed.
+TEST(Repl, ManySessionIdsKeepTheSlotMapAndTheRestoreCostFlat) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.max_live_sessions = 2;
+  options.snapshots = false;                  // one process per session, no more
+  options.checkpoint = CheckpointMode::kOff;  // eviction checkpoints anyway
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  constexpr int kIds = 10000;
+  std::uint64_t scans_at_1000 = 0, scans_at_2000 = 0;
+  std::size_t most_slots = 0;
+  for (int i = 0; i < kIds; ++i) {
+    Result r = MustRun(*repl, "id-" + std::to_string(i), "x = 1");
+    ASSERT_TRUE(r.ok) << r.error.value_or("");
+    most_slots = std::max(most_slots, repl->SlotCountForTesting());
+    if (i == 1000) scans_at_1000 = repl->EvictionScansForTesting();
+    if (i == 2000) scans_at_2000 = repl->EvictionScansForTesting();
+  }
+  const std::uint64_t early = scans_at_2000 - scans_at_1000;
+  const std::uint64_t late = repl->EvictionScansForTesting() - scans_at_2000;
+  // Flat: at most the sweep's floor (64) twice over, not one slot per id.
+  EXPECT_LE(most_slots, 256u);
+  // The last 8,000 ids cost at most 8 times the 1,000 after the first
+  // (the same per id), with room for the sweep's sawtooth.
+  EXPECT_LE(late, 8 * early * 2) << "early " << early << ", late " << late;
+  // A session seen long ago still comes back from the store.
+  EXPECT_EQ(MustRun(*repl, "id-0", "x").value, "1");
+}
+
 // A server runs each caller's cells in that caller's directory and
 // environment: the worker starts there, sys.path starts there, and the
 // host's own environment does not leak in.

@@ -380,6 +380,70 @@ def test_profiles_follow_the_callers_cwd_and_environment(served, tmp_path):
     assert served.server_status()["live_sessions"] == ["p"]
 
 
+def test_reset_all_racing_releases_leaves_every_profile_whole(served):
+    """A release that finds its profile gone (a concurrent `reset all`
+    emptied the map) must not put a null profile in its place: status, the
+    next run on that profile and the next `reset all` would dereference it."""
+    ids = [f"r{i}" for i in range(8)]
+    pid = None
+    for _ in range(12):
+        for sid in ids:
+            assert served("--session", sid, "x = 1").returncode == 0
+        pid = pid or served.server_status()["pid"]
+        racers = [popen(served, "--reset", sid) for sid in ids]
+        racers.insert(len(racers) // 2, popen(served, "--reset", "all"))
+        for racer in racers:
+            racer.communicate(timeout=120)
+        status = served.server_status()
+        assert status["running"] and status["pid"] == pid, status
+    proc = served("--session", "r0", "1 + 1")
+    assert (proc.returncode, out(proc)) == (0, "2\n"), err(proc)
+    assert out(served("--reset", "all")).startswith("removed")
+    assert served.server_status()["pid"] == pid
+
+
+def test_profiles_are_capped_and_the_least_recently_used_idle_one_retires(served):
+    """Profiles are keyed by the caller's whole environment: without a cap,
+    every new environment kept a worker until the idle exit."""
+    cap = {"DOLSOT_SERVE_PROFILES": "2"}
+    for i in range(5):
+        proc = served("--session", f"p{i}", f"x = {i}", env={**cap, "PROBE": str(i)})
+        assert proc.returncode == 0, err(proc)
+        assert served.server_status()["profiles"] <= 2
+    status = served.server_status()
+    assert status["profiles"] == 2 and status["live_sessions"] == ["p3", "p4"], status
+    # A retired profile's session comes back from the store.
+    proc = served("--session", "p0", "x", env={**cap, "PROBE": "0"})
+    assert (proc.returncode, out(proc)) == (0, "0\n"), err(proc)
+    log = (pathlib.Path(status["socket"]).parent / "dolsot-serve.log").read_text()
+    assert "retiring an idle worker profile" in log
+    bad = served("serve", env={"DOLSOT_SERVE_PROFILES": "0", "DOLSOT_CACHE_DIR": str(
+        served.cache_dir.parent / "other-cache")})
+    assert bad.returncode != 0 and "DOLSOT_SERVE_PROFILES" in err(bad)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to give the client a cwd the server cannot see")
+def test_a_cwd_the_server_cannot_reach_is_named_with_its_reason(served, tmp_path):
+    assert served("--session", "s", "1").returncode == 0  # the server runs
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    # In a mount namespace of its own, the client's cwd is on a tmpfs the
+    # server (outside it) does not see.
+    script = (f"mount -t tmpfs none {hidden} && mkdir {hidden}/inside && cd {hidden}/inside && "
+              f"exec {CLI} --session s 1")
+    # A setting the server parses from the call's environment (strtod sets
+    # errno to 0) runs between the failed open and its message.
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                          env={**served.env, "DOLSOT_TIMEOUT": "30"}, capture_output=True,
+                          text=True, timeout=60)
+    if "unshare failed" in proc.stderr or "mount:" in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode != 0
+    assert f"{hidden}/inside is not reachable: No such file or directory" in proc.stderr, proc.stderr
+    assert "Success" not in proc.stderr
+
+
 def test_serve_as_a_cell_stays_reachable(served):
     proc = served("-s", "x", "--", "serve")
     assert proc.returncode == 1 and "NameError: name 'serve' is not defined" in err(proc)
@@ -482,15 +546,27 @@ def test_another_user_is_refused_and_runs_its_own(served):
     assert proc.stdout.strip() == "b''"  # closed without an answer
     log = (sock_dir / "dolsot-serve.log").read_text()
     assert f"refused a connection from uid {uid}" in log
-    # Its own CLI call works, with its own cache dir and its own server.
+    # Its own CLI call works, with its own cache dir and its own server. What
+    # it runs is copied where it can reach it: the clone may sit under a
+    # directory other users cannot traverse (a 0700 mktemp -d folder).
     home = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-other-"))
     os.chown(home, uid, -1)
+    tools = pathlib.Path(tempfile.mkdtemp(prefix="dolsot-other-bin-"))
+    os.chmod(tools, 0o755)
+    cli = tools / "dolsot"
+    shutil.copy2(CLI, cli)
+    worker = CLI.parent.parent / "backend_subprocess" / "dolsot-worker"
+    if worker.exists():
+        shutil.copy2(worker, tools / "dolsot-worker")  # found beside the CLI
     try:
         env = {k: v for k, v in served.env.items() if k != "DOLSOT_CACHE_DIR"}
         env.update(DOLSOT_CACHE_DIR=str(home / "cache"), HOME=str(home))
         for args in (["--session", "o", "import os\nos.getuid()"], ["serve", "--stop"]):
-            mine = subprocess.run([str(CLI), *args], env=env, user=uid, cwd=home,
+            mine = subprocess.run([str(cli), *args], env=env, user=uid, cwd=home,
                                   capture_output=True, text=True, timeout=120)
+            if mine.returncode == 127 and "shared librar" in mine.stderr:
+                pytest.skip(f"the interpreter's library is not readable by {user}: "
+                            f"{mine.stderr.strip()}")
             if mine.returncode != 0 and "Permission denied" in mine.stderr:
                 pytest.skip(f"the build is not readable by {user}: {mine.stderr.strip()}")
             assert mine.returncode == 0, mine.stderr
@@ -498,6 +574,7 @@ def test_another_user_is_refused_and_runs_its_own(served):
                 assert mine.stdout == f"{uid}\n"
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(tools, ignore_errors=True)
     assert served("--session", "s", "x").returncode == 0  # root's server is unharmed
 
 
