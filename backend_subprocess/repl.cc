@@ -206,6 +206,12 @@ class Repl::Impl {
       // The store stays on the host's side of the wall (the host writes
       // every checkpoint; sessions only send bytes), and so does its cwd.
       settings_.sandbox_hidden = {config_.cache_dir, settings_.cwd};
+      // A file store elsewhere than the cache directory too: a cell that
+      // could read it would read other sessions' state, one that could
+      // write it would write pickles a later restore loads.
+      if (const auto* files = dynamic_cast<const FileStore*>(store_.get())) {
+        settings_.sandbox_hidden.push_back(files->directory());
+      }
     }
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
     pipeline_ = CellPipeline(Gates());

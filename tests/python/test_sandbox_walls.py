@@ -175,6 +175,35 @@ def test_the_store_inside_a_read_write_mount_is_refused(tmp_path, monkeypatch):
         r.close()
 
 
+def test_a_file_store_of_its_own_stays_outside_every_mount(tmp_path):
+    # Not only the default store's directory: the Repl's own FileStore's.
+    project = tmp_path / "project"
+    store_dir = project / "state"
+    store_dir.mkdir(parents=True)
+    store = FileStore(str(store_dir))
+    ok_repl = dolsot.Repl(store=store, typecheck=False, timeout=30,
+                          sandbox=Sandbox(mounts=[Mount("/p", str(project))], processes=64))
+    try:
+        ok(ok_repl, "other", "secret = 'of another session'")
+        ok_repl.close()  # its checkpoint is in the store now
+        assert os.listdir(store_dir)
+        reader = dolsot.Repl(store=store, typecheck=False, timeout=30,
+                             sandbox=Sandbox(mounts=[Mount("/p", str(project))], processes=64))
+        try:
+            assert ok(reader, "s", "import os; os.listdir('/p/state')").value == "[]"
+        finally:
+            reader.close()
+    finally:
+        ok_repl.close()
+    writer = dolsot.Repl(store=store, typecheck=False, timeout=30,
+                         sandbox=Sandbox(mounts=[Mount("/p", str(project), "read-write")], processes=64))
+    try:
+        res = writer.run("w", "1")
+        assert not res.ok and "must stay hidden" in res.error, (res.value, res.error)
+    finally:
+        writer.close()
+
+
 def test_cli_refuses_the_planted_path_direct_and_through_the_server(planted, tmp_path):
     for serve in ("0", "1"):
         env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / f"cache{serve}"),
