@@ -21,8 +21,11 @@
 // So the fields a save sets (when the store last took a checkpoint, the last
 // cell it holds, a whole checkpoint owed after a delta failed) are atomics;
 // the dropped names, the rebinding cells and a pending save error sit behind
-// one mutex; the SessionJournal locks itself. The rest (the cell counter, the
-// last changing cell, the deferred time, the sandbox mark) is the turn's.
+// one mutex; the SessionJournal and the gate memory lock themselves. The rest
+// (the cell counter, the last changing cell, the deferred time, the sandbox
+// mark) is the turn's. SaveAsync reads the mark without the turn: it is set
+// only while the session is not live, and Run first lets a checkpoint still
+// on its way land (Branch's restore of its source does not wait for one).
 #pragma once
 
 #include <atomic>
@@ -99,9 +102,11 @@ class SessionDurability {
   void EndCell(std::uint64_t cell, CellOutcome& outcome, const TakeCheckpoint& take);
 
   // --- Whole checkpoints the Repl takes (under the turn).
-  // Saves `data`, a whole checkpoint of the state as it is now (eviction).
+  // Saves `data`, a whole checkpoint of the state as it is now (eviction;
+  // the journal's account of pending values is left as it was).
   Status SaveWhole(CheckpointData& data);
-  // The same for a branch's first checkpoint, whose base holds every change.
+  // The same for a branch's first checkpoint, whose base holds every change
+  // (the journal starts from it).
   Status SaveBranched(CheckpointData& data);
   // Before the session leaves: true when the store holds its state already
   // (its last checkpoint, once one on its way has landed), or a journal
