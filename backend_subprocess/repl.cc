@@ -1,5 +1,7 @@
-// Repl: sessions, the worker's lifecycle, LRU eviction, checkpoints to the
-// store, branches and resets. The per-session protocol lives in LiveSession.
+// Repl: sessions, the worker's lifecycle, routing, LRU eviction, branches and
+// resets. The per-session protocol lives in LiveSession, the per-session
+// durability policy (when and how checkpoints reach the store) in
+// SessionDurability.
 #include "backend_subprocess/repl.h"
 
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <mutex>
 #include <set>
 #include <string_view>
-#include <unordered_set>
 
 #include "backend_subprocess/checkpoint_journal.h"
 #include "backend_subprocess/checkpoint_metadata.h"
@@ -19,6 +20,7 @@
 #include "backend_subprocess/checkpoint_timer.h"
 #include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/live_session.h"
+#include "backend_subprocess/session_durability.h"
 #include "backend_subprocess/worker_process.h"
 #include "core/cell_pipeline.h"
 #include "core/fifo_mutex.h"
@@ -33,6 +35,9 @@ namespace {
 
 using protocol::Clock;
 using protocol::Deadline;
+
+// The slot map is swept of slots nobody needs from this size on (Slot()).
+constexpr std::size_t kPruneSlotsAt = 64;
 
 Deadline After(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -51,137 +56,24 @@ std::string CurrentDirectory() {
   return buf;
 }
 
-void AppendWarning(Result& r, const std::string& warning) {
-  if (r.error && !r.error->empty()) {
-    *r.error += "\n" + warning;
-  } else {
-    r.error = warning;
-  }
-}
-
-// Whether the session holds a name, by the names a Result lists: a hash set
-// of views into them, made on the first question only (a read-only cell
-// with no unsaveable names asks none, so its bookkeeping does not grow with
-// the session's names: a std::set of copies cost ~0.7 ms per cell at 3000).
-class HeldLookup {
- public:
-  explicit HeldLookup(const std::vector<std::string>& held) : held_(held) {}
-  bool Has(std::string_view name) {
-    if (set_.empty() && !held_.empty()) set_.insert(held_.begin(), held_.end());
-    return set_.count(name) != 0;
-  }
-
- private:
-  const std::vector<std::string>& held_;
-  std::unordered_set<std::string_view> set_;
-};
-
 }  // namespace
 
-// One session id's slot: its turn (FIFO) and, while live, its processes.
+// One session id's slot: its turn (FIFO), while live its processes, and what
+// its state owes the store (SessionDurability).
 struct SessionSlot {
+  SessionSlot(std::string session_id, DurabilityContext& context)
+      : durability(std::move(session_id), context, gate_memory) {}
   FifoMutex turn;
   std::unique_ptr<LiveSession> live;  // guarded by turn
   std::atomic<std::uint64_t> last_used{0};
   // Interrupt() asks the running cell to stop; cleared when a cell starts.
   std::atomic<bool> interrupt{false};
-  std::mutex dropped_mutex;
-  std::vector<std::string> last_dropped;  // from the latest async checkpoint
-  std::uint64_t last_dropped_cell = 0;    // the cell (cells_started) it followed
-  // Async: the cell (cells_started) that last bound each name anew; a
-  // checkpoint written before that says nothing of the name's new value.
-  std::map<std::string, std::uint64_t> rebound_at;
-  std::uint64_t cells_started = 0;  // guarded by turn
   // What the AST gate remembers of this session's cells (core/gate_memory.h):
   // read from the checkpoint when the session is made live, attached to
   // every checkpoint the host saves.
   SessionGateMemory gate_memory;
-  // The Sandbox this session's state was made under (sandbox_mark.h,
-  // encoded), attached to every checkpoint the host saves; nullopt: none.
-  // Set when the session is made live (guarded by turn).
-  std::optional<std::string> sandbox_mark;
-  // A save that failed (async, or an eviction on this session's behalf),
-  // not yet reported.
-  std::string last_save_error;
-  // When the store last took a checkpoint of this session (or gave the one
-  // it was restored from), and when the last async checkpoint was handed to
-  // the saver, steady-clock nanoseconds; 0: none, or the last save failed.
-  // A read-only cell skips its checkpoint only while one is recent
-  // (CheckpointOwed).
-  std::atomic<std::int64_t> durable_at_ns{0};
-  std::atomic<std::int64_t> submitted_at_ns{0};
-  // The last cell (cells_started) whose checkpoint landed in the store, and
-  // the last cell that could have changed the state (any but a read-only
-  // one, a killed one too: its rollback may have taken the checkpoint still
-  // waiting in the runner with it). Saved behind changed, with no checkpoint
-  // of the session on its way, means one was lost: a read-only cell then
-  // writes one (CheckpointOwed).
-  std::atomic<std::uint64_t> saved_cell{0};
-  std::uint64_t changed_cell = 0;  // guarded by turn
-  // Steady-clock ns of the first binding cell no checkpoint covers yet (no
-  // checkpoint was taken or handed to the saver after it); 0: none. Its
-  // checkpoint is owed once config's checkpoint delay has passed: the next
-  // cell takes it, or the timer (CheckpointDue). Guarded by turn.
-  std::int64_t deferred_since_ns = 0;
-  // The store's journal of this session: binding cells' deferred
-  // checkpoints are frames appended to the stored base when they can be.
-  SessionJournal journal;
-  // The cell whose delta checkpoint the store could not take (SaveAsync),
-  // 0: none. Its state is owed: the next cell's checkpoint covers it, or the
-  // timer writes a whole one after the checkpoint delay (CheckpointDue).
-  // Cleared once the store holds that cell's state or a later one.
-  std::atomic<std::uint64_t> whole_owed_after{0};
+  SessionDurability durability;  // declared after gate_memory, which it reads
 };
-
-namespace {
-
-// A read-only cell changes nothing, so the last checkpoint (saved, or on
-// its way: an async one handed to the saver) still holds the state, unless
-// there is none, the last save failed, or it is older than this: then the
-// cell is checkpointed anyway. That also bounds how long a checkpoint that
-// was lost without a word (its writer died) goes unnoticed, and keeps the
-// store's last-used time (and a TTL) within this of the session's use.
-constexpr std::chrono::seconds kReadOnlyCheckpointAge{30};
-
-// The slot map is swept of slots nobody needs from this size on (Slot()).
-constexpr std::size_t kPruneSlotsAt = 64;
-
-std::int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The store holds the state after `cell` now: saved_cell moves up to it
-// (async saves land out of turn, so it never moves down).
-void NoteStored(SessionSlot& slot, std::uint64_t cell) {
-  std::uint64_t before = slot.saved_cell.load();
-  while (before < cell && !slot.saved_cell.compare_exchange_weak(before, cell)) {
-  }
-  // A state the store could not take is covered by this one.
-  std::uint64_t owed = slot.whole_owed_after.load();
-  while (owed != 0 && owed <= cell && !slot.whole_owed_after.compare_exchange_weak(owed, 0)) {
-  }
-}
-
-// `pending()`: a checkpoint of the session is queued or being read by the
-// saver (asked only when it decides).
-template <typename Pending>
-bool CheckpointOwed(const SessionSlot& slot, std::int64_t delay_ns, const Pending& pending) {
-  const std::int64_t now = SteadyNs();
-  auto recent = [now](std::int64_t at) {
-    return at != 0 && now - at <= std::chrono::nanoseconds(kReadOnlyCheckpointAge).count();
-  };
-  if (!recent(slot.durable_at_ns.load()) && !recent(slot.submitted_at_ns.load())) return true;
-  if (slot.saved_cell.load() >= slot.changed_cell || pending()) return false;
-  // Binding cells' changes wait out the delay (cells until then share one
-  // checkpoint), then go to the journal (the timer appends a frame) or a
-  // whole checkpoint; any other change whose checkpoint was lost is owed now.
-  if (slot.deferred_since_ns == 0) return true;
-  return now - slot.deferred_since_ns >= delay_ns && !slot.journal.CanAppend();
-}
-
-}  // namespace
 
 class Repl::Impl {
  public:
@@ -192,6 +84,11 @@ class Repl::Impl {
         saver_([this](const std::string& sid, CheckpointData data,
                       std::uint64_t cell) { SaveAsync(sid, std::move(data), cell); },
                &closer_) {
+    durability_.mode = options_.checkpoint;
+    durability_.delay_ns = static_cast<std::int64_t>(config_.checkpoint_delay_seconds * 1e9);
+    durability_.store = store_.get();
+    durability_.saver = &saver_;
+    durability_.timer = &timer_;
     settings_.toolboxes = options_.toolboxes;
     settings_.python_path = options_.python_path;
     settings_.cwd =
@@ -268,47 +165,22 @@ class Repl::Impl {
   // Keeps `warning` for the next Result of session `sid` (an eviction on
   // its behalf failed, say).
   void NoteWarning(const std::string& sid, const std::string& warning);
-  // `cell`: the slot's cells_started when the checkpoint was taken.
-  LiveSession::ChannelHandler ChannelHandler(const std::string& sid, std::uint64_t cell = 0) {
-    return [this, sid, cell](UniqueFd fd) { saver_.Submit(sid, std::move(fd), cell); };
+  LiveSession::ChannelHandler ChannelHandler(const std::string& sid) {
+    return [this, sid](UniqueFd fd) { saver_.Submit(sid, std::move(fd), 0); };
   }
+  // The live session serializing its state in place, for its durability's
+  // whole checkpoints (empty when the session has no process).
+  SessionDurability::TakeCheckpoint TakeCheckpoint(const std::string& sid, SessionSlot& slot) {
+    if (!slot.live) return nullptr;
+    return [this, sid, &slot] {
+      return slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+    };
+  }
+  // The saver's call: hands an async checkpoint to its session's slot.
   void SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell);
   // The timer's call: a checkpoint of `sid` now, when binding cells' changes
   // still wait for one (the session idle since).
   void CheckpointDue(const std::string& sid);
-  // Serializes the live session as it is now and saves it (`slot.turn`
-  // held): once saved, it covers every binding cell so far and its verdict
-  // on what could not be saved is the latest.
-  Status SaveNow(const std::string& sid, SessionSlot& slot);
-  // Brings the store to the session's state as it is now (`slot.turn` held,
-  // no checkpoint of it on its way): a journal frame when only binding
-  // cells changed it since the stored state, else SaveNow.
-  Status SaveDeferred(const std::string& sid, SessionSlot& slot);
-  // The journal frame that brings the store to the session's state, when
-  // one can be written (no checkpoint of the session on its way): true once
-  // appended. A failed append is not retried; the caller saves whole.
-  bool AppendFrame(const std::string& sid, SessionSlot& slot);
-  // Keeps a save's failure for the session's next Result (or close), once.
-  static void NoteSaveError(SessionSlot& slot, const std::string& message);
-  std::int64_t DelayNs() const {
-    return static_cast<std::int64_t>(config_.checkpoint_delay_seconds * 1e9);
-  }
-  // Saves a checkpoint the session wrote, with the slot's gate memory
-  // attached; `cell` (cells_started) is the one whose state it holds. A
-  // whole one becomes the store's base (with its values' digests, for the
-  // deltas after it); a delta is appended to the base it extends, as a
-  // delta frame. A delta the store cannot take (it holds another base by
-  // now, its journal is full, it cannot append) saves nothing and sets
-  // *needs_whole: the caller has a whole checkpoint written instead. Where
-  // `needs_whole` is null only a whole checkpoint is expected.
-  Status SaveCheckpoint(const std::string& sid, SessionSlot& slot, CheckpointData& data,
-                        std::uint64_t cell, bool* needs_whole = nullptr);
-  // The base the session's next checkpoints may be deltas against (null:
-  // whole ones).
-  std::shared_ptr<const BaseDigests> DeltaBase(const SessionSlot& slot) const {
-    if (!store_appends_.load()) return nullptr;
-    return slot.journal.DeltaBase();
-  }
   Status CheckOpen() {
     std::lock_guard<std::mutex> guard(mutex_);
     if (closed_) return Status(ErrorCode::kUnavailable, "this Repl is closed");
@@ -328,8 +200,8 @@ class Repl::Impl {
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
-  // False once the store said it cannot append (SessionStore::Append).
-  std::atomic<bool> store_appends_{true};
+  // What every slot's SessionDurability shares (the saver and timer below).
+  DurabilityContext durability_;
   // Retired snapshots' sockets and superseded checkpoint channels: closed by
   // the saver thread after each checkpoint, else eight at a time
   // (deferred_closer.h). Declared before saver_, whose thread uses it.
@@ -361,7 +233,7 @@ std::shared_ptr<SessionSlot> Repl::Impl::Slot(const std::string& sid) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (slots_.size() >= prune_slots_at_) PruneSlotsLocked();
   auto& slot = slots_[sid];
-  if (!slot) slot = std::make_shared<SessionSlot>();
+  if (!slot) slot = std::make_shared<SessionSlot>(sid, durability_);
   return slot;
 }
 
@@ -380,11 +252,7 @@ void Repl::Impl::PruneSlotsLocked() {
       forget = !slot.live;  // read under its turn, as everywhere
       slot.turn.unlock();
     }
-    forget = forget && !saver_.Pending(it->first);
-    if (forget) {
-      std::lock_guard<std::mutex> dropped(slot.dropped_mutex);
-      forget = slot.last_save_error.empty();
-    }
+    forget = forget && !slot.durability.Owes();
     it = forget ? slots_.erase(it) : std::next(it);
   }
   prune_slots_at_ = std::max<std::size_t>(kPruneSlotsAt, 2 * slots_.size());
@@ -456,7 +324,7 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
   // Before anything of it is unpickled: the walls it was written under.
   StatusOr<std::optional<std::string>> mark = MarkOnRestore(sid, blob);
   if (!mark.ok()) return mark.status();
-  slot.sandbox_mark = *std::move(mark);
+  slot.durability.set_sandbox_mark(*std::move(mark));
   EvictIfFull(sid);
   for (int attempt = 0;; ++attempt) {
     auto worker = Worker(deadline);
@@ -483,28 +351,8 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
       return live.status();
     }
     slot.live = std::move(live).value();
-    // What the store gave back is durable; a new session has nothing yet.
-    slot.durable_at_ns.store(blob.empty() ? 0 : SteadyNs());
-    slot.changed_cell = slot.cells_started;
-    slot.saved_cell.store(slot.cells_started);
-    slot.deferred_since_ns = 0;
     const SplitCheckpoint split = SplitJournal(blob);
-    std::shared_ptr<const BaseDigests> digests;
-    if (split.measured.size >= SessionJournal::kMinDeltaBase && split.damage.empty() &&
-        store_appends_.load()) {
-      StatusOr<BaseDigests> digested = DigestBase(split.base);
-      if (digested.ok()) digests = std::make_shared<const BaseDigests>(std::move(digested).value());
-    }
-    slot.journal.Restored(split, slot.cells_started, std::move(digests));
-    // A base the session could not restore (it started empty) or a journal
-    // it could not apply is no base to append to: the session does not hold it.
-    if (report && !report->error.empty()) slot.journal.Failed();
-    if (!split.damage.empty()) {
-      // The store's copy lost the changes from there on: the next cell, of
-      // whatever kind, writes a whole checkpoint over it.
-      slot.durable_at_ns.store(0);
-      if (report) report->journal_damage = split.damage;
-    }
+    slot.durability.Restored(blob, split, report);
     // A blob that cannot say (damaged, or older than the memory) leaves the
     // session's earlier cells unknown: the gate then assumes the worst.
     // The last delta frame's memory is the newest (it only grows).
@@ -572,40 +420,25 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
 // or gone, and it is dropped: it goes back to its last checkpoint.
 Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
   if (!slot.live) return Status::Ok();
-  // Its last checkpoint (on its way, or landed) may hold this very state:
-  // every cell since it was read-only. Then nothing is written at all.
-  if (options_.checkpoint == CheckpointMode::kAsync) saver_.Flush(sid);
-  if (options_.checkpoint != CheckpointMode::kOff && slot.saved_cell.load() >= slot.changed_cell &&
-      slot.durable_at_ns.load() != 0 && slot.whole_owed_after.load() == 0) {
-    slot.live.reset();
-    closer_.CloseAll();  // see Reset
-    (void)store_->Release(sid);
-    return Status::Ok();
-  }
-  if (!saver_.Pending(sid) && AppendFrame(sid, slot)) {
-    // Only binding cells changed it since the store's copy: that frame
-    // made the copy whole, with no serialization.
-    slot.live.reset();
-    closer_.CloseAll();  // see Reset
-    (void)store_->Release(sid);
-    return Status::Ok();
-  }
-  auto deadline = After(config_.timeout_seconds);
-  auto data = slot.live->Checkpoint(deadline, ChannelHandler(sid));
-  saver_.Flush();  // an older async checkpoint must not land after this one
-  if (!data.ok()) {
-    slot.live.reset();
-    (void)store_->Release(sid);  // a lease not given up expires by itself
-    return Status(data.status().code(),
-                  "was evicted (over max_live_sessions) without a checkpoint, which could not "
-                  "be taken (" + data.status().message() + "); it goes back to its last one");
-  }
-  Status saved = SaveCheckpoint(sid, slot, *data, slot.cells_started);
-  if (!saved.ok()) {
-    return Status(saved.code(), "stays live over max_live_sessions=" +
-                                    std::to_string(options_.max_live_sessions) +
-                                    ": its checkpoint could not be saved (" + saved.message() +
-                                    ")");
+  // Its last checkpoint may hold this very state, or a journal frame make
+  // the store's copy whole: then the session is not serialized at all.
+  if (!slot.durability.CatchUpWithoutSerializing()) {
+    auto data = slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
+    saver_.Flush();  // an older async checkpoint must not land after this one
+    if (!data.ok()) {
+      slot.live.reset();
+      (void)store_->Release(sid);  // a lease not given up expires by itself
+      return Status(data.status().code(),
+                    "was evicted (over max_live_sessions) without a checkpoint, which could not "
+                    "be taken (" + data.status().message() + "); it goes back to its last one");
+    }
+    Status saved = slot.durability.SaveWhole(*data);
+    if (!saved.ok()) {
+      return Status(saved.code(), "stays live over max_live_sessions=" +
+                                      std::to_string(options_.max_live_sessions) +
+                                      ": its checkpoint could not be saved (" + saved.message() +
+                                      ")");
+    }
   }
   slot.live.reset();
   closer_.CloseAll();  // see Reset
@@ -621,58 +454,7 @@ void Repl::Impl::NoteWarning(const std::string& sid, const std::string& warning)
     if (it == slots_.end()) return;
     slot = it->second;
   }
-  std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-  if (!slot->last_save_error.empty()) slot->last_save_error += "; ";
-  slot->last_save_error += warning;
-}
-
-Status Repl::Impl::SaveCheckpoint(const std::string& sid, SessionSlot& slot, CheckpointData& data,
-                                  std::uint64_t cell, bool* needs_whole) {
-  std::string& blob = data.blob;
-  if (data.delta && needs_whole == nullptr) {
-    return CorruptError("the session sent a delta checkpoint where a whole one was asked for");
-  }
-  // The memory as it is now: it only grows while the session runs on, so it
-  // covers whatever the blob holds (a rolled-back cell is in neither).
-  DOLSOT_RETURN_IF_ERROR(AttachHostEntries(blob, slot.gate_memory.Get(), slot.sandbox_mark));
-  if (data.delta) {
-    std::optional<std::string> frame = store_appends_.load()
-                                           ? slot.journal.DeltaFrame(data.delta_of, data.kept, blob)
-                                           : std::nullopt;
-    if (!frame) {
-      *needs_whole = true;
-      return Status::Ok();
-    }
-    Status appended = store_->Append(sid, *frame);
-    if (!appended.ok()) {
-      // Not retried: what part of the frame reached the store is unknown.
-      if (appended.code() == ErrorCode::kUnimplemented) store_appends_.store(false);
-      slot.journal.Failed();
-      *needs_whole = true;
-      return Status::Ok();
-    }
-    slot.journal.DeltaAppended(frame->size(), cell);
-    slot.durable_at_ns.store(SteadyNs());
-    NoteStored(slot, cell);
-    return Status::Ok();
-  }
-  Status saved = store_->Save(sid, blob);
-  slot.durable_at_ns.store(saved.ok() ? SteadyNs() : 0);
-  if (!saved.ok()) {
-    slot.journal.BaseSaved(std::nullopt, cell);
-    slot.submitted_at_ns.store(0);
-    return saved;
-  }
-  StatusOr<CheckpointBase> base = MeasureBase(blob);
-  std::shared_ptr<const BaseDigests> digests;
-  if (base.ok() && base->size >= SessionJournal::kMinDeltaBase && store_appends_.load()) {
-    StatusOr<BaseDigests> digested = DigestBase(blob);
-    if (digested.ok()) digests = std::make_shared<const BaseDigests>(std::move(digested).value());
-  }
-  slot.journal.BaseSaved(base.ok() ? std::optional<CheckpointBase>(*base) : std::nullopt, cell,
-                         std::move(digests));
-  NoteStored(slot, cell);
-  return saved;
+  slot->durability.NoteWarning(warning);
 }
 
 void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uint64_t cell) {
@@ -683,78 +465,7 @@ void Repl::Impl::SaveAsync(const std::string& sid, CheckpointData data, std::uin
     if (it == slots_.end()) return;  // reset meanwhile: do not resurrect it
     slot = it->second;
   }
-  {
-    // Recorded before the save, so a caller who sees the save has landed also
-    // sees what it could not hold.
-    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-    slot->last_dropped = std::move(data.dropped);
-    slot->last_dropped_cell = cell;
-  }
-  bool needs_whole = false;
-  Status saved = SaveCheckpoint(sid, *slot, data, cell, &needs_whole);
-  if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
-  if (needs_whole) {
-    // The delta could not extend what the store holds: the state after
-    // `cell` is not stored. The next cell's checkpoint covers it (the cell
-    // asks for one: CheckpointOwed), or, the session idle, the timer writes a
-    // whole one once the checkpoint delay has passed, as for binding cells.
-    slot->durable_at_ns.store(0);
-    slot->submitted_at_ns.store(0);
-    slot->whole_owed_after.store(cell);
-    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()));
-  }
-}
-
-void Repl::Impl::NoteSaveError(SessionSlot& slot, const std::string& message) {
-  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-  std::string& pending = slot.last_save_error;
-  if (pending.find(message) == std::string::npos) {
-    pending += (pending.empty() ? "" : "; ") + message;
-  }
-}
-
-Status Repl::Impl::SaveNow(const std::string& sid, SessionSlot& slot) {
-  auto data = slot.live->Checkpoint(After(config_.timeout_seconds), ChannelHandler(sid));
-  if (!data.ok()) return data.status();
-  slot.journal.Covered(slot.cells_started);
-  DOLSOT_RETURN_IF_ERROR(SaveCheckpoint(sid, slot, *data, slot.cells_started));
-  slot.deferred_since_ns = 0;
-  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-  slot.last_dropped = std::move(data->dropped);
-  slot.last_dropped_cell = slot.cells_started;
-  return Status::Ok();
-}
-
-bool Repl::Impl::AppendFrame(const std::string& sid, SessionSlot& slot) {
-  if (!store_appends_.load()) return false;
-  std::optional<std::string> frame = slot.journal.NextFrame();
-  if (!frame) return false;
-  Status appended = store_->Append(sid, *frame);
-  if (!appended.ok()) {
-    // Not retried: what part of the frame reached the store is unknown.
-    if (appended.code() == ErrorCode::kUnimplemented) store_appends_.store(false);
-    slot.journal.Failed();
-    return false;
-  }
-  const std::uint64_t cell = slot.cells_started;
-  std::vector<std::string> saved = slot.journal.Appended(frame->size(), cell);
-  slot.durable_at_ns.store(SteadyNs());
-  NoteStored(slot, cell);
-  slot.deferred_since_ns = 0;
-  // The names it saved are plain values now, saved whatever held them before.
-  std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-  std::vector<std::string>& dropped = slot.last_dropped;
-  dropped.erase(std::remove_if(dropped.begin(), dropped.end(),
-                               [&](const std::string& name) {
-                                 return std::binary_search(saved.begin(), saved.end(), name);
-                               }),
-                dropped.end());
-  return true;
-}
-
-Status Repl::Impl::SaveDeferred(const std::string& sid, SessionSlot& slot) {
-  if (AppendFrame(sid, slot)) return Status::Ok();
-  return SaveNow(sid, slot);
+  slot->durability.SaveAsync(std::move(data), cell);
 }
 
 void Repl::Impl::CheckpointDue(const std::string& sid) {
@@ -766,15 +477,7 @@ void Repl::Impl::CheckpointDue(const std::string& sid) {
     slot = it->second;
   }
   std::lock_guard<FifoMutex> turn(slot->turn);
-  if (!slot->live || (slot->deferred_since_ns == 0 && slot->whole_owed_after.load() == 0)) return;
-  if (saver_.Pending(sid)) {
-    // An older checkpoint is still on its way: this one must land after it.
-    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()) +
-                             std::chrono::milliseconds(10));
-    return;
-  }
-  Status saved = SaveDeferred(sid, *slot);
-  if (!saved.ok()) NoteSaveError(*slot, saved.message());  // reported with the next Result
+  if (slot->live) slot->durability.SaveDue(TakeCheckpoint(sid, *slot));
 }
 
 StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view code,
@@ -842,16 +545,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
                      result->outcome() == Outcome::kRejected);
   if (!kept) slot->gate_memory.Set(memory_before);
   if (!result.ok()) return result;
-  if (restored) {
-    for (const auto& name : report.failed) result->dropped.push_back(name);
-    if (!report.error.empty()) {
-      AppendWarning(*result, "warning: the stored checkpoint could not be restored: " + report.error);
-    }
-    if (!report.journal_damage.empty()) {
-      AppendWarning(*result, "warning: the stored checkpoint's " + report.journal_damage +
-                                 ": the changes it held, and any after it, are lost");
-    }
-  }
+  if (restored) SessionDurability::ReportRestore(report, *result);
   return result;
 }
 
@@ -871,126 +565,18 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
-  run.delta_base = options_.checkpoint != CheckpointMode::kOff ? DeltaBase(slot) : nullptr;
-  run.checkpoint_owed =
-      options_.checkpoint != CheckpointMode::kOff &&
-      CheckpointOwed(slot, DelayNs(), [&] {
-        return options_.checkpoint == CheckpointMode::kAsync && saver_.Pending(sid);
-      });
-  const std::uint64_t cell = ++slot.cells_started;
-  bool covered = false;  // a whole checkpoint of the state after this cell is on its way
-  auto outcome = slot.live->Run(run, [this, &slot, &sid, cell, &covered](UniqueFd fd) {
-    slot.submitted_at_ns.store(SteadyNs());
-    slot.deferred_since_ns = 0;  // written after this cell: it covers them
-    covered = true;
-    saver_.Submit(sid, std::move(fd), cell);
-  });
+  // The session's durability says what RUN asks of checkpoints, and is told
+  // what the cell did: it saves what is due and fills the Result's part.
+  const std::uint64_t cell = slot.durability.BeginCell(run);
+  auto outcome = slot.live->Run(run, slot.durability.CellChannel(cell));
   if (!outcome.ok()) {
     slot.live.reset();  // out of step with the session: start over next time
     return outcome.status();
   }
   closer_.Add(std::move(outcome->retired_socket));
-  if (!outcome->read_only) slot.changed_cell = cell;
-  // What the journal can hold: a binding cell's values; after any other
-  // change (a killed cell's too), only a whole checkpoint of it.
-  if (covered || outcome->checkpoint) {
-    slot.journal.Covered(cell);
-  } else if (outcome->binding) {
-    slot.journal.Add(std::move(outcome->bindings));
-  } else if (!outcome->read_only) {
-    slot.journal.Break();
-  }
-  if (outcome->binding && options_.checkpoint == CheckpointMode::kAsync &&
-      slot.deferred_since_ns == 0) {
-    // No checkpoint follows it: one is owed within the delay (the next cell
-    // after that takes it, or the timer does while the session is idle).
-    slot.deferred_since_ns = SteadyNs();
-    timer_.Schedule(sid, Clock::now() + std::chrono::nanoseconds(DelayNs()));
-  }
-  if (outcome->runner_died) {
-    // The next cell, read-only or not, writes a checkpoint of the state it
-    // finds: the one the runner still held may be gone with it.
-    slot.durable_at_ns.store(0);
-    slot.submitted_at_ns.store(0);
-  }
   if (outcome->session_lost) slot.live.reset();
-  Result result = std::move(outcome->result);
-  if (outcome->checkpoint) {
-    bool needs_whole = false;
-    Status saved = SaveCheckpoint(sid, slot, *outcome->checkpoint, cell, &needs_whole);
-    // A delta the store could not take: durable before the Result returns
-    // all the same, as a whole checkpoint the session writes in place.
-    if (saved.ok() && needs_whole) {
-      saved = slot.live ? SaveNow(sid, slot)
-                        : Status(ErrorCode::kUnavailable,
-                                 "the store could not take this cell's delta checkpoint, and "
-                                 "the session process is gone");
-    }
-    if (!saved.ok()) {
-      AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
-      result.save_error = saved.message();
-    } else {
-      std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-      slot.last_dropped = outcome->checkpoint->dropped;
-      slot.last_dropped_cell = cell;
-    }
-  } else if ((outcome->read_only || outcome->binding) &&
-             options_.checkpoint == CheckpointMode::kSync) {
-    if (outcome->binding) {
-      // Durable before the Result returns: a journal frame of what it
-      // bound, else a whole checkpoint (the runner serializes in place).
-      Status saved = SaveDeferred(sid, slot);
-      if (!saved.ok()) {
-        AppendWarning(result, "warning: checkpoint not saved: " + saved.message());
-        result.save_error = saved.message();
-      }
-    }
-    // No checkpoint followed: the last one's verdict holds (a read-only
-    // cell bound nothing; what a binding cell bound is plain, and a saved
-    // frame took it off).
-    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-    HeldLookup held(result.held);
-    for (const auto& name : slot.last_dropped) {
-      if (held.Has(name)) result.dropped.push_back(name);
-    }
-    std::sort(result.dropped.begin(), result.dropped.end());
-  } else if (options_.checkpoint == CheckpointMode::kAsync) {
-    // The session probed what this cell bound anew (result.dropped); the
-    // last checkpoint that landed knows the rest (a value that cannot be
-    // saved, put into an object in place).
-    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-    for (const auto& name : outcome->rebound) slot.rebound_at[name] = cell;
-    HeldLookup held(result.held);
-    // A read-only cell bound and deleted nothing: every name rebound_at keeps
-    // is still held (pruned after the last cell that could delete one).
-    if (!outcome->read_only) {
-      for (auto it = slot.rebound_at.begin(); it != slot.rebound_at.end();) {
-        it = held.Has(it->first) ? std::next(it) : slot.rebound_at.erase(it);
-      }
-    }
-    if (!slot.last_dropped.empty()) {
-      std::set<std::string> known(result.dropped.begin(), result.dropped.end());
-      for (const auto& name : slot.last_dropped) {
-        auto rebound = slot.rebound_at.find(name);
-        const bool stale =
-            rebound != slot.rebound_at.end() && rebound->second > slot.last_dropped_cell;
-        if (held.Has(name) && !known.count(name) && !stale) result.dropped.push_back(name);
-      }
-    }
-    std::sort(result.dropped.begin(), result.dropped.end());
-  }
-  {
-    // An earlier save that failed (async, or an eviction on this session's
-    // behalf), reported once.
-    std::lock_guard<std::mutex> guard(slot.dropped_mutex);
-    if (!slot.last_save_error.empty()) {
-      AppendWarning(result, "warning: an earlier checkpoint was not saved: " + slot.last_save_error);
-      result.save_error = result.save_error ? *result.save_error + "; " + slot.last_save_error
-                                            : slot.last_save_error;
-      slot.last_save_error.clear();
-    }
-  }
-  return result;
+  slot.durability.EndCell(cell, *outcome, TakeCheckpoint(sid, slot));
+  return std::move(outcome->result);
 }
 
 Status Repl::Impl::Interrupt(std::string_view sid) {
@@ -1111,16 +697,12 @@ Status Repl::Impl::Branch(std::string_view source_view, std::string_view target_
   target_slot->live =
       LiveSession::Adopt(std::move(channel).value(), settings_, source_slot->live->worker());
   // Its state is the source's: so are the walls it was made under.
-  target_slot->sandbox_mark = source_slot->sandbox_mark;
+  target_slot->durability.set_sandbox_mark(source_slot->durability.sandbox_mark());
   target_slot->last_used = ++clock_;
   target_slot->gate_memory.Set(source_slot->gate_memory.Get());
   if (options_.checkpoint != CheckpointMode::kOff) {
     auto data = target_slot->live->Checkpoint(deadline, ChannelHandler(target));
-    if (data.ok()) {
-      target_slot->journal.Covered(target_slot->cells_started);
-      DOLSOT_RETURN_IF_ERROR(
-          SaveCheckpoint(target, *target_slot, *data, target_slot->cells_started));
-    }
+    if (data.ok()) DOLSOT_RETURN_IF_ERROR(target_slot->durability.SaveBranched(*data));
   }
   return Status::Ok();
 }
@@ -1187,14 +769,7 @@ Status Repl::Impl::Close() {
     // abandoned above, or died with a runner (async coalescing).
     for (auto& [sid, slot] : copy) {
       std::lock_guard<FifoMutex> turn(slot->turn);
-      if (!slot->live || slot->saved_cell.load() >= slot->changed_cell) continue;
-      Status saved = SaveDeferred(sid, *slot);
-      if (!saved.ok()) {
-        NoteSaveError(*slot, saved.message());
-        continue;
-      }
-      std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-      slot->last_save_error.clear();  // the state it was about is durable now
+      if (slot->live) slot->durability.SaveLastState(TakeCheckpoint(sid, *slot));
     }
   }
   // A last state still not saved is reported here, whether or not a Result
@@ -1204,10 +779,8 @@ Status Repl::Impl::Close() {
   for (auto& [sid, slot] : copy) {
     std::lock_guard<FifoMutex> turn(slot->turn);
     slot->live.reset();
-    std::lock_guard<std::mutex> guard(slot->dropped_mutex);
-    if (slot->last_save_error.empty()) continue;
-    unsaved += (unsaved.empty() ? "" : "; ") + sid + ": " + slot->last_save_error;
-    slot->last_save_error.clear();
+    const std::string error = slot->durability.TakeSaveError();
+    if (!error.empty()) unsaved += (unsaved.empty() ? "" : "; ") + sid + ": " + error;
   }
   for (auto& [sid, slot] : copy) (void)store_->Release(sid);
   closer_.CloseAll();
