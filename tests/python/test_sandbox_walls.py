@@ -418,6 +418,36 @@ def test_proc_shows_nothing_of_the_hosts(tmp_path):
         r.close()
 
 
+def test_cli_binds_only_what_python_needs_and_masks_proc(tmp_path):
+    # The CLI's worker starts from the caller's PYTHONPATH: a plain folder
+    # on it is not shown (its .env stays on the host), nor the host's
+    # /proc/cmdline or keys; direct and through the server.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".env").write_text(f"API_KEY={SECRET}\n")
+    code = textwrap.dedent(f"""
+        import os
+        def read(path):
+            try:
+                with open(path, 'rb') as f:
+                    return len(f.read())
+            except OSError as e:
+                return type(e).__name__
+        (read({str(project / '.env')!r}), read('/proc/cmdline'), read('/proc/keys'))
+    """)
+    for serve in ("0", "1"):
+        env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / f"cache{serve}"),
+               "DOLSOT_TYPECHECK": "0", "DOLSOT_SERVE": serve,
+               "PYTHONPATH": str(project) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        try:
+            p = subprocess.run([_cli(), "--sandbox", "--session", "p", code], env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, (serve, p.stderr)
+            assert "('FileNotFoundError', 0, 0)" in p.stdout, (serve, p.stdout)
+        finally:
+            subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
+
+
 # ---------------------------------------------------------------- as another user
 
 
