@@ -72,7 +72,7 @@ TEST_F(BindSourceTest, OpensPlainPathsAndFollowsTheHostsOwnSymlinks) {
   auto plain = Open(P("a/b/f"), {});
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   EXPECT_EQ(*plain, Id(P("a/b/f")));
-  for (const std::string& via : {"rel/f", "abs/b/f", "a/up/f"}) {
+  for (const char* via : {"rel/f", "abs/b/f", "a/up/f"}) {
     auto opened = Open(P(via), {});
     ASSERT_TRUE(opened.ok()) << via << ": " << opened.status().message();
     EXPECT_EQ(*opened, Id(P("a/b/f"))) << via;
