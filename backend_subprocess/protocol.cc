@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/result_fields.h"
 #include "core/spin_wait.h"
 
 namespace dolsot::protocol {
@@ -665,30 +666,63 @@ StatusOr<BaseDigests> ReadBaseDigests(PayloadReader& r) {
   return digests;
 }
 
+// RESULT's fields are core/result_fields.h's kResultWireFields, in order; a
+// field the table gains and these switches miss does not compile.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+
 void WriteResult(PayloadWriter& w, const Result& r) {
-  w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
-  w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);
-  w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
-  w.Strs(r.images);
+  for (ResultField field : kResultWireFields) {
+    switch (field) {
+      case ResultField::kOk: w.U8(r.ok ? 1 : 0); break;
+      case ResultField::kValue: w.OptStr(r.value); break;
+      case ResultField::kStdout: w.Str(r.stdout_text); break;
+      case ResultField::kError: w.OptStr(r.error); break;
+      case ResultField::kExitCode: w.I32(r.exit_code); break;
+      case ResultField::kHeld: w.Strs(r.held); break;
+      case ResultField::kDropped: w.Strs(r.dropped); break;
+      case ResultField::kErrorType: w.OptStr(r.error_type); break;
+      case ResultField::kReturned:
+        w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
+        break;
+      case ResultField::kImages: w.Strs(r.images); break;
+      case ResultField::kOutcome:  // kResultNotOnWire
+      case ResultField::kSaveError:
+      case ResultField::kMaxText:
+      case ResultField::kText: break;
+    }
+  }
 }
 
 Result ReadResult(PayloadReader& in) {
   Result r;
-  r.ok = in.U8() != 0;
-  r.value = in.OptStr();
-  r.stdout_text = in.Str();
-  r.error = in.OptStr();
-  r.exit_code = in.I32();
-  r.held = in.Strs();
-  r.dropped = in.Strs();
-  r.error_type = in.OptStr();
-  if (std::optional<std::string> returned = in.OptStr()) {
-    r.returned.emplace();
-    r.returned->pickle = std::move(*returned);
+  for (ResultField field : kResultWireFields) {
+    switch (field) {
+      case ResultField::kOk: r.ok = in.U8() != 0; break;
+      case ResultField::kValue: r.value = in.OptStr(); break;
+      case ResultField::kStdout: r.stdout_text = in.Str(); break;
+      case ResultField::kError: r.error = in.OptStr(); break;
+      case ResultField::kExitCode: r.exit_code = in.I32(); break;
+      case ResultField::kHeld: r.held = in.Strs(); break;
+      case ResultField::kDropped: r.dropped = in.Strs(); break;
+      case ResultField::kErrorType: r.error_type = in.OptStr(); break;
+      case ResultField::kReturned:
+        if (std::optional<std::string> returned = in.OptStr()) {
+          r.returned.emplace();
+          r.returned->pickle = std::move(*returned);
+        }
+        break;
+      case ResultField::kImages: r.images = in.Strs(); break;
+      case ResultField::kOutcome:  // kResultNotOnWire
+      case ResultField::kSaveError:
+      case ResultField::kMaxText:
+      case ResultField::kText: break;
+    }
   }
-  r.images = in.Strs();
   return r;
 }
+
+#pragma GCC diagnostic pop
 
 std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments) {
   PayloadWriter w;
