@@ -290,8 +290,8 @@ void LiveSession::AcceptToolPipes(const CellRun& run, protocol::Frame& frame, Un
   UniqueFd kept(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   UniqueFd served(kept ? ::fcntl(kept.get(), F_DUPFD_CLOEXEC, 0) : -1);
   if (!served) return;
-  if (run.tools->serve_pipes(std::move(pipes->calls), std::move(pipes->replies),
-                             std::move(served), run.session_id)) {
+  if (run.tools->serve_pipes(std::make_unique<ToolPipesHost>(std::move(*pipes), std::move(served)),
+                             run.session_id)) {
     *stop = std::move(kept);
   }
 }

@@ -144,9 +144,9 @@ class LiveSession {
   void DispatchToolCall(const CellRun& run, const protocol::Frame& frame,
                         const std::shared_ptr<class ToolReplies>& replies);
   // A TOOL_PIPES frame's descriptors: the cell's own tool pipes, checked
-  // (tool_pipes.h) and handed to the tools' ToolPipesServer with a new stop
-  // eventfd, whose other copy goes to `stop`, to be written when the cell is
-  // over.
+  // (tool_pipes.h) and handed to the tools' ToolPipesServer as a
+  // ToolPipesHost with a new stop eventfd, whose other copy goes to `stop`,
+  // to be written when the cell is over.
   void AcceptToolPipes(const CellRun& run, protocol::Frame& frame, UniqueFd* stop);
   StatusOr<CellOutcome> AwaitResult(const CellRun& run, protocol::Clock::time_point deadline,
                                     const ChannelHandler& on_channel);

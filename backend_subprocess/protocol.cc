@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/result_fields.h"
 #include "core/spin_wait.h"
 
 namespace dolsot::protocol {
@@ -312,53 +313,6 @@ Status WriteFrameParts(int fd, Tag tag, const std::vector<std::string_view>& par
   }
   return WriteOneFrame(fd, tag, frame.data(), frame.size(), -1, -1);
 }
-
-namespace {
-
-thread_local bool pipe_signal_blocked = false;  // by a ScopedPipeSignalBlock
-
-sigset_t PipeSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  return set;
-}
-
-// Takes back a SIGPIPE raised on this thread while it was blocked.
-void TakeBackPipeSignal() {
-  const sigset_t set = PipeSignal();
-  const timespec now{0, 0};
-  while (::sigtimedwait(&set, nullptr, &now) == SIGPIPE) {
-  }
-}
-
-}  // namespace
-
-bool PipeSignalIgnored() {
-  struct sigaction now {};
-  return ::sigaction(SIGPIPE, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) &&
-         now.sa_handler == SIG_IGN;
-}
-
-ScopedPipeSignalBlock::ScopedPipeSignalBlock() : was_active_(pipe_signal_blocked) {
-  if (was_active_) return;
-  const sigset_t set = PipeSignal();
-  sigset_t before;
-  if (::pthread_sigmask(SIG_BLOCK, &set, &before) != 0) return;
-  blocked_ = !sigismember(&before, SIGPIPE);
-  pipe_signal_blocked = true;
-}
-
-ScopedPipeSignalBlock::~ScopedPipeSignalBlock() {
-  if (was_active_) return;
-  pipe_signal_blocked = false;
-  if (!blocked_) return;
-  TakeBackPipeSignal();
-  const sigset_t set = PipeSignal();
-  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-}
-
-bool ScopedPipeSignalBlock::Active() { return pipe_signal_blocked; }
 
 Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd, bool ignored) {
   if (payload.size() > kMaxMessageBytes) return WriteFrame(fd, tag, payload);  // the same refusal
@@ -712,30 +666,63 @@ StatusOr<BaseDigests> ReadBaseDigests(PayloadReader& r) {
   return digests;
 }
 
+// RESULT's fields are core/result_fields.h's kResultWireFields, in order; a
+// field the table gains and these switches miss does not compile.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+
 void WriteResult(PayloadWriter& w, const Result& r) {
-  w.U8(r.ok ? 1 : 0).OptStr(r.value).Str(r.stdout_text).OptStr(r.error).I32(r.exit_code);
-  w.Strs(r.held).Strs(r.dropped).OptStr(r.error_type);
-  w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
-  w.Strs(r.images);
+  for (ResultField field : kResultWireFields) {
+    switch (field) {
+      case ResultField::kOk: w.U8(r.ok ? 1 : 0); break;
+      case ResultField::kValue: w.OptStr(r.value); break;
+      case ResultField::kStdout: w.Str(r.stdout_text); break;
+      case ResultField::kError: w.OptStr(r.error); break;
+      case ResultField::kExitCode: w.I32(r.exit_code); break;
+      case ResultField::kHeld: w.Strs(r.held); break;
+      case ResultField::kDropped: w.Strs(r.dropped); break;
+      case ResultField::kErrorType: w.OptStr(r.error_type); break;
+      case ResultField::kReturned:
+        w.OptStr(r.returned ? std::optional<std::string>(r.returned->pickle) : std::nullopt);
+        break;
+      case ResultField::kImages: w.Strs(r.images); break;
+      case ResultField::kOutcome:  // kResultNotOnWire
+      case ResultField::kSaveError:
+      case ResultField::kMaxText:
+      case ResultField::kText: break;
+    }
+  }
 }
 
 Result ReadResult(PayloadReader& in) {
   Result r;
-  r.ok = in.U8() != 0;
-  r.value = in.OptStr();
-  r.stdout_text = in.Str();
-  r.error = in.OptStr();
-  r.exit_code = in.I32();
-  r.held = in.Strs();
-  r.dropped = in.Strs();
-  r.error_type = in.OptStr();
-  if (std::optional<std::string> returned = in.OptStr()) {
-    r.returned.emplace();
-    r.returned->pickle = std::move(*returned);
+  for (ResultField field : kResultWireFields) {
+    switch (field) {
+      case ResultField::kOk: r.ok = in.U8() != 0; break;
+      case ResultField::kValue: r.value = in.OptStr(); break;
+      case ResultField::kStdout: r.stdout_text = in.Str(); break;
+      case ResultField::kError: r.error = in.OptStr(); break;
+      case ResultField::kExitCode: r.exit_code = in.I32(); break;
+      case ResultField::kHeld: r.held = in.Strs(); break;
+      case ResultField::kDropped: r.dropped = in.Strs(); break;
+      case ResultField::kErrorType: r.error_type = in.OptStr(); break;
+      case ResultField::kReturned:
+        if (std::optional<std::string> returned = in.OptStr()) {
+          r.returned.emplace();
+          r.returned->pickle = std::move(*returned);
+        }
+        break;
+      case ResultField::kImages: r.images = in.Strs(); break;
+      case ResultField::kOutcome:  // kResultNotOnWire
+      case ResultField::kSaveError:
+      case ResultField::kMaxText:
+      case ResultField::kText: break;
+    }
   }
-  r.images = in.Strs();
   return r;
 }
+
+#pragma GCC diagnostic pop
 
 std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments) {
   PayloadWriter w;

@@ -17,6 +17,7 @@
 
 #include "backend_subprocess/checkpoint_metadata.h"
 #include "core/cell_inputs.h"
+#include "core/pipe_signal.h"
 #include "core/result.h"
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -213,24 +214,6 @@ StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
 // kUnavailable (the frame may be partly written).
 Status WritePipeFrame(int fd, Tag tag, std::string_view payload, int stop_fd = -1,
                       bool ignored = false);
-// Whether the process ignores SIGPIPE now (a Python process does, unless
-// its code said otherwise).
-bool PipeSignalIgnored();
-// Blocks SIGPIPE on the calling thread while it lives, for a thread that
-// writes to pipes many times (WritePipeFrame then blocks nothing itself); a
-// SIGPIPE raised meanwhile is taken back before the mask is restored.
-class ScopedPipeSignalBlock {
- public:
-  ScopedPipeSignalBlock();
-  ~ScopedPipeSignalBlock();
-  ScopedPipeSignalBlock(const ScopedPipeSignalBlock&) = delete;
-  ScopedPipeSignalBlock& operator=(const ScopedPipeSignalBlock&) = delete;
-  static bool Active();  // on the calling thread
-
- private:
-  bool blocked_ = false;     // this one blocked it (it was not blocked before)
-  bool was_active_ = false;  // an outer one was
-};
 // ReadFrame for a stream that carries no descriptors and attests no sender
 // (a cell's tool pipes): a small frame's header and payload come with one
 // read, where ReadFrame makes two. Bytes read past a message are kept for
@@ -332,11 +315,8 @@ StatusOr<BaseDigests> ReadBaseDigests(PayloadReader& r);
 // (core/spin_wait.h).
 std::string ToolCallPayload(std::uint64_t id, std::string_view name, std::string_view arguments);
 std::string ToolReplyPayload(std::uint64_t id, const ToolReply& reply);
-// Two pickles both ends make and recognise without the pickle module: the
-// arguments of a call without any, ((), {}) (PROTO 5, EMPTY_TUPLE,
-// EMPTY_DICT, TUPLE2, STOP), and what pickle.dumps(None, 5) makes.
-inline constexpr std::string_view kNoArgumentsPickle("\x80\x05)}\x86.", 6);
-inline constexpr std::string_view kNonePickle("\x80\x05N.", 4);
+// A call without arguments carries kNoArgumentsPickle, a reply of None
+// kNonePickle (core/cell_inputs.h).
 struct ToolCallMessage {
   std::uint64_t id = 0;
   ToolCall call;  // session_id left empty

@@ -98,9 +98,9 @@ class Repl final : public Backend {
   // mode) and its process ends; the next Run restores it. OK when it is not
   // live here. When the checkpoint cannot be saved the session stays live
   // and the error says so.
-  Status Release(std::string_view session_id);
+  Status Release(std::string_view session_id) override;
   // The ids of the sessions live in this Repl (sorted).
-  std::vector<std::string> LiveSessions();
+  std::vector<std::string> LiveSessions() override;
 
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;
@@ -112,7 +112,7 @@ class Repl final : public Backend {
 
   // The layers the worker runs under (starting it if needed); kInvalidArgument
   // when this Repl has no sandbox.
-  StatusOr<SandboxReport> SandboxStatus();
+  StatusOr<SandboxReport> SandboxStatus() override;
 
   class Impl;
 

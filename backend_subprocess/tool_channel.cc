@@ -22,10 +22,11 @@ using protocol::Tag;
 
 constexpr char kCapsuleName[] = "dolsot.ToolChannel";
 
-// A call without arguments sends protocol::kNoArgumentsPickle, made without
-// pickle.dumps; a reply of protocol::kNonePickle is decoded without pickle.loads.
-constexpr std::string_view kNoArguments = protocol::kNoArgumentsPickle;
-constexpr std::string_view kNone = protocol::kNonePickle;
+// A call without arguments sends kNoArgumentsPickle (core/cell_inputs.h),
+// made without pickle.dumps; a reply of kNonePickle is decoded without
+// pickle.loads.
+constexpr std::string_view kNoArguments = kNoArgumentsPickle;
+constexpr std::string_view kNone = kNonePickle;
 
 // pickle.dumps and pickle.loads, looked up once (the session process has one
 // interpreter, and the channel lives as long as it). Needs the GIL.
@@ -134,7 +135,7 @@ void ToolChannel::BeginCell(int socket, bool tool_pipes) {
   socket_ = socket;
   open_ = true;
   tool_pipes_served_ = tool_pipes;
-  pipe_signal_ignored_ = tool_pipes && protocol::PipeSignalIgnored();
+  pipe_signal_ignored_ = tool_pipes && PipeSignalIgnored();
   tool_pipes_failed_ = false;
   tool_pipes_call_ = 0;
 }

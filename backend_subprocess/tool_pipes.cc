@@ -102,7 +102,7 @@ bool ToolPipesHost::Reply(const ToolReply& reply) {
   // the write waits only until the stop.
   const bool sent = protocol::WritePipeFrame(pipes_.replies.get(), protocol::Tag::kToolReply,
                                              protocol::ToolReplyPayload(call_id_, reply),
-                                             stop_.get(), protocol::ScopedPipeSignalBlock::Active())
+                                             stop_.get(), ScopedPipeSignalBlock::Active())
                         .ok();
   if (!sent) ended_ = true;  // a reply cut short leaves the stream garbled
   return sent;

@@ -49,23 +49,21 @@ struct HostToolPipes {
 // there, made non-blocking in place). kInvalidArgument naming what is wrong.
 StatusOr<HostToolPipes> AcceptToolPipes(UniqueFd calls, UniqueFd replies);
 
-// The host's ends of one cell's tool pipes: one thread calls Receive and
-// Reply in turn.
-class ToolPipesHost {
+// The host's ends of one cell's tool pipes, the ToolCallPipe a Repl hands its
+// host's ToolPipesServer: one thread calls Receive and Reply in turn.
+class ToolPipesHost final : public ToolCallPipe {
  public:
   // `stop`: an eventfd the host writes when the cell is over.
   ToolPipesHost(HostToolPipes pipes, UniqueFd stop)
       : pipes_(std::move(pipes)), stop_(std::move(stop)) {}
-  ToolPipesHost(const ToolPipesHost&) = delete;
-  ToolPipesHost& operator=(const ToolPipesHost&) = delete;
 
   // The next call (its name and arguments; session_id left empty), spinning
   // before it sleeps; nullopt once stopped, the session's ends closed, or a
   // frame was not a well-formed TOOL_CALL (nothing is read after that).
-  std::optional<ToolCall> Receive();
+  std::optional<ToolCall> Receive() override;
   // Answers the call Receive returned last, once; false when the reply is
   // dropped (the cell is over, or stopped reading).
-  bool Reply(const ToolReply& reply);
+  bool Reply(const ToolReply& reply) override;
 
  private:
   HostToolPipes pipes_;

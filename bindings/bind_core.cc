@@ -5,6 +5,7 @@
 #include "bindings/bindings.h"
 #include "core/config.h"
 #include "core/result.h"
+#include "core/result_fields.h"
 #include "core/session_id.h"
 #include "core/session_info.h"
 #include "core/toolbox_name.h"
@@ -13,6 +14,96 @@
 namespace py = pybind11;
 
 namespace dolsot::bindings {
+
+namespace {
+
+// Result's read-only attributes are core/result_fields.h's
+// kResultPythonFields, named as the table names them; a field the table
+// gains and this switch misses does not compile.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+void DefineResultAttribute(py::class_<Result>& result, ResultField field) {
+  const std::string name(ResultFieldName(field));
+  switch (field) {
+    case ResultField::kOk:
+      result.def_readonly(name.c_str(), &Result::ok, "True if the cell ran without raising");
+      return;
+    case ResultField::kValue:
+      result.def_readonly(name.c_str(), &Result::value,
+                          "the trailing expression's bounded repr, or None");
+      return;
+    case ResultField::kStdout:
+      result.def_readonly(name.c_str(), &Result::stdout_text, "what the cell printed");
+      return;
+    case ResultField::kError:
+      result.def_readonly(name.c_str(), &Result::error,
+                          "the error (a clean traceback), or None");
+      return;
+    case ResultField::kExitCode:
+      result.def_readonly(name.c_str(), &Result::exit_code,
+                          "0, a toolbox's own code, 1, 124 (timeout) or 130 (interrupted)");
+      return;
+    case ResultField::kOutcome:
+      result.def_property_readonly(name.c_str(), &Result::outcome,
+                                   "what happened to the cell (an Outcome), set once");
+      return;
+    case ResultField::kHeld:
+      result.def_property_readonly(name.c_str(), [](const Result& r) { return r.held; },
+                                   "names now in the session");
+      return;
+    case ResultField::kDropped:
+      result.def_property_readonly(name.c_str(), [](const Result& r) { return r.dropped; },
+                                   "names that could not be persisted");
+      return;
+    case ResultField::kErrorType:
+      result.def_readonly(name.c_str(), &Result::error_type,
+                          "the exception's type name when ok is False ('SyntaxError', "
+                          "'ZeroDivisionError', 'TimeoutError', 'CellRejected', ...), else None");
+      return;
+    case ResultField::kReturned:
+      result.def_property_readonly(
+          name.c_str(),
+          [](const Result& r) -> py::object {
+            if (!r.returned || !r.returned->object || r.returned->object->object == nullptr) {
+              return py::none();
+            }
+            return py::reinterpret_borrow<py::object>(r.returned->object->object);
+          },
+          "what the cell handed to the final-answer function (the object itself "
+          "in-process, its unpickled copy from a Repl), or None");
+      result.def_property_readonly("has_returned",
+                                   [](const Result& r) { return r.returned.has_value(); },
+                                   "True when the cell called the final-answer function");
+      return;
+    case ResultField::kSaveError:
+      result.def_readonly(name.c_str(), &Result::save_error,
+                          "why the session's state could not be saved (the store keeps an "
+                          "older one), or None");
+      return;
+    case ResultField::kImages:
+      result.def_property_readonly(
+          name.c_str(),
+          [](const Result& r) {
+            py::list out;
+            for (const std::string& png : r.images) out.append(py::bytes(png));
+            return out;
+          },
+          "PNG bytes of the matplotlib figures the cell showed or left open, in order");
+      return;
+    case ResultField::kMaxText:
+      result.def_readonly(name.c_str(), &Result::max_text,
+                          "text's cap in characters (0: none), the backend's max_text");
+      return;
+    case ResultField::kText:
+      result.def_property_readonly(
+          name.c_str(), &Result::Text,
+          "stdout + value + error + the banners, within max_text characters");
+      return;
+  }
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
 
 void BindCore(py::module_& m) {
   py::enum_<Outcome>(m, "Outcome", "What happened to a cell (Result.outcome).")
@@ -26,8 +117,8 @@ void BindCore(py::module_& m) {
       .value("WORKER_LOST", Outcome::kWorkerLost,
              "dolsot could not run the cell: its worker or session process is gone");
 
-  py::class_<Result>(m, "Result", "What one cell returns, identical for every backend.")
-      .def(py::init([](bool ok, std::optional<std::string> value, std::string stdout_text,
+  py::class_<Result> result(m, "Result", "What one cell returns, identical for every backend.");
+  result.def(py::init([](bool ok, std::optional<std::string> value, std::string stdout_text,
                        std::optional<std::string> error, int exit_code,
                        std::vector<std::string> held, std::vector<std::string> dropped,
                        std::optional<Outcome> outcome, std::optional<std::string> error_type,
@@ -58,59 +149,24 @@ void BindCore(py::module_& m) {
            py::arg("held") = std::vector<std::string>{},
            py::arg("dropped") = std::vector<std::string>{}, py::arg("outcome") = py::none(),
            py::arg("error_type") = py::none(), py::arg("save_error") = py::none(),
-           py::arg("images") = std::vector<py::bytes>{}, py::arg("max_text") = py::none())
-      .def_readonly("ok", &Result::ok, "True if the cell ran without raising")
-      .def_readonly("value", &Result::value, "the trailing expression's bounded repr, or None")
-      .def_readonly("stdout", &Result::stdout_text, "what the cell printed")
-      .def_readonly("error", &Result::error, "the error (a clean traceback), or None")
-      .def_readonly("exit_code", &Result::exit_code,
-                    "0, a toolbox's own code, 1, 124 (timeout) or 130 (interrupted)")
-      .def_property_readonly("outcome", &Result::outcome,
-                             "what happened to the cell (an Outcome), set once")
-      .def_property_readonly("held", [](const Result& r) { return r.held; },
-                             "names now in the session")
-      .def_property_readonly("dropped", [](const Result& r) { return r.dropped; },
-                             "names that could not be persisted")
-      .def_readonly("error_type", &Result::error_type,
-                    "the exception's type name when ok is False ('SyntaxError', "
-                    "'ZeroDivisionError', 'TimeoutError', 'CellRejected', ...), else None")
-      .def_property_readonly(
-          "returned",
-          [](const Result& r) -> py::object {
-            if (!r.returned || !r.returned->object || r.returned->object->object == nullptr) {
-              return py::none();
-            }
-            return py::reinterpret_borrow<py::object>(r.returned->object->object);
-          },
-          "what the cell handed to the final-answer function (the object itself "
-          "in-process, its unpickled copy from a Repl), or None")
-      .def_property_readonly("has_returned",
-                             [](const Result& r) { return r.returned.has_value(); },
-                             "True when the cell called the final-answer function")
-      .def_readonly("save_error", &Result::save_error,
-                    "why the session's state could not be saved (the store keeps an older "
-                    "one), or None")
-      .def_property_readonly(
-          "images",
-          [](const Result& r) {
-            py::list out;
-            for (const std::string& png : r.images) out.append(py::bytes(png));
-            return out;
-          },
-          "PNG bytes of the matplotlib figures the cell showed or left open, in order")
-      .def_readonly("max_text", &Result::max_text,
-                    "text's cap in characters (0: none), the backend's max_text")
-      .def_property_readonly("text", &Result::Text,
-                             "stdout + value + error + the banners, within max_text characters")
-      .def("__repr__", [](const Result& r) {
-        py::object rep = py::module_::import("builtins").attr("repr");
-        std::string out = "Result(ok=" + std::string(r.ok ? "True" : "False");
-        out += ", value=" + py::str(rep(py::cast(r.value))).cast<std::string>();
-        out += ", outcome=" + std::string(OutcomeName(r.outcome()));
-        out += ", exit_code=" + std::to_string(r.exit_code);
-        if (r.error) out += ", error=" + py::str(rep(py::cast(r.error))).cast<std::string>();
-        return out + ")";
-      });
+           py::arg("images") = std::vector<py::bytes>{}, py::arg("max_text") = py::none());
+  for (ResultField field : kResultPythonFields) DefineResultAttribute(result, field);
+  py::list init_fields;
+  for (ResultField field : kResultPythonInitFields) init_fields.append(ResultFieldName(field));
+  py::list attributes;
+  for (ResultField field : kResultPythonFields) attributes.append(ResultFieldName(field));
+  // For tests/python/test_core.py: the table the class and its stub must agree with.
+  m.attr("_RESULT_FIELDS") = py::dict(py::arg("attributes") = attributes,
+                                      py::arg("init") = init_fields);
+  result.def("__repr__", [](const Result& r) {
+    py::object rep = py::module_::import("builtins").attr("repr");
+    std::string out = "Result(ok=" + std::string(r.ok ? "True" : "False");
+    out += ", value=" + py::str(rep(py::cast(r.value))).cast<std::string>();
+    out += ", outcome=" + std::string(OutcomeName(r.outcome()));
+    out += ", exit_code=" + std::to_string(r.exit_code);
+    if (r.error) out += ", error=" + py::str(rep(py::cast(r.error))).cast<std::string>();
+    return out + ")";
+  });
 
   py::class_<SessionInfo>(m, "SessionInfo", "One stored session.")
       .def(py::init([](std::string id, std::uint64_t size_bytes, double last_used) {

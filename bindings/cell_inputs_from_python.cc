@@ -120,7 +120,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
     // Called on the run's thread without the GIL, at most once per cell.
     PyObject* serve = serve_pipes_.ptr();
     const std::vector<std::string>* tool_names = &names_;  // lives as long as this object
-    options.tools.serve_pipes = [serve, tool_names](UniqueFd calls, UniqueFd replies, UniqueFd stop,
+    options.tools.serve_pipes = [serve, tool_names](std::unique_ptr<ToolCallPipe> pipe,
                                                     std::string_view session_id) {
       PyGILState_STATE gil = PyGILState_Ensure();
       PyObject* serve_calls = nullptr;
@@ -133,7 +133,7 @@ void PythonCellInputs::Fill(RunOptions& options) const {
         if (name == nullptr) Py_CLEAR(names);
         else PyTuple_SET_ITEM(names, static_cast<Py_ssize_t>(i), name);
       }
-      if (names != nullptr && NewToolPipesFunctions(std::move(calls), std::move(replies), std::move(stop), &serve_calls, &reply)) {
+      if (names != nullptr && NewToolPipesFunctions(std::move(pipe), &serve_calls, &reply)) {
         PyObject* session = PyUnicode_FromStringAndSize(session_id.data(),
                                                         static_cast<Py_ssize_t>(session_id.size()));
         if (session != nullptr) {

@@ -6,14 +6,14 @@
 #include <optional>
 #include <string>
 
-#include "backend_subprocess/tool_pipes.h"
 #include "bindings/pickle_budget.h"
+#include "core/pipe_signal.h"
 
 namespace dolsot::bindings {
 namespace {
 
 constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
-constexpr char kPipesCapsule[] = "dolsot.ToolPipesHost";
+constexpr char kPipesCapsule[] = "dolsot.ToolCallPipe";
 
 // The (ok, payload) arguments of done() and reply(), or false with an error set.
 bool ParseReply(PyObject* const* args, Py_ssize_t nargs, const char* signature, ToolReply* reply) {
@@ -40,7 +40,7 @@ PyObject* ReplyDone(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
 }
 
 PyObject* PipesReply(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
-  auto* host = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
+  auto* host = static_cast<ToolCallPipe*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
   if (host == nullptr) return nullptr;
   ToolReply reply;
   if (!ParseReply(args, nargs, "reply", &reply)) return nullptr;
@@ -109,7 +109,7 @@ int Answer(ServeScope& scope, PyObject* name, PyObject* value) {
   if (value == nullptr) return ReplyError(scope) ? 1 : -1;
   if (value == Py_None) {
     Py_DECREF(value);
-    scope.pending = ToolReply{true, std::string(protocol::kNonePickle)};  // no pickle.dumps
+    scope.pending = ToolReply{true, std::string(kNonePickle)};  // no pickle.dumps
     return 1;
   }
   PyTypeObject* kind = Py_TYPE(value);
@@ -143,7 +143,7 @@ int Answer(ServeScope& scope, PyObject* name, PyObject* value) {
 // failure to answer.
 int ServeFast(ServeScope& scope, PyObject* name, PyObject* tool,
               const ToolCall& call, bool trusted, std::uint64_t budget) {
-  if (call.arguments == protocol::kNoArgumentsPickle) {
+  if (call.arguments == kNoArgumentsPickle) {
     // No arguments (the stub's constant): nothing to unpickle.
     return Answer(scope, name, PyObject_CallNoArgs(tool));
   }
@@ -200,7 +200,7 @@ int ServeFast(ServeScope& scope, PyObject* name, PyObject* tool,
 // between, for the tool. A call the fast path cannot take goes to
 // host._call(name, payload, reply), as before.
 PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) {
-  auto* pipes = static_cast<ToolPipesHost*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
+  auto* pipes = static_cast<ToolCallPipe*>(PyCapsule_GetPointer(capsule, kPipesCapsule));
   if (pipes == nullptr) return nullptr;
   if (nargs != 3 || !PyFrozenSet_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "serve(host, names: frozenset, reply)");
@@ -221,7 +221,7 @@ PyObject* PipesServe(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs)
   scope.protocol = PyLong_FromLong(5);
   // The replies' writes raise no SIGPIPE, whatever the host's Python did
   // with it: blocked on this thread while it serves (not per reply).
-  protocol::ScopedPipeSignalBlock no_pipe_signal;
+  ScopedPipeSignalBlock no_pipe_signal;
   if (scope.loads == nullptr || scope.dumps == nullptr || scope.error_reply == nullptr ||
       scope.protocol == nullptr || scope.unpickling_error == nullptr) {
     return nullptr;
@@ -317,16 +317,14 @@ PyObject* NewReplyFunction(ToolReplyFn fn) {
   return function;
 }
 
-bool NewToolPipesFunctions(UniqueFd calls, UniqueFd replies, UniqueFd stop, PyObject** serve,
+bool NewToolPipesFunctions(std::unique_ptr<ToolCallPipe> pipe, PyObject** serve,
                            PyObject** reply) {
   *serve = *reply = nullptr;
-  auto host = std::make_unique<ToolPipesHost>(HostToolPipes{std::move(calls), std::move(replies)},
-                                              std::move(stop));
-  PyObject* capsule = PyCapsule_New(host.get(), kPipesCapsule, [](PyObject* c) {
-    delete static_cast<ToolPipesHost*>(PyCapsule_GetPointer(c, kPipesCapsule));
+  PyObject* capsule = PyCapsule_New(pipe.get(), kPipesCapsule, [](PyObject* c) {
+    delete static_cast<ToolCallPipe*>(PyCapsule_GetPointer(c, kPipesCapsule));
   });
   if (capsule == nullptr) return false;
-  host.release();  // the capsule's now
+  pipe.release();  // the capsule's now
   *serve = PyCFunction_New(&kServeDef, capsule);
   *reply = *serve == nullptr ? nullptr : PyCFunction_New(&kReplyDef, capsule);
   Py_DECREF(capsule);

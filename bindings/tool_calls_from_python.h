@@ -2,7 +2,7 @@
 // cell's tool calls with: done(ok, payload) for a call handed to a tool
 // thread (ToolHost.dispatch), and serve(host, names, reply) / reply(ok,
 // payload) for the calls of a cell's own tool pipes, which one thread reads
-// and runs itself (ToolHost.serve_pipes; backend_subprocess/tool_pipes.h).
+// and runs itself (ToolHost.serve_pipes; a ToolCallPipe, core/cell_inputs.h).
 // serve is the whole receive / run / reply loop in C: per call it takes the
 // GIL once, decodes a plain pickle (plain_pickle.h) with pickle.loads, calls
 // the tool and pickles its result; what it cannot take that way (a pickle
@@ -14,7 +14,8 @@
 #include <Python.h>
 
 #include "core/cell_inputs.h"
-#include "core/unique_fd.h"
+#include <memory>
+
 
 namespace dolsot::bindings {
 
@@ -25,12 +26,11 @@ PyObject* NewReplyFunction(ToolReplyFn fn);
 // serve(host: ToolHost, names: frozenset, reply) -> None, answering the
 // cell's calls of the tools in `names` until the cell is over, and
 // reply(ok: bool, payload: bytes), answering the call received last (for
-// the host's Python paths); both wait without the GIL until `stop` (an
-// eventfd) is written, and own the pipes' ends `calls` and `replies`
-// together (closed when both are gone). Both must be called on one thread,
-// the one serve runs on. False with an error set (the descriptors are
-// closed).
-bool NewToolPipesFunctions(UniqueFd calls, UniqueFd replies, UniqueFd stop, PyObject** serve,
+// the host's Python paths); both wait without the GIL until the cell is
+// over, and own `pipe` together (closed when both are gone). Both must be
+// called on one thread, the one serve runs on. False with an error set (the
+// pipe is closed).
+bool NewToolPipesFunctions(std::unique_ptr<ToolCallPipe> pipe, PyObject** serve,
                            PyObject** reply);
 
 }  // namespace dolsot::bindings

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/result_fields.h"
+
 namespace dolsot::cli {
 namespace {
 
@@ -32,20 +34,41 @@ std::string ResetToJson(std::string_view target, int removed) {
   return Dump(ResetJsonValue(target, removed));
 }
 
+// The keys are core/result_fields.h's kResultJsonFields, in order; a field
+// the table gains and this switch misses does not compile.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+namespace {
+
+Json ResultFieldJson(ResultField field, const Result& result,
+                     const std::vector<std::string>& image_paths) {
+  switch (field) {
+    case ResultField::kOk: return result.ok;
+    case ResultField::kValue: return OptionalString(result.value);
+    case ResultField::kStdout: return result.stdout_text;
+    case ResultField::kError: return OptionalString(result.error);
+    case ResultField::kExitCode: return result.exit_code;
+    case ResultField::kOutcome: return OutcomeName(result.outcome());
+    case ResultField::kErrorType: return OptionalString(result.error_type);
+    case ResultField::kHeld: return result.held;
+    case ResultField::kDropped: return result.dropped;
+    case ResultField::kSaveError: return OptionalString(result.save_error);
+    case ResultField::kText: return result.Text();
+    case ResultField::kImages: return image_paths;  // the files the CLI wrote them to
+    case ResultField::kReturned:  // kResultNotInJson
+    case ResultField::kMaxText: break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+#pragma GCC diagnostic pop
+
 Json ResultJsonValue(const Result& result, const std::vector<std::string>& image_paths) {
   Json json = Json::object();
-  json["ok"] = result.ok;
-  json["value"] = OptionalString(result.value);
-  json["stdout"] = result.stdout_text;
-  json["error"] = OptionalString(result.error);
-  json["exit_code"] = result.exit_code;
-  json["outcome"] = OutcomeName(result.outcome());
-  json["error_type"] = OptionalString(result.error_type);
-  json["held"] = result.held;
-  json["dropped"] = result.dropped;
-  json["save_error"] = OptionalString(result.save_error);
-  json["text"] = result.Text();
-  json["images"] = image_paths;
+  for (ResultField field : kResultJsonFields) {
+    json[std::string(ResultFieldName(field))] = ResultFieldJson(field, result, image_paths);
+  }
   return json;
 }
 

@@ -86,12 +86,16 @@ StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvL
   return options;
 }
 
+StatusOr<std::unique_ptr<Backend>> OpenRepl(ReplOptions options) {
+  auto repl = Repl::Create(std::move(options));
+  if (!repl.ok()) return repl.status();
+  return std::unique_ptr<Backend>(std::move(repl).value());
+}
+
 StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings) {
   auto options = ReplOptionsFor(settings, ProcessEnvironment());
   if (!options.ok()) return options.status();
-  auto repl = Repl::Create(std::move(options).value());
-  if (!repl.ok()) return repl.status();
-  return std::unique_ptr<Backend>(std::move(repl).value());
+  return OpenRepl(std::move(options).value());
 }
 
 }  // namespace dolsot::cli

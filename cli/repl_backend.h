@@ -16,6 +16,11 @@ namespace dolsot::cli {
 // the AST gate when asked for. Snapshots off (the caller may turn them on).
 StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvLookup& env);
 
+// Opens a Repl for `options`, as the Backend the commands and the server hold
+// (its Release, LiveSessions and SandboxStatus are Backend's optional
+// operations).
+StatusOr<std::unique_ptr<Backend>> OpenRepl(ReplOptions options);
+
 // A BackendFactory for main.cc.
 StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings);
 

@@ -1,7 +1,7 @@
 // `dolsot --sandbox --check`: the layers a sandboxed worker gets here.
 #include "cli/sandbox_check_command.h"
 
-#include "backend_subprocess/repl.h"
+#include "core/backend.h"
 
 namespace dolsot::cli {
 
@@ -12,9 +12,7 @@ int SandboxCheckCommand(const SandboxArgs& args, const CommandContext& context) 
   settings.sandbox = *policy;
   auto backend = context.open_backend(settings);
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
-  auto* repl = dynamic_cast<Repl*>(backend->get());
-  if (repl == nullptr) return ReportError(context.err, InternalError("--check needs a Repl"));
-  auto report = repl->SandboxStatus();
+  auto report = (*backend)->SandboxStatus();
   (void)(*backend)->Close();
   if (!report.ok()) return ReportError(context.err, report.status());
   context.out << "dolsot sandbox: the worker runs under these layers\n" << report->ToText();

@@ -28,7 +28,6 @@
 #include <thread>
 
 #include "core/fifo_mutex.h"
-#include "backend_subprocess/repl.h"
 #include "cli/list_sessions_command.h"
 #include "cli/repl_backend.h"
 #include "cli/reset_command.h"
@@ -74,10 +73,11 @@ void Log(const std::string& line) {
   [[maybe_unused]] ssize_t n = ::write(2, s.data(), s.size());
 }
 
-// A Repl for one worker profile, and the sessions routed to it.
+// A Repl for one worker profile (held as the Backend it is), and the sessions
+// routed to it.
 struct Profile {
   std::string key;
-  std::shared_ptr<Repl> repl;
+  std::shared_ptr<Backend> repl;
   std::set<std::string> sessions;  // guarded by Server::mutex_
   int users = 0;                   // calls holding it; guarded by Server::mutex_
   std::uint64_t last_used = 0;     // Server::profile_clock_ at its last lending; ditto
@@ -216,7 +216,7 @@ class Server {
   UniqueFd lock_, listen_, wake_read_, wake_write_;
   std::shared_ptr<SessionStore> store_;
   FileStore* file_store_ = nullptr;  // store_, for Flush and TakeFlushError
-  std::unique_ptr<Repl> admin_repl_;
+  std::unique_ptr<Backend> admin_repl_;
   std::atomic<bool> stopping_{false};
 
   std::mutex mutex_;  // guards everything below
@@ -313,7 +313,7 @@ int Server::Run() {
   admin_options.config.cache_dir = options_.paths.cache_dir;
   admin_options.config.typecheck = false;
   admin_options.checkpoint = CheckpointMode::kSync;
-  auto admin = Repl::Create(std::move(admin_options));
+  auto admin = OpenRepl(std::move(admin_options));
   if (!admin.ok()) {
     std::cerr << "dolsot: error: " << admin.status().message() << '\n';
     ready("fail\n");
@@ -683,7 +683,7 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     c.max_text = config->max_text;
     c.typecheck = config->typecheck;
     c.ty_bin = config->ty_bin;
-    auto repl = Repl::Create(std::move(options).value());
+    auto repl = OpenRepl(std::move(options).value());
     if (!repl.ok()) return repl.status();
     profile = std::make_shared<Profile>();
     profile->key = key;

@@ -16,6 +16,20 @@ StatusOr<PyObject*> Backend::Namespace(std::string_view session_id) {
                 "processes (capabilities().live_objects is false)");
 }
 
+Status Backend::Release(std::string_view session_id) {
+  return Status(ErrorCode::kUnimplemented,
+                "release is not supported by this backend: its sessions live only in it "
+                "(capabilities().durable is false)");
+}
+
+std::vector<std::string> Backend::LiveSessions() { return {}; }
+
+StatusOr<SandboxReport> Backend::SandboxStatus() {
+  return Status(ErrorCode::kUnimplemented,
+                "a sandbox report is not available from this backend: its cells run in no "
+                "kernel-enforced walls (capabilities().sandbox is false)");
+}
+
 Status ValidateRunRequest(std::string_view session_id, std::string_view code,
                           const RunOptions& options) {
   DOLSOT_RETURN_IF_ERROR(ValidateSessionId(session_id));

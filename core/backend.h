@@ -11,6 +11,7 @@
 
 #include "core/cell_inputs.h"
 #include "core/result.h"
+#include "core/sandbox_report.h"
 #include "core/session_info.h"
 #include "core/status.h"
 
@@ -86,6 +87,18 @@ class Backend {
   // itself, a new reference, created if the session is new. Needs the GIL.
   // Default: kUnimplemented.
   virtual StatusOr<PyObject*> Namespace(std::string_view session_id);
+  // Optional (capabilities().durable): session `session_id` leaves this
+  // backend: once a cell running in it has finished, its state is saved to
+  // the store and what held it live ends; the next Run restores it. OK when
+  // it is not live here. Default: kUnimplemented.
+  virtual Status Release(std::string_view session_id);
+  // The ids of the sessions Release would act on (live here, sorted).
+  // Default: none (a backend without Release).
+  virtual std::vector<std::string> LiveSessions();
+  // Optional (capabilities().sandbox): the layers the backend's cells run
+  // under, starting what runs them if needed. An error when they run in no
+  // walls (Repl: kInvalidArgument). Default: kUnimplemented.
+  virtual StatusOr<SandboxReport> SandboxStatus();
 };
 
 // Checks a run request the same way in every backend: a valid session id,

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
-#include "core/unique_fd.h"
 
 struct _object;
 typedef struct _object PyObject;  // NOLINT: CPython's own spelling
@@ -34,19 +34,45 @@ struct ToolReply {
   std::string payload;
 };
 
+// Two pickles both ends of a tool call make and recognise without the pickle
+// module: the arguments of a call without any, ((), {}) (PROTO 5,
+// EMPTY_TUPLE, EMPTY_DICT, TUPLE2, STOP), and what pickle.dumps(None, 5)
+// makes.
+inline constexpr std::string_view kNoArgumentsPickle("\x80\x05)}\x86.", 6);
+inline constexpr std::string_view kNonePickle("\x80\x05N.", 4);
+
 // Runs a tool call in the host, off the calling thread: `done` is called once,
 // from any thread, possibly after the cell is gone (its reply is then dropped).
 using ToolReplyFn = std::function<void(ToolReply)>;
 using ToolDispatcher = std::function<void(ToolCall call, ToolReplyFn done)>;
-// Serves the calls that come on one cell's own tool pipes
-// (backend_subprocess/tool_pipes.h: `calls` the call pipe's read end,
-// `replies` the reply pipe's write end, both non-blocking and the host's own)
-// on a thread of the host's, which runs each call itself, until `stop` (an
-// eventfd) is written at the end of the cell: a round trip of two wake-ups
-// instead of a dispatched call's three. Takes the descriptors; false when it
-// cannot serve them (they are closed).
-using ToolPipesServer = std::function<bool(UniqueFd calls, UniqueFd replies, UniqueFd stop,
-                                           std::string_view session_id)>;
+// One cell's own channel for its tool calls, as the host's serving thread
+// sees it (a Repl's: backend_subprocess/tool_pipes.h). One thread calls
+// Receive and Reply in turn; a thread that serves many calls holds a
+// ScopedPipeSignalBlock (core/pipe_signal.h) meanwhile, else each Reply
+// blocks SIGPIPE itself.
+class ToolCallPipe {
+ public:
+  ToolCallPipe() = default;
+  ToolCallPipe(const ToolCallPipe&) = delete;
+  ToolCallPipe& operator=(const ToolCallPipe&) = delete;
+  virtual ~ToolCallPipe() = default;
+
+  // The next call (its name and arguments; session_id left empty); nullopt
+  // once the cell is over or its end sent something that is not a call
+  // (nothing is read after that).
+  virtual std::optional<ToolCall> Receive() = 0;
+  // Answers the call Receive returned last, once; false when the reply is
+  // dropped (the cell is over, or stopped reading).
+  virtual bool Reply(const ToolReply& reply) = 0;
+};
+
+// Serves the calls that come on one cell's own tool pipe on a thread of the
+// host's, which runs each call itself, until the pipe's Receive says the
+// cell is over: a round trip of two wake-ups instead of a dispatched call's
+// three. Takes the pipe; false when it cannot serve it (it is closed, and
+// the cell's call there fails).
+using ToolPipesServer =
+    std::function<bool(std::unique_ptr<ToolCallPipe> pipe, std::string_view session_id)>;
 
 // The host tools one cell sees. They are bound as builtins of the session
 // (never in its namespace: not held, not dropped, never checkpointed), so a

@@ -1,5 +1,6 @@
-// SandboxPolicy: what a Repl's Sandbox walls off (the value type), and the
-// SandboxReport that says which layers a worker actually runs under. Not the
+// SandboxPolicy: what a Repl's Sandbox walls off (the value type); the
+// SandboxReport that says which layers a worker actually runs under is
+// core/sandbox_report.h (Backend::SandboxStatus answers it). Not the
 // AST gate's Policy (policy.h): the gate reads a cell's source; the Sandbox
 // is enforced by the kernel around the worker (sandbox_setup.h).
 #pragma once
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sandbox_report.h"
 #include "core/status.h"
 
 namespace dolsot {
@@ -66,25 +68,5 @@ bool SandboxKeepsVariable(const std::string& name);
 // Where a sandboxed worker's scratch lives inside the sandbox (its cwd,
 // HOME and TMPDIR).
 inline constexpr char kSandboxScratch[] = "/tmp";
-
-// One layer of a running sandbox, as the worker set it up.
-struct SandboxLayer {
-  std::string name;    // "user-namespace", "seccomp", "landlock", ...
-  bool active = false;
-  std::string detail;  // what it does, or why it is missing and how to get it
-
-  bool operator==(const SandboxLayer&) const = default;
-};
-
-struct SandboxReport {
-  std::vector<SandboxLayer> layers;
-
-  bool Active(std::string_view name) const;
-  // One line per layer: "  [on ] name: detail" / "  [off] name: detail".
-  std::string ToText() const;
-  // A compact encoding for the worker's HELLO_OK (name, active, detail).
-  std::string Encode() const;
-  static StatusOr<SandboxReport> Decode(std::string_view text);
-};
 
 }  // namespace dolsot

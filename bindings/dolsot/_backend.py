@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Union, runtime_checkable
+from typing import (
+    TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Union, runtime_checkable,
+)
 
 from dolsot._dolsot import validate_toolbox
 from dolsot.errors import InvalidToolbox
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
 
 InjectValue = Union[ModuleType, str]
 """A toolbox: a module object or an importable module name."""
+
+Gate = Callable[[str], Optional[Iterable[Any]]]
+"""A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
+any finding, or an exception, rejects the cell (it does not run)."""
 
 
 @runtime_checkable
@@ -145,3 +151,30 @@ def check_argument(name: str, value: object, types: tuple[type, ...], what: str)
         ok = isinstance(value, types)
     if not ok:
         raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r:.60}")
+
+
+# The constructor arguments both backends take, or either one, and what each
+# accepts: one table, so Repl and InProcessSession say the same thing.
+_CONFIG_ARGUMENTS: dict[str, tuple[tuple[type, ...], str]] = {
+    "timeout": ((int, float), "a number of seconds or None"),
+    "max_output": ((int,), "an int (characters; 0: no cap) or None"),
+    "max_repr": ((int,), "an int (characters; 0: no cap) or None"),
+    "max_text": ((int,), "an int (characters; 0: no cap) or None"),
+    "snapshots": ((bool,), "True or False"),
+    "checkpoint": ((str,), "'sync', 'async', 'off' or None"),
+    "checkpoint_delay": ((int, float), "a number of seconds (0 to 3600) or None"),
+    "max_live_sessions": ((int,), "an int or None"),
+    "typecheck": ((bool,), "True, False or None"),
+    "ty_bin": ((str,), "a path or None"),
+    "accept_weaker_walls": ((bool,), "True or False"),
+}
+
+
+def checked_config(**arguments: object) -> dict[str, object]:
+    """check_argument for each of a backend's constructor arguments, in the
+    order given, by the one table of what each accepts; returns them, to be
+    passed on to the C++ constructor as they are."""
+    for name, value in arguments.items():
+        types, what = _CONFIG_ARGUMENTS[name]
+        check_argument(name, value, types, what)
+    return arguments

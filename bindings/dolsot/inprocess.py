@@ -15,10 +15,10 @@ from dolsot.errors import Unsupported
 
 import atexit
 import weakref
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Mapping
 
 from dolsot._tools import ToolHost
-from dolsot._backend import AsyncRunMixin, ToolsMixin, check_argument
+from dolsot._backend import AsyncRunMixin, Gate, ToolsMixin, checked_config
 from dolsot._dolsot import InProcessSession as _CoreInProcessSession
 
 __all__ = ["InProcessSession", "Gate"]
@@ -35,10 +35,6 @@ def _close_open_sessions() -> None:
             session.close()
         except Exception:  # noqa: BLE001 - exit must go on
             pass
-
-Gate = Callable[[str], Optional[Iterable[Any]]]
-"""A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
-any finding, or an exception, rejects the cell (it does not run)."""
 
 
 class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
@@ -78,24 +74,17 @@ class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):
                 "own process, which no kernel wall can separate from the host. Use "
                 "dolsot.Repl(sandbox=dolsot.Sandbox(...)) (docs/sandbox.md)"
             )
-        check_argument("timeout", timeout, (int, float), "a number of seconds or None")
-        check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("max_repr", max_repr, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("max_text", max_text, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("typecheck", typecheck, (bool,), "True, False or None")
-        check_argument("ty_bin", ty_bin, (str,), "a path or None")
-        # In-process, values are the host's own objects: nothing is unpickled.
-        self._dolsot_tools = ToolHost(tools, final, "full", max_unpickle_mb)
-        super().__init__(
-            inject,
+        config = checked_config(
             timeout=timeout,
             max_output=max_output,
-            gate=gate,
-            typecheck=typecheck,
-            ty_bin=ty_bin,
             max_repr=max_repr,
             max_text=max_text,
+            typecheck=typecheck,
+            ty_bin=ty_bin,
         )
+        # In-process, values are the host's own objects: nothing is unpickled.
+        self._dolsot_tools = ToolHost(tools, final, "full", max_unpickle_mb)
+        super().__init__(inject, gate=gate, **config)
         _open_sessions.add(self)
 
     def close(self) -> None:

@@ -15,18 +15,16 @@ import atexit
 import os
 import sys
 import weakref
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Mapping
 
 from dolsot._tools import ToolHost
-from dolsot._backend import AsyncRunMixin, ToolsMixin, InjectValue, check_argument, toolbox_module_names
+from dolsot._backend import (
+    AsyncRunMixin, Gate, InjectValue, ToolsMixin, check_argument, checked_config, toolbox_module_names,
+)
 from dolsot._dolsot import Repl as _CoreRepl
 from dolsot.isolation import Sandbox, SandboxLayer, SandboxReport
 
 __all__ = ["Repl", "Gate"]
-
-Gate = Callable[[str], Optional[Iterable[Any]]]
-"""A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
-any finding, or an exception, rejects the cell (it does not run)."""
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,39 +105,32 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
         sandbox: Sandbox | None = None,
         accept_weaker_walls: bool = False,
     ) -> None:
-        check_argument("timeout", timeout, (int, float), "a number of seconds or None")
-        check_argument("max_output", max_output, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("max_repr", max_repr, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("max_text", max_text, (int,), "an int (characters; 0: no cap) or None")
-        check_argument("snapshots", snapshots, (bool,), "True or False")
-        check_argument("checkpoint", checkpoint, (str,), "'sync', 'async', 'off' or None")
-        check_argument("checkpoint_delay", checkpoint_delay, (int, float),
-                       "a number of seconds (0 to 3600) or None")
-        check_argument("max_live_sessions", max_live_sessions, (int,), "an int or None")
-        check_argument("typecheck", typecheck, (bool,), "True, False or None")
+        config = checked_config(
+            timeout=timeout,
+            max_output=max_output,
+            max_repr=max_repr,
+            max_text=max_text,
+            snapshots=snapshots,
+            checkpoint=checkpoint,
+            checkpoint_delay=checkpoint_delay,
+            max_live_sessions=max_live_sessions,
+            typecheck=typecheck,
+        )
         if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
             sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
         check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
-        check_argument("accept_weaker_walls", accept_weaker_walls, (bool,), "True or False")
+        config.update(checked_config(accept_weaker_walls=accept_weaker_walls))
+        config["snapshots"] = bool(snapshots)
         self._dolsot_tools = ToolHost(tools, final, unpickle, max_unpickle_mb)
         super().__init__(
             toolbox_module_names(inject),
             store=store,
-            timeout=timeout,
-            max_output=max_output,
-            snapshots=bool(snapshots),
-            checkpoint=checkpoint,
-            checkpoint_delay=checkpoint_delay,
-            max_live_sessions=max_live_sessions,
             gate=gate,
-            typecheck=typecheck,
             python_path=_host_path(),
             worker_command=_worker_command(),
             python_executable=sys.executable,
-            max_repr=max_repr,
-            max_text=max_text,
             sandbox=sandbox,
-            accept_weaker_walls=accept_weaker_walls,
+            **config,
         )
         self._constructed = True  # the C++ Repl exists (__del__ may close it)
         _open_repls.add(self)

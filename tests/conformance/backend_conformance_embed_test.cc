@@ -752,6 +752,33 @@ TYPED_TEST(BackendConformance, OptionalOperationsFollowTheCapabilities) {
   }
 }
 
+// Release, LiveSessions and SandboxStatus are Backend's too (the server and
+// `dolsot --sandbox --check` reach a Repl through nothing else): a durable
+// backend lets a live session go to its store and takes it back on the next
+// Run; any other answers kUnimplemented and holds nothing it could let go.
+TYPED_TEST(BackendConformance, ReleaseAndLiveSessionsFollowTheCapabilities) {
+  Backend& backend = this->backend();
+  const Capabilities& caps = backend.capabilities();
+  EXPECT_TRUE(this->Run("kept", "x = 41").ok);
+  const std::vector<std::string> live = backend.LiveSessions();
+  Status released = backend.Release("kept");
+  if (caps.durable) {
+    EXPECT_EQ(live, std::vector<std::string>{"kept"});
+    EXPECT_TRUE(released.ok()) << released.ToString();
+    EXPECT_TRUE(backend.LiveSessions().empty());
+    EXPECT_EQ(this->Run("kept", "x + 1").value, "42") << "restored from the store";
+    EXPECT_TRUE(backend.Release("never-used").ok()) << "not live here: nothing to do";
+  } else {
+    EXPECT_TRUE(live.empty());
+    EXPECT_EQ(released.code(), ErrorCode::kUnimplemented) << released.ToString();
+  }
+  StatusOr<SandboxReport> report = backend.SandboxStatus();
+  // Sandboxed backends are tested in tests/sandbox; none of these is.
+  ASSERT_FALSE(caps.sandbox);
+  EXPECT_FALSE(report.ok());
+  if (!caps.durable) EXPECT_EQ(report.status().code(), ErrorCode::kUnimplemented);
+}
+
 TYPED_TEST(BackendConformance, HardTimeoutStopsACellStuckInC) {
   if (!this->backend().capabilities().hard_timeout) {
     GTEST_SKIP() << "this backend promises only a cooperative timeout";

@@ -3,12 +3,15 @@ precedence and bad values, and the session stores' protocol and security."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import signal
 import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +25,34 @@ def test_errors_form_one_hierarchy():
                 dolsot.SessionBusy, dolsot.StoreError, dolsot.WorkerError):
         assert issubclass(cls, dolsot.DolsotError)
     assert issubclass(dolsot.InvalidSession, ValueError)
+
+
+def _stub_class(name: str) -> ast.ClassDef:
+    stub = Path(dolsot.__file__).parent / "_dolsot.pyi"
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    return next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name)
+
+
+def test_result_stub_class_and_field_table_agree():
+    # core/result_fields.h is the one list of Result's fields: the class's
+    # attributes and keywords are made from it (_RESULT_FIELDS), and the stub
+    # a type checker reads must say what the class does.
+    table = _dolsot._RESULT_FIELDS
+    runtime_attributes = {name for name, value in vars(dolsot.Result).items()
+                          if isinstance(value, property)}
+    assert runtime_attributes == set(table["attributes"]) | {"has_returned"}
+    signature = dolsot.Result.__init__.__doc__.splitlines()[0]
+    runtime_keywords = re.findall(r"(?:^|, )(\w+): ", signature.split("*, ", 1)[1])
+    assert runtime_keywords == table["init"]
+
+    stub = _stub_class("Result")
+    stub_attributes = {node.name for node in stub.body if isinstance(node, ast.FunctionDef)
+                       and any(isinstance(d, ast.Name) and d.id == "property"
+                               for d in node.decorator_list)}
+    assert stub_attributes == runtime_attributes, "bindings/dolsot/_dolsot.pyi's Result"
+    init = next(node for node in stub.body
+                if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    assert not init.args.args[1:] and [a.arg for a in init.args.kwonlyargs] == table["init"]
 
 
 def test_result_fields_and_text():
