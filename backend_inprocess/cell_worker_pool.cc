@@ -1,7 +1,9 @@
 // CellWorkerPool: an idle worker spins briefly for its next task (a budget
 // learned from its recent hand-offs, see spin_wait.h), then sleeps on a
 // condition variable. A worker returns itself to the idle list before it
-// reports its task done, so back-to-back cells reuse one thread.
+// reports its task done, so back-to-back cells reuse one thread. Workers are
+// POSIX threads with a large stack (kCellStackBytes): std::thread cannot set
+// one.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>  // first, as CPython asks
 
@@ -11,14 +13,70 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <thread>
 #include <vector>
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/spin_wait.h"
 #include "embedded/interpreter.h"
 
 namespace dolsot {
 namespace {
+
+// A cell thread's stack. CPython's C code recurses without a bound in a few
+// places (next() through a chain of map/filter/zip/itertools objects, hash()
+// of nested tuples): measured on 3.10-3.13, at most ~128 bytes a level
+// (map), so 512 MiB holds chains about 4 million deep; Python recursion
+// through C (3.10/3.11, where the recursion limit is the only bound) costs
+// 0.2-0.5 KB a level, so a recursion limit up to about a million. The stack
+// is address space until touched (see TrimStack for what a deep cell
+// leaves).
+constexpr std::size_t kCellStackBytes = std::size_t{512} << 20;
+// Stack below this distance from the thread's start is given back to the
+// kernel after a task that touched it.
+constexpr std::size_t kStackKeptBytes = std::size_t{8} << 20;
+
+// This thread's stack: its lowest usable address and the address from
+// which the pages below are given back after a deep task (nullptr when
+// unknown).
+struct StackBounds {
+  char* low = nullptr;
+  char* trim_below = nullptr;
+};
+
+StackBounds CurrentStackBounds() {
+  StackBounds bounds;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return bounds;
+  void* address = nullptr;
+  std::size_t size = 0;
+  std::size_t guard = 0;
+  const bool known = pthread_attr_getstack(&attr, &address, &size) == 0 &&
+                     pthread_attr_getguardsize(&attr, &guard) == 0;
+  pthread_attr_destroy(&attr);
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  char here;
+  auto top = reinterpret_cast<std::uintptr_t>(&here);
+  auto low = reinterpret_cast<std::uintptr_t>(address) + guard + page;
+  if (!known || size <= kStackKeptBytes * 2 || top < low + kStackKeptBytes * 2) return bounds;
+  bounds.low = reinterpret_cast<char*>((low + page - 1) / page * page);
+  bounds.trim_below = reinterpret_cast<char*>((top - kStackKeptBytes) / page * page);
+  return bounds;
+}
+
+// After a task: when it touched the stack deeper than kStackKeptBytes (the
+// page just below that line is resident), gives the pages below back, so a
+// pooled thread does not keep a deep cell's hundreds of MB. One mincore()
+// a task, after the host was told the result.
+void TrimStack(const StackBounds& bounds) {
+  if (bounds.trim_below == nullptr) return;
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  unsigned char resident = 0;
+  if (mincore(bounds.trim_below - page, page, &resident) != 0 || (resident & 1) == 0) return;
+  madvise(bounds.low, static_cast<std::size_t>(bounds.trim_below - bounds.low), MADV_DONTNEED);
+}
 
 struct Worker {
   std::mutex mutex;
@@ -49,6 +107,9 @@ class CellWorkerPool::State {
  private:
   static void WorkerMain(std::shared_ptr<State> state, std::shared_ptr<Worker> worker,
                          std::shared_ptr<InterpreterLease> interpreter);
+  static void* WorkerEntry(void* start);  // pthread's entry: runs WorkerMain
+  void StartWorker(const std::shared_ptr<State>& self, std::shared_ptr<Worker> worker,
+                   std::shared_ptr<InterpreterLease> interpreter);
   static std::shared_ptr<PoolTask> TakeTask(Worker& worker);
   // Puts `worker` back on the idle list; false when the pool is shut down.
   bool ReturnIdle(const std::shared_ptr<Worker>& worker);
@@ -87,10 +148,51 @@ bool CellWorkerPool::State::Submit(std::shared_ptr<PoolTask> task,
     Publish(*worker);
   }
   worker->wake.notify_one();  // after unlocking: the woken worker finds the mutex free
-  if (interpreter != nullptr) {
-    std::thread(&State::WorkerMain, self, worker, std::move(interpreter)).detach();
-  }
+  if (interpreter != nullptr) StartWorker(self, worker, std::move(interpreter));
   return true;
+}
+
+namespace {
+
+struct WorkerStart {
+  std::shared_ptr<CellWorkerPool::State> state;
+  std::shared_ptr<Worker> worker;
+  std::shared_ptr<InterpreterLease> interpreter;
+};
+
+}  // namespace
+
+void* CellWorkerPool::State::WorkerEntry(void* argument) {
+  std::unique_ptr<WorkerStart> start(static_cast<WorkerStart*>(argument));
+  WorkerMain(std::move(start->state), std::move(start->worker), std::move(start->interpreter));
+  return nullptr;
+}
+
+void CellWorkerPool::State::StartWorker(const std::shared_ptr<State>& self,
+                                        std::shared_ptr<Worker> worker,
+                                        std::shared_ptr<InterpreterLease> interpreter) {
+  auto start = std::make_unique<WorkerStart>(WorkerStart{self, std::move(worker), std::move(interpreter)});
+  // Detached, counted in live_ as before; with the large stack, or with the
+  // default one when the system refuses it (strict overcommit, a low
+  // RLIMIT_AS).
+  for (const bool large : {true, false}) {
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) continue;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (large) pthread_attr_setstacksize(&attr, kCellStackBytes);
+    pthread_t thread;
+    const int failed = pthread_create(&thread, &attr, &State::WorkerEntry, start.get());
+    pthread_attr_destroy(&attr);
+    if (failed == 0) {
+      start.release();  // the thread's now
+      return;
+    }
+  }
+  // No thread at all: the worker never takes its task (its caller times
+  // out); it leaves the live count and gives its lease back.
+  std::shared_ptr<Worker> orphan = std::move(start->worker);
+  start.reset();
+  WorkerExited();
 }
 
 std::shared_ptr<PoolTask> CellWorkerPool::State::TakeTask(Worker& worker) {
@@ -112,6 +214,7 @@ bool CellWorkerPool::State::ReturnIdle(const std::shared_ptr<Worker>& worker) {
 void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
                                        std::shared_ptr<Worker> worker,
                                        std::shared_ptr<InterpreterLease> interpreter) {
+  const StackBounds stack = CurrentStackBounds();
   PyGILState_STATE gil = PyGILState_Ensure();  // this thread's own thread state
   PyThreadState* thread_state = PyEval_SaveThread();
   while (std::shared_ptr<PoolTask> task = TakeTask(*worker)) {
@@ -122,6 +225,8 @@ void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
     state->SetInTask(false);
     const bool keep = state->ReturnIdle(worker);
     task->AfterGilReleased();
+    task.reset();
+    TrimStack(stack);
     if (!keep) break;
   }
   PyEval_RestoreThread(thread_state);

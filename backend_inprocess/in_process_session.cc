@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "backend_inprocess/cell_worker_pool.h"
+#include "backend_inprocess/namespace_release.h"
 #include "core/spin_wait.h"
 #include "core/cell_pipeline.h"
 #include "core/session_id.h"
@@ -24,6 +25,8 @@
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
 #include "embedded/interpreter.h"
+#include "embedded/interpreter_state.h"
+#include "embedded/session_context.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
@@ -180,6 +183,7 @@ struct SessionState {
   // Its own builtins (a copy of the builtins module's dict), where host tools
   // are bound for this session only; set with globals.
   PyObject* builtins = nullptr;
+  SessionContext context;       // its cells' contextvars.Context (embedded/session_context.h)
   std::mutex serial;            // one Run at a time
   // Guarded by `serial`:
   int cells = 0;
@@ -251,7 +255,11 @@ class CellJob final : public PoolTask {
     } else if (Status bound = BindExtras(); !bound.ok()) {
       result_ = Result::Failure(Outcome::kError, kExitFailure, bound.message());
       result_.error_type = "TypeError";
+    } else if (SessionContextScope context(session_->context); !context.entered()) {
+      result_ = Result::Failure(Outcome::kError, kExitFailure,
+                                "internal: cannot enter the session's context: " + TakePythonError());
     } else {
+      InterpreterStateGuard interpreter_state;  // embedded/interpreter_state.h
       PyObject* returned = nullptr;
       request_.returned = &returned;
       result_ = RunCell(session_->globals, request_);
@@ -445,6 +453,9 @@ class InProcessSession::Impl {
                      std::shared_ptr<const CellExtras> extras);
   void Interrupt(std::string_view session_id);
   std::vector<std::shared_ptr<SessionState>> TakeSessions(std::string_view target);
+  // Forgets `taken`: what only they hold is dropped on a worker, bounded by
+  // the timeout (backend_inprocess/namespace_release.h). Without the GIL.
+  void ReleaseSessions(std::vector<std::shared_ptr<SessionState>> taken);
 
   std::mutex mutex;  // never held while taking the GIL
   std::map<std::string, std::shared_ptr<SessionState>, std::less<>> sessions;
@@ -550,6 +561,22 @@ std::vector<std::shared_ptr<SessionState>> InProcessSession::Impl::TakeSessions(
     sessions.erase(found);
   }
   return taken;
+}
+
+void InProcessSession::Impl::ReleaseSessions(std::vector<std::shared_ptr<SessionState>> taken) {
+  std::vector<HeldByForgottenSession> held;
+  std::string ids;  // a late release is listed in LeakedCells under these
+  for (std::shared_ptr<SessionState>& session : taken) {
+    if (session.use_count() != 1) continue;  // a late cell holds it: its thread drops it
+    ids += (ids.empty() ? "" : ",") + session->id;
+    held.push_back({session->context.Release(), {session->globals, session->builtins}});
+    session->globals = session->builtins = nullptr;
+  }
+  taken.clear();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config.timeout_seconds));
+  ReleaseOnWorker(pool, interpreter, std::move(held), deadline,
+                  [counters = counters, ids](int delta) { counters->CountLeak(ids, delta); });
 }
 
 namespace {
@@ -722,7 +749,7 @@ StatusOr<int> InProcessSession::Reset(std::string_view session_id_or_all) {
   GilReleaseIfHeld unlocked;
   std::vector<std::shared_ptr<SessionState>> taken = impl_->TakeSessions(session_id_or_all);
   const int count = static_cast<int>(taken.size());
-  taken.clear();  // namespaces released here, outside the mutex
+  impl_->ReleaseSessions(std::move(taken));  // outside the mutex, on a worker
   return count;
 }
 
@@ -743,8 +770,8 @@ Status InProcessSession::Close() {
       impl_->counters->stopper_exited.wait_for(lock, kStopInterval * (kStopAttempts + 10),
                                                [&] { return impl_->counters->stoppers == 0; });
     }
+    impl_->ReleaseSessions(impl_->TakeSessions(kAllSessions));
     impl_->pool.Shutdown();
-    impl_->TakeSessions(kAllSessions).clear();
     impl_->injected.reset();
   }
   // After the GIL is back with a caller that held it (then nothing is

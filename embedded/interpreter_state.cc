@@ -1,0 +1,346 @@
+// InterpreterStateGuard (see interpreter_state.h): the state noted when no
+// cell runs lives in the interpreter's state dict (a capsule), so a
+// finalized and restarted interpreter starts a fresh one.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>  // first, as CPython asks
+
+#include "embedded/interpreter_state.h"
+
+#include <atomic>
+#include <cstdint>
+
+#include "embedded/cell_runner.h"
+#include "embedded/interned_name.h"
+#include "embedded/py_ref.h"
+
+namespace dolsot {
+namespace {
+
+// The sys entries put back by identity.
+constexpr int kSysCount = 14;
+const InternedName kSysNames[kSysCount] = {
+    InternedName("stdout"),          InternedName("stderr"),
+    InternedName("stdin"),           InternedName("__stdout__"),
+    InternedName("__stderr__"),      InternedName("__stdin__"),
+    InternedName("displayhook"),     InternedName("__displayhook__"),
+    InternedName("excepthook"),      InternedName("__excepthook__"),
+    InternedName("unraisablehook"),  InternedName("__unraisablehook__"),
+    InternedName("breakpointhook"),  InternedName("__breakpointhook__"),
+};
+
+// threading's global hooks: what threading.settrace, setprofile and a store
+// into threading.excepthook change.
+constexpr int kThreadingCount = 3;
+const InternedName kThreadingNames[kThreadingCount] = {
+    InternedName("_trace_hook"), InternedName("_profile_hook"), InternedName("excepthook")};
+const InternedName kThreadingModule("threading");
+const InternedName kOriginalExcepthook("__excepthook__");
+
+// decimal's templates, and CPython's initial value of each (what a cell that
+// imports decimal first finds, so what it is put back to).
+constexpr int kDecimalCount = 3;
+const InternedName kDecimalNames[kDecimalCount] = {
+    InternedName("DefaultContext"), InternedName("BasicContext"), InternedName("ExtendedContext")};
+const InternedName kDecimalModule("decimal");
+const InternedName kReduce("__reduce__");
+struct TemplateDefaults {
+  int prec;
+  const char* rounding;
+  const char* traps[5];
+};
+constexpr TemplateDefaults kDecimalDefaults[kDecimalCount] = {
+    {28, "ROUND_HALF_EVEN", {"InvalidOperation", "DivisionByZero", "Overflow"}},
+    {9, "ROUND_HALF_UP", {"Clamped", "InvalidOperation", "DivisionByZero", "Overflow", "Underflow"}},
+    {9, "ROUND_HALF_EVEN", {}},
+};
+
+const InternedName kGetSwitchInterval("getswitchinterval");
+const InternedName kSetSwitchInterval("setswitchinterval");
+
+// The state when no cell ran. Guarded by the GIL.
+struct Baseline {
+  int running = 0;                        // cells between their guard's constructor and destructor
+  PyObject* sys_dict = nullptr;           // owned
+  PyObject* sys_values[kSysCount] = {};   // owned; nullptr: absent
+  int recursion_limit = 0;
+  double switch_interval = 0.0;           // seconds
+  bool threading_imported = false;
+  PyObject* threading_values[kThreadingCount] = {};  // owned
+  bool decimal_imported = false;
+  PyObject* decimal_templates[kDecimalCount] = {};   // owned: the module's attributes
+  PyObject* decimal_states[kDecimalCount] = {};      // owned: each one's __reduce__ arguments
+
+  void Clear() {
+    for (PyObject*& value : sys_values) Py_CLEAR(value);
+    for (PyObject*& value : threading_values) Py_CLEAR(value);
+    for (PyObject*& value : decimal_templates) Py_CLEAR(value);
+    for (PyObject*& value : decimal_states) Py_CLEAR(value);
+    threading_imported = decimal_imported = false;
+  }
+};
+
+constexpr const char* kBaselineKey = "dolsot.interpreter_state.v1";
+std::atomic<std::uint64_t> generation{1};
+struct BaselineCache {
+  PyInterpreterState* interpreter = nullptr;
+  Baseline* baseline = nullptr;
+  std::uint64_t generation = 0;
+};
+BaselineCache cache;  // guarded by the GIL
+
+void BaselineFinalized(PyObject* capsule) {
+  generation.fetch_add(1);
+  auto* baseline = static_cast<Baseline*>(PyCapsule_GetPointer(capsule, kBaselineKey));
+  if (baseline == nullptr) return;
+  baseline->Clear();
+  Py_CLEAR(baseline->sys_dict);
+  delete baseline;
+}
+
+// The interpreter's baseline (made on first use), or nullptr with an error set.
+Baseline* CurrentBaseline() {
+  PyInterpreterState* interpreter = PyInterpreterState_Get();
+  const std::uint64_t now = generation.load(std::memory_order_acquire);
+  if (cache.baseline != nullptr && cache.interpreter == interpreter && cache.generation == now) {
+    return cache.baseline;
+  }
+  PyObject* state = PyInterpreterState_GetDict(interpreter);
+  if (state == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
+    return nullptr;
+  }
+  Baseline* baseline = nullptr;
+  PyObject* capsule = PyDict_GetItemString(state, kBaselineKey);  // borrowed
+  if (capsule != nullptr) {
+    baseline = static_cast<Baseline*>(PyCapsule_GetPointer(capsule, kBaselineKey));
+  } else {
+    Ref sys(PyImport_ImportModule("sys"));
+    if (!sys) return nullptr;
+    auto made = new Baseline;
+    made->sys_dict = Py_NewRef(PyModule_GetDict(sys.get()));
+    Ref holder(PyCapsule_New(made, kBaselineKey, BaselineFinalized));
+    if (!holder) {
+      Py_DECREF(made->sys_dict);
+      delete made;
+      return nullptr;
+    }
+    if (PyDict_SetItemString(state, kBaselineKey, holder.get()) < 0) return nullptr;
+    baseline = made;
+  }
+  if (baseline != nullptr) cache = BaselineCache{interpreter, baseline, now};
+  return baseline;
+}
+
+// An imported module (new reference), or nullptr (no error) when it is not.
+PyObject* ImportedModule(const InternedName& name) {
+  PyObject* key = name.get();
+  if (key == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* module = PyImport_GetModule(key);
+  if (module == nullptr) PyErr_Clear();
+  return module;
+}
+
+// The value of `key` in `dict` (new reference), or nullptr when absent.
+PyObject* Lookup(PyObject* dict, const InternedName& name) {
+  PyObject* key = name.get();
+  PyObject* value = key != nullptr ? PyDict_GetItemWithError(dict, key) : nullptr;
+  if (value == nullptr) PyErr_Clear();
+  return Py_XNewRef(value);
+}
+
+// Puts `wanted` (nullptr: absent) back under `key` when something else is there.
+void PutBack(PyObject* dict, const InternedName& name, PyObject* wanted) {
+  PyObject* key = name.get();
+  if (key == nullptr) return PyErr_Clear();
+  PyObject* current = PyDict_GetItemWithError(dict, key);  // borrowed
+  if (current == wanted) return;
+  const int failed = wanted != nullptr ? PyDict_SetItem(dict, key, wanted)
+                                       : (current != nullptr ? PyDict_DelItem(dict, key) : 0);
+  if (failed < 0 || PyErr_Occurred()) PyErr_Clear();
+}
+
+double SwitchInterval(PyObject* sys_dict) {
+#if PY_VERSION_HEX < 0x030D0000
+  (void)sys_dict;
+  return static_cast<double>(_PyEval_GetSwitchInterval()) / 1e6;
+#else
+  // 3.13 no longer exports the C getter: sys's own function.
+  Ref get(Lookup(sys_dict, kGetSwitchInterval));
+  Ref value(get ? PyObject_CallNoArgs(get.get()) : nullptr);
+  double seconds = value ? PyFloat_AsDouble(value.get()) : -1.0;
+  if (PyErr_Occurred()) PyErr_Clear();
+  return seconds;
+#endif
+}
+
+void SetSwitchInterval(PyObject* sys_dict, double seconds) {
+#if PY_VERSION_HEX < 0x030D0000
+  (void)sys_dict;
+  _PyEval_SetSwitchInterval(static_cast<unsigned long>(seconds * 1e6 + 0.5));
+#else
+  Ref set(Lookup(sys_dict, kSetSwitchInterval));
+  Ref value(PyFloat_FromDouble(seconds));
+  Ref done(set && value ? PyObject_CallOneArg(set.get(), value.get()) : nullptr);
+  if (!done) PyErr_Clear();
+#endif
+}
+
+// A decimal context's state: its __reduce__ arguments (prec, rounding, Emin,
+// Emax, capitals, clamp, flags, traps), a new reference or nullptr.
+PyObject* DecimalState(PyObject* context) {
+  PyObject* name = kReduce.get();
+  Ref reduced(name != nullptr ? PyObject_CallMethodNoArgs(context, name) : nullptr);
+  if (!reduced || !PyTuple_Check(reduced.get()) || PyTuple_GET_SIZE(reduced.get()) < 2) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return Py_NewRef(PyTuple_GET_ITEM(reduced.get(), 1));
+}
+
+// Re-initializes a decimal context in place (its type's own __init__).
+void InitDecimalContext(PyObject* context, PyObject* args, PyObject* kwargs) {
+  initproc init = Py_TYPE(context)->tp_init;
+  if (init == nullptr || init(context, args, kwargs) < 0) PyErr_Clear();
+}
+
+// CPython's initial state of template `i`, for a cell that imported decimal.
+void ResetDecimalTemplate(PyObject* module, PyObject* context, int i) {
+  const TemplateDefaults& defaults = kDecimalDefaults[i];
+  Ref traps(PyList_New(0));
+  for (const char* trap : defaults.traps) {
+    if (trap == nullptr || !traps) break;
+    Ref signal(PyObject_GetAttrString(module, trap));
+    if (!signal || PyList_Append(traps.get(), signal.get()) < 0) traps.reset(nullptr);
+  }
+  Ref empty(PyTuple_New(0));
+  Ref kwargs(traps ? Py_BuildValue("{s:i,s:s,s:i,s:i,s:i,s:i,s:[],s:O}", "prec", defaults.prec,
+                                   "rounding", defaults.rounding, "Emin", -999999, "Emax", 999999,
+                                   "capitals", 1, "clamp", 0, "flags", "traps", traps.get())
+                   : nullptr);
+  if (empty && kwargs) InitDecimalContext(context, empty.get(), kwargs.get());
+  PyErr_Clear();
+}
+
+void TakeBaseline(Baseline& baseline) {
+  baseline.Clear();
+  // The streams as dolsot routes them (a host's replacement is routed from
+  // now on), so the baseline holds the routers, never a cell's own stream.
+  (void)InstallCellIo();
+  for (int i = 0; i < kSysCount; ++i) {
+    baseline.sys_values[i] = Lookup(baseline.sys_dict, kSysNames[i]);
+  }
+  baseline.recursion_limit = Py_GetRecursionLimit();
+  baseline.switch_interval = SwitchInterval(baseline.sys_dict);
+  if (Ref threading{ImportedModule(kThreadingModule)}) {
+    baseline.threading_imported = true;
+    PyObject* dict = PyModule_GetDict(threading.get());
+    for (int i = 0; i < kThreadingCount; ++i) {
+      baseline.threading_values[i] = Lookup(dict, kThreadingNames[i]);
+    }
+  }
+  if (Ref decimal{ImportedModule(kDecimalModule)}) {
+    baseline.decimal_imported = true;
+    PyObject* dict = PyModule_GetDict(decimal.get());
+    for (int i = 0; i < kDecimalCount; ++i) {
+      baseline.decimal_templates[i] = Lookup(dict, kDecimalNames[i]);
+      if (baseline.decimal_templates[i] != nullptr) {
+        baseline.decimal_states[i] = DecimalState(baseline.decimal_templates[i]);
+      }
+    }
+  }
+}
+
+void RestoreThreading(const Baseline& baseline) {
+  Ref threading(ImportedModule(kThreadingModule));
+  if (!threading) return;
+  PyObject* dict = PyModule_GetDict(threading.get());
+  if (baseline.threading_imported) {
+    for (int i = 0; i < kThreadingCount; ++i) {
+      PutBack(dict, kThreadingNames[i], baseline.threading_values[i]);
+    }
+    return;
+  }
+  // Imported by a cell: threading's own initial values.
+  Ref original(Lookup(dict, kOriginalExcepthook));
+  PutBack(dict, kThreadingNames[0], Py_None);
+  PutBack(dict, kThreadingNames[1], Py_None);
+  if (original) PutBack(dict, kThreadingNames[2], original.get());
+}
+
+void RestoreDecimal(const Baseline& baseline) {
+  Ref decimal(ImportedModule(kDecimalModule));
+  if (!decimal) return;
+  PyObject* dict = PyModule_GetDict(decimal.get());
+  for (int i = 0; i < kDecimalCount; ++i) {
+    if (!baseline.decimal_imported) {
+      Ref context(Lookup(dict, kDecimalNames[i]));
+      if (context) ResetDecimalTemplate(decimal.get(), context.get(), i);
+      continue;
+    }
+    PyObject* context = baseline.decimal_templates[i];
+    PyObject* state = baseline.decimal_states[i];
+    PutBack(dict, kDecimalNames[i], context);
+    if (context == nullptr || state == nullptr) continue;
+    Ref now(DecimalState(context));
+    const int same = now ? PyObject_RichCompareBool(now.get(), state, Py_EQ) : 0;
+    if (same != 1) InitDecimalContext(context, state, nullptr);
+    PyErr_Clear();
+  }
+}
+
+void RestoreBaseline(const Baseline& baseline) {
+  for (int i = 0; i < kSysCount; ++i) {
+    PutBack(baseline.sys_dict, kSysNames[i], baseline.sys_values[i]);
+  }
+  if (Py_GetRecursionLimit() != baseline.recursion_limit) {
+    Py_SetRecursionLimit(baseline.recursion_limit);
+  }
+  if (SwitchInterval(baseline.sys_dict) != baseline.switch_interval) {
+    SetSwitchInterval(baseline.sys_dict, baseline.switch_interval);
+  }
+  RestoreThreading(baseline);
+  RestoreDecimal(baseline);
+}
+
+}  // namespace
+
+InterpreterStateGuard::InterpreterStateGuard() {
+  PyThreadState* thread = PyThreadState_Get();
+  trace_function_ = reinterpret_cast<void*>(thread->c_tracefunc);
+  trace_object_ = Py_XNewRef(thread->c_traceobj);
+  profile_function_ = reinterpret_cast<void*>(thread->c_profilefunc);
+  profile_object_ = Py_XNewRef(thread->c_profileobj);
+  Baseline* baseline = CurrentBaseline();
+  if (baseline == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  counted_ = true;
+  if (baseline->running++ == 0) TakeBaseline(*baseline);
+  PyErr_Clear();
+}
+
+InterpreterStateGuard::~InterpreterStateGuard() {
+  PyThreadState* thread = PyThreadState_Get();
+  auto trace = reinterpret_cast<Py_tracefunc>(trace_function_);
+  auto profile = reinterpret_cast<Py_tracefunc>(profile_function_);
+  if (thread->c_tracefunc != trace || thread->c_traceobj != trace_object_) {
+    PyEval_SetTrace(trace, trace_object_);
+  }
+  if (thread->c_profilefunc != profile || thread->c_profileobj != profile_object_) {
+    PyEval_SetProfile(profile, profile_object_);
+  }
+  Py_CLEAR(trace_object_);
+  Py_CLEAR(profile_object_);
+  Baseline* baseline = counted_ ? CurrentBaseline() : nullptr;
+  if (baseline != nullptr) {
+    if (baseline->running > 0) --baseline->running;
+    RestoreBaseline(*baseline);
+  }
+  PyErr_Clear();
+}
+
+}  // namespace dolsot

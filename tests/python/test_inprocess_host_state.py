@@ -1,0 +1,165 @@
+"""What an InProcessSession cell can leave on the interpreter (#38) is as it
+was after the cell: sys's streams (a redirect kept entered through an
+ExitStack), display and except hooks, the recursion limit, the switch
+interval, trace and profile functions, threading's hooks; and a reset runs
+the session's finalizers on a cell thread, under the session's timeout, not
+on the host's thread. Each case runs in a child process that checks the
+host's state after the cell."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+PRELUDE = """
+import sys, threading
+from dolsot.inprocess import InProcessSession
+from dolsot.sandbox import AstGate, Policy
+
+def make(gated, **kw):
+    return InProcessSession(gate=AstGate(Policy()), **kw) if gated else InProcessSession(**kw)
+
+def run(s, sid, code):
+    r = s.run(sid, code)
+    assert r.ok, (code, r.error)
+    return r
+"""
+
+SINK = """class Sink:
+    def __init__(self):
+        self.parts = []
+    def write(self, text):
+        self.parts.append(text)
+        return len(text)
+    def flush(self):
+        pass
+"""
+
+
+def run_child(body: str) -> subprocess.CompletedProcess:
+    code = PRELUDE + textwrap.dedent(body) + "\nprint('child ok', flush=True)\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "child ok" in done.stdout, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_a_redirect_kept_entered_does_not_capture_the_host(gated):
+    cell = SINK + textwrap.dedent("""
+        import contextlib
+        sink = Sink()
+        stack = contextlib.ExitStack()
+        stack.enter_context(contextlib.redirect_stdout(sink))
+        stack.enter_context(contextlib.redirect_stderr(None))
+        print('inside')
+    """)
+    done = run_child(f"""
+        s = make({gated})
+        out, err = sys.stdout, sys.stderr
+        r = run(s, "a", {cell!r})
+        assert sys.stdout is out and sys.stderr is err
+        print("host line after the cell", flush=True)
+        print("host error line after the cell", file=sys.stderr, flush=True)
+        assert s.namespace("a")["sink"].parts == ["inside", "\\n"]
+        # The session's next cell is captured as usual; another session too.
+        assert run(s, "a", "print('next')").stdout == "next\\n"
+        assert run(s, "b", "print('other')").stdout == "other\\n"
+        # Closing the kept stack later puts back what it saw: the routing.
+        run(s, "a", "stack.close()")
+        assert sys.stdout is out and sys.stderr is err
+        s.close()
+    """)
+    assert "host line after the cell" in done.stdout
+    assert "host error line after the cell" in done.stderr
+
+
+def test_sys_hooks_and_settings_are_put_back_in_ungated_sessions():
+    run_child("""
+        s = make(False)
+        before = (sys.displayhook, sys.excepthook, sys.unraisablehook, sys.breakpointhook,
+                  sys.__stdout__, sys.getrecursionlimit(), sys.getswitchinterval())
+        run(s, "a", '''import sys
+sys.displayhook = print
+sys.excepthook = print
+sys.unraisablehook = print
+sys.breakpointhook = print
+sys.__stdout__ = None
+sys.setrecursionlimit(50)
+sys.setswitchinterval(1.0)''')
+        after = (sys.displayhook, sys.excepthook, sys.unraisablehook, sys.breakpointhook,
+                 sys.__stdout__, sys.getrecursionlimit(), sys.getswitchinterval())
+        assert after == before, (after, before)
+        assert all(a is b for a, b in zip(after[:5], before[:5]))
+        # A host change between cells is kept.
+        sys.setrecursionlimit(2000)
+        run(s, "a", "sys.setrecursionlimit(60)")
+        assert sys.getrecursionlimit() == 2000
+        s.close()
+    """)
+
+
+def test_trace_and_profile_functions_are_put_back():
+    run_child("""
+        s = make(False)
+        run(s, "a", '''import sys, threading
+def tracer(*args):
+    return tracer
+sys.settrace(tracer)
+sys.setprofile(tracer)
+threading.settrace(tracer)
+threading.setprofile(tracer)
+threading.excepthook = print''')
+        assert threading._trace_hook is None and threading._profile_hook is None
+        assert threading.excepthook is threading.__excepthook__
+        # The session's thread runs its next cell untraced.
+        assert run(s, "a", "(sys.gettrace(), sys.getprofile())").value == "(None, None)"
+        seen = []
+        t = threading.Thread(target=lambda: seen.append((sys.gettrace(), sys.getprofile())))
+        t.start(); t.join()
+        assert seen == [(None, None)]
+        s.close()
+    """)
+
+
+def test_reset_runs_the_sessions_finalizers_off_the_host_thread():
+    run_child("""
+        record = []
+        s = make(False, inject={"record": record})
+        run(s, "a", '''import threading
+def g():
+    try:
+        yield 1
+    finally:
+        record.append(threading.get_ident())
+it = g()
+next(it)''')
+        assert s.reset("a") == 1
+        assert len(record) == 1 and record[0] != threading.get_ident(), record
+        s.close()
+    """)
+
+
+def test_a_finalizer_that_never_ends_does_not_hold_reset_or_close():
+    done = run_child("""
+        s = make(False, timeout=0.5)
+        run(s, "a", '''def g():
+    try:
+        yield 1
+    finally:
+        while True:
+            pass
+it = g()
+next(it)''')
+        assert s.reset("a") == 1, "reset returned at the session's timeout"
+        run(s, "a", '''it = g()
+next(it)''')
+        s.close()
+        print("closed", flush=True)
+    """)
+    assert "closed" in done.stdout
