@@ -567,7 +567,12 @@ void InProcessSession::Impl::ReleaseSessions(std::vector<std::shared_ptr<Session
   std::vector<HeldByForgottenSession> held;
   std::string ids;  // a late release is listed in LeakedCells under these
   for (std::shared_ptr<SessionState>& session : taken) {
-    if (session.use_count() != 1) continue;  // a late cell holds it: its thread drops it
+    std::shared_ptr<CellJob> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      job = session->last_job.lock();
+    }
+    if (job != nullptr && !job->Done()) continue;  // a late cell runs in it: its thread drops it
     ids += (ids.empty() ? "" : ",") + session->id;
     held.push_back({session->context.Release(), {session->globals, session->builtins}});
     session->globals = session->builtins = nullptr;

@@ -21,12 +21,31 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kStopInterval = std::chrono::milliseconds(50);
 constexpr int kStopAttempts = 40;
 
+// Deletes a dict's entries, the newest first, so a finalizer that runs
+// meanwhile still finds the names bound before its object (an injected
+// object, a helper defined earlier).
+void EmptyNewestFirst(PyObject* dict) {
+  PyObject* keys = PyDict_Keys(dict);
+  if (keys == nullptr) return PyErr_Clear();
+  for (Py_ssize_t i = PyList_GET_SIZE(keys) - 1; i >= 0; --i) {
+    if (PyDict_DelItem(dict, PyList_GET_ITEM(keys, i)) < 0) PyErr_Clear();
+  }
+  Py_DECREF(keys);
+  PyDict_Clear(dict);
+}
+
 // Drops the references (needs the GIL).
 void DropHeld(std::vector<HeldByForgottenSession>& held) {
   for (HeldByForgottenSession& session : held) {
     const bool entered = session.context != nullptr && PyContext_Enter(session.context) == 0;
     if (session.context != nullptr && !entered) PyErr_Clear();
-    for (PyObject*& object : session.objects) Py_CLEAR(object);
+    for (PyObject*& object : session.objects) {
+      // A namespace is in a cycle with every function defined in it
+      // (__globals__): emptied first, what only it held goes now, here,
+      // rather than in a later gc.collect() on whichever thread runs it.
+      if (object != nullptr && PyDict_CheckExact(object)) EmptyNewestFirst(object);
+      Py_CLEAR(object);
+    }
     if (entered && PyContext_Exit(session.context) < 0) PyErr_Clear();
     Py_CLEAR(session.context);
   }

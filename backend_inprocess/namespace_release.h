@@ -4,6 +4,11 @@
 // generator's `finally:`, `__del__`): that is the session's code, and it now
 // runs on a cell thread, in the session's context, under the session's
 // timeout, as a cell does, instead of on the host's thread without a bound.
+// A dict among them (the namespace, its builtins) is emptied before it is
+// dropped: a namespace is in a reference cycle with the functions defined in
+// it, so dropping it alone would leave its objects to a later gc.collect(),
+// on whichever thread runs that (a dict the host kept from Namespace() is
+// emptied too: the session is forgotten).
 #pragma once
 
 #include <chrono>

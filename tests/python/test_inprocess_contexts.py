@@ -90,17 +90,10 @@ def test_decimal_default_context_is_put_back_after_the_cell(gated):
     run_child(f"""
         import decimal
         s = make({gated})
-        cell = '''import decimal
-D = decimal.DefaultContext
-D.prec = 3
-D.traps[decimal.Inexact] = True
-D.flags[decimal.Rounded] = True
-D.Emax = 10
-B = decimal.BasicContext
-B.prec = 2
-E = decimal.ExtendedContext
-E.traps[decimal.DivisionByZero] = True
-D.prec'''
+        cell = ("import decimal\\nD = decimal.DefaultContext\\nD.prec = 3\\n"
+                "D.traps[decimal.Inexact] = True\\nD.flags[decimal.Rounded] = True\\nD.Emax = 10\\n"
+                "B = decimal.BasicContext\\nB.prec = 2\\nE = decimal.ExtendedContext\\n"
+                "E.traps[decimal.DivisionByZero] = True\\nD.prec")
         assert run(s, "a", cell) == "3"
         D = decimal.DefaultContext
         assert (D.prec, D.Emax, D.traps[decimal.Inexact], D.flags[decimal.Rounded]) == (28, 999999, False, False)

@@ -41,6 +41,13 @@ SINK = """class Sink:
 """
 
 
+SYS_CELL = 'import sys\nsys.displayhook = print\nsys.excepthook = print\nsys.unraisablehook = print\nsys.breakpointhook = print\nsys.__stdout__ = None\nsys.setrecursionlimit(50)\nsys.setswitchinterval(1.0)'
+TRACE_CELL = 'import sys, threading\ndef tracer(*args):\n    return tracer\nsys.settrace(tracer)\nsys.setprofile(tracer)\nthreading.settrace(tracer)\nthreading.setprofile(tracer)\nthreading.excepthook = print'
+FINALLY_RECORD_CELL = 'import threading\ndef g():\n    try:\n        yield 1\n    finally:\n        record.append(threading.get_ident())\nit = g()\nnext(it)'
+FINALLY_LOOP_CELL = 'def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nit = g()\nnext(it)'
+FINALLY_LOOP_AGAIN = FINALLY_LOOP_CELL
+
+
 def run_child(body: str) -> subprocess.CompletedProcess:
     code = PRELUDE + textwrap.dedent(body) + "\nprint('child ok', flush=True)\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
@@ -80,18 +87,11 @@ def test_a_redirect_kept_entered_does_not_capture_the_host(gated):
 
 
 def test_sys_hooks_and_settings_are_put_back_in_ungated_sessions():
-    run_child("""
+    run_child(f"""
         s = make(False)
         before = (sys.displayhook, sys.excepthook, sys.unraisablehook, sys.breakpointhook,
                   sys.__stdout__, sys.getrecursionlimit(), sys.getswitchinterval())
-        run(s, "a", '''import sys
-sys.displayhook = print
-sys.excepthook = print
-sys.unraisablehook = print
-sys.breakpointhook = print
-sys.__stdout__ = None
-sys.setrecursionlimit(50)
-sys.setswitchinterval(1.0)''')
+        run(s, "a", {SYS_CELL!r})
         after = (sys.displayhook, sys.excepthook, sys.unraisablehook, sys.breakpointhook,
                  sys.__stdout__, sys.getrecursionlimit(), sys.getswitchinterval())
         assert after == before, (after, before)
@@ -105,16 +105,9 @@ sys.setswitchinterval(1.0)''')
 
 
 def test_trace_and_profile_functions_are_put_back():
-    run_child("""
+    run_child(f"""
         s = make(False)
-        run(s, "a", '''import sys, threading
-def tracer(*args):
-    return tracer
-sys.settrace(tracer)
-sys.setprofile(tracer)
-threading.settrace(tracer)
-threading.setprofile(tracer)
-threading.excepthook = print''')
+        run(s, "a", {TRACE_CELL!r})
         assert threading._trace_hook is None and threading._profile_hook is None
         assert threading.excepthook is threading.__excepthook__
         # The session's thread runs its next cell untraced.
@@ -128,17 +121,10 @@ threading.excepthook = print''')
 
 
 def test_reset_runs_the_sessions_finalizers_off_the_host_thread():
-    run_child("""
+    run_child(f"""
         record = []
-        s = make(False, inject={"record": record})
-        run(s, "a", '''import threading
-def g():
-    try:
-        yield 1
-    finally:
-        record.append(threading.get_ident())
-it = g()
-next(it)''')
+        s = make(False, inject={{"record": record}})
+        run(s, "a", {FINALLY_RECORD_CELL!r})
         assert s.reset("a") == 1
         assert len(record) == 1 and record[0] != threading.get_ident(), record
         s.close()
@@ -146,19 +132,11 @@ next(it)''')
 
 
 def test_a_finalizer_that_never_ends_does_not_hold_reset_or_close():
-    done = run_child("""
+    done = run_child(f"""
         s = make(False, timeout=0.5)
-        run(s, "a", '''def g():
-    try:
-        yield 1
-    finally:
-        while True:
-            pass
-it = g()
-next(it)''')
+        run(s, "a", {FINALLY_LOOP_CELL!r})
         assert s.reset("a") == 1, "reset returned at the session's timeout"
-        run(s, "a", '''it = g()
-next(it)''')
+        run(s, "a", {FINALLY_LOOP_AGAIN!r})
         s.close()
         print("closed", flush=True)
     """)
