@@ -24,6 +24,7 @@
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
 #include "embedded/interpreter.h"
+#include "embedded/output_router.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
