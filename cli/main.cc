@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   // worker profile (serve_profile.h).
   if (line.action != Action::kExit && line.action != Action::kMcp &&
       line.action != Action::kSandboxCheck) {
-    StatusOr<bool> serve = ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve);
+    dolsot::StatusOr<bool> serve = ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve);
     if (!serve.ok()) return ReportError(context.err, serve.status());
     if (*serve) {
       if (auto code = CallServer(line, context)) return *code;
