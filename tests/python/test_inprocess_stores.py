@@ -1,0 +1,286 @@
+"""The AST gate's module-assignment rule held at run time (docs/gate.md, "The
+runtime half"): in an InProcessSession with an AST gate, a cell cannot change
+a module, a class it did not define, a table a module holds or a dataclass
+Field, whatever name it reaches them by. Each attack runs in a child process
+(a broken host cannot poison pytest), which then checks the host's own state
+and another session's, and prints what it saw as JSON."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+# The child: runs CELLS (list of (session, code)) through a gated session and
+# reports the last Result, the host's state (compared with a snapshot taken
+# before) and a fresh session's view of the same modules.
+CHILD = r'''
+import collections.abc, copy, dataclasses, fractions, hashlib, html, html.entities, json
+import random, sys, textwrap, time, uuid, types
+report = repr  # the parent reads it back with ast.literal_eval: json itself may be broken
+from dolsot.inprocess import InProcessSession
+from dolsot.sandbox import AstGate, Policy
+
+class Host:
+    x = 1
+
+MODULES = [json, json.decoder, hashlib, html, uuid, time, random, copy, textwrap, fractions]
+CLASSES = [json.JSONDecoder, json.JSONEncoder, random.Random, uuid.UUID, uuid.SafeUUID,
+           fractions.Fraction, textwrap.TextWrapper, collections.abc.Mapping, Host]
+
+def snapshot():
+    return {
+        "modules": {m.__name__: dict(vars(m)) for m in MODULES},
+        "classes": {c.__qualname__: dict(vars(c)) for c in CLASSES},
+        "tables": [dict(copy.dispatch_table), dict(html.entities.html5), list(json.__all__)],
+    }
+
+def same(before, after):
+    changed = []
+    for kind in ("modules", "classes"):
+        for name, attrs in before[kind].items():
+            now = after[kind][name]
+            for key in set(attrs) | set(now):
+                if key not in attrs or key not in now or attrs[key] is not now[key]:
+                    changed.append(f"{name}.{key}")
+    if before["tables"] != after["tables"]:
+        changed.append("a table")
+    return changed
+
+def behaves():
+    return {
+        "dumps": json.dumps({"a": 1}),
+        "loads": json.loads("[1]"),
+        "sha256": hashlib.sha256(b"").hexdigest(),
+        "escape": html.escape("<"),
+        "uuid4_differ": uuid.uuid4() != uuid.uuid4(),
+        "choice": random.Random(1).choice([1, 2, 3]) in (1, 2, 3),
+    }
+
+OTHER = "import json, hashlib, html\n(json.dumps({'a': 1}), hashlib.sha256(b'').hexdigest(), html.escape('<'))"
+
+before = snapshot()
+expected = behaves()
+sleep = time.sleep
+spec = json.loads(sys.argv[1])
+with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(Policy()), typecheck=False,
+                      timeout=30) as s:
+    other_before = s.run("other", OTHER).value
+    variables = {}
+    if spec.get("foreign_session_class"):
+        s.run("b", "class Shared:\n    n = 1")
+        variables["S"] = s.namespace("b")["Shared"]
+    results = [s.run("a", code, variables=variables) for code in spec["cells"]]
+    r = results[-1]
+    other_after = s.run("other", OTHER).value
+    checks = {}
+    if spec.get("foreign_session_class"):
+        checks["shared_n"] = s.namespace("b")["Shared"].n
+    if spec.get("field"):
+        A = s.namespace("a")["A"]
+        checks["field_names"] = [f.name for f in dataclasses.fields(A)]
+    stdout = "".join(x.stdout for x in results)
+print(report({
+    "ok": r.ok, "outcome": str(r.outcome), "error": r.error, "error_type": r.error_type,
+    "value": r.value, "stdout": stdout,
+    "changed": same(before, snapshot()),
+    "behaves": behaves() == expected, "sleep_same": time.sleep is sleep,
+    "other_same": other_before == other_after and other_before is not None,
+    "checks": checks,
+}))
+'''
+
+
+def run_child(cells: list[str], **extra) -> dict:
+    spec = json.dumps({"cells": cells, **extra})
+    done = subprocess.run([sys.executable, "-c", CHILD, spec], capture_output=True, text=True,
+                          timeout=100)
+    assert done.returncode == 0, done.stderr
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+
+def cell(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+# (id, cell): the offending store is on the cell's last line.
+MODULE_ALIASES = [
+    ("assignment", "import json\nj = json\nj.dumps = lambda *a, **k: 'X'"),
+    ("for-loop", "import json\nfor m in (json,):\n    m.loads = lambda *a, **k: 'X'"),
+    ("function-return", "import hashlib\ndef get():\n    return hashlib\nget().sha256 = hashlib.md5"),
+    ("object-attribute", "import html\nclass Box:\n    pass\nb = Box()\nb.m = html\nb.m.escape = lambda s, quote=True: s"),
+    ("dict-value", "import uuid\nd = {'m': uuid}\nd['m'].uuid4 = lambda: 1"),
+    ("list-item", "import time\nl = [time]\nl[0].sleep = lambda s: None"),
+    ("lambda-default", "import json\nf = lambda m=json: m\nf().dumps = str"),
+    ("walrus", "import json\nif (m := json):\n    m.dumps = str"),
+    ("toolbox-alias", "t = tb\nt.dumps = str"),
+    ("from-import-submodule", "from json import decoder\nd = decoder\nd.scanstring = None"),
+    ("attribute-submodule", "import json\nd = json.decoder\nd.JSONArray = None"),
+    ("import-as", "import hashlib as h\nk = h\nk.sha256 = h.md5"),
+    ("del", "import json\nj = json\ndel j.dumps"),
+    ("augmented", "import random\nr = random\nr.BPF += 1"),
+    ("in-a-function", "import time\ndef patch(m):\n    m.sleep = print\npatch(time)"),
+]
+
+FOREIGN_CLASSES = [
+    ("JSONDecoder.decode", "import json\nD = json.JSONDecoder\nD.decode = lambda self, s, *a, **k: {'pwned': 1}"),
+    ("Random.choice", "import random\nR = random.Random\nR.choice = lambda self, seq: seq[0]"),
+    ("UUID.hex", "import uuid\nU = uuid.UUID\nU.hex = property(lambda self: '0' * 32)"),
+    ("Fraction", "from fractions import Fraction\nF = Fraction\nF.limit_denominator = lambda self, *a: self"),
+    ("TextWrapper", "import textwrap\nT = textwrap.TextWrapper\nT.wrap = lambda self, text: [text]"),
+    ("enum-class", "import uuid\nS = uuid.SafeUUID\nS.extra = 1"),
+    ("abc-class", "import collections.abc as cabc\nM = cabc.Mapping\nM.get = lambda self, k, d=None: 'X'"),
+    ("host-injected-class", "H = Host\nH.x = 2"),
+    ("del", "import json\nD = json.JSONDecoder\ndel D.decode"),
+    ("comprehension", "import json\nB = [c for c in (json.JSONDecoder,)][0]\nB.raw_decode = None"),
+]
+
+TABLES = [
+    ("item-store", "import html.entities\nt = html.entities.html5\nt['amp;'] = '&&'"),
+    ("item-del", "from html.entities import html5\nx = html5\ndel x['amp;']"),
+    ("update", "import copy\nt = copy.dispatch_table\nt.update({int: None})"),
+    ("clear", "import copy\nt = copy.dispatch_table\nt.clear()"),
+    ("pop", "import html.entities as e\nt = e.html5\nt.pop('amp;')"),
+    ("setdefault", "import html.entities as e\nt = e.html5\nt.setdefault('zzz;', 'x')"),
+    ("ior", "import html.entities as e\nt = e.html5\nt |= {'zzz;': 'x'}"),
+    ("list-append", "import json\na = json.__all__\na.append('evil')"),
+    ("list-iadd", "import json\na = json.__all__\na += ['evil']"),
+    ("kept-across-names", "import copy\nkeep = {'t': copy.dispatch_table}\nkeep['t'][complex] = None"),
+]
+
+
+def assert_refused(out: dict, cells: list[str]) -> None:
+    assert out["outcome"] == "Outcome.ERROR", out  # ran: the static gate let it through
+    assert out["error_type"] in ("AttributeError", "TypeError"), out
+    last_line = len(cells[-1].splitlines())
+    assert f"line {last_line}, col " in out["error"], out["error"]
+    assert "[module-assignment]" in out["error"], out["error"]
+    assert out["changed"] == [], out["changed"]
+    assert out["behaves"] and out["sleep_same"] and out["other_same"], out
+
+
+@pytest.mark.parametrize("code", [c for _, c in MODULE_ALIASES], ids=[i for i, _ in MODULE_ALIASES])
+def test_a_module_cannot_be_changed_through_an_alias(code):
+    assert_refused(run_child([code]), [code])
+
+
+@pytest.mark.parametrize("code", [c for _, c in FOREIGN_CLASSES], ids=[i for i, _ in FOREIGN_CLASSES])
+def test_a_class_the_session_did_not_define_cannot_be_changed(code):
+    assert_refused(run_child([code]), [code])
+
+
+def test_a_class_another_session_defined_cannot_be_changed():
+    code = "S.n = 2"
+    out = run_child([code], foreign_session_class=True)
+    assert_refused(out, [code])
+    assert out["checks"]["shared_n"] == 1
+
+
+@pytest.mark.parametrize("code", [c for _, c in TABLES], ids=[i for i, _ in TABLES])
+def test_a_table_a_module_holds_cannot_be_changed(code):
+    assert_refused(run_child([code]), [code])
+
+
+FIELD_ATTACKS = [
+    ("through-fields", [
+        "import dataclasses\n@dataclasses.dataclass\nclass A:\n    x: int = 1",
+        "import dataclasses\nfs = dataclasses.fields(A)\nfs[0].name = \"x=print('PWNED') or 1\"",
+    ]),
+    ("kept-field", [
+        "from dataclasses import dataclass, field\nf = field(default=1)\n@dataclass\nclass A:\n    x: int = f",
+        "g = f\ng.name = \"x=print('PWNED') or 1\"",
+    ]),
+    ("delete", [
+        "import dataclasses\n@dataclasses.dataclass\nclass A:\n    x: int = 1",
+        "import dataclasses\nf = dataclasses.fields(A)[0]\ndel f.name",
+    ]),
+]
+
+
+@pytest.mark.parametrize("cells", [c for _, c in FIELD_ATTACKS], ids=[i for i, _ in FIELD_ATTACKS])
+def test_a_dataclass_field_cannot_be_rewritten(cells):
+    subclass = "from dataclasses import dataclass\n@dataclass\nclass B(A):\n    y: int = 2\nB().x"
+    out = run_child(cells + [subclass], field=True)
+    assert out["ok"], out  # the subclass is made from the untouched field
+    assert "PWNED" not in out["stdout"]
+    assert out["checks"]["field_names"] == ["x"]
+    refused = run_child(cells, field=True)
+    assert_refused(refused, cells)
+
+
+BENIGN = [
+    ("own-class-counter", "class C:\n    n = 0\nC.n += 1\nC.n += 1\nC.n", "2"),
+    ("own-class-later-cell", ["class C:\n    n = 0", "C.n = 5\ndel C.n\nC.m = 1\nC.m"], "1"),
+    ("dataclass", "from dataclasses import dataclass, field\n@dataclass(order=True)\nclass P:\n    x: int\n    y: list = field(default_factory=list)\nP(1) < P(2), P(3).y", "(True, [])"),
+    ("dataclass-slots-frozen", "from dataclasses import dataclass\n@dataclass(slots=True, frozen=True)\nclass P:\n    x: int\nP(1).x, P.__slots__", "(1, ('x',))"),
+    ("enum", "from enum import Enum, IntFlag, auto\nclass E(Enum):\n    A = auto()\n    B = auto()\nclass F(IntFlag):\n    R = 1\n    W = 2\nE.B.value, int(F.R | F.W), F(3).name is None or True", "(2, 3, True)"),
+    ("abc", "from abc import ABC, abstractmethod\nclass Base(ABC):\n    @abstractmethod\n    def f(self): ...\nclass Impl(Base):\n    def f(self):\n        return 7\nImpl().f(), isinstance(Impl(), Base)", "(7, True)"),
+    ("namedtuple", "from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2).x + P(3, 4).y, P._fields", "(5, ('x', 'y'))"),
+    ("typing-namedtuple", "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n    y: int = 2\nP(1)", "P(x=1, y=2)"),
+    ("protocol-generic", "from typing import Generic, Protocol, TypeVar, runtime_checkable\nT = TypeVar('T')\n@runtime_checkable\nclass HasLen(Protocol):\n    def size(self) -> int: ...\nclass Box(Generic[T]):\n    def __init__(self, v: T):\n        self.v = v\n    def size(self):\n        return 1\nisinstance(Box(1), HasLen), Box[int](2).v", "(True, 2)"),
+    ("functools", "import functools\n@functools.total_ordering\nclass V:\n    def __init__(self, v):\n        self.v = v\n    def __eq__(self, o):\n        return self.v == o.v\n    def __lt__(self, o):\n        return self.v < o.v\n    @functools.cached_property\n    def double(self):\n        return self.v * 2\n@functools.singledispatch\ndef show(x):\n    return 'x'\nV(1) >= V(0), V(4).double, show(1)", "(True, 8, 'x')"),
+    ("subclass-of-foreign", "import json\nclass D(json.JSONDecoder):\n    pass\nD.extra = 1\nD().decode('[1]'), D.extra", "([1], 1)"),
+    ("read-tables", "import copy\nfrom html.entities import html5\nlen(html5) > 2000, 'amp;' in html5, html5['amp;'], html5.get('nope;', 0), sorted(html5)[0] == sorted(html5.keys())[0], len(dict(copy.dispatch_table)) == len(copy.dispatch_table.copy())", "(True, True, '&', 0, True, True)"),
+    ("read-list-table", "import json\na = json.__all__\nlen(a) > 3, 'dumps' in a, a[0] == list(a)[0], a.index(a[1]), a == list(a), a + ['x'] == list(a) + ['x']", "(True, True, True, 1, True, True)"),
+    ("modules-work", "import json, hashlib\nfrom collections import OrderedDict\nfrom html import escape\nimport html.entities\njson.dumps(OrderedDict(a=1)), hashlib.sha256(b'').hexdigest()[:8], escape('<'), html.entities.name2codepoint['amp']", "('{\"a\": 1}', 'e3b0c442', '&lt;', 38)"),
+    ("module-is-module", "import json, types\nj = json\nisinstance(json, types.ModuleType), j is json, json.__name__, 'dumps' in dir(json)", "(True, True, 'json', True)"),
+    ("toolbox", "tb.dumps([1]), tb.__name__", "('[1]', 'json')"),
+    ("caught", "import json\ntry:\n    json.dumps = str\nexcept AttributeError as e:\n    print(str(e).split(']')[0])\njson.dumps([2])", "'[2]'"),
+]
+
+
+@pytest.mark.parametrize("cells,expected", [(c if isinstance(c, list) else [c], v) for _, c, v in BENIGN],
+                         ids=[i for i, _, _ in BENIGN])
+def test_benign_cells_give_their_values(cells, expected):
+    out = run_child(cells)
+    assert out["ok"], out
+    assert out["value"] == expected
+    assert out["changed"] == [] and out["behaves"] and out["other_same"]
+
+
+def test_a_caught_refusal_prints_the_finding():
+    out = run_child(["import json\ntry:\n    json.dumps = str\nexcept AttributeError as e:\n    print(str(e).split(']')[0])"])
+    assert out["ok"] and out["stdout"] == "line 3, col 5: [module-assignment\n" or \
+        out["stdout"].startswith("line 3, col ")
+
+
+UNGATED = r'''
+import dataclasses, json, sys, types
+from dolsot.inprocess import InProcessSession
+with InProcessSession(typecheck=False, timeout=30) as s:
+    r = s.run("a", "import json\nj = json\nj.dolsot_mark = 1\njson.JSONDecoder.dolsot_mark = 2\n"
+                   "type(json) is type(sys) if False else type(j).__name__")
+    print(r.value, json.dolsot_mark, json.JSONDecoder.dolsot_mark,
+          type(s.namespace("a")["json"]) is types.ModuleType,
+          "__setattr__" in vars(dataclasses.Field))
+'''
+
+
+def test_an_ungated_session_is_untouched():
+    done = subprocess.run([sys.executable, "-c", UNGATED], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["'module'", "1", "2", "True", "False"]
+
+
+MIXED = r'''
+import json
+from dolsot.inprocess import InProcessSession
+from dolsot.sandbox import AstGate, Policy
+with InProcessSession(gate=AstGate(Policy()), typecheck=False) as gated, \
+     InProcessSession(typecheck=False) as plain:
+    refused = gated.run("a", "import json\nj = json\nj.dumps = str")
+    allowed = plain.run("a", "import json\nD = json.JSONDecoder\nD.dolsot_mark = 3\nD.dolsot_mark")
+    print(refused.error_type, allowed.value, json.JSONDecoder.dolsot_mark)
+'''
+
+
+def test_an_ungated_session_beside_a_gated_one_is_not_guarded():
+    done = subprocess.run([sys.executable, "-c", MIXED], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["AttributeError", "3", "3"]
