@@ -15,25 +15,46 @@ namespace dolsot {
 // T must have `static std::unique_ptr<T> Create()` (nullptr with a Python
 // error set on failure) and a destructor that may touch Python (it runs
 // while the interpreter is finalized, holding the GIL).
+//
+// The last interpreter's T is cached (a pointer compare on the cell's path,
+// no dict lookup by C string); the capsule's destruction clears the cache, so
+// an interpreter restarted at the same address makes its own. Interpreters
+// that share one GIL only (the cache is not synchronized otherwise).
 template <class T>
 T* InterpreterLocal(const char* key) {
-  PyObject* state = PyInterpreterState_GetDict(PyInterpreterState_Get());
+  static PyInterpreterState* cached_interpreter = nullptr;
+  static T* cached = nullptr;
+  PyInterpreterState* interpreter = PyInterpreterState_Get();
+  if (cached != nullptr && cached_interpreter == interpreter) return cached;
+  PyObject* state = PyInterpreterState_GetDict(interpreter);
   if (state == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
     return nullptr;
   }
   PyObject* capsule = PyDict_GetItemString(state, key);  // borrowed
-  if (capsule != nullptr) return static_cast<T*>(PyCapsule_GetPointer(capsule, key));
+  if (capsule != nullptr) {
+    cached = static_cast<T*>(PyCapsule_GetPointer(capsule, key));
+    cached_interpreter = interpreter;
+    return cached;
+  }
   std::unique_ptr<T> made = T::Create();
   if (made == nullptr) return nullptr;
   PyObject* owner = PyCapsule_New(made.get(), key, [](PyObject* self) {
-    delete static_cast<T*>(PyCapsule_GetPointer(self, PyCapsule_GetName(self)));
+    T* owned = static_cast<T*>(PyCapsule_GetPointer(self, PyCapsule_GetName(self)));
+    if (owned == cached) {
+      cached = nullptr;
+      cached_interpreter = nullptr;
+    }
+    delete owned;
   });
   if (owner == nullptr) return nullptr;
   T* kept = made.release();  // the capsule's from here on
   const int stored = PyDict_SetItemString(state, key, owner);
   Py_DECREF(owner);
-  return stored < 0 ? nullptr : kept;
+  if (stored < 0) return nullptr;
+  cached = kept;
+  cached_interpreter = interpreter;
+  return kept;
 }
 
 }  // namespace dolsot

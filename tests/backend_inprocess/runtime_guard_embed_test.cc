@@ -34,7 +34,7 @@ Result MustRun(InProcessSession& session, std::string_view id, std::string_view 
 
 void ExpectRefused(const Result& r, const std::string& where) {
   EXPECT_FALSE(r.ok);
-  EXPECT_EQ(r.outcome, Outcome::kError) << "the static gate let it through; the run refused it";
+  EXPECT_EQ(r.outcome(), Outcome::kError) << "the static gate let it through; the run refused it";
   ASSERT_TRUE(r.error.has_value());
   EXPECT_NE(r.error->find(where + ", col "), std::string::npos) << *r.error;
   EXPECT_NE(r.error->find("[module-assignment]"), std::string::npos) << *r.error;

@@ -82,6 +82,10 @@ with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(Policy()), type
     checks = {}
     if spec.get("foreign_session_class"):
         checks["shared_n"] = s.namespace("b")["Shared"].n
+    if spec.get("view_check"):
+        ns = s.namespace("a")
+        checks["view"] = [isinstance(ns["json"], types.ModuleType), type(ns["json"]) is types.ModuleType,
+                          isinstance(ns["tb"], types.ModuleType), ns["json"] is ns["tb"]]
     if spec.get("field"):
         A = s.namespace("a")["A"]
         checks["field_names"] = [f.name for f in dataclasses.fields(A)]
@@ -125,7 +129,7 @@ MODULE_ALIASES = [
     ("import-as", "import hashlib as h\nk = h\nk.sha256 = h.md5"),
     ("del", "import json\nj = json\ndel j.dumps"),
     ("augmented", "import random\nr = random\nr.BPF += 1"),
-    ("in-a-function", "import time\ndef patch(m):\n    m.sleep = print\npatch(time)"),
+    ("in-a-function", "import time\ndef patch(m):\n    m.sleep = print\n    return m\n\n\npatch(time)"),
 ]
 
 FOREIGN_CLASSES = [
@@ -155,11 +159,20 @@ TABLES = [
 ]
 
 
+def store_line(code: str) -> int:
+    """The line of the offending store: the last line, or the one a function
+    body holds (its first indented line) when the cell ends with a call."""
+    lines = code.splitlines()
+    if lines[-1].startswith("patch("):
+        return next(i for i, line in enumerate(lines, 1) if line.startswith("    "))
+    return len(lines)
+
+
 def assert_refused(out: dict, cells: list[str]) -> None:
     assert out["outcome"] == "Outcome.ERROR", out  # ran: the static gate let it through
     assert out["error_type"] in ("AttributeError", "TypeError"), out
-    last_line = len(cells[-1].splitlines())
-    assert f"line {last_line}, col " in out["error"], out["error"]
+    line = store_line(cells[-1])
+    assert f"line {line}, col " in out["error"], out["error"]
     assert "[module-assignment]" in out["error"], out["error"]
     assert out["changed"] == [], out["changed"]
     assert out["behaves"] and out["sleep_same"] and out["other_same"], out
@@ -221,7 +234,7 @@ BENIGN = [
     ("dataclass-slots-frozen", "from dataclasses import dataclass\n@dataclass(slots=True, frozen=True)\nclass P:\n    x: int\nP(1).x, P.__slots__", "(1, ('x',))"),
     ("enum", "from enum import Enum, IntFlag, auto\nclass E(Enum):\n    A = auto()\n    B = auto()\nclass F(IntFlag):\n    R = 1\n    W = 2\nE.B.value, int(F.R | F.W), F(3).name is None or True", "(2, 3, True)"),
     ("abc", "from abc import ABC, abstractmethod\nclass Base(ABC):\n    @abstractmethod\n    def f(self): ...\nclass Impl(Base):\n    def f(self):\n        return 7\nImpl().f(), isinstance(Impl(), Base)", "(7, True)"),
-    ("namedtuple", "from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2).x + P(3, 4).y, P._fields", "(5, ('x', 'y'))"),
+    ("namedtuple", "from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2).x + P(3, 4).y, P(5, 6)", "(5, P(x=5, y=6))"),
     ("typing-namedtuple", "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n    y: int = 2\nP(1)", "P(x=1, y=2)"),
     ("protocol-generic", "from typing import Generic, Protocol, TypeVar, runtime_checkable\nT = TypeVar('T')\n@runtime_checkable\nclass HasLen(Protocol):\n    def size(self) -> int: ...\nclass Box(Generic[T]):\n    def __init__(self, v: T):\n        self.v = v\n    def size(self):\n        return 1\nisinstance(Box(1), HasLen), Box[int](2).v", "(True, 2)"),
     ("functools", "import functools\n@functools.total_ordering\nclass V:\n    def __init__(self, v):\n        self.v = v\n    def __eq__(self, o):\n        return self.v == o.v\n    def __lt__(self, o):\n        return self.v < o.v\n    @functools.cached_property\n    def double(self):\n        return self.v * 2\n@functools.singledispatch\ndef show(x):\n    return 'x'\nV(1) >= V(0), V(4).double, show(1)", "(True, 8, 'x')"),
@@ -229,9 +242,9 @@ BENIGN = [
     ("read-tables", "import copy\nfrom html.entities import html5\nlen(html5) > 2000, 'amp;' in html5, html5['amp;'], html5.get('nope;', 0), sorted(html5)[0] == sorted(html5.keys())[0], len(dict(copy.dispatch_table)) == len(copy.dispatch_table.copy())", "(True, True, '&', 0, True, True)"),
     ("read-list-table", "import json\na = json.__all__\nlen(a) > 3, 'dumps' in a, a[0] == list(a)[0], a.index(a[1]), a == list(a), a + ['x'] == list(a) + ['x']", "(True, True, True, 1, True, True)"),
     ("modules-work", "import json, hashlib\nfrom collections import OrderedDict\nfrom html import escape\nimport html.entities\njson.dumps(OrderedDict(a=1)), hashlib.sha256(b'').hexdigest()[:8], escape('<'), html.entities.name2codepoint['amp']", "('{\"a\": 1}', 'e3b0c442', '&lt;', 38)"),
-    ("module-is-module", "import json, types\nj = json\nisinstance(json, types.ModuleType), j is json, json.__name__, 'dumps' in dir(json)", "(True, True, 'json', True)"),
+    ("module-view-reads", "import json\nimport json as again\nj = json\nj is json, again is json, json.__name__, 'dumps' in dir(json), json.decoder.__name__", "(True, True, 'json', True, 'json.decoder')"),
     ("toolbox", "tb.dumps([1]), tb.__name__", "('[1]', 'json')"),
-    ("caught", "import json\ntry:\n    json.dumps = str\nexcept AttributeError as e:\n    print(str(e).split(']')[0])\njson.dumps([2])", "'[2]'"),
+    ("caught", "import json\nj = json\ntry:\n    j.dumps = str\nexcept AttributeError as e:\n    print(str(e).split(':')[0])\njson.dumps([2])", "'[2]'"),
 ]
 
 
@@ -244,10 +257,14 @@ def test_benign_cells_give_their_values(cells, expected):
     assert out["changed"] == [] and out["behaves"] and out["other_same"]
 
 
-def test_a_caught_refusal_prints_the_finding():
-    out = run_child(["import json\ntry:\n    json.dumps = str\nexcept AttributeError as e:\n    print(str(e).split(']')[0])"])
-    assert out["ok"] and out["stdout"] == "line 3, col 5: [module-assignment\n" or \
-        out["stdout"].startswith("line 3, col ")
+def test_a_caught_refusal_is_the_finding_and_the_store_did_not_happen():
+    out = run_child(["import json\nj = json\ntry:\n    j.dumps = str\nexcept AttributeError as e:\n"
+                     "    print(str(e).split(' assigning')[0])\nj.dumps is str"])
+    assert out["ok"], out
+    assert out["value"] == "False"
+    assert out["stdout"].startswith("line 4, col ")
+    assert out["stdout"].rstrip().endswith(": [module-assignment]")
+    assert out["changed"] == [] and out["behaves"]
 
 
 UNGATED = r'''
@@ -284,3 +301,10 @@ def test_an_ungated_session_beside_a_gated_one_is_not_guarded():
     done = subprocess.run([sys.executable, "-c", MIXED], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["AttributeError", "3", "3"]
+
+
+def test_a_gated_session_holds_module_views():
+    out = run_child(["import json\nj = json"], view_check=True)
+    assert out["ok"], out
+    # a ModuleType, not the module itself; the toolbox alias is the same view
+    assert out["checks"]["view"] == [True, False, True, True]
