@@ -82,14 +82,11 @@ PyObject* ViewGetattro(PyObject* self, PyObject* name) {
   }
   Ref value(PyObject_GetAttr(module, name));
   if (!value) return nullptr;
-  // Most reads are functions and classes: no label needed.
-  if (PyFunction_Check(value.get()) || PyCFunction_Check(value.get()) ||
-      PyType_Check(value.get())) {
-    return value.release();
-  }
+  if (PyModule_Check(value.get())) return ModuleViewOf(value.get());
+  const int table = IsModuleTable(value.get());
+  if (table <= 0) return table < 0 ? nullptr : value.release();  // most reads: as they are
   Ref label(PyUnicode_FromFormat("%s.%U", ModuleName(self).c_str(), name));
-  if (!label) return nullptr;
-  return GuardModuleValue(value.get(), label.get());
+  return label ? TableViewOf(value.get(), label.get()) : nullptr;
 }
 
 int ViewSetattro(PyObject* self, PyObject* name, PyObject* value) {

@@ -143,6 +143,10 @@ PyObject* ViewSubscript(PyObject* self, PyObject* key) {
   return Guard(self, got.release());
 }
 
+PyObject* ViewItem(PyObject* self, Py_ssize_t index) {
+  return Guard(self, PySequence_GetItem(AsView(self)->table, index));
+}
+
 int ViewAssignSubscript(PyObject* self, PyObject* /*key*/, PyObject* value) {
   return RefuseChange(self, value != nullptr ? "an item store" : "an item delete");
 }
@@ -344,6 +348,7 @@ std::unique_ptr<TableTypes> TableTypes::Create() {
       {Py_mp_ass_subscript, Slot(ViewAssignSubscript)},
       {Py_sq_length, Slot(ViewLength)},
       {Py_sq_contains, Slot(ViewContains)},
+      {Py_sq_item, Slot(ViewItem)},
       {Py_nb_bool, Slot(ViewBool)},
       {Py_nb_or, Slot(ViewBinary<PyNumber_Or>)},
       {Py_nb_and, Slot(ViewBinary<PyNumber_And>)},

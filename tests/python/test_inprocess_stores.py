@@ -142,6 +142,8 @@ FOREIGN_CLASSES = [
     ("abc-class", "import collections.abc as cabc\nM = cabc.Mapping\nM.get = lambda self, k, d=None: 'X'"),
     ("host-injected-class", "H = Host\nH.x = 2"),
     ("del", "import json\nD = json.JSONDecoder\ndel D.decode"),
+    ("dataclass-decorator-on-it", "import dataclasses, json\ndataclasses.dataclass(json.JSONDecoder)"),
+    ("update-abstractmethods-on-it", "import abc, collections.abc as cabc\nabc.update_abstractmethods(cabc.Mapping)"),
     ("comprehension", "import json\nB = [c for c in (json.JSONDecoder,)][0]\nB.raw_decode = None"),
 ]
 
@@ -155,6 +157,10 @@ TABLES = [
     ("ior", "import html.entities as e\nt = e.html5\nt |= {'zzz;': 'x'}"),
     ("list-append", "import json\na = json.__all__\na.append('evil')"),
     ("list-iadd", "import json\na = json.__all__\na += ['evil']"),
+    ("shuffle", "import json, random\nrandom.shuffle(json.__all__)"),
+    ("insort", "import json, bisect\nbisect.insort(json.__all__, 'a')"),
+    ("escape-table", "import json.encoder as enc\nt = enc.ESCAPE_DCT\nt['\"'] = 'X'"),
+    ("inner-value", "import html.entities as e\nrows = [e.codepoint2name, e.name2codepoint]\nrows[1]['amp'] = 0"),
     ("kept-across-names", "import copy\nkeep = {'t': copy.dispatch_table}\nkeep['t'][complex] = None"),
 ]
 
