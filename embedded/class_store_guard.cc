@@ -11,6 +11,7 @@
 #include <string>
 
 #include "embedded/gated_cell.h"
+#include "embedded/gated_code.h"
 #include "embedded/interned_name.h"
 #include "embedded/interpreter_local.h"
 #include "embedded/py_ref.h"
@@ -98,7 +99,8 @@ std::string ClassName(PyObject* type) {
 }
 
 int GuardedSetattro(PyObject* type, PyObject* name, PyObject* value) {
-  const GatedCell* cell = current_gated_cell;
+  GatedCell scratch;
+  const GatedCell* cell = GatedCodeRunning(scratch);
   if (cell != nullptr &&
       !(reinterpret_cast<PyTypeObject*>(type)->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) &&
       !IsOwnClass(*cell, type) && !InModuleTopLevel(*cell)) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "embedded/gated_cell.h"
+#include "embedded/gated_code.h"
 #include "embedded/interpreter_local.h"
 #include "embedded/py_ref.h"
 #include "embedded/runtime_finding.h"
@@ -15,9 +16,11 @@
 namespace dolsot {
 namespace {
 
-// True when the store comes from the gated cell's own code.
+// True when the store comes from a gated session's own code: its cell's, or
+// code of its cells run later (a finalizer, a callback).
 bool FromGatedCell() {
-  const GatedCell* cell = current_gated_cell;
+  GatedCell scratch;
+  const GatedCell* cell = GatedCodeRunning(scratch);
   return cell != nullptr && PyEval_GetGlobals() == cell->globals;
 }
 

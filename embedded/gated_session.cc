@@ -13,6 +13,11 @@
 namespace dolsot {
 
 Status InstallRuntimeGuard() {
+  Ref import(GuardedImport());  // the views' types first: the class-store guard asks for them
+  if (!import) {
+    PyErr_Clear();
+    return InternalError("runtime gate: cannot make the module views");
+  }
   DOLSOT_RETURN_IF_ERROR(InstallClassStoreGuard());
   return InstallDataclassFieldGuard();
 }

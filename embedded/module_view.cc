@@ -232,6 +232,16 @@ PyObject* GuardModuleValue(PyObject* value, PyObject* label) {
   return Py_NewRef(value);
 }
 
+bool IsGuardedImport(PyObject* function) {
+  if (!PyCFunction_Check(function)) return false;  // cheap: most builtins are, a miss is quick
+  ModuleViews* views = Views();
+  if (views == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  return function == views->import_function.get();
+}
+
 PyObject* GuardedImport() {
   ModuleViews* views = Views();
   return views != nullptr ? Py_NewRef(views->import_function.get()) : nullptr;

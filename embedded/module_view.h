@@ -32,6 +32,10 @@ PyObject* GuardModuleValue(PyObject* value, PyObject* label);
 // import, its result guarded (a new reference).
 PyObject* GuardedImport();
 
+// True when `function` is the guarded import (GuardedImport's object);
+// false, with no error, when no view was made in this interpreter yet.
+bool IsGuardedImport(PyObject* function);
+
 // True for a view made by ModuleViewOf.
 bool IsModuleView(PyObject* value);
 

@@ -81,6 +81,8 @@ with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(policy), typech
         variables["S"] = s.namespace("b")["Shared"]
     results = [s.run("a", code, variables=variables) for code in spec["cells"]]
     r = results[-1]
+    for name in spec.get("drop", []):  # the host lets go of it: its finalizer runs here
+        del s.namespace("a")[name]
     other_after = s.run("other", OTHER).value
     checks = {}
     if spec.get("foreign_session_class"):
@@ -333,3 +335,20 @@ def test_numpy_and_pandas_first_imported_in_a_gated_cell_work():
     # What pandas' own import does to the process (time.tzset, copyreg
     # registrations) is the module's top level, not the cell's: let through.
     assert out["behaves"] and out["other_same"]
+
+
+DEFERRED = [
+    ("generator-finally", "import json\nD = json.JSONDecoder\ndef g():\n    try:\n        yield 1\n"
+                          "    finally:\n        D.decode = lambda self, s, *a, **k: 'X'\nit = g()\nnext(it)"),
+    ("generator-finally-module", "import json\nj = json\ndef g():\n    try:\n        yield 1\n"
+                                 "    finally:\n        j.dumps = str\nit = g()\nnext(it)"),
+]
+
+
+@pytest.mark.parametrize("code", [c for _, c in DEFERRED], ids=[i for i, _ in DEFERRED])
+def test_cell_code_run_later_by_the_host_is_still_refused(code):
+    # The cell returns; the host drops the generator, whose finally runs on the
+    # host's thread, outside any cell: the store is refused all the same.
+    out = run_child([code], drop=["it"])
+    assert out["ok"], out
+    assert out["changed"] == [] and out["behaves"] and out["other_same"], out
