@@ -1,5 +1,6 @@
 // The class-store guard: while a gated cell runs on a thread
-// (embedded/gated_cell.h), a store or delete of an attribute on a class the
+// (embedded/gated_cell.h), or a gated session's code runs later
+// (embedded/gated_code.h), a store or delete of an attribute on a class the
 // session did not define fails with an AttributeError carrying the
 // `module-assignment` finding (`json.JSONDecoder.decode = f`,
 // `random.Random.choice = f`, `del uuid.UUID.hex`, whatever name the class is
@@ -17,9 +18,9 @@
 // `type.__delattr__` descriptors and every metaclass that copied the slot,
 // so `super().__setattr__` in EnumType reaches it too) and `type.tp_new`
 // (to know the classes a gated cell makes). A store on any thread not running
-// a gated cell pays one thread_local read. Installed on the first gated
-// session (InstallClassStoreGuard) and never removed; an ungated process
-// never installs it.
+// a gated cell pays one thread_local read and two dict lookups. Installed
+// on the first gated session (InstallClassStoreGuard) and never removed; an
+// ungated process never installs it.
 //
 // Everything here needs the GIL.
 #pragma once

@@ -4,12 +4,12 @@
 // (`dataclasses.fields(A)[0].name = "x,__import__('os')..."`, or a kept
 // `field()` object after its class was made) would run code of its choice.
 // Once installed, `dataclasses.Field` has a `__setattr__` and `__delattr__`
-// that refuse a store made by a gated cell's own code (the storing frame's
-// globals are the session's namespace; embedded/gated_cell.h) with an
-// AttributeError carrying the `module-assignment` finding. dataclasses' own
-// processing, which fills in Fields while a gated cell defines a dataclass,
-// stores from its own frames and is let through; so is every store outside a
-// gated cell.
+// that refuse a store made by a gated session's own code (the storing
+// frame's globals are the session's namespace, during its cell or later:
+// embedded/gated_code.h) with an AttributeError carrying the
+// `module-assignment` finding. dataclasses' own processing, which fills in
+// Fields while a gated cell defines a dataclass, stores from its own frames
+// and is let through, as is every other store.
 //
 // Needs the GIL.
 #pragma once
