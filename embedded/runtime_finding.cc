@@ -7,8 +7,11 @@
 
 #include "embedded/runtime_finding.h"
 
+#include <optional>
+#include <string>
 #include <string_view>
 
+#include "embedded/cell_runner.h"
 #include "embedded/py_ref.h"
 
 namespace dolsot {
@@ -29,6 +32,30 @@ struct Location {
   int column = 1;
 };
 
+#if PY_VERSION_HEX >= 0x030B0000
+// CPython's columns count UTF-8 bytes, the gate's code points: the 1-based
+// code-point column of byte `offset` on `line` of the cell's registered
+// source, or offset + 1 when the source is not there.
+int CodePointColumn(PyCodeObject* code, int line, int offset) {
+  const char* filename = PyUnicode_AsUTF8(code->co_filename);
+  std::optional<std::string> source =
+      filename != nullptr ? RegisteredCellSource(filename) : std::nullopt;
+  PyErr_Clear();
+  if (!source) return offset + 1;
+  std::size_t start = 0;
+  for (int i = 1; i < line && start != std::string::npos; ++i) {
+    start = source->find('\n', start);
+    if (start != std::string::npos) ++start;
+  }
+  if (start == std::string::npos) return offset + 1;
+  int column = 1;
+  for (std::size_t i = start; i < source->size() && i < start + offset; ++i) {
+    if ((static_cast<unsigned char>((*source)[i]) & 0xC0) != 0x80) ++column;
+  }
+  return column;
+}
+#endif
+
 Location LocationOf(PyFrameObject* frame) {
   Location location;
   location.line = PyFrame_GetLineNumber(frame);
@@ -39,7 +66,7 @@ Location LocationOf(PyFrameObject* frame) {
                            &end_column) &&
       start_line > 0 && start_column >= 0) {
     location.line = start_line;
-    location.column = start_column + 1;
+    location.column = CodePointColumn(code, start_line, start_column);
   }
   Py_DECREF(code);
 #endif

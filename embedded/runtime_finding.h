@@ -14,7 +14,8 @@ namespace dolsot {
 // "line N, col C: [module-assignment] <message>": the line and column of the
 // innermost frame whose code is a cell's ("<cell ...>" filename), else of the
 // innermost frame. The column is known from Python 3.11 on (the start of the
-// instruction's source span, 1-based); 3.10 reports col 1.
+// instruction's source span, 1-based, in code points as the gate counts, from
+// the cell's registered source); 3.10 reports col 1.
 std::string RuntimeFinding(const std::string& message);
 
 // Sets `exception_type` (AttributeError for attribute stores, TypeError for

@@ -352,3 +352,10 @@ def test_cell_code_run_later_by_the_host_is_still_refused(code):
     out = run_child([code], drop=["it"])
     assert out["ok"], out
     assert out["changed"] == [] and out["behaves"] and out["other_same"], out
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 code objects hold no columns")
+def test_the_column_counts_code_points_as_the_gate_does():
+    out = run_child(["import json\nj = json\né = 'é'; j.dumps = str"])
+    assert out["error_type"] == "AttributeError"
+    assert "line 3, col 10: [module-assignment]" in out["error"], out["error"]
