@@ -149,6 +149,7 @@ FOREIGN_CLASSES = [
     ("del", "import json\nD = json.JSONDecoder\ndel D.decode"),
     ("dataclass-decorator-on-it", "import dataclasses, json\ndataclasses.dataclass(json.JSONDecoder)"),
     ("update-abstractmethods-on-it", "import abc, collections.abc as cabc\nabc.update_abstractmethods(cabc.Mapping)"),
+    ("claim-it-with-the-sessions-marker", "import json\nD = json.JSONDecoder\nD.__module__ = __name__"),
     ("comprehension", "import json\nB = [c for c in (json.JSONDecoder,)][0]\nB.raw_decode = None"),
 ]
 
