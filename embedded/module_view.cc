@@ -22,10 +22,11 @@ namespace {
 
 // Dunder attributes a view reads off its module (module data); every other
 // dunder is the view's own (its type's methods: __repr__, __dir__, ...), so no
-// bound method of the module itself (module.__setattr__) is handed out.
+// bound method of the module itself (module.__setattr__) is handed out, and
+// neither is its __spec__ or __loader__ (a loader's load_module() returns the
+// module itself): the view's own are None.
 constexpr std::string_view kModuleDataDunders[] = {
-    "__all__",     "__cached__", "__doc__",  "__file__",    "__loader__",
-    "__name__",    "__package__", "__path__", "__spec__",   "__version__"};
+    "__all__", "__doc__", "__file__", "__name__", "__package__", "__path__", "__version__"};
 
 struct ModuleViews {
   Ref type;

@@ -90,7 +90,9 @@ with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(policy), typech
     if spec.get("view_check"):
         ns = s.namespace("a")
         checks["view"] = [isinstance(ns["json"], types.ModuleType), type(ns["json"]) is types.ModuleType,
-                          isinstance(ns["tb"], types.ModuleType), ns["json"] is ns["tb"]]
+                          isinstance(ns["tb"], types.ModuleType), ns["json"] is ns["tb"],
+                          ns["json"].__spec__ is None and ns["json"].__loader__ is None,
+                          ns["json"].__name__ == "json"]
     if spec.get("field"):
         A = s.namespace("a")["A"]
         checks["field_names"] = [f.name for f in dataclasses.fields(A)]
@@ -318,8 +320,9 @@ def test_an_ungated_session_beside_a_gated_one_is_not_guarded():
 def test_a_gated_session_holds_module_views():
     out = run_child(["import json\nj = json"], view_check=True)
     assert out["ok"], out
-    # a ModuleType, not the module itself; the toolbox alias is the same view
-    assert out["checks"]["view"] == [True, False, True, True]
+    # a ModuleType, not the module itself; the toolbox alias is the same view;
+    # no loader that would hand out the module (load_module)
+    assert out["checks"]["view"] == [True, False, True, True, True, True]
 
 
 def test_numpy_and_pandas_first_imported_in_a_gated_cell_work():
