@@ -25,6 +25,7 @@ setattrofunc original_setattro = nullptr;
 newfunc original_new = nullptr;
 
 const InternedName kModuleKey("__module__");
+const InternedName kCollections("collections");
 
 bool IsOwnClass(const GatedCell& cell, PyObject* type) {
   PyObject* dict = reinterpret_cast<PyTypeObject*>(type)->tp_dict;
@@ -115,6 +116,22 @@ int GuardedSetattro(PyObject* type, PyObject* name, PyObject* value) {
   return original_setattro(type, name, value);
 }
 
+// True when the code calling type.__new__ is the cell's own or
+// collections.namedtuple's (which typing.NamedTuple calls too): the classes
+// made for the cell. A class a toolbox's function or a library makes while
+// the cell calls it is theirs (it may be cached and shared).
+bool MadeForTheCell(const GatedCell& cell) {
+  PyObject* globals = PyEval_GetGlobals();  // borrowed
+  if (globals == nullptr) return false;
+  if (globals == cell.globals) return true;
+  PyObject* collections = PyImport_GetModule(kCollections.get());  // new reference
+  const bool namedtuple = collections != nullptr && PyModule_Check(collections) &&
+                          PyModule_GetDict(collections) == globals;
+  Py_XDECREF(collections);
+  PyErr_Clear();
+  return namedtuple;
+}
+
 PyObject* GuardedNew(PyTypeObject* metatype, PyObject* args, PyObject* kwargs) {
   PyObject* made = original_new(metatype, args, kwargs);
   const GatedCell* cell = current_gated_cell;
@@ -122,7 +139,7 @@ PyObject* GuardedNew(PyTypeObject* metatype, PyObject* args, PyObject* kwargs) {
   // which returns an existing one).
   if (made != nullptr && cell != nullptr && cell->newborn_classes != nullptr &&
       PyType_Check(made) && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3 &&
-      !InModuleTopLevel(*cell)) {
+      MadeForTheCell(*cell) && !InModuleTopLevel(*cell)) {
     Ref ref(PyWeakref_NewRef(made, nullptr));
     if (!ref || PySet_Add(cell->newborn_classes, ref.get()) < 0) {
       Py_DECREF(made);

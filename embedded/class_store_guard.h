@@ -8,8 +8,8 @@
 // the very str object its builtins hold as `__name__` (every class statement
 // of its cells: ABCMeta's, Enum's, `__init_subclass__` and `__set_name__`
 // stores into the newborn class included), and the classes `type.__new__`
-// made while its gated cells ran (namedtuple, typing.NamedTuple,
-// dataclass(slots=True)).
+// made for its gated cells: called from the cell's own code or from
+// collections.namedtuple (namedtuple, typing.NamedTuple).
 //
 // How: CPython raises no audit event for a plain class attribute store
 // (`object.__setattr__` fires only for `__class__`, `__name__`, `__module__`,

@@ -30,6 +30,13 @@ from dolsot.sandbox import AstGate, Policy
 class Host:
     x = 1
 
+CACHE = []
+
+def make_class():  # a host factory that makes a class once and keeps it
+    if not CACHE:
+        CACHE.append(type("Made", (), {"x": 1}))
+    return CACHE[0]
+
 MODULES = [json, json.decoder, hashlib, html, uuid, time, random, copy, textwrap, fractions]
 CLASSES = [json.JSONDecoder, json.JSONEncoder, random.Random, uuid.UUID, uuid.SafeUUID,
            fractions.Fraction, textwrap.TextWrapper, collections.abc.Mapping, Host]
@@ -72,7 +79,7 @@ sleep = time.sleep
 policy = Policy()
 if spec.get("allow"):
     policy = Policy(allowed_modules=set(policy.allowed_modules) | set(spec["allow"]))
-with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(policy), typecheck=False,
+with InProcessSession({"tb": "json", "Host": Host, "make_class": make_class}, gate=AstGate(policy), typecheck=False,
                       timeout=60) as s:
     other_before = s.run("other", OTHER).value
     variables = {}
@@ -87,6 +94,8 @@ with InProcessSession({"tb": "json", "Host": Host}, gate=AstGate(policy), typech
     checks = {}
     if spec.get("foreign_session_class"):
         checks["shared_n"] = s.namespace("b")["Shared"].n
+    if CACHE:
+        checks["made_x"] = CACHE[0].x
     if spec.get("view_check"):
         ns = s.namespace("a")
         checks["view"] = [isinstance(ns["json"], types.ModuleType), type(ns["json"]) is types.ModuleType,
@@ -363,3 +372,10 @@ def test_the_column_counts_code_points_as_the_gate_does():
     out = run_child(["import json\nj = json\né = 'é'; j.dumps = str"])
     assert out["error_type"] == "AttributeError"
     assert "line 3, col 10: [module-assignment]" in out["error"], out["error"]
+
+
+def test_a_class_a_host_function_makes_during_the_cell_is_the_hosts():
+    code = "K = make_class()\nK.x = 2"
+    out = run_child([code])
+    assert_refused(out, [code])
+    assert out["checks"]["made_x"] == 1
