@@ -41,6 +41,7 @@ struct TableTypes {
   Ref view_type;
   Ref iter_type;
   Ref abstract_tables;  // (deque, MutableMapping, MutableSequence, MutableSet)
+  Ref defaultdict;
   static std::unique_ptr<TableTypes> Create();
 };
 
@@ -127,7 +128,32 @@ int ViewContains(PyObject* self, PyObject* key) {
 }
 int ViewBool(PyObject* self) { return PyObject_IsTrue(AsView(self)->table); }
 
+// table[key] as a read: a dict's item without its __missing__ when the key
+// is there; for a missing key, a defaultdict's default made afresh and not
+// stored (its __missing__ would insert it into the module's table), any
+// other table's own lookup (Counter's 0). A new reference.
+PyObject* ReadItem(PyObject* self, PyObject* key) {
+  PyObject* table = AsView(self)->table;
+  if (!PyDict_Check(table)) return PyObject_GetItem(table, key);
+  PyObject* item = PyDict_GetItemWithError(table, key);  // borrowed
+  if (item != nullptr) return Py_NewRef(item);
+  if (PyErr_Occurred()) return nullptr;
+  TableTypes* types = Types();
+  if (types == nullptr) return nullptr;
+  const int is_defaultdict = PyObject_IsInstance(table, types->defaultdict.get());
+  if (is_defaultdict < 0) return nullptr;
+  if (is_defaultdict == 0) return PyObject_GetItem(table, key);
+  Ref factory(PyObject_GetAttrString(table, "default_factory"));
+  if (!factory) return nullptr;
+  if (factory.get() == Py_None) {
+    PyErr_SetObject(PyExc_KeyError, key);
+    return nullptr;
+  }
+  return PyObject_CallNoArgs(factory.get());
+}
+
 PyObject* ViewSubscript(PyObject* self, PyObject* key) {
+  if (!PySlice_Check(key)) return Guard(self, ReadItem(self, key));
   Ref got(PyObject_GetItem(AsView(self)->table, key));
   if (!got) return nullptr;
   if (PySlice_Check(key) && PyList_Check(got.get())) {  // a fresh list: guard its items
@@ -224,7 +250,18 @@ PyObject* MethodGet(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "get expected 1 or 2 arguments");
     return nullptr;
   }
-  Ref got(PyObject_GetItem(AsView(self)->table, args[0]));
+  PyObject* table = AsView(self)->table;
+  Ref got;
+  if (PyDict_Check(table)) {  // dict.get: never __missing__
+    PyObject* item = PyDict_GetItemWithError(table, args[0]);  // borrowed
+    if (item == nullptr) {
+      if (PyErr_Occurred()) return nullptr;
+      return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+    }
+    got.reset(Py_NewRef(item));
+  } else {
+    got.reset(PyObject_GetItem(table, args[0]));
+  }
   if (!got) {
     if (!PyErr_ExceptionMatches(PyExc_KeyError) && !PyErr_ExceptionMatches(PyExc_IndexError)) {
       return nullptr;
@@ -386,7 +423,8 @@ std::unique_ptr<TableTypes> TableTypes::Create() {
   Ref mapping(PyObject_GetAttrString(abc.get(), "MutableMapping"));
   Ref sequence(PyObject_GetAttrString(abc.get(), "MutableSequence"));
   Ref set(PyObject_GetAttrString(abc.get(), "MutableSet"));
-  if (!deque || !mapping || !sequence || !set) return nullptr;
+  types->defaultdict.reset(PyObject_GetAttrString(collections.get(), "defaultdict"));
+  if (!deque || !mapping || !sequence || !set || !types->defaultdict) return nullptr;
   types->abstract_tables.reset(
       PyTuple_Pack(4, deque.get(), mapping.get(), sequence.get(), set.get()));
   if (!types->abstract_tables) return nullptr;

@@ -7,7 +7,8 @@
 // keys/values/items, copy, index/count, ==, repr, bool, the set reads) and
 // refuses every change (item store or delete, update, clear, pop, append,
 // sort, add, `|=`, `+=`, ...) with a TypeError carrying the
-// `module-assignment` finding. What it hands out is guarded the same way:
+// `module-assignment` finding. A read changes nothing: a defaultdict's
+// missing key gives a fresh default that is not stored. What it hands out is guarded the same way:
 // a table inside the table is a view, a module a module view; keys(),
 // values() and items() are lists, copy() a plain dict, list, set or
 // bytearray (whose inner tables are views). It is no dict: `isinstance(v,

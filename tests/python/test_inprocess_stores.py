@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(120)
 # before) and a fresh session's view of the same modules.
 CHILD = r'''
 import collections.abc, copy, dataclasses, fractions, hashlib, html, html.entities, json
-import random, sys, textwrap, time, uuid, types
+import random, sys, textwrap, time, uuid, types, collections, weakref
 report = repr  # the parent reads it back with ast.literal_eval: json itself may be broken
 from dolsot.inprocess import InProcessSession
 from dolsot.sandbox import AstGate, Policy
@@ -31,6 +31,21 @@ class Host:
     x = 1
 
 CACHE = []
+
+# A host module holding one table of each kind (injected as `hm`).
+hm = types.ModuleType("hostmod")
+hm.q = collections.deque([1, 2])
+hm.dd = collections.defaultdict(list, a=[1])
+hm.od = collections.OrderedDict(a=1, b=2)
+hm.counter = collections.Counter("aab")
+hm.bs = bytearray(b"ab")
+hm.st = {1, 2}
+hm.keep = [Host]  # keeps the WeakValueDictionary's value alive
+hm.wv = weakref.WeakValueDictionary({"host": Host})
+
+def hm_state():
+    return [list(hm.q), {k: list(v) for k, v in hm.dd.items()}, list(hm.od.items()),
+            dict(hm.counter), bytes(hm.bs), sorted(hm.st), dict(hm.wv)]
 
 def make_class():  # a host factory that makes a class once and keeps it
     if not CACHE:
@@ -45,7 +60,8 @@ def snapshot():
     return {
         "modules": {m.__name__: dict(vars(m)) for m in MODULES},
         "classes": {c.__qualname__: dict(vars(c)) for c in CLASSES},
-        "tables": [dict(copy.dispatch_table), dict(html.entities.html5), list(json.__all__)],
+        "tables": [dict(copy.dispatch_table), dict(html.entities.html5), list(json.__all__),
+                   hm_state()],
     }
 
 def same(before, after):
@@ -79,7 +95,8 @@ sleep = time.sleep
 policy = Policy()
 if spec.get("allow"):
     policy = Policy(allowed_modules=set(policy.allowed_modules) | set(spec["allow"]))
-with InProcessSession({"tb": "json", "Host": Host, "make_class": make_class}, gate=AstGate(policy), typecheck=False,
+with InProcessSession({"tb": "json", "Host": Host, "make_class": make_class, "hm": hm},
+                      gate=AstGate(policy), typecheck=False,
                       timeout=60) as s:
     other_before = s.run("other", OTHER).value
     variables = {}
@@ -178,6 +195,16 @@ TABLES = [
     ("insort", "import json, bisect\nbisect.insort(json.__all__, 'a')"),
     ("escape-table", "import json.encoder as enc\nt = enc.ESCAPE_DCT\nt['\"'] = 'X'"),
     ("inner-value", "import html.entities as e\nrows = [e.codepoint2name, e.name2codepoint]\nrows[1]['amp'] = 0"),
+    ("deque-appendleft", "q = hm.q\nq.appendleft(0)"),
+    ("deque-rotate", "q = hm.q\nq.rotate(1)"),
+    ("defaultdict-inner-list", "d = hm.dd\nd['a'].append(2)"),
+    ("ordereddict-move", "o = hm.od\no.move_to_end('a')"),
+    ("counter-update", "c = hm.counter\nc.update('zz')"),
+    ("bytearray-iadd", "b = hm.bs\nb += b'x'"),
+    ("bytearray-item", "b = hm.bs\nb[0] = 65"),
+    ("set-add", "t = hm.st\nt.add(3)"),
+    ("set-ior", "t = hm.st\nt |= {3}"),
+    ("weakvaluedict-store", "w = hm.wv\nw['other'] = Host"),
     ("kept-across-names", "import copy\nkeep = {'t': copy.dispatch_table}\nkeep['t'][complex] = None"),
 ]
 
@@ -264,6 +291,10 @@ BENIGN = [
     ("subclass-of-foreign", "import json\nclass D(json.JSONDecoder):\n    pass\nD.extra = 1\nD().decode('[1]'), D.extra", "([1], 1)"),
     ("read-tables", "import copy\nfrom html.entities import html5\nlen(html5) > 2000, 'amp;' in html5, html5['amp;'], html5.get('nope;', 0), sorted(html5)[0] == sorted(html5.keys())[0], len(dict(copy.dispatch_table)) == len(copy.dispatch_table.copy())", "(True, True, '&', 0, True, True)"),
     ("read-list-table", "import json\na = json.__all__\nlen(a) > 3, 'dumps' in a, a[0] == list(a)[0], a.index(a[1]), a == list(a), a + ['x'] == list(a) + ['x']", "(True, True, True, 1, True, True)"),
+    ("read-kinds", "q, d, o, c, b, t, w = hm.q, hm.dd, hm.od, hm.counter, hm.bs, hm.st, hm.wv\n"
+                   "(list(q), q[0], d['missing'], 'missing' in d, d.get('a'), list(o), c['zz'], c['a'], b[0], 2 in t, len(w), "
+                   "sorted(t | {3}), list(reversed(q)))",
+     "([1, 2], 1, [], False, [1], ['a', 'b'], 0, 2, 97, True, 1, [1, 2, 3], [2, 1])"),
     ("modules-work", "import json, hashlib\nfrom collections import OrderedDict\nfrom html import escape\nimport html.entities\njson.dumps(OrderedDict(a=1)), hashlib.sha256(b'').hexdigest()[:8], escape('<'), html.entities.name2codepoint['amp']", "('{\"a\": 1}', 'e3b0c442', '&lt;', 38)"),
     ("module-view-reads", "import json\nimport json as again\nj = json\nj is json, again is json, json.__name__, 'dumps' in dir(json), json.decoder.__name__", "(True, True, 'json', True, 'json.decoder')"),
     ("toolbox", "tb.dumps([1]), tb.__name__", "('[1]', 'json')"),
