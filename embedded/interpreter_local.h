@@ -20,15 +20,19 @@ namespace dolsot {
 // no dict lookup by C string); the capsule's destruction clears the cache, so
 // an interpreter restarted at the same address makes its own. Interpreters
 // that share one GIL only (the cache is not synchronized otherwise).
+//
+// `make` false: only look (nullptr, no error, when there is none yet), for
+// code that must not make one (a store into a class, which may run while
+// the interpreter is being finalized).
 template <class T>
-T* InterpreterLocal(const char* key) {
+T* InterpreterLocal(const char* key, bool make = true) {
   static PyInterpreterState* cached_interpreter = nullptr;
   static T* cached = nullptr;
   PyInterpreterState* interpreter = PyInterpreterState_Get();
   if (cached != nullptr && cached_interpreter == interpreter) return cached;
   PyObject* state = PyInterpreterState_GetDict(interpreter);
   if (state == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
+    if (make) PyErr_SetString(PyExc_RuntimeError, "no interpreter state dict");
     return nullptr;
   }
   PyObject* capsule = PyDict_GetItemString(state, key);  // borrowed
@@ -36,6 +40,10 @@ T* InterpreterLocal(const char* key) {
     cached = static_cast<T*>(PyCapsule_GetPointer(capsule, key));
     cached_interpreter = interpreter;
     return cached;
+  }
+  if (!make) {
+    PyErr_Clear();
+    return nullptr;
   }
   std::unique_ptr<T> made = T::Create();
   if (made == nullptr) return nullptr;

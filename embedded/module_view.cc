@@ -35,7 +35,8 @@ struct ModuleViews {
   static std::unique_ptr<ModuleViews> Create();
 };
 
-ModuleViews* Views() { return InterpreterLocal<ModuleViews>("dolsot.module_view.v1"); }
+constexpr const char* kViewsKey = "dolsot.module_view.v1";
+ModuleViews* Views() { return InterpreterLocal<ModuleViews>(kViewsKey); }
 
 // Where the hidden module sits in a view: after ModuleType's fields.
 Py_ssize_t ModuleOffset() { return PyModule_Type.tp_basicsize; }
@@ -234,13 +235,9 @@ PyObject* GuardModuleValue(PyObject* value, PyObject* label) {
 }
 
 bool IsGuardedImport(PyObject* function) {
-  if (!PyCFunction_Check(function)) return false;  // cheap: most builtins are, a miss is quick
-  ModuleViews* views = Views();
-  if (views == nullptr) {
-    PyErr_Clear();
-    return false;
-  }
-  return function == views->import_function.get();
+  if (!PyCFunction_Check(function)) return false;
+  ModuleViews* views = InterpreterLocal<ModuleViews>(kViewsKey, /*make=*/false);
+  return views != nullptr && function == views->import_function.get();
 }
 
 PyObject* GuardedImport() {
