@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "embedded/cell_runner.h"
+#include "embedded/cell_sources.h"
 #include "embedded/py_ref.h"
 
 namespace dolsot {
