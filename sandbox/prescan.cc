@@ -17,6 +17,7 @@
 
 #include "core/python_chars.h"
 #include "core/python_names.h"
+#include "sandbox/prescan_deadline.h"
 #include "sandbox/prescan_lexer.h"
 #include "sandbox/rules.h"
 
@@ -84,6 +85,9 @@ bool MayBeTarget(const Token& prev, const Token& next) {
   return true;
 }
 
+// `io`, `StringIO`, `BytesIO`: allowed in some uses only (see CheckIoModuleUse).
+bool IsIoName(std::string_view name) { return name == "io" || IsIoClassName(name); }
+
 class Analysis {
  public:
   Analysis(const std::vector<Token>& tokens, const Policy& policy)
@@ -108,6 +112,7 @@ class Analysis {
       return false;
     }
     if (name == "format" || name == "format_map") return false;
+    if (IsPublicUnderscoreAttribute(name)) return true;  // namedtuple's `_replace`, ...
     // Method dunders only through super() (CheckCell decides): give up.
     if (IsDunder(name)) return policy_.allowed_dunders.contains(name) && IsDataDunder(name);
     return !name.starts_with("_");
@@ -135,7 +140,7 @@ bool Analysis::Dotted(std::size_t& i, std::string& path, std::string_view& first
   if (t_[i].type != Tok::kName || IsKeyword(t_[i].text)) return false;
   first = t_[i].text;
   path = first;
-  if (Denied(first)) return false;
+  if (Denied(first) || IsIoName(first)) return false;
   ++i;
   while (IsOp(t_[i], ".")) {
     if (t_[i + 1].type != Tok::kName || !AttributeOk(t_[i + 1].text)) return false;
@@ -184,7 +189,7 @@ bool Analysis::Import(std::size_t& i) {
   while (true) {
     if (t_[i].type != Tok::kName || IsKeyword(t_[i].text)) return false;  // also `*`
     std::string_view name = t_[i].text;
-    if (!AttributeOk(name)) return false;
+    if (!AttributeOk(name) || IsIoName(name)) return false;
     ++i;
     if (!BindImported(i, name, module_scope)) return false;
     if (!IsOp(t_[i], ",")) break;
@@ -320,6 +325,7 @@ std::size_t Analysis::CloseOf(std::size_t open) const {
 
 bool Analysis::Run() {
   if (!TargetsAreNameChains() || !AnnotationsHoldNoStrings()) return false;
+  if (!prescan::DeadlineRulesCannotFire(t_)) return false;
   // A caught exception's payload (`e.args`, `s.value`) is decided by the full
   // path from the whole cell: give up when both could be there.
   bool catches = false, carrier = false;
@@ -337,6 +343,7 @@ bool Analysis::Run() {
       continue;
     }
     if (name == "import" || name == "global" || name == "nonlocal") return false;
+    if (IsIoName(name)) return false;  // io's names: the full path checks their uses
     // Left to the full path: except*, ExceptionGroup subclasses, classes
     // made from data (type() with more arguments, the Enum functional API).
     if (name == "except" && IsOp(next, "*")) return false;
