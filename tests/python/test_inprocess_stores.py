@@ -106,9 +106,17 @@ with InProcessSession({"tb": "json", "Host": Host, "make_class": make_class, "hm
     results = [s.run("a", code, variables=variables) for code in spec["cells"]]
     r = results[-1]
     for name in spec.get("drop", []):  # the host lets go of it: its finalizer runs here
-        del s.namespace("a")[name]
+        s.namespace("a").pop(name, None)
+    refused_later = []
+    for name in spec.get("call_later", []):  # the host calls a function the cell made
+        try:
+            s.namespace("a")[name]()
+        except Exception as e:  # the guard's refusal, raised in the host's call
+            refused_later.append(type(e).__name__ + ": " + str(e))
     other_after = s.run("other", OTHER).value
     checks = {}
+    if spec.get("call_later"):
+        checks["later"] = refused_later
     if spec.get("foreign_session_class"):
         checks["shared_n"] = s.namespace("b")["Shared"].n
     if CACHE:
@@ -391,10 +399,25 @@ DEFERRED = [
 
 @pytest.mark.parametrize("code", [c for _, c in DEFERRED], ids=[i for i, _ in DEFERRED])
 def test_cell_code_run_later_by_the_host_is_still_refused(code):
-    # The cell returns; the host drops the generator, whose finally runs on the
-    # host's thread, outside any cell: the store is refused all the same.
+    # A generator's finally would run on the host's thread when the host
+    # drops it, outside any cell. The static gate refuses the pattern first
+    # (deferred-code); whatever gets through, the store is refused all the same.
     out = run_child([code], drop=["it"])
+    assert out["ok"] or "[deferred-code]" in out["error"], out
+    assert out["changed"] == [] and out["behaves"] and out["other_same"], out
+
+
+@pytest.mark.parametrize("code", [
+    "import json\nj = json\ndef later():\n    j.dumps = str",
+    "import json\nD = json.JSONDecoder\ndef later():\n    D.decode = lambda self, s, *a, **k: 'X'",
+    "import copy\nt = copy.dispatch_table\ndef later():\n    t[int] = None",
+], ids=["module", "foreign-class", "table"])
+def test_a_function_the_cell_made_and_the_host_calls_later_is_refused(code):
+    # The cell passes both gates and returns; the host then calls its
+    # function on the host's own thread, outside any cell.
+    out = run_child([code], call_later=["later"])
     assert out["ok"], out
+    assert len(out["checks"]["later"]) == 1 and "[module-assignment]" in out["checks"]["later"][0], out
     assert out["changed"] == [] and out["behaves"] and out["other_same"], out
 
 
