@@ -24,8 +24,10 @@
 #include "core/toolbox_name.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
+#include "embedded/gated_session.h"
 #include "embedded/interpreter.h"
 #include "embedded/interpreter_state.h"
+#include "embedded/output_router.h"
 #include "embedded/session_context.h"
 #include "typecheck/type_gate_stage.h"
 
@@ -95,6 +97,7 @@ std::string TakePythonError() {
 // What every new namespace starts with: alias -> live object (owned).
 struct Injected {
   std::vector<std::pair<std::string, PyObject*>> objects;
+  bool gated = false;  // the AST gate's runtime half is on (an AST gate is set)
   ~Injected() {
     for (auto& entry : objects) DecrefWithGil(entry.second);
   }
@@ -191,6 +194,9 @@ struct SessionState {
   // What the AST gate remembers of this session's cells (core/gate_memory.h).
   // No rollback here: a cell that times out runs on, so what it seals stays.
   SessionGateMemory gate_memory;
+  // Set with globals in a session with an AST gate: the gate's runtime half
+  // (embedded/gated_session.h).
+  std::unique_ptr<GatedSession> gated;
   SpinBudget host_spin;  // the caller's wait for its cell
   // Guarded by the Impl's mutex:
   // Weak: a job holds its session while it runs, so a strong pointer here
@@ -209,9 +215,17 @@ bool EnsureGlobals(SessionState& session, const Injected& injected) {
   PyObject* builtins = module != nullptr ? PyDict_Copy(PyModule_GetDict(module)) : nullptr;
   Py_XDECREF(module);
   bool ok = builtins != nullptr && PyDict_SetItemString(globals, "__builtins__", builtins) == 0;
+  std::unique_ptr<GatedSession> guard;
+  if (ok && injected.gated) {
+    StatusOr<std::unique_ptr<GatedSession>> made = GatedSession::Create(globals, builtins);
+    if (!made.ok()) PyErr_SetString(PyExc_RuntimeError, made.status().message().c_str());
+    ok = made.ok() && (guard = std::move(made).value()) != nullptr;
+  }
   for (const auto& [alias, object] : injected.objects) {
     if (!ok) break;
-    ok = PyDict_SetItemString(globals, alias.c_str(), object) == 0;
+    PyObject* bound = injected.gated ? GatedSession::Bind(object) : Py_NewRef(object);  // a view if gated
+    ok = bound != nullptr && PyDict_SetItemString(globals, alias.c_str(), bound) == 0;
+    Py_XDECREF(bound);
   }
   if (!ok) {
     Py_DECREF(globals);
@@ -221,6 +235,7 @@ bool EnsureGlobals(SessionState& session, const Injected& injected) {
   if (session.globals == nullptr) {
     session.globals = globals;
     session.builtins = builtins;
+    session.gated = std::move(guard);
   } else {
     Py_DECREF(globals);  // someone else won the race while we allocated
     Py_DECREF(builtins);
@@ -262,6 +277,7 @@ class CellJob final : public PoolTask {
       InterpreterStateGuard interpreter_state;  // embedded/interpreter_state.h
       PyObject* returned = nullptr;
       request_.returned = &returned;
+      GatedSession::CellScope gated_cell(session_->gated.get());
       result_ = RunCell(session_->globals, request_);
       if (returned != nullptr) {
         result_.returned.emplace();
@@ -666,6 +682,8 @@ StatusOr<std::unique_ptr<InProcessSession>> InProcessSession::Create(InProcessOp
   TypeGateSettings type_gate;
   Status status = CollectInjected(options, *injected, type_gate.toolboxes);
   if (status.ok()) status = InstallCellIo();
+  injected->gated = options.ast_gate != nullptr;
+  if (status.ok() && injected->gated) status = InstallRuntimeGuard();
   ReadInterpreterPaths(type_gate.python_path, type_gate.python_executable);
   PyGILState_Release(gil);
   if (!status.ok()) {

@@ -14,7 +14,7 @@
 #include "backend_subprocess/checkpoint_format.h"
 #include "backend_subprocess/checkpoint_values.h"
 #include "core/crc32c.h"
-#include "embedded/cell_runner.h"
+#include "embedded/cell_sources.h"
 #include "embedded/py_ref.h"
 
 namespace dolsot {

@@ -27,6 +27,7 @@
 #include "core/file_store.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
+#include "sandbox/bind_source.h"
 #include "sandbox/sandbox_mark.h"
 #include "typecheck/type_gate_stage.h"
 
@@ -803,7 +804,10 @@ StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
     return InvalidArgument("max_live_sessions must be at least 1, got " +
                            std::to_string(options.max_live_sessions));
   }
-  if (options.sandbox) DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*options.sandbox));
+  if (options.sandbox) {
+    DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*options.sandbox));
+    DOLSOT_RETURN_IF_ERROR(CheckMountSources(options.sandbox->mounts));
+  }
   auto config = ResolveConfig(options.config);
   if (!config.ok()) return config.status();
   std::shared_ptr<SessionStore> store = options.store;

@@ -35,7 +35,9 @@
 #include "backend_subprocess/session_process.h"
 #include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
+#include "embedded/cell_figures.h"
 #include "embedded/cell_runner.h"
+#include "embedded/output_router.h"
 #include "embedded/read_only_cell.h"
 #include "embedded/huge_page_arenas.h"
 

@@ -195,6 +195,15 @@ void BindCore(py::module_& m) {
   m.def("validate_session_id", [](const std::string& id) { ThrowIfError(ValidateSessionId(id)); },
         py::arg("session_id"), "Raises InvalidSession unless `session_id` is a valid id.");
 
+  m.def("_parse_flag",
+        [](const std::string& name, const std::string& raw) {
+          if (raw.empty()) return false;  // unset or empty: off
+          return ValueOrThrow(ParseFlag(name.c_str(), raw));
+        },
+        py::arg("name"), py::arg("raw"),
+        "A DOLSOT_* flag's value as a bool (empty: False); ConfigError naming `name` for "
+        "anything but 1/true/yes/on or 0/false/no/off.");
+
   m.def("resolve_config",
         [](std::optional<std::string> cache_dir, std::optional<int> ttl_days,
            std::optional<double> timeout, std::optional<long long> max_output,

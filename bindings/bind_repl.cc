@@ -8,6 +8,7 @@
 #include "backend_subprocess/worker_loop.h"
 #include "bindings/bindings.h"
 #include "bindings/fast_method.h"
+#include "sandbox/bind_source.h"
 
 namespace py = pybind11;
 
@@ -99,7 +100,10 @@ void BindRepl(py::module_& m) {
       "_check_sandbox",
       [](const py::object& sandbox) {
         std::optional<SandboxPolicy> policy = SandboxFromPython(sandbox);
-        if (policy) ThrowIfError(ValidateSandboxPolicy(*policy));
+        if (policy) {
+          ThrowIfError(ValidateSandboxPolicy(*policy));
+          ThrowIfError(CheckMountSources(policy->mounts));
+        }
       },
       py::arg("sandbox"),
       "Raises ConfigError naming the first thing wrong with a dolsot.Sandbox (the C++ "

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 
+#include "cli/did_you_mean.h"
 #include "core/exit_codes.h"
 
 #ifndef DOLSOT_VERSION
@@ -135,6 +136,29 @@ std::optional<std::string> EmptyOptionValue(int argc, const char* const* argv) {
   return std::nullopt;
 }
 
+// CLI11's message, and for a mistyped long option the nearest one
+// (`--timout` -> "did you mean --timeout?").
+std::string ParseErrorMessage(const Parser& parser, const CLI::ParseError& error, int argc,
+                              const char* const* argv) {
+  std::string message = error.what();
+  std::vector<std::string> known;
+  for (const CLI::App* app : {&parser.app, static_cast<const CLI::App*>(parser.mcp),
+                              static_cast<const CLI::App*>(parser.serve)}) {
+    if (app == nullptr) continue;
+    for (const CLI::Option* option : app->get_options()) {
+      for (const std::string& name : option->get_lnames()) known.push_back(name);
+    }
+  }
+  std::vector<std::string_view> args;
+  for (int i = 1; i < argc && argv[i] != nullptr; ++i) args.emplace_back(argv[i]);
+  if (auto unknown = FirstUnknownLongOption(args, known)) {
+    if (auto closest = ClosestName(*unknown, known)) {
+      message += " (did you mean --" + *closest + "?)";
+    }
+  }
+  return message;
+}
+
 Action ChooseAction(const Parser& parser, const CommandLine& line) {
   if (parser.mcp->parsed()) return Action::kMcp;
   if (parser.serve->parsed()) return Action::kServe;
@@ -163,7 +187,7 @@ CommandLine Parse(int argc, const char* const* argv, std::ostream& out, std::ost
     line.exit_code = kExitOk;
     return line;
   } catch (const CLI::ParseError& error) {
-    line.exit_code = UsageError(err, error.what());
+    line.exit_code = UsageError(err, ParseErrorMessage(parser, error, argc, argv));
     return line;
   }
   if (auto conflict = ConflictingOptions(parser)) {

@@ -15,6 +15,7 @@
 #include "cli/sandbox_check_command.h"
 #include "cli/serve_client.h"
 #include "cli/serve_command.h"
+#include "cli/serve_settings.h"
 #include "core/session_id.h"
 
 int main(int argc, char** argv) {
@@ -39,7 +40,9 @@ int main(int argc, char** argv) {
   // worker profile (serve_profile.h).
   if (line.action != Action::kExit && line.action != Action::kMcp &&
       line.action != Action::kSandboxCheck) {
-    if (ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve)) {
+    dolsot::StatusOr<bool> serve = ServeEnabled(dolsot::ProcessEnvironment(), line.no_serve);
+    if (!serve.ok()) return ReportError(context.err, serve.status());
+    if (*serve) {
       if (auto code = CallServer(line, context)) return *code;
     } else if (line.action == Action::kRun && line.run.session &&
                dolsot::ValidateSessionId(*line.run.session).ok()) {

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sandbox/bind_source.h"
 
 namespace dolsot::cli {
 
@@ -13,7 +14,8 @@ std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args) {
                    "DOLSOT_SANDBOX=1)"),
       app.add_option("--mount", args.mounts,
                      "Show host directory HOST at VIRT in the sandbox; MODE read-only "
-                     "(default) or read-write (repeatable)")
+                     "(default), read-write, or overlay (the cell writes to a layer of its "
+                     "own; the host's directory is never written) (repeatable)")
           ->type_name("VIRT=HOST[:MODE]")
           ->allow_extra_args(false),
       app.add_flag("--network", args.network, "Let the sandboxed cell use the host's network"),
@@ -35,7 +37,12 @@ StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& 
     return args.policy;
   }
   const std::optional<std::string> value = env("DOLSOT_SANDBOX");
-  bool from_env = value && !value->empty() && *value != "0";
+  bool from_env = false;
+  if (value && !value->empty()) {
+    StatusOr<bool> on = ParseFlag("DOLSOT_SANDBOX", *value);
+    if (!on.ok()) return on.status();
+    from_env = *on;
+  }
   if (!args.sandbox && !from_env) {
     if (!args.mounts.empty() || args.network || args.memory_mb || args.check) {
       return InvalidArgument("--mount, --network, --memory and --check need --sandbox");
@@ -51,6 +58,7 @@ StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& 
     policy.mounts.push_back(std::move(mount).value());
   }
   DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(policy));
+  DOLSOT_RETURN_IF_ERROR(CheckMountSources(policy.mounts));
   return std::optional<SandboxPolicy>(std::move(policy));
 }
 

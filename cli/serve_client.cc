@@ -327,13 +327,6 @@ std::optional<ServePaths> PathsOrReport(std::ostream& err) {
 
 }  // namespace
 
-bool ServeEnabled(const EnvLookup& env, bool no_serve_flag) {
-  if (no_serve_flag) return false;
-  auto value = env("DOLSOT_SERVE");
-  if (!value) return true;
-  return !(*value == "0" || *value == "false" || *value == "no" || *value == "off");
-}
-
 std::optional<int> CallServer(const CommandLine& line, const CommandContext& context) {
   ServeRequest request;
   request.json = line.json;

@@ -13,10 +13,6 @@
 
 namespace dolsot::cli {
 
-// CLI calls go through the server unless DOLSOT_SERVE is 0 (or false, no,
-// off) or --no-serve was given.
-bool ServeEnabled(const EnvLookup& env, bool no_serve_flag);
-
 // Runs `line` (kRun, kListSessions or kReset) through the server: the exit
 // code, or nullopt when it has to run directly (a server could not be
 // reached or started: one stderr line says so, or, when the configuration

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "cli/serve_paths.h"
+#include "cli/serve_settings.h"
 
 namespace dolsot::cli {
 
@@ -28,17 +29,5 @@ struct ServerOptions {
 // cannot take the lock (another one runs) writes "busy\n" to ready_fd and
 // returns 1 with a message on stderr.
 int RunServer(const ServerOptions& options);
-
-// The default idle time, seconds.
-inline constexpr double kDefaultServeIdleSeconds = 600;
-
-// DOLSOT_SERVE_IDLE (seconds, > 0), else the default. kConfig when malformed.
-StatusOr<double> ServeIdleSeconds(const EnvLookup& env);
-
-// The default number of profiles a server keeps.
-inline constexpr int kDefaultServeProfiles = 8;
-
-// DOLSOT_SERVE_PROFILES (1 to 1024), else the default. kConfig when malformed.
-StatusOr<int> ServeMaxProfiles(const EnvLookup& env);
 
 }  // namespace dolsot::cli

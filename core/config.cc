@@ -60,14 +60,6 @@ StatusOr<double> ParseSeconds(const char* name, const std::string& raw) {
   return value;
 }
 
-StatusOr<bool> ParseFlag(const char* name, const std::string& raw) {
-  std::string t = Trim(raw);
-  for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
-  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
-  return ConfigError(std::string(name) + "=" + Quote(raw) +
-                     " is not a flag; use 1 or 0 (true/false, yes/no, on/off)");
-}
 
 // A count of characters (0 = no cap): the explicit value, else the
 // variable `name`, else `out` as it is (the default).
@@ -103,6 +95,15 @@ std::string DefaultCacheDir(const EnvLookup& env) {
   if (auto t = env("TMPDIR"); t && !t->empty() && (*t)[0] == '/') tmp = *t;
   while (tmp.size() > 1 && tmp.back() == '/') tmp.pop_back();
   return tmp + "/dolsot-" + std::to_string(::getuid()) + "/sessions";
+}
+
+StatusOr<bool> ParseFlag(const char* name, const std::string& raw) {
+  std::string t = Trim(raw);
+  for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  return ConfigError(std::string(name) + "=" + Quote(raw) +
+                     " is not a flag; use 1 or 0 (true/false, yes/no, on/off)");
 }
 
 Status CheckTimeout(double seconds, const char* what) {

@@ -62,6 +62,10 @@ inline StatusOr<Config> ResolveConfig(const ConfigOverrides& overrides) {
   return ResolveConfig(overrides, ProcessEnvironment());
 }
 
+// A DOLSOT_* flag's value: 1/true/yes/on or 0/false/no/off (any case,
+// spaces trimmed); anything else is a kConfig error naming `name`.
+StatusOr<bool> ParseFlag(const char* name, const std::string& raw);
+
 // Validators shared with explicit arguments (bindings, CLI).
 Status CheckTimeout(double seconds, const char* what);
 Status CheckTtlDays(long long days, const char* what);

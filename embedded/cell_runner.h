@@ -2,6 +2,10 @@
 // trailing expression, compile under a per-cell filename, run with stdout
 // captured and stdin empty, format the value and errors, list held names.
 //
+// Its parts live beside it: output_router.h (InstallCellIo: the stdio
+// router), cell_figures.h (InstallFigureBackend), cell_sources.h (the cells'
+// sources for tracebacks); cell_runtime.h is what they share.
+//
 // Every function here needs the calling thread to hold the GIL.
 #pragma once
 
@@ -15,19 +19,12 @@
 #include "core/config.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "embedded/output_sink.h"
 
 struct _object;
 typedef struct _object PyObject;  // NOLINT: CPython's own spelling
 
 namespace dolsot {
-
-// Receives every chunk of stdout a cell writes, as it writes it (before the
-// cap). A backend that must report output after killing a cell mirrors it here.
-class OutputSink {
- public:
-  virtual ~OutputSink() = default;
-  virtual void Write(std::string_view text) = 0;
-};
 
 struct CellRequest {
   std::string_view code;     // the cell's source, UTF-8
@@ -54,36 +51,10 @@ struct CellRequest {
   PyObject** returned = nullptr;
 };
 
-// Installs the per-thread routing of sys.stdout, sys.stderr and sys.stdin
-// (idempotent; RunCell calls it too, and re-installs it if someone replaced
-// those streams). A thread running a cell writes stdout AND stderr into its
-// own capture (one text, as an agent reads it) and reads stdin as empty
-// (input() raises EOFError at once); every other thread reads and writes the
-// streams that were there before. Threads a cell starts itself are "other
-// threads": their output goes to the host's streams.
-Status InstallCellIo();
-
-// Makes matplotlib draw off-screen in this interpreter, with plt.show() and
-// the figures a cell leaves open returned in Result::images
-// (embedded/figures.h). RunCell calls it with force == false: a backend the
-// host chose (MPLBACKEND, or matplotlib already imported) wins. A worker
-// process forces it. Idempotent; imports nothing.
-Status InstallFigureBackend(bool force);
-
 // Runs one cell in `globals` (a dict). Never raises into the caller: a user
 // error (syntax error, exception, SystemExit, invalid UTF-8) is a Result with
 // ok == false. Does not fill Result::dropped.
 Result RunCell(PyObject* globals, const CellRequest& request);
-
-// Cell sources, which tracebacks read (through linecache) to show a cell's
-// lines: RunCell registers each cell's source under its filename, and a
-// session restored from a checkpoint registers the sources its functions were
-// defined in. Both never fail loudly: a source that cannot be registered or
-// read is simply not there (the Python error indicator is clear on return).
-void RegisterCellSource(std::string_view filename, std::string_view code);
-// The source registered for `filename` by this interpreter (RunCell or
-// RegisterCellSource), or nullopt.
-std::optional<std::string> RegisteredCellSource(std::string_view filename);
 
 // The names listed in Result::held: every key of `globals` that is not a dunder
 // and not in `hidden`, in insertion order.

@@ -138,4 +138,19 @@ std::string DescriptorPath(const std::string& proc, int fd) {
   return proc + "/self/fd/" + std::to_string(fd);
 }
 
+Status CheckMountSources(const std::vector<SandboxMount>& mounts) {
+  for (const SandboxMount& mount : mounts) {
+    struct stat st;
+    if (::stat(mount.host_path.c_str(), &st) == 0) continue;
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) {
+      return Status(ErrorCode::kConfig, "mount " + mount.virtual_path + ": the host path '" +
+                                            mount.host_path + "' does not exist");
+    }
+    // Anything else (a directory the host cannot search, ...) is the
+    // worker's to report when it opens the source.
+  }
+  return Status::Ok();
+}
+
 }  // namespace dolsot

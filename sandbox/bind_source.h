@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/unique_fd.h"
+#include "sandbox/sandbox_policy.h"
 
 namespace dolsot {
 
@@ -50,6 +51,13 @@ struct WritableTrees {
 // path is relative.
 StatusOr<UniqueFd> OpenBindSource(int root, std::string_view path, const WritableTrees& writable,
                                   bool follow_symlinks = true);
+
+// kConfig naming the first mount whose host path does not exist, so such a
+// policy fails where it is made (Sandbox(...), Repl::Create, the CLI's
+// flags) instead of at a worker's start. Only a first check: the worker
+// still opens every source with OpenBindSource when it starts (a path can
+// change in between, and a symlink on it is refused there).
+Status CheckMountSources(const std::vector<SandboxMount>& mounts);
 
 // "<proc>/self/fd/<fd>": where mount(2) finds the object `fd` was opened on
 // (the magic link names the descriptor's own mount and dentry, so what was

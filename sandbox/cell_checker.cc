@@ -26,7 +26,7 @@ CellChecker::CellChecker(std::string_view code, const Policy& policy, const Gate
       learned_(learned),
       plain_methods_allowed_(policy.private_in_plain_methods && memory != nullptr &&
                              memory->complete),
-      classes_(code, grammar_) {}
+      classes_(code, grammar_), constants_(text_, grammar_) {}
 
 std::vector<Finding> CellChecker::Run(bool fast_path) {
   if (auto problem = CheckSourceText(code_, policy_)) return {std::move(*problem)};
@@ -53,6 +53,7 @@ std::vector<Finding> CellChecker::Run(bool fast_path) {
     Walk(root);
     CheckPendingStores();
     CheckPendingFacts();
+    CheckPendingPatterns();
     // Refused already: no need to ask CPython (it costs about one ast.parse).
     if (policy_.statement_oracle && findings_.empty() && dropped_ == 0) {
       if (std::optional<SyntaxProblem> problem =
@@ -175,9 +176,23 @@ bool CellChecker::Visit(TSNode node, Frame& frame) {
     case NodeKind::kForInClause:
       NoteAssignment(ts_node_child_by_field_id(node, grammar_.left),
                      ts_node_child_by_field_id(node, grammar_.right));
+      if (frame.kind != NodeKind::kAssignment) CheckSuspension(node, frame);  // `async for`
       return true;
     case NodeKind::kCall:
       CheckCall(node, frame);
+      return true;
+    case NodeKind::kBinaryOperator:
+    case NodeKind::kAugmentedAssignment:
+      CheckConstantSize(node);
+      return true;
+    case NodeKind::kTryStatement:
+    case NodeKind::kWithStatement:
+      CheckSuspension(node, frame);
+      frame.cleanup_pending = true;
+      return true;
+    case NodeKind::kYield:
+    case NodeKind::kAwait:
+      CheckSuspension(node, frame);
       return true;
     case NodeKind::kSubscript:
       // `m.table[k] = v`, `del m.table[k]`: a store into what a module holds.
@@ -323,6 +338,12 @@ void CellChecker::CheckIdentifier(TSNode node, const Frame& frame) {
            "`deepcopy` as a value (it could be called with a memo, which substitutes objects "
            "inside the copy): call `copy.deepcopy(x)` directly");
   }
+  if (load && name == "io") CheckIoModuleUse(node);
+  if (IsIoClassName(name) && (load || frame.role == Role::kAttrName)) {
+    TSNode parent = ts_node_parent(node);
+    CheckIoClassUse(frame.role == Role::kAttrName && grammar_.KindOf(parent) == NodeKind::kAttribute
+                        ? parent : node);
+  }
   switch (frame.role) {
     case Role::kAttrName:
       if (frame.skip_attribute) return;
@@ -396,7 +417,12 @@ std::optional<std::pair<Rule, std::string_view>> CellChecker::AttributeVerdict(
                    "`next(it)`, `repr(x)`), or call it as `super().<name>(...)` inside a "
                    "__dunder__ method"};
   }
+  if (IsPublicUnderscoreAttribute(name)) return std::nullopt;  // namedtuple's API
   if (name.starts_with("_")) return Verdict{Rule::kPrivateAttribute, "is private"};
+  if (name == "register_dialect" || name == "unregister_dialect" || name == "field_size_limit") {
+    return Verdict{Rule::kAttributeDenied,
+                   "changes csv for the whole process (every csv reader of the host too)"};
+  }
   if (IsDeniedAttribute(name)) return Verdict{Rule::kAttributeDenied, "leads to a module or runs code"};
   return std::nullopt;
 }
@@ -450,6 +476,10 @@ std::string CellChecker::ChainRoot(TSNode node) {
 void CellChecker::NoteAssignment(TSNode target, TSNode value) {
   if (ts_node_is_null(target) || ts_node_is_null(value)) return;
   if (grammar_.KindOf(target) != NodeKind::kIdentifier) return;
+  NodeKind value_kind = grammar_.KindOf(value);
+  if (value_kind == NodeKind::kString || value_kind == NodeKind::kConcatenatedString) {
+    string_bindings_[std::string(Name(target))].push_back(value);  // a pattern by name (slow-pattern)
+  }
   std::string root = ChainRoot(value);
   if (!root.empty()) facts_.NoteAlias(std::string(Name(target)), std::move(root));
 }
@@ -473,6 +503,30 @@ bool CellChecker::ShownOnly(const Use& use, TSNode node, Rule rule, std::string 
   return true;
 }
 
+// A value used where it cannot be kept or handed to the cell's code: shown
+// (ShownOnly), tested for truth, an operand of `is`, compared with literals
+// only, the object of `isinstance(x, ...)`, or a whole expression statement.
+bool CellChecker::InPlaceOnly(const Use& use, TSNode node, Rule rule, const std::string& message) {
+  switch (use.position) {
+    case UsePosition::kTest:
+    case UsePosition::kIdentity:
+    case UsePosition::kStatement:
+      return true;
+    case UsePosition::kEquality:
+    case UsePosition::kComparison:
+      return use.literal_operands;
+    case UsePosition::kArgument:
+      if (!use.in_tuple && use.index == 0 && use.count == 2 &&
+          IsBuiltinCallee(use.other, {"isinstance"})) {
+        builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), node, rule, message});
+        return true;
+      }
+      return ShownOnly(use, node, rule, message);
+    default:
+      return ShownOnly(use, node, rule, message);
+  }
+}
+
 // The rules decided once the cell is seen: own classes, super() routes,
 // caught exceptions and their aliases, bases rooted at a toolbox.
 void CellChecker::CheckPendingFacts() {
@@ -483,11 +537,13 @@ void CellChecker::CheckPendingFacts() {
     bool from_exception = carrier.root.empty() ? !caught.empty() : caught.contains(carrier.root);
     if (!from_exception) continue;
     std::string message = "`." + carrier.what + "` of a caught exception can hand back objects "
-                          "of the code that raised it (a toolbox's internals): show it only "
-                          "(`print(e." + carrier.what + ")`, `str(...)`, `repr(...)`, `len(...)`, "
-                          "an f-string field), or use `str(e)`";
+                          "of the code that raised it (a toolbox's internals): use it in place "
+                          "only (`print(e." + carrier.what + ")`, `str(...)`, `repr(...)`, "
+                          "`len(...)`, an f-string field, `if e." + carrier.what + ":`, "
+                          "compared with literals, `isinstance(e." + carrier.what + "[0], str)`), "
+                          "or use `str(e)`";
     Use use = carrier.root.empty() ? Use{} : ClassifyUse(carrier.node, grammar_, true);
-    if (!ShownOnly(use, carrier.node, Rule::kAttributeDenied, message)) {
+    if (!InPlaceOnly(use, carrier.node, Rule::kAttributeDenied, message)) {
       Report(Rule::kAttributeDenied, carrier.node, std::move(message));
     }
   }

@@ -18,6 +18,7 @@
 
 #include "core/gate_memory.h"
 #include "sandbox/cell_facts.h"
+#include "sandbox/constant_size.h"
 #include "sandbox/class_model.h"
 #include "sandbox/finding.h"
 #include "sandbox/node_text.h"
@@ -66,6 +67,12 @@ struct PendingStore {  // an attribute assignment/deletion whose root is a name
   bool mutation = false;  // a mutating method call (modules only, not toolboxes)
 };
 
+struct PendingPattern {  // `f(name, ...)`: a regex function's pattern given by name, decided at the end
+  std::string callee;   // empty: the call's callee is a regex function whatever it binds
+  std::string pattern;  // the name holding the pattern
+  TSNode node;
+};
+
 struct PendingPath {  // `root.leaf` where leaf may name a denied submodule
   std::string root;
   std::string leaf;
@@ -77,7 +84,9 @@ struct PendingPath {  // `root.leaf` where leaf may name a denied submodule
 // cell_checker_imports.cc (imports, stores into modules),
 // cell_checker_calls.cc (calls that make classes, `type(x)`),
 // cell_checker_strings.cc (code inside strings: format templates, annotations),
-// cell_checker_classes.cc (methods, `self._x`, sealed classes).
+// cell_checker_classes.cc (methods, `self._x`, sealed classes),
+// cell_checker_deadline.cc (what holds the GIL or runs later: slow regexes,
+// huge constants, deferred cleanup code).
 class CellChecker {
  public:
   CellChecker(std::string_view code, const Policy& policy, const GateMemory* memory = nullptr,
@@ -108,6 +117,7 @@ class CellChecker {
   void NoteAssignment(TSNode target, TSNode value);
   bool IsBuiltinCallee(TSNode callee, std::initializer_list<std::string_view> names);
   bool ShownOnly(const Use& use, TSNode node, Rule rule, std::string message);
+  bool InPlaceOnly(const Use& use, TSNode node, Rule rule, const std::string& message);
   void CheckPendingFacts();
 
   // cell_checker_imports.cc
@@ -116,6 +126,9 @@ class CellChecker {
   std::string DottedPath(TSNode dotted, bool check_components);
   void RecordStore(TSNode store, TSNode object, bool mutation = false);
   void CheckPendingStores();
+  bool CheckIoImport(TSNode target, TSNode alias, std::string_view from_path, std::string_view name);
+  void CheckIoModuleUse(TSNode node);
+  void CheckIoClassUse(TSNode expression);
 
   // cell_checker_calls.cc
   void CheckCall(TSNode call, const Frame& frame);
@@ -125,6 +138,13 @@ class CellChecker {
   // cell_checker_strings.cc
   void CheckStringAnnotation(TSNode string);
   void CheckFormatReceiver(TSNode attribute, TSNode receiver);
+
+  // cell_checker_deadline.cc
+  void CheckPatternCall(TSNode call, TSNode function, std::string_view callee);
+  void CheckPattern(TSNode pattern);
+  void CheckPendingPatterns();
+  void CheckConstantSize(TSNode node);
+  void CheckSuspension(TSNode node, const Frame& frame);
 
   // cell_checker_classes.cc
   void EnterFunction(TSNode node, Frame& frame);
@@ -164,6 +184,9 @@ class CellChecker {
   std::vector<BuiltinUse> builtin_uses_;
   NameSet shadowed_;                    // builtin names the cell binds outside the module scope
   NameSet declared_;                    // names of global / nonlocal statements
+  ConstantSizes constants_;             // folded constant expressions (huge-constant)
+  std::vector<PendingPattern> patterns_;  // regex patterns given by name
+  std::map<std::string, std::vector<TSNode>, std::less<>> string_bindings_;  // name = "literal"
 };
 
 }  // namespace dolsot::sandbox

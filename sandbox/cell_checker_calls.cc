@@ -38,6 +38,10 @@ void CellChecker::CheckCall(TSNode call, const Frame& frame) {
       RecordStore(function, ts_node_child_by_field_id(function, grammar_.object), true);
     }
   }
+  CheckPatternCall(call, function, callee);
+  if (callee == "pow" || callee == "factorial" || callee == "comb" || callee == "perm") {
+    CheckConstantSize(call);
+  }
   uint32_t positional = 0;
   bool other = false;  // keywords, splats
   uint32_t count = ts_node_is_null(arguments) ? 0 : ts_node_named_child_count(arguments);

@@ -128,6 +128,7 @@ bool CellChecker::CheckSelfAttribute(TSNode attribute, const Frame& frame) {
   if (Name(object) != method.self) return false;
   std::string attr(Name(name));
   if (!attr.starts_with("_") || attr.starts_with("__")) return false;
+  if (IsPublicUnderscoreAttribute(attr)) return false;  // `self._replace(...)`: public API
   std::string_view bare = std::string_view(attr).substr(1);
   if (bare.empty() || AttributeVerdict(bare) || IsBuiltinName(bare) || IsInternalAttribute(attr)) {
     return false;  // `self._os`: the default check refuses it

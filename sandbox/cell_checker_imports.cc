@@ -67,6 +67,7 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
                "module `" + from_path + "." + path + "` is not in the allow-list");
         continue;
       }
+      if (!CheckIoImport(target, alias, from_path, path)) continue;
       bound = path;
     } else {
       std::string path = DottedPath(target, true);
@@ -74,6 +75,7 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
         Report(Rule::kImportDenied, target, "module `" + path + "` is not in the allow-list");
         continue;
       }
+      if (!CheckIoImport(target, alias, "", path)) continue;
       bound = path.substr(0, path.find('.'));
     }
     TSNode bound_node = ts_node_is_null(alias) ? target : alias;
@@ -96,6 +98,72 @@ void CellChecker::CheckImport(TSNode node, const Frame& frame) {
     }
     imported_names_.insert(bound);
   }
+}
+
+// io keeps its names (`import io`, `from io import StringIO`: the gate holds
+// the names `io`, `StringIO` and `BytesIO` to their safe uses in every cell,
+// which an alias would escape), and only its allowed names are imported.
+bool CellChecker::CheckIoImport(TSNode target, TSNode alias, std::string_view from_path,
+                                std::string_view name) {
+  if (from_path.empty()) {  // `import io [as x]`
+    if ((name != "io" && !name.starts_with("io.")) || ts_node_is_null(alias)) return true;
+    Report(Rule::kImportDenied, alias,
+           "`import io as ...`: import io under its own name (the gate allows the name `io` "
+           "only as `io.StringIO(...)`, `io.BytesIO(...)` and io's constants, in every cell)");
+    return false;
+  }
+  if (from_path != "io") return true;
+  if (!IsAllowedIoAttribute(name)) {
+    Report(Rule::kAttributeDenied, target,
+           "`io." + std::string(name) + "`: of io only StringIO, BytesIO, the SEEK_* constants, "
+           "DEFAULT_BUFFER_SIZE, text_encoding and its exceptions are allowed (the rest opens "
+           "files or calls a wrapped object's close() when collected)");
+    return false;
+  }
+  if (!ts_node_is_null(alias) && IsIoClassName(name)) {
+    Report(Rule::kImportDenied, alias,
+           "`from io import " + std::string(name) + " as ...`: import it under its own name "
+           "(the gate allows `" + std::string(name) + "` only called or tested, in every cell)");
+    return false;
+  }
+  return true;
+}
+
+// The name `io` read: only as `io.<allowed>` (also in a pattern's dotted name).
+void CellChecker::CheckIoModuleUse(TSNode node) {
+  Use use = ClassifyUse(node, grammar_, false);
+  TSNode attribute = use.position == UsePosition::kAttributeObject ? use.other : TSNode{};
+  TSNode parent = ts_node_parent(node);
+  if (grammar_.KindOf(parent) == NodeKind::kDottedName && ts_node_named_child_count(parent) >= 2 &&
+      ts_node_eq(ts_node_named_child(parent, 0), node)) {
+    attribute = ts_node_named_child(parent, 1);
+  }
+  if (!ts_node_is_null(attribute) && IsAllowedIoAttribute(Name(attribute))) return;
+  Report(Rule::kAttributeDenied, node,
+         "the module `io` is allowed only as `io.StringIO(...)`, `io.BytesIO(...)`, its SEEK_* "
+         "constants, DEFAULT_BUFFER_SIZE, text_encoding and its exceptions: its other names "
+         "open files (`io.open`, `io.FileIO`) or call a wrapped object's close() when collected, "
+         "and as a value it would carry them on");
+}
+
+// `StringIO` / `BytesIO` (a name, or `x.StringIO`: csv holds io.StringIO too):
+// called or the class of isinstance/issubclass only. A subclass's close()
+// would run when an instance is collected (IOBase's finalizer), on whatever
+// thread collects it.
+void CellChecker::CheckIoClassUse(TSNode expression) {
+  Use use = ClassifyUse(expression, grammar_, false);
+  if (use.position == UsePosition::kCallee) return;
+  std::string message =
+      "`" + std::string(Text(expression)) + "` as a value: io's classes may only be called "
+      "(`io.StringIO(text)`) or tested (`isinstance(f, io.StringIO)`): a subclass's close() "
+      "would run when an instance is collected, later and on whatever thread collects it";
+  if (use.position == UsePosition::kArgument && use.index == 1 && use.count == 2 &&
+      IsBuiltinCallee(use.other, {"isinstance", "issubclass"})) {
+    builtin_uses_.push_back(BuiltinUse{std::string(Name(use.other)), expression,
+                                       Rule::kAttributeDenied, std::move(message)});
+    return;
+  }
+  Report(Rule::kAttributeDenied, expression, std::move(message));
 }
 
 // `a.b.c` is a toolbox's module or inside one.

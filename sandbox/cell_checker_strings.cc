@@ -59,7 +59,15 @@ void CellChecker::CheckFormatReceiver(TSNode attribute, TSNode receiver) {
   std::string decoded;
   std::string problem = "a template that is not a string literal (use an f-string)";
   if (!AppendStringLiteral(receiver, text_, grammar_, decoded, problem)) {
-    Report(Rule::kFormatString, attribute, "`.format` on " + problem);
+    // Read in place (`o.format == "png"`, `print(o.format)`), the attribute
+    // is data: only calling it, or keeping it to call later, uses a template.
+    std::string message = "`.format` on " + problem + ": an attribute named `format` may be "
+                          "read in place only (compared with literals, tested, shown, "
+                          "`str(o.format)`), never called or kept";
+    Use use = ClassifyUse(attribute, grammar_, false);
+    if (!InPlaceOnly(use, attribute, Rule::kFormatString, message)) {
+      Report(Rule::kFormatString, attribute, std::move(message));
+    }
     return;
   }
   for (const std::string& name : FormatFieldAttributes(decoded)) {

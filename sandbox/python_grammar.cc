@@ -63,6 +63,11 @@ constexpr std::pair<std::string_view, NodeKind> kNamedKinds[] = {
     {"decorator", NodeKind::kDecorator},
     {"module", NodeKind::kModule},
     {"block", NodeKind::kBlock},
+    {"binary_operator", NodeKind::kBinaryOperator},
+    {"try_statement", NodeKind::kTryStatement},
+    {"with_statement", NodeKind::kWithStatement},
+    {"yield", NodeKind::kYield},
+    {"await", NodeKind::kAwait},
 };
 
 TSFieldId Field(const TSLanguage* language, const char* name) {
@@ -101,6 +106,8 @@ PythonGrammar Build() {
   grammar.function = Field(language, "function");
   grammar.arguments = Field(language, "arguments");
   grammar.definition = Field(language, "definition");
+  grammar.op = Field(language, "operator");
+  grammar.argument = Field(language, "argument");
   return grammar;
 }
 

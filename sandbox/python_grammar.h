@@ -23,6 +23,7 @@ enum class NodeKind : std::uint8_t {
   kComment, kPrintStatement, kExecStatement,
   kType, kExceptGroupClause, kParenthesizedExpression,
   kExceptClause, kDecoratedDefinition, kDecorator, kModule, kBlock,
+  kBinaryOperator, kTryStatement, kWithStatement, kYield, kAwait,
 };
 
 struct PythonGrammar {
@@ -30,7 +31,7 @@ struct PythonGrammar {
   TSFieldId left = 0, right = 0, name = 0, alias = 0, value = 0, type = 0, object = 0,
             attribute = 0, parameters = 0, body = 0, module_name = 0, key = 0,
             superclasses = 0, type_parameters = 0, return_type = 0, guard = 0,
-            function = 0, arguments = 0, definition = 0;
+            function = 0, arguments = 0, definition = 0, op = 0, argument = 0;
 
   NodeKind KindOf(TSNode node) const {
     TSSymbol symbol = ts_node_symbol(node);

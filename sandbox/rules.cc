@@ -39,6 +39,15 @@ constexpr std::array kRules = {
     RuleInfo{Rule::kConstructDenied, "construct-denied",
              "a construct that makes classes or code from data the gate cannot see (type() with "
              "three arguments, the Enum functional API, string annotations, except*, ...)"},
+    RuleInfo{Rule::kSlowPattern, "slow-pattern",
+             "a literal regular expression with a repeated group holding a repeated item, given "
+             "to re: its backtracking can hold the GIL past any deadline"},
+    RuleInfo{Rule::kHugeConstant, "huge-constant",
+             "a power, shift, factorial or repetition of literals whose result is too big to "
+             "compute (C code holding the GIL past any deadline)"},
+    RuleInfo{Rule::kDeferredCode, "deferred-code",
+             "a yield or await inside a try with handlers or finally, or inside a with body: "
+             "its cleanup can run later, on whatever thread collects the object"},
 };
 
 // Sorted tables: binary search, and easy to read.
@@ -53,8 +62,13 @@ constexpr std::string_view kAlwaysDenied[] = {
 // Denied as names only: as attributes they are a toolbox's or a record's own
 // (`mt.help("top")`, a dataclass field `b.open`); the builtins themselves are
 // reachable as attributes only through a module-leading attribute (.bltns).
+// `compile` too: the only objects reachable from the default modules with a
+// `compile` attribute are re.compile (and 3.10's re.sre_compile.compile),
+// both regex compilers; the builtin is reached only through denied
+// attributes (.builtins, .bltns). Enumerated on 3.10-3.13 over every default
+// module and submodule, classes and module-level instances included.
 constexpr std::string_view kDeniedOnlyAsNames[] = {
-    "copyright", "credits", "exit", "help", "input", "license", "open", "quit",
+    "compile", "copyright", "credits", "exit", "help", "input", "license", "open", "quit",
 };
 
 // Submodules of allowed packages that reach what the policy denies
@@ -96,25 +110,30 @@ constexpr std::string_view kInternalAttributes[] = {
 // from a dict the gate cannot see; `mro` hands back base classes as values;
 // `fget` / `fset` / `fdel` hand back a property's functions, which then take
 // any object as `self` (see docs/gate.md, "The cell's own classes").
+// io's ways to files (`FileIO`, `open_code`, 3.10's `OpenWrapper`; `io.open`
+// is refused by the io rule, `open` being a common field name) and csv's
+// process-wide settings (`register_dialect`, `unregister_dialect`,
+// `field_size_limit`: every csv reader of the host would change).
 constexpr std::string_view kDeniedAttributes[] = {
-    "ABCMeta", "EnumMeta", "EnumType", "FileType", "ForwardRef", "argparse", "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
-    "copyreg", "ctypes", "doctest", "evaluate_forward_ref", "fcntl", "fdel", "fget", "fset", "ftplib", "gc", "get_field", "get_type_hints", "glob",
+    "ABCMeta", "EnumMeta", "EnumType", "FileIO", "FileType", "ForwardRef", "OpenWrapper", "argparse", "asyncio", "atexit", "bdb", "bltns", "builtins", "chdir", "codecs", "concurrent",
+    "copyreg", "ctypes", "doctest", "evaluate_forward_ref", "fcntl", "fdel", "fget", "field_size_limit", "fset", "ftplib", "gc", "get_field", "get_type_hints", "glob",
     "global_enum", "http", "importlib", "inspect", "io", "keyword", "linecache", "logging",
     "make_dataclass", "marshal",
-    "mmap", "modules", "mro", "multiprocessing", "nt", "obj", "operator", "os", "pathlib", "pdb",
-    "pickle", "platform", "popen", "posix", "pty", "register", "resource", "runpy", "select",
+    "mmap", "modules", "mro", "multiprocessing", "nt", "obj", "open_code", "operator", "os", "pathlib", "pdb",
+    "pickle", "platform", "popen", "posix", "pty", "register", "register_dialect", "resource", "runpy", "select",
     "selectors", "shutil", "signal", "site", "smtplib", "socket", "spawnv", "ssl",
     "subprocess", "sys", "sysconfig", "system", "tarfile", "tempfile", "threading",
-    "tokenize", "traceback", "types", "update_wrapper", "urllib", "vformat", "warnings",
+    "tokenize", "traceback", "types", "unregister_dialect", "update_wrapper", "urllib", "vformat", "warnings",
     "weakref", "webbrowser", "wraps", "zipfile", "zipimport",
 };
 
 // Pure computation, no file system, process, network or introspection
-// (operator, string, inspect, types, sys, os, io, pickle are deliberately out).
+// (operator, string, inspect, types, sys, os, pickle are deliberately out;
+// io only as `io.StringIO` / `io.BytesIO` and constants, see IsAllowedIoAttribute).
 constexpr std::string_view kDefaultAllowedModules[] = {
     "__future__", "abc", "array", "base64", "binascii", "bisect", "calendar", "cmath",
-    "collections", "colorsys", "contextlib", "copy", "dataclasses", "datetime", "decimal",
-    "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "html", "itertools",
+    "collections", "colorsys", "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal",
+    "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "html", "io", "itertools",
     "json", "math", "numbers", "pprint", "random", "re", "statistics", "struct",
     "textwrap", "time", "typing", "unicodedata", "uuid", "zlib",
 };
@@ -152,9 +171,32 @@ constexpr std::string_view kDataDunders[] = {
 // UnicodeError failed on in `object`): refused on a caught exception.
 constexpr std::string_view kExceptionCarriers[] = {"args", "object", "value"};
 
+// namedtuple's public API, underscored so as not to clash with field names.
+// Among the default modules' objects only namedtuples answer to them
+// (decimal.DecimalTuple, difflib.Match, statistics.LinearRegression; and
+// 3.13's dataclasses._replace, which is dataclasses.replace), checked on
+// 3.10-3.13. `_make` and `_replace` build an instance with tuple.__new__,
+// without the class's own __new__/__init__, like 3.13's copy.replace.
+constexpr std::string_view kPublicUnderscoreAttributes[] = {
+    "_asdict", "_field_defaults", "_fields", "_make", "_replace",
+};
+
+// What a cell reaches of io: in-memory files and constants. The rest opens
+// files (open, open_code, FileIO) or wraps an object and calls its close()
+// when collected (TextIOWrapper, Buffered*: deferred code of the cell's own
+// raw class); the base classes would be subclassed to the same end.
+constexpr std::string_view kAllowedIoAttributes[] = {
+    "BlockingIOError", "BytesIO", "DEFAULT_BUFFER_SIZE", "SEEK_CUR", "SEEK_END", "SEEK_SET",
+    "StringIO", "UnsupportedOperation", "text_encoding",
+};
+constexpr std::string_view kIoClassNames[] = {"BytesIO", "StringIO"};
+
 static_assert(std::ranges::is_sorted(kAlwaysDenied));
 static_assert(std::ranges::is_sorted(kDataDunders));
 static_assert(std::ranges::is_sorted(kExceptionCarriers));
+static_assert(std::ranges::is_sorted(kPublicUnderscoreAttributes));
+static_assert(std::ranges::is_sorted(kAllowedIoAttributes));
+static_assert(std::ranges::is_sorted(kIoClassNames));
 static_assert(std::ranges::is_sorted(kInternalAttributes));
 static_assert(std::ranges::is_sorted(kDeniedOnlyAsNames));
 static_assert(std::ranges::is_sorted(kDeniedModulePaths));
@@ -191,6 +233,11 @@ bool IsDeniedAttribute(std::string_view name) { return Contains(kDeniedAttribute
 
 bool IsDataDunder(std::string_view name) { return Contains(kDataDunders, name); }
 bool IsExceptionCarrier(std::string_view name) { return Contains(kExceptionCarriers, name); }
+bool IsPublicUnderscoreAttribute(std::string_view name) {
+  return Contains(kPublicUnderscoreAttributes, name);
+}
+bool IsAllowedIoAttribute(std::string_view name) { return Contains(kAllowedIoAttributes, name); }
+bool IsIoClassName(std::string_view name) { return Contains(kIoClassNames, name); }
 
 bool IsDunder(std::string_view name) {
   return name.size() > 4 && name.starts_with("__") && name.ends_with("__");

@@ -23,6 +23,9 @@ enum class Rule {
   kRebindToolbox,     // rebinding or deleting a toolbox alias at module level
   kModuleAssignment,  // assigning into, deleting from or mutating a toolbox or module
   kConstructDenied,   // type(n, b, d), Enum('E', names), string annotations, except*, ...
+  kSlowPattern,       // a literal regex with nested quantifiers given to re: exponential backtracking
+  kHugeConstant,      // a literal power, shift, factorial or repetition too big to compute
+  kDeferredCode,      // a yield/await inside try-except/finally or with: runs later, elsewhere
 };
 
 struct RuleInfo {
@@ -47,6 +50,10 @@ bool IsDeniedAttribute(std::string_view name);    // sys, os, builtins, get_type
 bool IsDunder(std::string_view name);             // __x__ (at least one char inside)
 bool IsDataDunder(std::string_view name);         // __name__, __doc__, ...: not methods
 bool IsExceptionCarrier(std::string_view name);   // args, value, object: an exception's payload
+bool IsPublicUnderscoreAttribute(std::string_view name);  // namedtuple's _replace, _asdict, ...
+// The module `io` is reached only as `io.<name>` with these names (docs/gate.md, "csv and io").
+bool IsAllowedIoAttribute(std::string_view name);  // StringIO, BytesIO, SEEK_SET, ...
+bool IsIoClassName(std::string_view name);          // StringIO, BytesIO: only called or tested
 
 std::span<const std::string_view> DefaultAllowedModules();
 std::span<const std::string_view> DefaultAllowedDunders();

@@ -39,6 +39,7 @@ Frame DeriveFrame(const Frame& parent, NodeKind kind, TSFieldId field, const Pyt
                                                              : parent.except_type;
   child.except_alias = parent.except_alias;
   child.type_is_local = parent.type_is_local;
+  child.cleanup_pending = parent.cleanup_pending;
   switch (parent.kind) {
     case NodeKind::kAssignment:
     case NodeKind::kAugmentedAssignment:
@@ -76,6 +77,7 @@ Frame DeriveFrame(const Frame& parent, NodeKind kind, TSFieldId field, const Pyt
         child.self_slot = parent.kind == NodeKind::kFunctionDefinition ? parent.method_self : -1;
         child.type_is_local = parent.type_is_local || parent.type_parameter;
         child.in_bases = false;
+        child.cleanup_pending = false;  // a new function: its own try and with statements
       }
       if (parent.kind == NodeKind::kClassDefinition && field == g.superclasses) child.in_bases = true;
       break;

@@ -42,6 +42,8 @@ struct Frame {
   bool pattern_keyword = false;    // the attribute name of a keyword pattern (`case C(x=...)`)
   bool type_is_local = false;      // inside a function with a parameter named `type`
   bool type_parameter = false;     // a function definition: one of its parameters is `type`
+  bool cleanup_pending = false;    // inside a try or with statement of the current function:
+                                   // a yield or await here leaves cleanup code for later
   std::int32_t class_slot = -1;    // the innermost class statement (CellFacts index), or -1
   std::int32_t self_slot = -1;     // the enclosing method (its ClassModel slot), or -1
   std::int32_t method_self = -1;   // a function definition: its own ClassModel slot, or -1

@@ -74,6 +74,8 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--code", default="1 + 1")
     parser.add_argument("--repl", action="store_true", help="also measure Repl")
+    parser.add_argument("--gated", action="store_true",
+                        help="also measure a session with the AST gate (and its runtime half)")
     parser.add_argument("--gap-ms", type=float, default=0.0,
                         help="idle time between cells (each cell then timed alone)")
     args = parser.parse_args()
@@ -90,14 +92,25 @@ def main() -> None:
         other = Repl(store=MemoryStore(), snapshots=False, checkpoint="off", typecheck=False)
         run_repl = lambda code: other.run("bench", code)  # noqa: E731
         assert run_repl(args.code).value == run(args.code).value
-    peer, ours, theirs = [], [], []
+    gated_session = None
+    if args.gated:
+        from dolsot.sandbox import AstGate, Policy
+
+        gated_session = InProcessSession(timeout=20.0, gate=AstGate(Policy()), typecheck=False)
+        run_gated = lambda code: gated_session.run("bench", code)  # noqa: E731
+        assert run_gated(args.code).value == run(args.code).value
+    peer, ours, theirs, gated = [], [], [], []
     for _ in range(args.batches):  # interleaved, so load changes hit all alike
         gap = args.gap_ms / 1000
         peer.append(per_cell_us(repl.step, args.code, args.cells, gap))
         ours.append(per_cell_us(run, args.code, args.cells, gap))
+        if gated_session is not None:
+            gated.append(per_cell_us(run_gated, args.code, args.cells, gap))
         if other is not None:
             theirs.append(per_cell_us(run_repl, args.code, max(1, args.cells // 10), gap))
     session.close()
+    if gated_session is not None:
+        gated_session.close()
     if other is not None:
         other.close()
     p, o = statistics.median(peer), statistics.median(ours)
@@ -107,6 +120,10 @@ def main() -> None:
     print(f"python-level REPL step : median {p:8.2f} us/cell")
     print(f"InProcessSession.run   : median {o:8.2f} us/cell")
     print(f"ratio (ours / peer)    : {o / p:.2f}x")
+    if gated:
+        g = statistics.median(gated)
+        print(f"gated (AstGate) .run   : median {g:8.2f} us/cell ({g / p:.2f}x the peer, "
+              f"+{g - o:.2f} us over ungated)")
     if theirs:
         t = statistics.median(theirs)
         print(f"Repl.run (no snapshots): median {t:8.2f} us/cell ({t / o:.1f}x InProcessSession)")

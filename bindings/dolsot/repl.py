@@ -21,7 +21,7 @@ from dolsot._tools import ToolHost
 from dolsot._backend import (
     AsyncRunMixin, Gate, InjectValue, ToolsMixin, check_argument, checked_config, toolbox_module_names,
 )
-from dolsot._dolsot import Repl as _CoreRepl
+from dolsot._dolsot import Repl as _CoreRepl, _parse_flag
 from dolsot.isolation import Sandbox, SandboxLayer, SandboxReport
 
 __all__ = ["Repl", "Gate"]
@@ -116,7 +116,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
             max_live_sessions=max_live_sessions,
             typecheck=typecheck,
         )
-        if sandbox is None and os.environ.get("DOLSOT_SANDBOX", "") not in ("", "0"):
+        if sandbox is None and _parse_flag("DOLSOT_SANDBOX", os.environ.get("DOLSOT_SANDBOX", "")):
             sandbox = Sandbox()  # DOLSOT_SANDBOX=1: the default Sandbox
         check_argument("sandbox", sandbox, (Sandbox,), "a dolsot.Sandbox or None")
         config.update(checked_config(accept_weaker_walls=accept_weaker_walls))

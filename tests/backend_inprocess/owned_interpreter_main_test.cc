@@ -13,6 +13,7 @@
 
 #include "backend_inprocess/in_process_session.h"
 #include "embedded/interpreter.h"
+#include "sandbox/ast_gate.h"
 
 namespace dolsot {
 namespace {
@@ -78,6 +79,37 @@ TEST(OwnedInterpreter, SessionsShareItAndTheLastCloseFinalizesIt) {
             "False");
   EXPECT_TRUE(c->Close().ok());
   EXPECT_FALSE(Py_IsInitialized());
+}
+
+// The AST gate's runtime half is per interpreter (its types, its caches) on
+// top of type's slots wrapped once per process: a fresh interpreter after a
+// finalization holds it again, and its ungated sessions stay free.
+TEST(OwnedInterpreter, TheRuntimeGateHoldsInEachFreshInterpreter) {
+  ASSERT_FALSE(Py_IsInitialized());
+  for (int round = 0; round < 2; ++round) {
+    InProcessOptions options;
+    options.config.typecheck = false;
+    options.ast_gate = MakeAstGate();
+    auto gated = InProcessSession::Create(std::move(options));
+    ASSERT_TRUE(gated.ok()) << gated.status().ToString();
+    Result refused = MustRun(**gated, "s", "import json\nD = json.JSONDecoder\nD.decode = None");
+    EXPECT_FALSE(refused.ok) << "round " << round;
+    EXPECT_NE(refused.error.value_or("").find("line 3, col 1: [module-assignment]"),
+              std::string::npos)
+        << refused.error.value_or("");
+    Result table = MustRun(**gated, "s", "import html.entities as e\nt = e.html5\nt.clear()");
+    EXPECT_NE(table.error.value_or("").find("[module-assignment]"), std::string::npos);
+    EXPECT_EQ(*MustRun(**gated, "s", "class C:\n    n = 1\nC.n += 1\n(C.n, len(t) > 2000)").value,
+              "(2, True)");
+    std::unique_ptr<InProcessSession> plain = MustCreate();
+    EXPECT_EQ(*MustRun(*plain, "s", "import json\nclass K(json.JSONDecoder):\n    pass\n"
+                                    "json.JSONDecoder.dolsot_mark = 1\nK.dolsot_mark")
+                   .value,
+              "1");
+    EXPECT_TRUE((*gated)->Close().ok());
+    EXPECT_TRUE(plain->Close().ok());
+    EXPECT_FALSE(Py_IsInitialized()) << "round " << round;
+  }
 }
 
 // Set by a Py_AtExit callback: it runs at the end of the finalization.

@@ -3,6 +3,7 @@
 #include "backend_subprocess/checkpoint.h"
 
 #include "embedded/cell_runner.h"
+#include "embedded/cell_sources.h"
 
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>

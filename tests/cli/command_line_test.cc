@@ -125,6 +125,27 @@ TEST(CommandLineTest, UnknownFlagIsAUsageErrorNamingIt) {
   EXPECT_EQ(p.err.rfind("dolsot: error: ", 0), 0u) << p.err;
 }
 
+TEST(CommandLineTest, AMistypedLongOptionSuggestsTheNearestOne) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* suggestion;
+  };
+  for (const Case& c : {Case{{"--timout", "5", "1"}, "--timeout"},
+                        Case{{"--sesion", "s", "1"}, "--session"},
+                        Case{{"--session", "s", "--sandbx", "1"}, "--sandbox"},
+                        Case{{"--jsno", "1"}, "--json"},
+                        Case{{"mcp", "--toolbx", "x"}, "--toolbox"}}) {
+    Parsed p = Parse(c.args);
+    EXPECT_EQ(p.line.exit_code, kExitUsage) << c.args[0];
+    EXPECT_NE(p.err.find(std::string("did you mean ") + c.suggestion + "?"), std::string::npos)
+        << p.err;
+  }
+  // Nothing near enough: no guess.
+  Parsed far = Parse({"--cache-dir", "/tmp/x", "1"});
+  EXPECT_EQ(far.line.exit_code, kExitUsage);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 TEST(CommandLineTest, SeveralCodeWordsAreKeptInOrder) {
   Parsed p = Parse({"-s", "s", "print(1,", "2)"});
   EXPECT_EQ(p.line.run.code_words, (std::vector<std::string>{"print(1,", "2)"}));

@@ -32,7 +32,7 @@ TEST(SandboxOptions, TheEnvironmentGivenDecidesNotTheProcesss) {
   auto zero = SandboxPolicyFromArgs(args, With("0"));
   ASSERT_TRUE(zero.ok());
   EXPECT_FALSE(zero->has_value());
-  args.mounts = {"/d=/srv:rw"};
+  args.mounts = {"/d=/tmp:rw"};
   args.network = true;
   args.memory_mb = 64;
   auto flags = SandboxPolicyFromArgs(args, With("1"));
@@ -41,10 +41,29 @@ TEST(SandboxOptions, TheEnvironmentGivenDecidesNotTheProcesss) {
   EXPECT_TRUE((*flags)->network);
   EXPECT_EQ((*flags)->memory_mb, 64u);
   ASSERT_EQ((*flags)->mounts.size(), 1u);
-  EXPECT_EQ((*flags)->mounts[0], (SandboxMount{"/d", "/srv", MountMode::kReadWrite}));
+  EXPECT_EQ((*flags)->mounts[0], (SandboxMount{"/d", "/tmp", MountMode::kReadWrite}));
   auto without = SandboxPolicyFromArgs(args, With(std::nullopt));
   ASSERT_FALSE(without.ok());
   EXPECT_NE(without.status().message().find("need --sandbox"), std::string::npos);
+}
+
+TEST(SandboxOptions, AMalformedDolsotSandboxIsAnErrorNamingIt) {
+  SandboxArgs args;
+  for (const char* bad : {"maybe", "2", "y", "enabled"}) {
+    auto policy = SandboxPolicyFromArgs(args, With(bad));
+    ASSERT_FALSE(policy.ok()) << bad;
+    EXPECT_EQ(policy.status().code(), ErrorCode::kConfig) << bad;
+    EXPECT_NE(policy.status().message().find("DOLSOT_SANDBOX"), std::string::npos);
+    EXPECT_NE(policy.status().message().find(bad), std::string::npos);
+  }
+  for (const char* off : {"", "0", "false", "OFF", " no "}) {
+    auto policy = SandboxPolicyFromArgs(args, With(off));
+    ASSERT_TRUE(policy.ok()) << off;
+    EXPECT_FALSE(policy->has_value()) << off;
+  }
+  auto on = SandboxPolicyFromArgs(args, With("True"));
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->has_value());
 }
 
 TEST(SandboxOptions, AResolvedPolicyIsTakenAsIsButStillValidated) {

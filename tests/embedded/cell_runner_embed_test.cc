@@ -1,6 +1,7 @@
 // Specification of the shared cell-execution routine (embedded/cell_runner.h),
 // run inside one embedded CPython.
 #include "embedded/cell_runner.h"
+#include "embedded/output_router.h"
 
 #include <gtest/gtest.h>
 #include <pybind11/embed.h>

@@ -509,6 +509,23 @@ def test_malformed_environment_variable(dolsot, held_session, variable, value):
     assert_cli_error(dolsot("--session", held_session, "x = 0", env={variable: value}), 2, variable)
 
 
+@pytest.mark.parametrize("variables,named", [
+    ({"DOLSOT_SERVE": "maybe"}, "DOLSOT_SERVE"),
+    ({"DOLSOT_SERVE": "1", "DOLSOT_SERVE_IDLE": "abc"}, "DOLSOT_SERVE_IDLE"),
+    ({"DOLSOT_SERVE": "1", "DOLSOT_SERVE_IDLE": "-5"}, "DOLSOT_SERVE_IDLE"),
+    ({"DOLSOT_SERVE": "1", "DOLSOT_SERVE_PROFILES": "none"}, "DOLSOT_SERVE_PROFILES"),
+    ({"DOLSOT_SANDBOX": "maybe"}, "DOLSOT_SANDBOX"),
+])
+def test_malformed_server_or_sandbox_variable_is_an_error_not_a_fallback(dolsot, variables,
+                                                                       named):
+    # Once: a silent fall back to direct mode, the default idle time, or a
+    # sandbox silently on. Nothing runs and no server starts.
+    proc = dolsot("--session", "s", "print('ran')", env=variables)
+    assert_cli_error(proc, 2, named, variables[named])
+    status = dolsot.server_status(must=False)
+    assert status is None or not status["running"], status
+
+
 def test_toolbox_module_that_does_not_exist(dolsot, held_session):
     proc = dolsot("--toolbox", "no_such_module_xyz:nm", "--session", held_session, "x = 0")
     assert_cli_error(proc, 2, "toolbox 'nm'", "No module named 'no_such_module_xyz'")

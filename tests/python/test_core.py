@@ -105,6 +105,20 @@ def test_malformed_environment_is_an_error_naming_the_variable(monkeypatch, name
         _dolsot.resolve_config()
 
 
+@pytest.mark.parametrize("value", ["maybe", "2", "enabled"])
+def test_a_malformed_dolsot_sandbox_is_an_error_not_a_sandbox(monkeypatch, value):
+    # Once: any value but "" and "0" silently turned the default Sandbox on.
+    monkeypatch.setenv("DOLSOT_SANDBOX", value)
+    with pytest.raises(dolsot.ConfigError, match=f"DOLSOT_SANDBOX='{value}'"):
+        dolsot.Repl()
+
+
+@pytest.mark.parametrize("value,on", [("", False), ("0", False), ("off", False), ("1", True),
+                                      ("Yes", True)])
+def test_dolsot_sandbox_reads_as_a_flag(value, on):
+    assert _dolsot._parse_flag("DOLSOT_SANDBOX", value) is on
+
+
 def test_explicit_bad_values_are_errors():
     with pytest.raises(dolsot.ConfigError):
         _dolsot.resolve_config(timeout=0)

@@ -23,7 +23,7 @@ import pytest
 
 import dolsot
 from dolsot import Mount, Sandbox
-from dolsot.errors import DolsotError, Unsupported
+from dolsot.errors import ConfigError, DolsotError, Unsupported
 from dolsot.store import FileStore, MemoryStore
 from process_tree import alive, descendants, wait_until_gone
 
@@ -147,8 +147,15 @@ def test_bad_policies_are_refused_before_anything_runs(tmp_path):
         dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x/../etc", str(tmp_path))]))
     with pytest.raises(ValueError, match="memory_mb"):
         Sandbox(memory_mb=-1)
-    r = dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path / "missing"))]))
-    res = r.run("s", "1")  # the worker refuses to start: an error naming the path
+    # A missing host path is refused where the Sandbox is made ...
+    with pytest.raises(ConfigError, match="mount /x: the host path .* does not exist"):
+        Sandbox(mounts=[Mount("/x", str(tmp_path / "missing"))])
+    # ... and one that goes away afterwards by the worker, which refuses to
+    # start: an error naming the path.
+    (tmp_path / "gone").mkdir()
+    r = dolsot.Repl(store=MemoryStore(), sandbox=Sandbox(mounts=[Mount("/x", str(tmp_path / "gone"))]))
+    (tmp_path / "gone").rmdir()
+    res = r.run("s", "1")
     r.close()
     assert not res.ok and "does not exist" in res.error, res.error
     (tmp_path / "file.txt").write_text("x")

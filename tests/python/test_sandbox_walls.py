@@ -104,6 +104,25 @@ def test_a_mount_inside_a_read_write_mount_is_refused_where_the_sandbox_is_made(
     Sandbox(mounts=[Mount("/out", str(rw), "read-write"), Mount("/all", str(tmp_path))])
 
 
+def test_a_mount_of_a_missing_host_path_is_refused_where_it_is_made(tmp_path):
+    # Once a WorkerError at the first cell; now where the policy is made:
+    # Sandbox(...) in Python, the flags in the CLI (a usage error, exit 2).
+    missing = str(tmp_path / "nonexistent")
+    with pytest.raises(ConfigError, match=f"mount /x: the host path '{missing}' does not exist"):
+        Sandbox(mounts=[Mount("/x", missing)])
+    with pytest.raises(ConfigError, match="does not exist"):
+        Sandbox(mounts=[Mount("/ok", str(tmp_path)), Mount("/x", str(tmp_path / "a" / "b"), "overlay")])
+    env = {**os.environ, "DOLSOT_CACHE_DIR": str(tmp_path / "cache"), "DOLSOT_TYPECHECK": "0"}
+    for serve in ("0", "1"):
+        p = subprocess.run([_cli(), "--sandbox", "--mount", f"/x={missing}:read-write",
+                            "--session", "s", "print('ran')"],
+                           env={**env, "DOLSOT_SERVE": serve}, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2 and "does not exist" in p.stderr, (serve, p.returncode, p.stderr)
+        assert p.stdout == ""
+    subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
+
+
 @pytest.mark.parametrize("name", ["inner", "absolute", "etc"])
 def test_a_planted_symlink_never_becomes_a_bind(planted, tmp_path, name):
     # Another policy that names the planted path (read-only or read-write):

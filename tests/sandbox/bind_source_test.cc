@@ -157,6 +157,22 @@ TEST_F(BindSourceTest, LoopsMissingPathsAndFilesInTheWayAreErrors) {
   EXPECT_EQ(Open("relative/path", {}).status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST_F(BindSourceTest, CheckMountSourcesNamesTheFirstMissingOne) {
+  Dir("here");
+  File("file");
+  Link("here", "link");
+  EXPECT_TRUE(CheckMountSources({}).ok());
+  EXPECT_TRUE(CheckMountSources({{"/a", P("here")}, {"/b", P("file")},
+                                 {"/c", P("link"), MountMode::kReadWrite}}).ok());
+  for (const std::string& missing : {P("missing"), P("here/missing/below"), P("file/below")}) {
+    Status status = CheckMountSources({{"/a", P("here")}, {"/x", missing, MountMode::kOverlay}});
+    EXPECT_EQ(status.code(), ErrorCode::kConfig) << missing;
+    EXPECT_EQ(status.message(), "mount /x: the host path '" + missing + "' does not exist");
+  }
+  Link("gone", "dangling");  // leads nowhere: missing too
+  EXPECT_EQ(CheckMountSources({{"/d", P("dangling")}}).code(), ErrorCode::kConfig);
+}
+
 TEST_F(BindSourceTest, TheDescriptorStaysOnWhatWasCheckedAfterARename) {
   // A rename after the check changes nothing: the descriptor is bound.
   Dir("src");

@@ -338,7 +338,7 @@ const std::vector<Benign>& BenignCells() {
        "    case Point(x=0, y=yy):\n        pass\n    case [first, *rest]:\n        pass\n"
        "    case Color.RED | None:\n        pass\n    case _:\n        pass\n"},
       {"walrus_local", "def f(xs):\n    if (n := len(xs)) > 3:\n        return n\n"},
-      {"async_code", "async def main():\n    async with lock:\n        await tb.fetch()\n"},
+      {"async_code", "async def main():\n    await tb.fetch()\n    async for row in tb.rows():\n        print(row)\n"},
       {"lambda_sort", "data.sort(key=lambda row: (row[1], -row[0]))\n"},
       {"try_except", "try:\n    x = int('a')\nexcept ValueError as err:\n    print(err)\nfinally:\n    pass\n"},
       {"with_statement", "with tb.session() as s, tb.lock() as l:\n    s.get()\n"},

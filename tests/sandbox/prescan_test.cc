@@ -94,8 +94,7 @@ const std::vector<Case>& FastCells() {
       {"as_in_with_except_import",
        "import json as j\nwith tb.read(p) as f:\n    data = f.read()\n"
        "with (tb.a() as f,\n      tb.b() as g):\n    pass\n"
-       "try:\n    x = 1\nexcept ValueError as e:\n    y = e\n"
-       "async def h():\n    async with tb.session() as s:\n        pass\n"},
+       "try:\n    x = 1\nexcept ValueError as e:\n    y = e\n"},
   };
   return cells;
 }
