@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "embedded/cell_runner.h"
+#include "embedded/output_router.h"
 #include "embedded/interned_name.h"
 #include "embedded/py_ref.h"
 
