@@ -166,6 +166,13 @@ TEST(CommandLineTest, HelpPrintsExamplesToStdout) {
   EXPECT_EQ(p.err, "");
 }
 
+TEST(CommandLineTest, HelpNamesEveryMountMode) {
+  Parsed p = Parse({"--help"});
+  for (const char* mode : {"read-only", "read-write", "overlay"}) {
+    EXPECT_NE(p.out.find(mode), std::string::npos) << mode;
+  }
+}
+
 TEST(CommandLineTest, VersionPrintsTheVersion) {
   Parsed p = Parse({"--version"});
   EXPECT_EQ(p.line.exit_code, kExitOk);
