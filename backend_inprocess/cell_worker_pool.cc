@@ -89,6 +89,37 @@ struct Worker {
   SpinBudget spin;                               // used by the worker thread only
 };
 
+// Every worker of every pool inside a task, by CPython thread id, so the
+// host's exit can stop them (StopTasksBeforeExit).
+struct BusyWorkers {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<unsigned long> thread_ids;  // one entry per worker inside a task
+};
+
+BusyWorkers& Busy() {
+  static BusyWorkers* busy = new BusyWorkers;  // never destroyed: workers may outlive statics
+  return *busy;
+}
+
+void NoteBusy(unsigned long thread_id, bool busy) {
+  BusyWorkers& all = Busy();
+  {
+    std::lock_guard<std::mutex> lock(all.mutex);
+    if (busy) {
+      all.thread_ids.push_back(thread_id);
+    } else {
+      for (auto it = all.thread_ids.begin(); it != all.thread_ids.end(); ++it) {
+        if (*it == thread_id) {
+          all.thread_ids.erase(it);
+          break;
+        }
+      }
+    }
+  }
+  if (!busy) all.changed.notify_all();
+}
+
 // Makes the worker's wait end (call under worker.mutex).
 void Publish(Worker& worker) {
   worker.published_nanos.store(SpinNowNanos(), std::memory_order_relaxed);
@@ -216,12 +247,15 @@ void CellWorkerPool::State::WorkerMain(std::shared_ptr<State> state,
                                        std::shared_ptr<InterpreterLease> interpreter) {
   const StackBounds stack = CurrentStackBounds();
   PyGILState_STATE gil = PyGILState_Ensure();  // this thread's own thread state
+  const unsigned long thread_id = PyThread_get_thread_ident();
   PyThreadState* thread_state = PyEval_SaveThread();
   while (std::shared_ptr<PoolTask> task = TakeTask(*worker)) {
     state->SetInTask(true);
+    NoteBusy(thread_id, true);
     PyEval_RestoreThread(thread_state);
     task->RunHoldingGil();
     thread_state = PyEval_SaveThread();
+    NoteBusy(thread_id, false);
     state->SetInTask(false);
     const bool keep = state->ReturnIdle(worker);
     task->AfterGilReleased();
@@ -272,6 +306,29 @@ void CellWorkerPool::State::Shutdown() {
   // to run, holding both.
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return live_ == in_task_; });
+}
+
+int CellWorkerPool::StopTasksBeforeExit(std::chrono::milliseconds budget) {
+  constexpr auto kInterval = std::chrono::milliseconds(50);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  BusyWorkers& all = Busy();
+  for (;;) {
+    std::vector<unsigned long> running;
+    {
+      std::lock_guard<std::mutex> lock(all.mutex);
+      running = all.thread_ids;
+    }
+    if (running.empty() || std::chrono::steady_clock::now() >= deadline) {
+      return static_cast<int>(running.size());
+    }
+    for (unsigned long id : running) PyThreadState_SetAsyncExc(id, PyExc_KeyboardInterrupt);
+    Py_BEGIN_ALLOW_THREADS
+    {
+      std::unique_lock<std::mutex> lock(all.mutex);
+      all.changed.wait_for(lock, kInterval, [&] { return all.thread_ids.empty(); });
+    }
+    Py_END_ALLOW_THREADS
+  }
 }
 
 CellWorkerPool::CellWorkerPool(std::shared_ptr<InterpreterLease> interpreter)

@@ -4,6 +4,7 @@
 // (the pool then starts another), which is what "a leaked thread" means.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 namespace dolsot {
@@ -39,6 +40,15 @@ class CellWorkerPool {
   // itself holds no lease after this. Call without holding the GIL.
   // Idempotent.
   void Shutdown();
+
+  // At the host's exit, before the interpreter finalizes (call holding the
+  // GIL, from an atexit callback): raises KeyboardInterrupt in every worker
+  // of every pool still inside a task (a late cell, a release past its
+  // deadline), every 50 ms, until none is or `budget` has passed. A worker
+  // still running Python when finalization starts would be ended by CPython
+  // on its next GIL take, its C++ frames unwound without the GIL. Returns how
+  // many are still inside a task (0: none can).
+  static int StopTasksBeforeExit(std::chrono::milliseconds budget);
 
   class State;
 

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backend_inprocess/cell_worker_pool.h"
 #include "backend_inprocess/in_process_session.h"
 #include "bindings/bindings.h"
 #include "bindings/fast_method.h"
@@ -54,6 +55,18 @@ std::unique_ptr<InProcessSession> Create(py::object inject, std::optional<double
 }  // namespace
 
 void BindInProcess(py::module_& m) {
+  m.def(
+      "_stop_cell_threads_before_exit",
+      [](double seconds) {
+        if (!(seconds >= 0 && seconds <= 3600)) {
+          ThrowStatus({ErrorCode::kInvalidArgument, "seconds must be within [0, 3600]"});
+        }
+        return CellWorkerPool::StopTasksBeforeExit(
+            std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
+      },
+      py::arg("seconds"),
+      "for the exit hook (dolsot/inprocess.py): interrupts every in-process cell thread still "
+      "running a cell or a release until none is or `seconds` passed; returns how many still are");
   // Every method but the constructor is Backend's (bind_backend.cc).
   py::class_<InProcessSession, Backend>(m, "InProcessSession", py::dynamic_attr())
       .def(py::init(&Create), py::arg("inject") = py::none(), py::kw_only(),

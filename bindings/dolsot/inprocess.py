@@ -6,7 +6,10 @@ trade-off: no isolation, and the timeout is cooperative. At the deadline
 ``run`` returns exit code 124 with the output so far, and the cell's thread
 gets a ``KeyboardInterrupt`` (which stops a pure-Python loop); a cell stuck in
 C code keeps running on a leaked thread (counted in ``leaked_threads``) and its
-session refuses new cells (``SessionBusy``) until ``reset``.
+session refuses new cells (``SessionBusy``) until ``reset``. At the host's
+exit, every cell thread still running (a late cell, a finalizer past a
+reset's deadline) is interrupted until it stops, for at most 5 s, before the
+interpreter finalizes; one that outlasts that is reported on stderr.
 """
 
 from __future__ import annotations
@@ -14,18 +17,27 @@ from __future__ import annotations
 from dolsot.errors import Unsupported
 
 import atexit
+import sys
 import weakref
 from typing import Any, Callable, Mapping
 
 from dolsot._tools import ToolHost
 from dolsot._backend import AsyncRunMixin, Gate, ToolsMixin, checked_config
 from dolsot._dolsot import InProcessSession as _CoreInProcessSession
+from dolsot._dolsot import _stop_cell_threads_before_exit
 
 __all__ = ["InProcessSession", "Gate"]
 
 # Every open session, so the interpreter's exit stops their worker threads
 # while the interpreter still runs.
 _open_sessions: "weakref.WeakSet[InProcessSession]" = weakref.WeakSet()
+
+# How long the exit waits for cell threads still running Python (a late cell,
+# a finalizer past a reset's deadline), interrupting them every 50 ms. A
+# thread still running Python when finalization starts is ended by CPython
+# mid-call, which can crash the exit; one that ignores KeyboardInterrupt
+# past this wait is reported on stderr.
+_EXIT_STOP_SECONDS = 5.0
 
 
 @atexit.register
@@ -35,6 +47,13 @@ def _close_open_sessions() -> None:
             session.close()
         except Exception:  # noqa: BLE001 - exit must go on
             pass
+    still = _stop_cell_threads_before_exit(_EXIT_STOP_SECONDS)
+    if still:
+        print(
+            f"dolsot: {still} in-process cell thread(s) still running at exit after "
+            f"{_EXIT_STOP_SECONDS:g} s of KeyboardInterrupt; the exit may not be clean",
+            file=sys.stderr,
+        )
 
 
 class InProcessSession(_CoreInProcessSession, AsyncRunMixin, ToolsMixin):

@@ -141,3 +141,55 @@ def test_a_finalizer_that_never_ends_does_not_hold_reset_or_close():
         print("closed", flush=True)
     """)
     assert "closed" in done.stdout
+
+
+# A finalizer that swallows KeyboardInterrupt for 1.5 s, writing to the
+# host's stderr all the while: still running Python when the host exits.
+LATE_FINALIZER_CELL = '''import sys, time
+def g():
+    try:
+        yield 1
+    finally:
+        end = time.monotonic() + 1.5
+        while True:
+            try:
+                while True:
+                    sys.stderr.write("")
+            except KeyboardInterrupt:
+                if time.monotonic() > end:
+                    raise
+it = g()
+next(it)'''
+# A cell that does the same past its deadline.
+LATE_CELL = '''import sys, time
+end = time.monotonic() + 1.5
+while True:
+    try:
+        while True:
+            sys.stderr.write("")
+    except KeyboardInterrupt:
+        if time.monotonic() > end:
+            raise'''
+
+
+@pytest.mark.parametrize("late", ["finalizer", "cell"])
+def test_the_host_exits_cleanly_while_a_cell_thread_still_runs_python(late):
+    # The exit hook interrupts the thread until it leaves Python, before the
+    # interpreter finalizes: CPython ends a thread that takes the GIL during
+    # finalization mid-call, unwinding C++ frames without the GIL (a SIGSEGV
+    # in 3 of 8 runs before the hook).
+    if late == "finalizer":
+        body = f"""
+            s = make(False, timeout=0.3)
+            run(s, "a", {LATE_FINALIZER_CELL!r})
+            assert s.reset("a") == 1
+        """
+    else:
+        body = f"""
+            s = make(False, timeout=0.3)
+            r = s.run("a", {LATE_CELL!r})
+            assert r.exit_code == 124 and s.leaked_threads == 1, r
+        """
+    for _ in range(4):
+        done = run_child(body)
+        assert "still running at exit" not in done.stderr, done.stderr
