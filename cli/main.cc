@@ -1,7 +1,7 @@
 // The dolsot command: parses the arguments and hands them to one command,
 // through the server (serve_client.h) unless DOLSOT_SERVE=0 / --no-serve.
 // Everything else lives in the command files (run_command, list_sessions_
-// command, reset_command, mcp_command, serve_command); CPython is never
+// command, reset_command, mcp_command, serve_command, kernel_command); CPython is never
 // started in this process.
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 
 #include "cli/command_line.h"
 #include "cli/interrupt.h"
+#include "cli/kernel_command.h"
 #include "cli/repl_backend.h"
 #include "cli/sandbox_check_command.h"
 #include "cli/serve_client.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "serve") {
     return ServeCommand(argc - 1, argv + 1, std::cout, std::cerr);
   }
+  if (argc > 1 && std::string_view(argv[1]) == "kernel") return KernelCommand(argc - 1, argv + 1, std::cerr);
   CommandLine line = ParseCommandLine(argc, argv, std::cout, std::cerr);
   if (line.action == Action::kServe) {  // after a global flag: dolsot --json serve --status
     std::vector<const char*> serve_argv;
