@@ -60,7 +60,7 @@ def install_main(argv: list[str], prog: str, add_run_flags: Callable, run_flags:
     except FileNotFoundError as error:
         parser.error(str(error))
     beside = Path(sys.executable).parent / "dolsot"
-    pinned = None if os.path.abspath(cli) == os.path.abspath(beside) else os.path.abspath(cli)
+    pinned = None if os.path.realpath(cli) == os.path.realpath(beside) else os.path.abspath(cli)
     spec = kernelspec(args.session, run_flags(args), pinned, args.display_name)
     prefix = sys.prefix if args.sys_prefix else args.prefix
     with tempfile.TemporaryDirectory() as staging:

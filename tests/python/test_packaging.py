@@ -32,7 +32,8 @@ def test_package_carries_its_runtime_stubs_and_marker():
     assert "py.typed" in names and "_dolsot.pyi" in names
     assert any(n.startswith("_dolsot") and n.endswith(".so") for n in names)
     for module in ("repl", "inprocess", "sandbox", "store", "errors", "_worker", "_backend",
-                   "redis_store", "ray", "ray_pool", "ray_channel"):
+                   "redis_store", "ray", "ray_pool", "ray_channel",
+                   "kernel", "_kernel_cell", "_kernel_spec"):
         assert f"{module}.py" in names
 
 
