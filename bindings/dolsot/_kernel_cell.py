@@ -163,7 +163,10 @@ class CliCell:
         if doc.get("save_error"):
             reply.notes += f"warning: checkpoint not saved: {doc['save_error']}\n"
         for name in doc.get("images") or []:
-            reply.images.append(self._take_figure(name))
+            try:
+                reply.images.append(self._take_figure(name))
+            except (OSError, ValueError) as error:
+                reply.notes += f"warning: figure {name!r} not shown: {error}\n"
         return reply
 
     def _take_figure(self, name: str) -> bytes:

@@ -44,7 +44,7 @@ from dolsot._kernel_cell import CellReply, CliCell, cell_environment, find_cli, 
 __all__ = ["DolsotKernel", "main"]
 
 DEFAULT_SESSION = "notebook"
-_SESSION_LINE = re.compile(r"[ \t]*%session(?:[ \t]+(?P<name>\S+))?[ \t]*(?:\n|$)")
+_SESSION_LINE = re.compile(r"[ \t]*%session(?=\s|$)(?P<args>[^\n]*)(?:\n|$)")
 _NAME_BEFORE_CURSOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 # The cell whose Result lists the session's names: proven read-only by the
 # engine, it runs with no rollback point and writes no checkpoint
@@ -82,7 +82,10 @@ class DolsotKernel(Kernel):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.session_id = self.settings.session
-        self._cells = CliCell(self.settings.cli, self.settings.flags, self.settings.env,
+        # Launched by main(); a kernel class launched some other way finds
+        # the CLI itself and runs with the process's environment.
+        self._cells = CliCell(self.settings.cli or find_cli(), self.settings.flags,
+                              self.settings.env or cell_environment(dict(os.environ)),
                               self.settings.cwd)
 
     # Interrupts. The CLI child shares the kernel's process group, so
@@ -107,8 +110,13 @@ class DolsotKernel(Kernel):
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         switch = _SESSION_LINE.match(code)
         if switch:
-            name = switch.group("name")
-            if name is not None:
+            args = switch.group("args").split()
+            if len(args) > 1:
+                return self._error(silent, "UsageError",
+                                   f"%session takes one session id, not {len(args)} words: "
+                                   "%session NAME")
+            if args:
+                name = args[0]
                 problem = session_id_problem(name)
                 if problem:
                     return self._error(silent, "UsageError",
@@ -119,7 +127,11 @@ class DolsotKernel(Kernel):
             code = code[switch.end():]
         if not code.strip():
             return self._ok()
-        reply = self._cells.run(self.session_id, code)
+        try:
+            reply = self._cells.run(self.session_id, code)
+        except OSError as error:  # the CLI cannot be started (moved, deleted)
+            return self._error(silent, "DolsotError",
+                               f"cannot run the dolsot CLI {self._cells.cli!r}: {error}")
         if not silent:
             self._show(reply)
         if reply.ok:
@@ -148,7 +160,10 @@ class DolsotKernel(Kernel):
                 "metadata": {}, "status": "ok"}
 
     def _session_names(self) -> list[str]:
-        reply = self._cells.run(self.session_id, _NAMES_CELL)
+        try:
+            reply = self._cells.run(self.session_id, _NAMES_CELL)
+        except OSError:
+            return []
         return sorted(reply.held) if reply.ok else []
 
     # iopub

@@ -166,6 +166,9 @@ def test_session_magic_switches_the_notebook(agent, notebook):
         content, outputs = notebook.run(f"%session {bad}")
         assert content["status"] == "error" and content["ename"] == "UsageError", content
         assert "not a session id" in content["evalue"], content
+    content, _ = notebook.run("%session work other")
+    assert (content["ename"], content["evalue"]) == (
+        "UsageError", "%session takes one session id, not 2 words: %session NAME"), content
     assert notebook.run("%session work")[0]["status"] == "ok"
     assert notebook.value("x") == "'work'"
 
@@ -186,9 +189,12 @@ def test_an_error_shows_the_traceback_the_agent_reads(agent, notebook):
 
 
 def test_a_figure_is_displayed_as_png_and_its_file_removed(agent, notebook):
-    content, outputs = notebook.run("import matplotlib\nmatplotlib.use('Agg')\n"
-                                    "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nNone")
+    content, outputs = notebook.run("import os\nimport matplotlib.pyplot as plt\n"
+                                    "plt.plot([1, 3, 2])\n'MPLBACKEND' in os.environ")
     assert content["status"] == "ok", content
+    # The kernel's own MPLBACKEND (ipykernel's inline backend) is not the cell's.
+    assert outputs[-1] == ("execute_result", {"execution_count": content["execution_count"],
+                                              "data": {"text/plain": "False"}, "metadata": {}})
     images = [c["data"]["image/png"] for t, c in outputs if t == "display_data"]
     assert len(images) == 1, outputs
     assert base64.b64decode(images[0]).startswith(b"\x89PNG\r\n\x1a\n")
@@ -305,8 +311,7 @@ def test_a_notebook_runs_with_nbclient(agent, tmp_path, monkeypatch):
     assert install(agent, prefix, "--session", "nb", "--name", "dolsot-nb").returncode == 0
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("data = [3, 1, 2]\nprint(sorted(data))"),
-        nbformat.v4.new_code_cell("import matplotlib\nmatplotlib.use('Agg')\n"
-                                  "import matplotlib.pyplot as plt\nplt.plot(data)\nNone"),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(data)\nNone"),
         nbformat.v4.new_code_cell("len(data)"),
     ])
     client = NotebookClient(nb, km=kernel_manager(prefix, "dolsot-nb"), timeout=120,
