@@ -30,6 +30,7 @@ constexpr const char* kFooter = R"FOOTER(Examples:
   dolsot --reset work
   dolsot --reset all
   dolsot mcp --toolbox mytools:mt           # an MCP server on stdio (dolsot mcp --help)
+  dolsot kernel install --user --session work  # a Jupyter kernel on that session (docs/jupyter.md)
 
 Output: stdout gets what the cell printed, then the value of its trailing
 expression; stderr gets the error, and the "session now holds: ..." banner.
