@@ -63,7 +63,11 @@ class Notebook:
     def run(self, code: str, timeout: float = 120) -> tuple[dict, list[tuple[str, dict]]]:
         """The execute_reply's content and the iopub messages of the cell."""
         messages = []
-        reply = self.client.execute_interactive(code, timeout=timeout,
+        # stop_on_error=False: after an error reply ipykernel aborts the
+        # requests that reach it before its own "stop aborting" message,
+        # which the next cell of a test can outrun (Jupyter's behaviour for
+        # every kernel, not this one's).
+        reply = self.client.execute_interactive(code, timeout=timeout, stop_on_error=False,
                                                 output_hook=messages.append)
         outputs = [(m["msg_type"], m["content"]) for m in messages
                    if m["msg_type"] not in ("status", "execute_input")]
@@ -207,7 +211,8 @@ def test_interrupt_stops_the_cell_and_the_session_keeps_its_state(agent, tmp_pat
     try:
         assert nb.run("x = 1")[0]["status"] == "ok"
         marker = tmp_path / "running"
-        msg_id = nb.client.execute(f"x = 2\nopen({str(marker)!r}, 'w').close()\nwhile True:\n    pass")
+        msg_id = nb.client.execute(f"x = 2\nopen({str(marker)!r}, 'w').close()\nwhile True:\n    pass",
+                                   stop_on_error=False)
         wait_for(marker)
         nb.km.interrupt_kernel()
         reply = nb.client.get_shell_msg(timeout=120)
@@ -314,9 +319,14 @@ def test_a_notebook_runs_with_nbclient(agent, tmp_path, monkeypatch):
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(data)\nNone"),
         nbformat.v4.new_code_cell("len(data)"),
     ])
-    client = NotebookClient(nb, km=kernel_manager(prefix, "dolsot-nb"), timeout=120,
+    km = kernel_manager(prefix, "dolsot-nb")
+    client = NotebookClient(nb, km=km, timeout=120,
                             resources={"metadata": {"path": str(agent.toolbox_dir)}})
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        if km.has_kernel:  # a km handed to nbclient is not shut down by it
+            km.shutdown_kernel()
     first, second, third = (cell.outputs for cell in nb.cells)
     assert first == [nbformat.from_dict({"output_type": "stream", "name": "stdout",
                                          "text": "[1, 2, 3]\n"})]
