@@ -276,6 +276,8 @@ def test_install_for_the_user_writes_into_jupyters_data_dir(agent, tmp_path):
     (["install", "--user", "--prefix", "/tmp"], "not allowed with argument"),
     (["--bogus", "-f", "x.json"], "unrecognized arguments: --bogus"),
     (["--session", "work"], "-f CONNECTION_FILE is required"),
+    (["--cli", "/nonexistent/dolsot", "-f", "x.json"], "is not an executable file"),
+    (["--session", "a b", "-f", "x.json"], "is not a session id"),
 ])
 def test_bad_kernel_arguments_exit_2_naming_the_problem(agent, tmp_path, args, phrase):
     proc = subprocess.run([str(CLI), "kernel", *args], env=agent.env, capture_output=True,
