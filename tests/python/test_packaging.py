@@ -34,6 +34,7 @@ def test_package_carries_its_runtime_stubs_and_marker():
     for module in ("repl", "inprocess", "sandbox", "store", "errors", "_worker", "_backend",
                    "redis_store", "ray", "ray_pool", "ray_channel"):
         assert f"{module}.py" in names
+    assert "smolagents.py" in names  # the extra dolsot[smolagents]'s module ships too
 
 
 @needs_install
