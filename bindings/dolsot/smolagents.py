@@ -163,11 +163,7 @@ class DolsotExecutor(PythonExecutor):
             self._host.tools = dict(tools)
             wanted = {_private_name("tool", name): self._host.proxy(name) for name in tools if name != _FINAL}
             backend.tools = wanted
-            missing = [name for name in tools if name != _FINAL and name not in self._aliased
-                       and _private_name("tool", name) != name]
-            if missing:
-                self._setup("\n".join(f"{n} = {_private_name('tool', n)}" for n in missing), {}, "bind the tools")
-                self._aliased.update(missing)
+            self._bind_aliases()
 
     def send_variables(self, variables: dict[str, Any]) -> None:
         """Binds ``variables`` in the session now (CodeAgent sends its state,
@@ -198,6 +194,7 @@ class DolsotExecutor(PythonExecutor):
             self.state["_print_outputs"] = ""
             if not code_action.strip():
                 return CodeOutput(output=None, logs="", is_final_answer=False)
+            self._bind_aliases()
             self._host.context = contextvars.copy_context()
             try:
                 result = self._run(backend, code_action, {}, None)
@@ -217,6 +214,15 @@ class DolsotExecutor(PythonExecutor):
             if self.backend_kind == "repl":
                 self._setup("None", {}, "start its worker", timeout=_WORKER_START_SECONDS)
         return backend
+
+    def _bind_aliases(self) -> None:
+        """Binds as globals the tools bound under a private name (a builtin's
+        name, a dunder), once per session. Called with the lock held."""
+        missing = [name for name in self._host.tools if name != _FINAL and name not in self._aliased
+                   and _private_name("tool", name) != name]
+        if missing:
+            self._setup("\n".join(f"{n} = {_private_name('tool', n)}" for n in missing), {}, "bind the tools")
+            self._aliased.update(missing)
 
     def _run(self, backend: Any, code: str, variables: dict[str, Any], timeout: float | None) -> Any:
         options: dict[str, Any] = {"variables": variables} if variables else {}
@@ -253,6 +259,7 @@ class DolsotExecutor(PythonExecutor):
             # The session's state is gone: the next step starts afresh, and
             # the model is told so.
             self._aliased.clear()
+            self._started = False
             try:
                 self._backend.reset(self._session_id)
             except DolsotError:

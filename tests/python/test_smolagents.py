@@ -158,6 +158,27 @@ def test_bad_options_are_refused_at_construction(kind):
             DolsotExecutor(backend=kind, sandbox=object())
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_steps_from_several_threads_run_one_at_a_time_each_with_its_caller_s_context(kind):
+    caller = contextvars.ContextVar("caller", default=None)
+    seen: dict[int, list[str]] = {}
+
+    def work(executor: DolsotExecutor, number: int) -> None:
+        caller.set(f"thread-{number}")
+        seen[number] = [executor("counter += 1\nprint(whose(), end='')").logs for _ in range(5)]
+
+    with DolsotExecutor(backend=kind, timeout=30) as executor:
+        executor.send_tools({"whose": caller.get})
+        executor("counter = 0")
+        threads = [threading.Thread(target=work, args=(executor, i)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert executor("counter").output == "20"
+    assert seen == {i: [f"thread-{i}"] * 5 for i in range(4)}
+
+
 def test_bad_tools_are_refused(shared):
     with pytest.raises(ValueError, match="not-a-name"):
         shared.send_tools({"not-a-name": print})
