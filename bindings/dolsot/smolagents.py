@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import contextvars
+import itertools
 import keyword
 import threading
 import uuid
@@ -35,6 +36,7 @@ except ImportError as error:  # pragma: no cover - exercised only without smolag
     ) from error
 
 import dolsot
+from dolsot._tools import calling_session
 from dolsot.errors import DolsotError
 
 __all__ = ["DolsotExecutor"]
@@ -51,6 +53,10 @@ _OWN_OPTIONS = ("tools", "final")
 _BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("__"))
 # How long a Repl's worker may take to start (off the first step's clock).
 _WORKER_START_SECONDS = 120.0
+# A backend's tools dict is replaced whole; executors sharing a backend
+# replace their own part under this lock, so none loses another's.
+_TOOLS_LOCK = threading.Lock()
+_EXECUTOR_NUMBERS = itertools.count(1)
 
 
 class DolsotExecutor(PythonExecutor):
@@ -66,10 +72,17 @@ class DolsotExecutor(PythonExecutor):
     as they are (``max_output=``, smolagents' ``max_print_outputs_length``;
     ``gate=``, ``inject=``, ``unpickle=``...).
 
+    ``backend`` may also be a ``dolsot.Repl`` or ``dolsot.InProcessSession``
+    made with ``final="final_answer"``, shared by several executors (one warm
+    worker for many agents): the caller owns and closes it. Each executor
+    then has its own session and binds its tools under names of its own; in
+    a Repl a session calling another executor's tool gets ``PermissionError``.
+
     One executor is one session (one agent's state); its steps run one at a
     time (a lock), from any thread. ``cleanup()`` (``CodeAgent.cleanup()``,
-    ``with CodeAgent(...)``) closes the backend; so does the executor
-    becoming garbage.
+    ``with CodeAgent(...)``) closes the backend it made (a shared one: ends
+    its session and removes its tools); so does the executor becoming
+    garbage.
     """
 
     def __init__(
@@ -80,8 +93,18 @@ class DolsotExecutor(PythonExecutor):
         timeout: float | None = None,
         **backend_options: Any,
     ) -> None:
-        if backend not in _BACKENDS:
-            raise ValueError(f"backend must be 'repl' or 'inprocess', not {backend!r}")
+        shared = isinstance(backend, (dolsot.Repl, dolsot.InProcessSession))
+        if shared:
+            if sandbox is not None or backend_options:
+                given = ", ".join(["sandbox"] * (sandbox is not None) + sorted(backend_options))
+                raise TypeError(f"a backend given as a Repl or InProcessSession is configured already: "
+                                f"pass {given} to its constructor")
+            if backend.final != _FINAL:
+                raise ValueError(f"a shared backend needs final={_FINAL!r} (smolagents' final-answer tool), "
+                                 f"not final={backend.final!r}")
+        elif not isinstance(backend, str) or backend not in _BACKENDS:
+            raise ValueError(f"backend must be 'repl', 'inprocess', or a dolsot.Repl or dolsot.InProcessSession "
+                             f"to share, not {backend!r}")
         own = sorted(set(backend_options) & set(_OWN_OPTIONS))
         if own:
             raise TypeError(
@@ -97,22 +120,32 @@ class DolsotExecutor(PythonExecutor):
             if not isinstance(sandbox, dolsot.Sandbox):
                 raise TypeError(f"sandbox must be a dolsot.Sandbox, not {type(sandbox).__name__}")
             backend_options["sandbox"] = sandbox
-        self.backend_kind = backend
+        if shared:
+            self.backend_kind = "repl" if isinstance(backend, dolsot.Repl) else "inprocess"
+        else:
+            self.backend_kind = backend
         self.timeout = timeout
         # What CodeAgent reads when a step fails: the output the step printed
         # before its error (smolagents' executors keep it here too). The
         # session's own variables live in the session, not in this dict.
         self.state: dict[str, Any] = {"_print_outputs": ""}
-        self._host = _ToolHost()
         self._session_id = f"smolagents-{uuid.uuid4().hex[:12]}"
+        self._host = _ToolHost(self._session_id)
         self._lock = threading.Lock()  # one step (or setup cell) at a time
         self._closed = False
         self._started = False
         self._aliased: set[str] = set()
-        self._backend = _make_backend(backend, timeout, backend_options)
-        # Garbage without cleanup(): the backend still closes (nothing the
-        # backend holds refers back to this executor).
-        self._finalizer = weakref.finalize(self, _close_quietly, self._backend)
+        self._owned = not shared
+        # A shared backend's tools are named per executor: _dolsot_smol<n>_<name>.
+        self._tool_prefix = "" if self._owned else f"_dolsot_smol{next(_EXECUTOR_NUMBERS)}_"
+        self._backend = _make_backend(backend, timeout, backend_options) if self._owned else backend
+        # Garbage without cleanup(): the backend still closes, or its part is
+        # released (nothing the backend holds refers back to this executor).
+        if self._owned:
+            self._finalizer = weakref.finalize(self, _close_quietly, self._backend)
+        else:
+            self._finalizer = weakref.finalize(self, _release_quietly, self._backend, self._tool_prefix,
+                                               self._session_id)
 
     # ---- lifecycle
     @property
@@ -127,13 +160,18 @@ class DolsotExecutor(PythonExecutor):
         return self._session_id
 
     def cleanup(self) -> None:
-        """Stops the backend (for a Repl, its worker process) and ends the
-        session. Idempotent; smolagents' ``CodeAgent.cleanup()`` calls it."""
+        """Stops the backend it made (for a Repl, its worker process) and ends
+        the session; a shared backend stays open, without this executor's
+        session and tools. Idempotent; ``CodeAgent.cleanup()`` calls it."""
         backend, self._backend = self._backend, None
         self._closed = True
-        if backend is not None:
-            self._finalizer.detach()
+        if backend is None:
+            return
+        self._finalizer.detach()
+        if self._owned:
             backend.close()
+        else:
+            _release(backend, self._tool_prefix, self._session_id)
 
     delete = cleanup  # the name smolagents' Docker and Modal executors also answer to
 
@@ -161,8 +199,11 @@ class DolsotExecutor(PythonExecutor):
         with self._lock:
             backend = self._ready()
             self._host.tools = dict(tools)
-            wanted = {_private_name("tool", name): self._host.proxy(name) for name in tools if name != _FINAL}
-            backend.tools = wanted
+            wanted = {self._engine_name(name): self._host.proxy(name) for name in tools if name != _FINAL}
+            with _TOOLS_LOCK:
+                others = {} if self._owned else {
+                    name: tool for name, tool in backend.tools.items() if not name.startswith(self._tool_prefix)}
+                backend.tools = {**others, **wanted}
             self._bind_aliases()
 
     def send_variables(self, variables: dict[str, Any]) -> None:
@@ -219,13 +260,20 @@ class DolsotExecutor(PythonExecutor):
         """Binds as globals the tools bound under a private name (a builtin's
         name, a dunder), once per session. Called with the lock held."""
         missing = [name for name in self._host.tools if name != _FINAL and name not in self._aliased
-                   and _private_name("tool", name) != name]
+                   and self._engine_name(name) != name]
         if missing:
-            self._setup("\n".join(f"{n} = {_private_name('tool', n)}" for n in missing), {}, "bind the tools")
+            self._setup("\n".join(f"{n} = {self._engine_name(n)}" for n in missing), {}, "bind the tools")
             self._aliased.update(missing)
+
+    def _engine_name(self, name: str) -> str:
+        if self._tool_prefix:
+            return self._tool_prefix + name.lstrip("_")
+        return _private_name("tool", name)
 
     def _run(self, backend: Any, code: str, variables: dict[str, Any], timeout: float | None) -> Any:
         options: dict[str, Any] = {"variables": variables} if variables else {}
+        if timeout is None and not self._owned:
+            timeout = self.timeout  # a shared backend's own default is not this executor's
         if timeout is not None:
             options["timeout"] = timeout
         try:
@@ -294,7 +342,8 @@ class _ToolHost:
     backend's tool proxies see them. Holds no reference to the executor or
     the backend, so an executor nobody cleans up is still garbage."""
 
-    def __init__(self) -> None:
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
         self.tools: dict[str, Any] = {}
         self.context: contextvars.Context | None = None
         self._proxies: dict[str, Callable[..., Any]] = {}
@@ -307,6 +356,11 @@ class _ToolHost:
             return proxy
 
         def tool(*args: Any, **kwargs: Any) -> Any:
+            calling = calling_session.get()
+            if calling is not None and calling != self.session_id:
+                # A Repl shared by executors: only this one's session may
+                # call its tools (every session sees every tool's name).
+                raise PermissionError(f"the host tool {name!r} belongs to another agent's session")
             function = self.tools.get(name)
             if function is None:
                 raise NameError(f"the host tool {name!r} was removed")
@@ -336,6 +390,23 @@ def _make_backend(kind: str, timeout: float | None, backend_options: Mapping[str
 def _close_quietly(backend: Any) -> None:
     try:
         backend.close()
+    except Exception:  # noqa: BLE001 - at garbage collection or exit: nothing to tell
+        pass
+
+
+def _release(backend: Any, prefix: str, session_id: str) -> None:
+    """A shared backend without one executor's tools and session."""
+    try:
+        with _TOOLS_LOCK:
+            backend.tools = {name: tool for name, tool in backend.tools.items() if not name.startswith(prefix)}
+        backend.reset(session_id)
+    except DolsotError:
+        pass  # closed by its owner already
+
+
+def _release_quietly(backend: Any, prefix: str, session_id: str) -> None:
+    try:
+        _release(backend, prefix, session_id)
     except Exception:  # noqa: BLE001 - at garbage collection or exit: nothing to tell
         pass
 

@@ -233,6 +233,43 @@ def test_a_sandboxed_executor_walls_the_code_in_and_still_calls_host_tools(tmp_p
     assert out.output == str(os.getpid())
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_executors_sharing_a_backend_have_their_own_sessions_and_tools(kind):
+    if kind == "repl":
+        backend = dolsot.Repl(store=dolsot.store.MemoryStore(), final="final_answer", timeout=30)
+    else:
+        backend = dolsot.InProcessSession(final="final_answer", timeout=30)
+    with backend:
+        first, second = DolsotExecutor(backend=backend), DolsotExecutor(backend=backend, timeout=30)
+        first.send_tools({"name": lambda: "first", "final_answer": FinalAnswerTool()})
+        second.send_tools({"name": lambda: "second"})
+        first("mine = name()")
+        second("mine = name()")
+        assert (first("mine").output, second("mine").output) == ("'first'", "'second'")
+        assert first("final_answer(mine)").output == "first"
+        if kind == "repl":
+            # Every session sees each executor's tools by name; only the
+            # executor's own session may call them.
+            engine_names = sorted(n for n in backend.tools if n.endswith("_name"))
+            assert len(engine_names) == 2
+            out = first(
+                f"seen = []\nfor f in ({', '.join(engine_names)}):\n    try:\n        seen.append(f())\n"
+                "    except PermissionError as error:\n        seen.append(str(error))\nsorted(seen)")
+            assert out.output == repr(sorted(["first", "the host tool 'name' belongs to another agent's session"]))
+        sessions = {info.id for info in backend.sessions()}
+        assert {first.session_id, second.session_id} <= sessions
+        first.cleanup()
+        assert first.backend is None
+        assert len(backend.tools) == 1 and second("name()").output == "'second'"  # still open, still its own
+        assert first.session_id not in {info.id for info in backend.sessions()}
+        second.cleanup()
+        assert backend.tools == {}
+    with pytest.raises(ValueError, match="final='final_answer'"):
+        DolsotExecutor(backend=dolsot.InProcessSession(final="SUBMIT"))
+    with pytest.raises(TypeError, match="max_output"):
+        DolsotExecutor(backend=dolsot.InProcessSession(final="final_answer"), max_output=10)
+
+
 # ---- smolagents' CodeAgent, end to end
 @tool
 def where_am_i() -> dict:
@@ -321,7 +358,8 @@ def test_the_docs_python_blocks_run_with_a_scripted_model(monkeypatch, capsys, t
         script.write_text(block)
         exec(compile(block, str(script), "exec"), {"__name__": "__main__"})
         printed.append(capsys.readouterr().out.strip().splitlines())
-    assert len(printed) == 2
+    assert len(printed) == 3
     assert printed[0][-1] == "1580400"  # the agent's answer, as the block prints it
     assert not model.steps
     assert printed[1] == ["[1, 2, 3]", " 3"]
+    assert printed[2] == ["'left' 'right'"]
