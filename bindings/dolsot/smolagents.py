@@ -270,7 +270,8 @@ class DolsotExecutor(PythonExecutor):
             return self._tool_prefix + name.lstrip("_")
         return _private_name("tool", name)
 
-    def _run(self, backend: Any, code: str, variables: dict[str, Any], timeout: float | None) -> Any:
+    def _run(self, backend: Any, code: str, variables: dict[str, Any], timeout: float | None,
+             what: str = "run the code") -> Any:
         options: dict[str, Any] = {"variables": variables} if variables else {}
         if timeout is None and not self._owned:
             timeout = self.timeout  # a shared backend's own default is not this executor's
@@ -284,10 +285,10 @@ class DolsotExecutor(PythonExecutor):
                 f"after its timeout): {error}"
             ) from error
         except (DolsotError, TypeError, ValueError) as error:
-            raise InterpreterError(f"dolsot could not run the code: {error}") from error
+            raise InterpreterError(f"dolsot could not {what}: {error}") from error
 
     def _setup(self, code: str, variables: dict[str, Any], what: str, timeout: float | None = None) -> None:
-        result = self._run(self._backend, code, variables, timeout)
+        result = self._run(self._backend, code, variables, timeout, what)
         if not result.ok:
             raise InterpreterError(f"dolsot could not {what} in the session: {result.error}")
 
@@ -310,7 +311,7 @@ class DolsotExecutor(PythonExecutor):
             self._started = False
             try:
                 self._backend.reset(self._session_id)
-            except DolsotError:
+            except (DolsotError, AttributeError):  # AttributeError: cleaned up meanwhile
                 pass
             raise InterpreterError(
                 f"Code execution failed: {error}\nThe session was lost: the variables, imports and "

@@ -128,6 +128,9 @@ def test_variables_are_bound_in_the_session(shared):
         shared.send_variables({"not a name": 1})
     with pytest.raises(TypeError, match="dict"):
         shared.send_variables([("x", 1)])
+    if shared.backend_kind == "repl":  # a Repl pickles what it sends: the host is told, not the model
+        with pytest.raises(InterpreterError, match="could not send the variables.*'lock'.*cannot be pickled"):
+            shared.send_variables({"lock": threading.Lock()})
 
 
 def test_a_final_answer_ends_the_step_with_the_value_as_data(shared):
@@ -138,6 +141,9 @@ def test_a_final_answer_ends_the_step_with_the_value_as_data(shared):
     assert shared("final_answer(answer=3)").output == 3
     with pytest.raises(InterpreterError, match="final_answer raised TypeError"):
         shared("final_answer()")
+    if shared.backend_kind == "repl":  # what crosses into the host is plain data (unpickle="safe")
+        with pytest.raises(InterpreterError, match="UnpicklingError.*not allowed to cross"):
+            shared("class Mine: pass\nfinal_answer(Mine())")
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
