@@ -88,7 +88,7 @@ class DolsotExecutor(PythonExecutor):
     def __init__(
         self,
         *,
-        backend: str = "repl",
+        backend: str | dolsot.Repl | dolsot.InProcessSession = "repl",
         sandbox: Any = None,
         timeout: float | None = None,
         **backend_options: Any,
@@ -138,7 +138,7 @@ class DolsotExecutor(PythonExecutor):
         self._owned = not shared
         # A shared backend's tools are named per executor: _dolsot_smol<n>_<name>.
         self._tool_prefix = "" if self._owned else f"_dolsot_smol{next(_EXECUTOR_NUMBERS)}_"
-        self._backend = _make_backend(backend, timeout, backend_options) if self._owned else backend
+        self._backend: Any = backend if shared else _make_backend(self.backend_kind, timeout, backend_options)
         # Garbage without cleanup(): the backend still closes, or its part is
         # released (nothing the backend holds refers back to this executor).
         if self._owned:
