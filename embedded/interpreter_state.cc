@@ -120,27 +120,72 @@ bool RawLayoutHolds(PyObject* context) {
 const InternedName kGetSwitchInterval("getswitchinterval");
 const InternedName kSetSwitchInterval("setswitchinterval");
 
+// A dict's version tag (PEP 509): it changes whenever the dict changes, so
+// an unchanged tag means unchanged contents and the lookups can be skipped.
+// 0 when unknown (never a tag): then every entry is looked at.
+std::uint64_t DictVersion(PyObject* dict) {
+#if PY_VERSION_HEX < 0x030E0000
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  // Deprecated in 3.12 (dict watchers replace it) but kept, and still bumped
+  // by every change, through 3.13.
+  return dict != nullptr ? reinterpret_cast<PyDictObject*>(dict)->ma_version_tag : 0;
+#pragma GCC diagnostic pop
+#else
+  (void)dict;
+  return 0;
+#endif
+}
+
 // The state when no cell ran. Guarded by the GIL.
 struct Baseline {
   int running = 0;                        // cells between their guard's constructor and destructor
   PyObject* sys_dict = nullptr;           // owned
   PyObject* sys_values[kSysCount] = {};   // owned; nullptr: absent
+  std::uint64_t sys_version = 0;          // sys_dict's version when it last held sys_values
   int recursion_limit = 0;
   double switch_interval = 0.0;           // seconds
+  // sys.modules' version when threading and decimal were last looked up
+  // there, and what was found (borrowed: sys.modules holds them while its
+  // version stays).
+  std::uint64_t modules_version = 0;
+  PyObject* threading_module = nullptr;
+  PyObject* decimal_module = nullptr;
   bool threading_imported = false;
   PyObject* threading_values[kThreadingCount] = {};  // owned
+  PyObject* threading_dict = nullptr;                // borrowed: the module's, when imported
+  std::uint64_t threading_version = 0;               // its version when it last held the values
   bool decimal_imported = false;
   PyObject* decimal_templates[kDecimalCount] = {};   // owned: the module's attributes
   PyObject* decimal_states[kDecimalCount] = {};      // owned: __reduce__ arguments (slow path)
   bool decimal_raw[kDecimalCount] = {};              // true: decimal_bytes holds the state
   RawDecimal decimal_bytes[kDecimalCount] = {};
+  PyObject* decimal_dict = nullptr;                  // borrowed: the module's, when imported
+  std::uint64_t decimal_version = 0;                 // its version when it last held the templates
 
-  void Clear() {
+  void ClearSys() {
     for (PyObject*& value : sys_values) Py_CLEAR(value);
+    sys_version = 0;
+  }
+  void ClearThreading() {
     for (PyObject*& value : threading_values) Py_CLEAR(value);
+    threading_imported = false;
+    threading_dict = nullptr;
+    threading_version = 0;
+  }
+  void ClearDecimal() {
     for (PyObject*& value : decimal_templates) Py_CLEAR(value);
     for (PyObject*& value : decimal_states) Py_CLEAR(value);
-    threading_imported = decimal_imported = false;
+    decimal_imported = false;
+    decimal_dict = nullptr;
+    decimal_version = 0;
+  }
+  void Clear() {
+    ClearSys();
+    ClearThreading();
+    ClearDecimal();
+    modules_version = 0;
+    threading_module = decimal_module = nullptr;
   }
 };
 
@@ -291,47 +336,93 @@ void ResetDecimalTemplate(PyObject* module, PyObject* context, int i) {
   PyErr_Clear();
 }
 
+// threading and decimal as sys.modules holds them now (borrowed, nullptr
+// when not imported), looked up again only when sys.modules changed.
+void FindModules(Baseline& baseline) {
+  const std::uint64_t version = DictVersion(PyImport_GetModuleDict());
+  if (version != 0 && version == baseline.modules_version) return;
+  Ref threading(ImportedModule(kThreadingModule));
+  Ref decimal(ImportedModule(kDecimalModule));
+  baseline.threading_module = threading.get();
+  baseline.decimal_module = decimal.get();
+  baseline.modules_version = version;
+}
+
 void TakeBaseline(Baseline& baseline) {
-  baseline.Clear();
   // The streams as dolsot routes them (a host's replacement is routed from
   // now on), so the baseline holds the routers, never a cell's own stream.
   (void)InstallCellIo();
-  for (int i = 0; i < kSysCount; ++i) {
-    baseline.sys_values[i] = Lookup(baseline.sys_dict, kSysNames[i]);
+  // Each part is read again only when its dict changed since it was last
+  // known to hold the baseline (taken, or put back).
+  const std::uint64_t sys_version = DictVersion(baseline.sys_dict);
+  if (sys_version == 0 || sys_version != baseline.sys_version) {
+    baseline.ClearSys();
+    for (int i = 0; i < kSysCount; ++i) {
+      baseline.sys_values[i] = Lookup(baseline.sys_dict, kSysNames[i]);
+    }
+    baseline.sys_version = sys_version;
   }
   baseline.recursion_limit = Py_GetRecursionLimit();
   baseline.switch_interval = SwitchInterval(baseline.sys_dict);
-  if (Ref threading{ImportedModule(kThreadingModule)}) {
-    baseline.threading_imported = true;
-    PyObject* dict = PyModule_GetDict(threading.get());
-    for (int i = 0; i < kThreadingCount; ++i) {
-      baseline.threading_values[i] = Lookup(dict, kThreadingNames[i]);
+  FindModules(baseline);
+  if (baseline.threading_module == nullptr) {
+    baseline.ClearThreading();
+  } else {
+    PyObject* dict = PyModule_GetDict(baseline.threading_module);
+    const std::uint64_t version = DictVersion(dict);
+    if (!baseline.threading_imported || dict != baseline.threading_dict || version == 0 ||
+        version != baseline.threading_version) {
+      baseline.ClearThreading();
+      baseline.threading_imported = true;
+      baseline.threading_dict = dict;
+      for (int i = 0; i < kThreadingCount; ++i) {
+        baseline.threading_values[i] = Lookup(dict, kThreadingNames[i]);
+      }
+      baseline.threading_version = version;
     }
   }
-  if (Ref decimal{ImportedModule(kDecimalModule)}) {
+  if (baseline.decimal_module == nullptr) {
+    baseline.ClearDecimal();
+    return;
+  }
+  PyObject* dict = PyModule_GetDict(baseline.decimal_module);
+  const std::uint64_t version = DictVersion(dict);
+  if (!baseline.decimal_imported || dict != baseline.decimal_dict || version == 0 ||
+      version != baseline.decimal_version) {
+    baseline.ClearDecimal();
     baseline.decimal_imported = true;
-    PyObject* dict = PyModule_GetDict(decimal.get());
+    baseline.decimal_dict = dict;
     for (int i = 0; i < kDecimalCount; ++i) {
       baseline.decimal_templates[i] = Lookup(dict, kDecimalNames[i]);
-      PyObject* context = baseline.decimal_templates[i];
-      baseline.decimal_raw[i] = context != nullptr && RawLayoutHolds(context);
-      if (baseline.decimal_raw[i]) {
-        ReadRaw(context, baseline.decimal_bytes[i]);
-      } else if (context != nullptr) {
-        baseline.decimal_states[i] = DecimalState(context);
-      }
+    }
+    baseline.decimal_version = version;
+  }
+  // The templates' fields change in place, not in the dict: read every time.
+  for (int i = 0; i < kDecimalCount; ++i) {
+    PyObject* context = baseline.decimal_templates[i];
+    Py_CLEAR(baseline.decimal_states[i]);
+    baseline.decimal_raw[i] = context != nullptr && RawLayoutHolds(context);
+    if (baseline.decimal_raw[i]) {
+      ReadRaw(context, baseline.decimal_bytes[i]);
+    } else if (context != nullptr) {
+      baseline.decimal_states[i] = DecimalState(context);
     }
   }
 }
 
-void RestoreThreading(const Baseline& baseline) {
-  Ref threading(ImportedModule(kThreadingModule));
-  if (!threading) return;
-  PyObject* dict = PyModule_GetDict(threading.get());
+void RestoreThreading(Baseline& baseline) {
+  PyObject* module = baseline.threading_module;
+  if (module == nullptr) return;
+  PyObject* dict = PyModule_GetDict(module);
   if (baseline.threading_imported) {
+    const std::uint64_t version = DictVersion(dict);
+    if (dict == baseline.threading_dict && version != 0 && version == baseline.threading_version) {
+      return;
+    }
     for (int i = 0; i < kThreadingCount; ++i) {
       PutBack(dict, kThreadingNames[i], baseline.threading_values[i]);
     }
+    baseline.threading_version = dict == baseline.threading_dict ? DictVersion(dict) : 0;
     return;
   }
   // Imported by a cell: threading's own initial values.
@@ -341,19 +432,28 @@ void RestoreThreading(const Baseline& baseline) {
   if (original) PutBack(dict, kThreadingNames[2], original.get());
 }
 
-void RestoreDecimal(const Baseline& baseline) {
-  Ref decimal(ImportedModule(kDecimalModule));
-  if (!decimal) return;
-  PyObject* dict = PyModule_GetDict(decimal.get());
-  for (int i = 0; i < kDecimalCount; ++i) {
-    if (!baseline.decimal_imported) {
+void RestoreDecimal(Baseline& baseline) {
+  PyObject* module = baseline.decimal_module;
+  if (module == nullptr) return;
+  PyObject* dict = PyModule_GetDict(module);
+  if (!baseline.decimal_imported) {
+    for (int i = 0; i < kDecimalCount; ++i) {
       Ref context(Lookup(dict, kDecimalNames[i]));
-      if (context) ResetDecimalTemplate(decimal.get(), context.get(), i);
-      continue;
+      if (context) ResetDecimalTemplate(module, context.get(), i);
     }
+    return;
+  }
+  const std::uint64_t version = DictVersion(dict);
+  const bool same_dict = dict == baseline.decimal_dict;
+  if (!same_dict || version == 0 || version != baseline.decimal_version) {
+    for (int i = 0; i < kDecimalCount; ++i) {
+      PutBack(dict, kDecimalNames[i], baseline.decimal_templates[i]);
+    }
+    baseline.decimal_version = same_dict ? DictVersion(dict) : 0;
+  }
+  for (int i = 0; i < kDecimalCount; ++i) {
     PyObject* context = baseline.decimal_templates[i];
     PyObject* state = baseline.decimal_states[i];
-    PutBack(dict, kDecimalNames[i], context);
     if (context != nullptr && baseline.decimal_raw[i]) {
       RawDecimal now;
       ReadRaw(context, now);
@@ -370,9 +470,13 @@ void RestoreDecimal(const Baseline& baseline) {
   }
 }
 
-void RestoreBaseline(const Baseline& baseline) {
-  for (int i = 0; i < kSysCount; ++i) {
-    PutBack(baseline.sys_dict, kSysNames[i], baseline.sys_values[i]);
+void RestoreBaseline(Baseline& baseline) {
+  const std::uint64_t sys_version = DictVersion(baseline.sys_dict);
+  if (sys_version == 0 || sys_version != baseline.sys_version) {
+    for (int i = 0; i < kSysCount; ++i) {
+      PutBack(baseline.sys_dict, kSysNames[i], baseline.sys_values[i]);
+    }
+    baseline.sys_version = DictVersion(baseline.sys_dict);
   }
   if (Py_GetRecursionLimit() != baseline.recursion_limit) {
     Py_SetRecursionLimit(baseline.recursion_limit);
@@ -380,6 +484,8 @@ void RestoreBaseline(const Baseline& baseline) {
   if (SwitchInterval(baseline.sys_dict) != baseline.switch_interval) {
     SetSwitchInterval(baseline.sys_dict, baseline.switch_interval);
   }
+  // A cell that imported threading or decimal changed sys.modules.
+  FindModules(baseline);
   RestoreThreading(baseline);
   RestoreDecimal(baseline);
 }

@@ -20,11 +20,14 @@
 // included), a change the host itself makes to these is put back at the end
 // of the next cell.
 //
-// Cost: ~2 µs a trivial cell in the in-process A/B (docs/benchmarks.md):
-// ~30 dict lookups by interned name and identity compares; decimal's
-// templates are compared as _decimal's context bytes (layout checked once
+// Cost: each part (sys's dict, threading's, decimal's, sys.modules for
+// finding the two) is looked at entry by entry only when its dict's version
+// tag (PEP 509, kept through 3.13) changed since it last held the baseline;
+// otherwise one compare. decimal's templates change in place, so they are
+// compared every cell, as _decimal's context bytes (layout checked once
 // against the attributes; __reduce__, ~0.5 µs each, otherwise), and only
-// once decimal is imported.
+// once decimal is imported. Measured with callgrind on 3.11: ~1,070
+// instructions a trivial cell, down from ~8,300 with a lookup per entry.
 #pragma once
 
 struct _object;

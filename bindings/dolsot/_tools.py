@@ -218,7 +218,7 @@ class ToolHost:
         self.unpickle = unpickle
         self.max_unpickle_bytes = _budget_bytes(max_unpickle_mb)
         self._variables = _VariableCache()
-        self._wrapped: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._wrapped: dict[tuple[int, str], tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._lock = threading.Lock()
         self._calls = _Workers("dolsot-tool", lambda call: self._serve(*call), self._lock,
                                _MAX_TOOL_THREADS)
@@ -229,19 +229,21 @@ class ToolHost:
 
     # ---- in-process: tools called directly
     def callables(self) -> dict[str, Callable[..., Any]]:
-        """name -> what the cell calls: the tool itself, or for an async tool
-        a function that runs it to completion."""
+        """name -> what the cell calls: the tool behind a front that shows
+        the cell what a Repl shows when it raises (the exception's type and
+        message, no frame of the host's, so no host path); an async tool is
+        run to completion."""
         out = {}
-        for name, tool in self.tools.items():
-            if inspect.iscoroutinefunction(tool):
-                with self._lock:
-                    cached = self._wrapped.get(id(tool))
-                    if cached is None or cached[0] is not tool:
-                        cached = (tool, _synchronous(tool))
-                        self._wrapped[id(tool)] = cached
+        with self._lock:
+            kept: dict[tuple[int, str], tuple[Callable[..., Any], Callable[..., Any]]] = {}
+            for name, tool in self.tools.items():
+                cached = self._wrapped.get((id(tool), name))
+                if cached is None or cached[0] is not tool:
+                    target = _synchronous(tool) if inspect.iscoroutinefunction(tool) else tool
+                    cached = (tool, _front(target, name))
+                kept[(id(tool), name)] = cached
                 out[name] = cached[1]
-            else:
-                out[name] = tool
+            self._wrapped = kept  # the fronts of tools no longer listed go
         return out
 
     # ---- Repl: tools called from another process
@@ -363,3 +365,30 @@ def _synchronous(tool: Callable[..., Any]) -> Callable[..., Any]:
     call.__doc__ = getattr(tool, "__doc__", None)
     call.__wrapped__ = tool  # type: ignore[attr-defined]
     return call
+
+
+# What an in-process cell calls for a tool. Compiled under the file name a
+# Repl's tool stubs have, so a traceback through it names no host file; the
+# tool's own frames are dropped from what it raises (and its chain, as a
+# Repl's pickled reply drops them), the exception object itself kept so
+# `except Missing` in the cell still catches it.
+_FRONT_SOURCE = """
+def front(target, name, doc, wrapped):
+    def tool(*args, **kwargs):
+        try:
+            return target(*args, **kwargs)
+        except BaseException as error:
+            error.__traceback__ = None
+            raise error from None
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = doc
+    tool.__wrapped__ = wrapped
+    return tool
+"""
+_front_namespace: dict[str, Any] = {"__name__": "dolsot.tools"}
+exec(compile(_FRONT_SOURCE, "<dolsot host tools>", "exec"), _front_namespace)
+
+
+def _front(target: Callable[..., Any], name: str) -> Callable[..., Any]:
+    wrapped = getattr(target, "__wrapped__", target)
+    return _front_namespace["front"](target, name, getattr(wrapped, "__doc__", None), wrapped)

@@ -336,7 +336,7 @@ class DolsotInterpreter:
                 # A Repl shared by a factory's interpreters: only this one's
                 # sessions may call its tools.
                 raise PermissionError(f"the host tool {name!r} belongs to another interpreter")
-            context = self._caller_context(sys._getframe(1).f_globals)
+            context = self._caller_context(_calling_cell_globals(sys._getframe(1)))
             if args:
                 args, kwargs = _as_keywords(function, args, kwargs)
             value = context.run(function, *args, **kwargs)
@@ -556,6 +556,14 @@ def _start_worker(repl: Any) -> None:
         repl.run(session_id, "None", timeout=_WORKER_START_SECONDS)
     finally:
         repl.reset(session_id)
+
+
+def _calling_cell_globals(frame: Any) -> dict[str, Any]:
+    """The globals of the code that called a tool: in-process, the cell's
+    (past the front dolsot puts before every tool, dolsot._tools)."""
+    while frame.f_back is not None and frame.f_code.co_filename == "<dolsot host tools>":
+        frame = frame.f_back
+    return frame.f_globals
 
 
 def _await(awaitable: Any, context: contextvars.Context) -> Any:

@@ -104,6 +104,32 @@ def test_sys_hooks_and_settings_are_put_back_in_ungated_sessions():
     """)
 
 
+def test_what_the_host_changes_between_cells_is_kept_and_becomes_the_baseline():
+    # The baseline is re-read when sys's, threading's or decimal's dict
+    # changed since the last cell: a host's own change between cells is not
+    # undone by the next cell, and a cell's change is put back to it.
+    run_child("""
+        import decimal
+        s = make(False)
+        run(s, "a", "1")
+        def host_hook(value):
+            pass
+        sys.displayhook = host_hook
+        threading.excepthook = host_hook
+        decimal.BasicContext = decimal.Context(prec=5)
+        mine = decimal.BasicContext
+        run(s, "a", "2")
+        assert sys.displayhook is host_hook and threading.excepthook is host_hook
+        assert decimal.BasicContext is mine and mine.prec == 5
+        run(s, "a", "import sys, threading, decimal\\nsys.displayhook = print\\nthreading.excepthook = print\\ndecimal.BasicContext = decimal.Context()\\nx = 1")
+        assert sys.displayhook is host_hook and threading.excepthook is host_hook
+        assert decimal.BasicContext is mine and mine.prec == 5
+        run(s, "a", "decimal.BasicContext.prec = 2")
+        assert decimal.BasicContext is mine and mine.prec == 5
+        s.close()
+    """)
+
+
 def test_trace_and_profile_functions_are_put_back():
     run_child(f"""
         s = make(False)

@@ -351,10 +351,11 @@ def test_pip_install_of_a_clone_with_build_isolation_works(clone_venv, tmp_path)
 
 
 def extra_pins() -> dict[str, str]:
-    """name -> version of every pin of the typecheck and dspy extras (pyproject)."""
+    """name -> version of every pin of the typecheck, dspy and smolagents
+    extras (pyproject)."""
     text = (ROOT / "pyproject.toml").read_text()
     pins = {}
-    for extra in ("typecheck", "dspy"):
+    for extra in ("typecheck", "dspy", "smolagents"):
         line = re.search(rf"^{extra} = \[(.*)\]$", text, re.M).group(1)
         pins.update(re.findall(r'"([\w.-]+)==([^"]+)"', line))
     pins.update(re.findall(r'"([\w.-]+)==([^"]+)"', re.search(r"^dependencies = \[(.*)\]$", text, re.M).group(1)))
@@ -365,11 +366,11 @@ def test_the_extras_resolve_to_their_pins(packaging_root):
     clone = copy_clone(packaging_root / "extras-clone")
     report = packaging_root / "extras-report.json"
     run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--report", report, f"{clone}[typecheck,dspy]"], cwd=packaging_root, env=clean_env())
+         "--report", report, f"{clone}[typecheck,dspy,smolagents]"], cwd=packaging_root, env=clean_env())
     resolved = {item["metadata"]["name"].lower(): item["metadata"]["version"]
                 for item in json.loads(report.read_text())["install"]}
     pins = extra_pins()
-    assert {"ty", "dspy", "dill"} <= set(pins), pins
+    assert {"ty", "dspy", "smolagents", "dill"} <= set(pins), pins
     for name, version in pins.items():
         assert resolved.get(name.lower()) == version, (name, version, resolved.get(name.lower()))
     assert resolved["dolsot"] == "0.5.0"

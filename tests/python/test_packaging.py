@@ -35,6 +35,7 @@ def test_package_carries_its_runtime_stubs_and_marker():
                    "redis_store", "ray", "ray_pool", "ray_channel",
                    "kernel", "_kernel_cell", "_kernel_spec"):
         assert f"{module}.py" in names
+    assert "smolagents.py" in names  # the extra dolsot[smolagents]'s module ships too
 
 
 @needs_install

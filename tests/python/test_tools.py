@@ -84,6 +84,38 @@ def test_a_tool_exception_reraises_with_its_type_message_and_exit_code(make):
     assert r.ok and r.value == "\"KeyError('key')\""
 
 
+def _inner_lookup(name):
+    return {}[name]
+
+
+def chained_lookup(name):
+    try:
+        return _inner_lookup(name)
+    except KeyError as error:
+        raise Missing(f"{name} not found") from error
+
+
+def test_a_tool_error_shows_no_host_path_on_either_backend(make):
+    # What the model reads when a tool raises: the cell's line, the
+    # exception's type and message; no frame of the host's (its files,
+    # dolsot's own), the chain the tool raised from included.
+    b = make(tools={"lookup": chained_lookup, "adouble": double})
+    here = os.path.basename(__file__)
+    printed = (
+        "import traceback\n"
+        "try:\n    lookup('ada')\nexcept Exception:\n    traceback.print_exc()\n"
+        "try:\n    adouble()\nexcept TypeError:\n    traceback.print_exc()"
+    )
+    r = b.run("s", "lookup('ada')")
+    assert not r.ok and r.error_type == "Missing" and "ada not found" in r.error
+    shown = b.run("s", printed)
+    assert shown.ok, shown.error
+    assert "Missing: ada not found" in shown.stdout and "TypeError" in shown.stdout, shown.stdout
+    for text in (r.error, shown.stdout):
+        assert here not in text and "dolsot/" not in text and "_inner_lookup" not in text, text
+        assert "/" not in text.replace("<dolsot host tools>", ""), text
+
+
 def test_tools_are_never_held_and_can_change_between_cells(make):
     b = make(tools={"search": search})
     r = b.run("s", "x = search('q', 1)")
