@@ -12,7 +12,7 @@
 3. ``auditwheel show`` reports a manylinux tag; the CLI's worker is the
    package's console script run by the venv's python; no shipped binary
    carries a path of the build machine, a RUNPATH or a libpython.
-5. ``pip install "<clone>[typecheck,dspy]"`` resolves the extras to the pins.
+5. ``pip install "<clone>[typecheck,dspy,smolagents,kernel]"`` resolves the extras to the pins.
 6. Every other supported CPython minor version (3.10 to 3.13) that the machine
    has builds the same sdist into its own wheel, and that wheel runs Repl,
    InProcessSession and CLI cells in its venv's interpreter.
@@ -351,11 +351,11 @@ def test_pip_install_of_a_clone_with_build_isolation_works(clone_venv, tmp_path)
 
 
 def extra_pins() -> dict[str, str]:
-    """name -> version of every pin of the typecheck, dspy and smolagents
-    extras (pyproject)."""
+    """name -> version of every pin of the typecheck, dspy, smolagents and
+    kernel extras (pyproject)."""
     text = (ROOT / "pyproject.toml").read_text()
     pins = {}
-    for extra in ("typecheck", "dspy", "smolagents"):
+    for extra in ("typecheck", "dspy", "smolagents", "kernel"):
         line = re.search(rf"^{extra} = \[(.*)\]$", text, re.M).group(1)
         pins.update(re.findall(r'"([\w.-]+)==([^"]+)"', line))
     pins.update(re.findall(r'"([\w.-]+)==([^"]+)"', re.search(r"^dependencies = \[(.*)\]$", text, re.M).group(1)))
@@ -366,11 +366,11 @@ def test_the_extras_resolve_to_their_pins(packaging_root):
     clone = copy_clone(packaging_root / "extras-clone")
     report = packaging_root / "extras-report.json"
     run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--report", report, f"{clone}[typecheck,dspy,smolagents]"], cwd=packaging_root, env=clean_env())
+         "--report", report, f"{clone}[typecheck,dspy,smolagents,kernel]"], cwd=packaging_root, env=clean_env())
     resolved = {item["metadata"]["name"].lower(): item["metadata"]["version"]
                 for item in json.loads(report.read_text())["install"]}
     pins = extra_pins()
-    assert {"ty", "dspy", "smolagents", "dill"} <= set(pins), pins
+    assert {"ty", "dspy", "smolagents", "ipykernel", "dill"} <= set(pins), pins
     for name, version in pins.items():
         assert resolved.get(name.lower()) == version, (name, version, resolved.get(name.lower()))
     assert resolved["dolsot"] == "0.5.0"
