@@ -131,13 +131,13 @@ fi
 # compiles for minutes, and this says how far it is.
 progress() {
   awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), n, "/");
-                                if (n[1] % 25 == 0 || n[1] == n[2]) {
+                                if (n[1] > 0 && (n[1] % 25 == 0 || n[1] == n[2])) {
                                   printf "\033[1m[setup]\033[0m   %d of %d steps done\n", n[1], n[2]; fflush() }
                                 next }
        { print; fflush() }' >&2
 }
 if ((FOR_DEMO)); then
-  say "building the dolsot CLI, dolsot-worker and the Python module (no tests; a first build compiles ~130 C++ files: minutes)"
+  say "building the dolsot CLI, dolsot-worker and the Python module (no tests: about 180 compile steps, minutes on a first build without ccache)"
   cmake --build build -j "$(nproc)" --target dolsot_cli dolsot-worker _dolsot | progress
 else
   say "building everything: the library, the CLI, the worker, the tests and the benchmarks (a first build: many minutes)"
