@@ -139,6 +139,10 @@ class Repl::Impl {
     if (!worker.ok()) return worker.status();
     return (*worker)->sandbox_report();
   }
+  Status StartWorker() {
+    auto worker = Worker(Clock::now() + std::chrono::seconds(60));
+    return worker.ok() ? Status::Ok() : worker.status();
+  }
   bool sandboxed() const { return settings_.sandbox.has_value(); }
 
  private:
@@ -860,5 +864,6 @@ std::uint64_t Repl::EvictionScansForTesting() const { return impl_->EvictionScan
 Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
 std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }
 StatusOr<SandboxReport> Repl::SandboxStatus() { return impl_->SandboxStatus(); }
+Status Repl::StartWorker() { return impl_->StartWorker(); }
 
 }  // namespace dolsot

@@ -102,6 +102,11 @@ class Repl final : public Backend {
   // The ids of the sessions live in this Repl (sorted).
   std::vector<std::string> LiveSessions() override;
 
+  // Starts the worker now (it imports the toolboxes) instead of at the first
+  // run, within 60 s: kInvalidToolbox naming a toolbox that does not import,
+  // as the first Run would return. OK when it runs already.
+  Status StartWorker();
+
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;
   // Tests only: the session slots this Repl keeps (live sessions, and ids

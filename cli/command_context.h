@@ -36,6 +36,9 @@ struct BackendSettings {
   bool durable_each_cell = true;
   std::optional<SandboxPolicy> sandbox;           // --sandbox (cli/sandbox_options.h)
   bool accept_weaker_walls = false;               // --accept-weaker-walls (the same)
+  // Start the worker (importing the toolboxes) when the backend opens, so a
+  // toolbox that does not import is a setup error, not every cell's.
+  bool start_worker = false;
 };
 
 using BackendFactory =

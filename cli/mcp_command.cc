@@ -151,6 +151,11 @@ int McpCommand(const McpArgs& args, const CommandContext& context) {
   if (!settings.ok()) return ReportError(context.err, settings.status());
   settings->snapshots = true;  // sessions stay live: each cell gets its rollback point
   settings->durable_each_cell = args.checkpoint == "sync";
+  // A toolbox that does not import is refused before anything is served
+  // (exit 2 naming it), not answered with `initialize` and then every `run`
+  // failing. Without toolboxes the worker starts with the first cell, so
+  // `initialize` is answered at once.
+  settings->start_worker = !settings->toolboxes.empty();
   auto transport = TakeOverStdio();
   if (!transport.ok()) return ReportError(context.err, transport.status());
   int stop_pipe[2];

@@ -30,9 +30,10 @@ CLI::App* AddMcpCommand(CLI::App& app, McpArgs& args);
 // Serves MCP on the process's stdin and stdout. First it moves the
 // transport to private close-on-exec copies of fds 0 and 1 and points fd 0
 // at /dev/null and fd 1 at stderr, so nothing a cell or a child writes to
-// fd 1 (or reads from fd 0) can reach the transport. A bad flag, or a
-// backend that cannot be opened, is reported on stderr with exit 2 before
-// anything is served.
+// fd 1 (or reads from fd 0) can reach the transport. A bad flag, a
+// backend that cannot be opened, or (with --toolbox) a worker that cannot
+// start or a toolbox that does not import, is reported on stderr with exit 2
+// before anything is served.
 int McpCommand(const McpArgs& args, const CommandContext& context);
 
 }  // namespace dolsot::cli

@@ -95,7 +95,10 @@ StatusOr<std::unique_ptr<Backend>> OpenRepl(ReplOptions options) {
 StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings) {
   auto options = ReplOptionsFor(settings, ProcessEnvironment());
   if (!options.ok()) return options.status();
-  return OpenRepl(std::move(options).value());
+  auto repl = Repl::Create(std::move(options).value());
+  if (!repl.ok()) return repl.status();
+  if (settings.start_worker) DOLSOT_RETURN_IF_ERROR((*repl)->StartWorker());
+  return std::unique_ptr<Backend>(std::move(repl).value());
 }
 
 }  // namespace dolsot::cli

@@ -19,7 +19,7 @@ typedef struct _object PyObject;  // NOLINT: CPython's own spelling
 
 namespace dolsot {
 
-// The bounds on what one cell returns (documented in the README).
+// The bounds on what one cell returns (documented in docs/python.md).
 inline constexpr std::size_t kMaxFiguresPerCell = 8;
 inline constexpr std::size_t kMaxFigureBytes = 2u << 20;    // one PNG
 inline constexpr std::size_t kMaxFigurePixels = 4'000'000;  // drawn at a lower dpi past this

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh), then drives a real multi-cell session
-# through the dolsot CLI with the example toolbox (examples/toolbox/mytools),
-# printing what an agent host would see: stdout, stderr and the exit code.
+# Sets up what the demo runs (scripts/setup.sh --demo: the CLI, the worker
+# and the Python module, no test suites), then drives a real multi-cell
+# session through the dolsot CLI with the example toolbox
+# (examples/toolbox/mytools), printing what an agent host would see: stdout,
+# stderr and the exit code.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/setup.sh" >&2
+"$ROOT/scripts/setup.sh" --demo >&2
 export PATH="$ROOT/.venv/bin:$PATH"
 export PYTHONPATH="$ROOT/examples/toolbox${PYTHONPATH:+:$PYTHONPATH}"
 export DOLSOT_CACHE_DIR="$ROOT/build/demo-sessions"

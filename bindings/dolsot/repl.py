@@ -65,7 +65,7 @@ class Repl(_CoreRepl, AsyncRunMixin, ToolsMixin):
     tools=None, final=None, unpickle="safe", max_unpickle_mb=None, sandbox=None,
     accept_weaker_walls=False)``: ``max_repr``
     and ``max_text`` bound a value's repr and ``Result.text`` in characters
-    (README's Result); ``tools`` and ``final`` as README's "Host tools" says;
+    (docs/python.md, Result); ``tools`` and ``final`` as its "Host tools" says;
     ``unpickle`` is how bytes a session sends (tool arguments, final answers)
     are decoded, and ``max_unpickle_mb`` (default 64) how much one decode of
     them may build in the host (over it, the call or the Result fails).

@@ -88,6 +88,34 @@ TEST(Repl, MissingToolboxIsInvalidToolbox) {
   EXPECT_NE(r.status().message().find("dolsot_no_such_module_xyz"), std::string::npos);
 }
 
+TEST(Repl, StartWorkerImportsTheToolboxesBeforeAnyRun) {
+  // What `dolsot mcp --toolbox` relies on: the import error at start, not
+  // at the first cell.
+  ReplOptions missing;
+  missing.store = std::make_shared<MemoryStore>();
+  missing.toolboxes["nope"] = "dolsot_no_such_module_xyz";
+  missing.config.typecheck = false;
+  auto bad = std::move(Repl::Create(missing)).value();
+  Status failed = bad->StartWorker();
+  EXPECT_EQ(failed.code(), ErrorCode::kInvalidToolbox);
+  EXPECT_NE(failed.message().find("dolsot_no_such_module_xyz"), std::string::npos) << failed.message();
+
+  ReplOptions good;
+  good.store = std::make_shared<MemoryStore>();
+  good.toolboxes["jp"] = "json";
+  good.config.typecheck = false;
+  auto repl = std::move(Repl::Create(good)).value();
+  EXPECT_EQ(repl->WorkerPid(), -1);  // lazily, until asked
+  ASSERT_TRUE(repl->StartWorker().ok());
+  const int pid = repl->WorkerPid();
+  EXPECT_GT(pid, 0);
+  ASSERT_TRUE(repl->StartWorker().ok());  // already running: the same worker
+  EXPECT_EQ(repl->WorkerPid(), pid);
+  EXPECT_EQ(MustRun(*repl, "t", "jp.dumps([1])").value, "'[1]'");
+  EXPECT_EQ(repl->WorkerPid(), pid);  // the cell ran on it
+  EXPECT_TRUE(repl->Close().ok());
+}
+
 TEST(Repl, NewReplRestoresSessionFromStore) {
   auto store = std::make_shared<MemoryStore>();
   for (CheckpointMode mode : {CheckpointMode::kSync, CheckpointMode::kAsync}) {

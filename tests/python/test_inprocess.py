@@ -54,7 +54,7 @@ def test_namespace_is_the_live_dict():
 
 def test_a_host_sqlite3_connection_needs_check_same_thread_false():
     """Cells run on a pooled thread, not the caller's: an object with thread
-    affinity made by the host must allow other threads (README, inject)."""
+    affinity made by the host must allow other threads (docs/inprocess.md)."""
     import sqlite3
 
     strict = sqlite3.connect(":memory:")

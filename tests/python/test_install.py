@@ -350,6 +350,27 @@ def test_pip_install_of_a_clone_with_build_isolation_works(clone_venv, tmp_path)
     assert run([clone_venv, "-c", host], cwd=tmp_path, env=env).stdout == "42\n"
 
 
+
+def test_the_readme_quickstart_runs_as_pasted_after_pip_install_of_a_clone(clone_venv, tmp_path):
+    # A new user's path (#41, Measures): a fresh venv, `pip install <clone>`,
+    # then the README's quickstart pasted into that venv's python, in an
+    # empty directory, showing what the README says it shows.
+    from test_docs import read_blocks
+
+    readme = read_blocks(ROOT / "README.md")
+    text = (ROOT / "README.md").read_text().splitlines()
+    heading = text.index("## Quickstart") + 1
+    quickstart = next(b for b in readme if b.line > heading and b.kind == "python")
+    assert not quickstart.placeholder and quickstart.expected_lines
+    work = tmp_path / "work"  # the script beside what it writes, as `python` pasted into
+    work.mkdir()
+    (work / "quickstart.py").write_text(quickstart.body)
+    env = clean_env(DOLSOT_CACHE_DIR=str(tmp_path / "cache"))
+    proc = run([clone_venv, "quickstart.py"], cwd=work, env=env)
+    printed = proc.stdout.splitlines()
+    assert [line for line in quickstart.expected_lines if line not in printed] == [], proc.stdout
+
+
 def extra_pins() -> dict[str, str]:
     """name -> version of every pin of the typecheck, dspy, smolagents and
     kernel extras (pyproject)."""

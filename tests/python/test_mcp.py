@@ -457,6 +457,47 @@ def test_bad_flags_are_refused_before_serving(server):
         assert proc.stderr.decode().startswith("dolsot: error: ") and phrase in proc.stderr.decode()
 
 
+INITIALIZE_LINE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": {"name": "raw", "version": "0"}}}) + "\n"
+
+
+@pytest.mark.parametrize("module, source, why", [
+    ("no_such_module_xyz", None, "No module named 'no_such_module_xyz'"),
+    ("broken_tools", "raise RuntimeError('broken on import')\n", "RuntimeError: broken on import"),
+    ("exiting_tools", "import os\nos._exit(7)\n", "exited with status 7"),
+])
+def test_a_toolbox_that_does_not_import_is_refused_at_start(server, module, source, why):
+    # #41 §4: once, `initialize` was answered and then every `run` failed.
+    # Now nothing is served: exit 2 with the import error, before any answer,
+    # even with an `initialize` already waiting on stdin.
+    if source is not None:
+        (server.toolbox_dir / f"{module}.py").write_text(source)
+    proc = subprocess.run([str(CLI), "mcp", "--toolbox", "mytools:mt", "--toolbox", f"{module}:bad"],
+                          input=INITIALIZE_LINE.encode(), capture_output=True,
+                          env=server.full_env(), cwd=server.toolbox_dir, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == b""  # no answer to initialize
+    stderr = proc.stderr.decode()
+    assert stderr.startswith("dolsot: error: "), stderr
+    assert "toolbox 'bad'" in stderr and why in stderr, stderr
+
+
+def test_a_toolbox_that_imports_is_served_as_before(server):
+    # The control: the same start with a toolbox that imports answers
+    # initialize and runs with it.
+    proc = server.popen("--toolbox", "mytools:mt")
+    try:
+        initialize(proc)
+        send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "run", "arguments": {"session": "s", "code": "mt.add(2, 3)"}}})
+        answer = receive(proc)
+        assert answer["result"]["structuredContent"]["value"] == "5", answer
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+
+
 # --- --sandbox -------------------------------------------------------------------
 
 def test_sandbox_flags_wall_the_cells_and_a_mount_shows_its_directory(server, tmp_path):
