@@ -274,7 +274,7 @@ class CellJob final : public PoolTask {
       result_ = Result::Failure(Outcome::kError, kExitFailure,
                                 "internal: cannot enter the session's context: " + TakePythonError());
     } else {
-      InterpreterStateGuard interpreter_state;  // embedded/interpreter_state.h
+      InterpreterStateGuard interpreter_state(&running_count_);  // embedded/interpreter_state.h
       PyObject* returned = nullptr;
       request_.returned = &returned;
       GatedSession::CellScope gated_cell(session_->gated.get());
@@ -351,6 +351,7 @@ class CellJob final : public PoolTask {
     if (done_) return false;
     timed_out_ = true;
     stop_requested_.store(true);
+    running_count_.late.store(true, std::memory_order_release);  // embedded/interpreter_state.h
     counters_->CountLeak(session_->id, 1);
     return true;
   }
@@ -368,6 +369,9 @@ class CellJob final : public PoolTask {
       Py_END_ALLOW_THREADS
     }
     const bool finished = python_finished_;
+    // Still running: a leaked thread, no longer a cell the interpreter's
+    // state waits for (embedded/interpreter_state.h).
+    if (!finished) InterpreterStateGuard::Detach(running_count_);
     PyGILState_Release(gil);
     if (finished) {  // done_ follows at once: the worker only releases the GIL
       std::unique_lock<std::mutex> lock(mutex_);
@@ -406,6 +410,7 @@ class CellJob final : public PoolTask {
   // Guarded by the GIL:
   unsigned long thread_ident_ = 0;
   bool python_finished_ = false;
+  CellRunningCount running_count_;  // guarded by the GIL
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> interrupt_requested_{false};
   std::atomic<bool> done_flag_{false};     // done_, readable without the mutex

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "embedded/output_router.h"
 #include "embedded/interned_name.h"
@@ -140,6 +141,7 @@ std::uint64_t DictVersion(PyObject* dict) {
 // The state when no cell ran. Guarded by the GIL.
 struct Baseline {
   int running = 0;                        // cells between their guard's constructor and destructor
+  std::vector<CellRunningCount*> counted;  // their counts (each outlives its guard's count)
   PyObject* sys_dict = nullptr;           // owned
   PyObject* sys_values[kSysCount] = {};   // owned; nullptr: absent
   std::uint64_t sys_version = 0;          // sys_dict's version when it last held sys_values
@@ -492,7 +494,26 @@ void RestoreBaseline(Baseline& baseline) {
 
 }  // namespace
 
-InterpreterStateGuard::InterpreterStateGuard() {
+namespace {
+
+// Takes `count` out of the cells running, once (needs the GIL).
+void Uncount(CellRunningCount& count, Baseline* baseline) {
+  if (count.state != 1) return;
+  count.state = 2;
+  if (baseline == nullptr) return;
+  if (baseline->running > 0) --baseline->running;
+  for (auto it = baseline->counted.begin(); it != baseline->counted.end(); ++it) {
+    if (*it == &count) {
+      baseline->counted.erase(it);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+InterpreterStateGuard::InterpreterStateGuard(CellRunningCount* count)
+    : count_(count != nullptr ? count : &own_count_) {
   PyThreadState* thread = PyThreadState_Get();
   trace_function_ = reinterpret_cast<void*>(thread->c_tracefunc);
   trace_object_ = Py_XNewRef(thread->c_traceobj);
@@ -503,13 +524,31 @@ InterpreterStateGuard::InterpreterStateGuard() {
     PyErr_Clear();
     return;
   }
-  counted_ = true;
+  // Cells declared late since the last guard started stop counting now.
+  for (std::size_t i = baseline->counted.size(); i-- > 0;) {
+    CellRunningCount* other = baseline->counted[i];
+    if (other->late.load(std::memory_order_acquire)) Uncount(*other, baseline);
+  }
+  count_->state = 1;
+  baseline->counted.push_back(count_);
   if (baseline->running++ == 0) TakeBaseline(*baseline);
   PyErr_Clear();
 }
 
+
+void InterpreterStateGuard::Detach(CellRunningCount& count) {
+  if (count.state != 1) return;
+  Baseline* baseline = CurrentBaseline();
+  if (baseline == nullptr) PyErr_Clear();
+  Uncount(count, baseline);
+}
+
 InterpreterStateGuard::~InterpreterStateGuard() {
   PyThreadState* thread = PyThreadState_Get();
+  // First, before anything below can run Python (and so let a stopper in).
+  const bool counted = count_->state != 0;
+  Baseline* baseline = counted ? CurrentBaseline() : nullptr;
+  if (counted) Uncount(*count_, baseline);
   auto trace = reinterpret_cast<Py_tracefunc>(trace_function_);
   auto profile = reinterpret_cast<Py_tracefunc>(profile_function_);
   if (thread->c_tracefunc != trace || thread->c_traceobj != trace_object_) {
@@ -520,11 +559,7 @@ InterpreterStateGuard::~InterpreterStateGuard() {
   }
   Py_CLEAR(trace_object_);
   Py_CLEAR(profile_object_);
-  Baseline* baseline = counted_ ? CurrentBaseline() : nullptr;
-  if (baseline != nullptr) {
-    if (baseline->running > 0) --baseline->running;
-    RestoreBaseline(*baseline);
-  }
+  if (baseline != nullptr) RestoreBaseline(*baseline);
   PyErr_Clear();
 }
 

@@ -30,6 +30,8 @@
 // instructions a trivial cell, down from ~8,300 with a lookup per entry.
 #pragma once
 
+#include <atomic>
+
 struct _object;
 typedef struct _object PyObject;  // NOLINT: CPython's own spelling
 
@@ -38,10 +40,27 @@ namespace dolsot {
 // Notes the state in the constructor and puts back what changed in the
 // destructor. Needs the GIL in both, on the thread that runs the cell (the
 // trace and profile functions are that thread's).
+// Whether a guard counts in the cells running (see "What before means"):
+// shared with whoever may declare its cell late. Touched under the GIL.
+struct CellRunningCount {
+  int state = 0;  // 0: not counted yet, 1: counted, 2: no longer counted
+  // Set without the GIL when the cell is declared late (its deadline
+  // passed): the next guard to start takes it out of the count.
+  std::atomic<bool> late{false};
+};
+
 class InterpreterStateGuard {
  public:
-  InterpreterStateGuard();
+  // `count` (optional) outlives the guard: through it, Detach can stop a
+  // late cell's guard from counting.
+  explicit InterpreterStateGuard(CellRunningCount* count = nullptr);
   ~InterpreterStateGuard();
+  // A cell past its deadline that did not stop (a leaked thread) no longer
+  // counts as running: the next cell takes the baseline afresh, so a host's
+  // own change after it (a redirected sys.stdout) is kept, not put back
+  // forever. Its guard still puts the baseline back if the cell ever ends.
+  // Needs the GIL; a no-op unless the guard counted and has not ended.
+  static void Detach(CellRunningCount& count);
   InterpreterStateGuard(const InterpreterStateGuard&) = delete;
   InterpreterStateGuard& operator=(const InterpreterStateGuard&) = delete;
 
@@ -52,7 +71,8 @@ class InterpreterStateGuard {
   void* profile_function_ = nullptr;
   PyObject* trace_object_ = nullptr;
   PyObject* profile_object_ = nullptr;
-  bool counted_ = false;  // counted in the cells running (the baseline was found)
+  CellRunningCount own_count_;    // when the constructor was given none
+  CellRunningCount* count_;       // own_count_ or the caller's
 };
 
 }  // namespace dolsot

@@ -130,6 +130,28 @@ def test_what_the_host_changes_between_cells_is_kept_and_becomes_the_baseline():
     """)
 
 
+def test_a_leaked_cell_does_not_freeze_the_baseline():
+    # A cell stuck in C past its deadline is a leaked thread, not a cell the
+    # baseline waits for: the host's own change after it is kept by the next
+    # cells (before, it was put back after every cell for the process's life).
+    run_child("""
+        s = make(False, timeout=0.5)
+        r = s.run("stuck", "import time\\ntime.sleep(3600)")
+        assert r.exit_code == 124 and s.leaked_threads == 1, r
+        def host_hook(value):
+            pass
+        sys.displayhook = host_hook
+        run(s, "a", "1")
+        assert sys.displayhook is host_hook
+        run(s, "a", "import sys\\nsys.displayhook = print")
+        assert sys.displayhook is host_hook
+        s.close()
+        print("child ok", flush=True)
+        import os
+        os._exit(0)  # the stuck thread sleeps on
+    """)
+
+
 def test_trace_and_profile_functions_are_put_back():
     run_child(f"""
         s = make(False)
