@@ -553,7 +553,7 @@ class SessionProcess {
     // "<cell N>" never names a later cell.
     request.filename = CellFilename(++cells_run_);
     request.hidden_names = aliases_;
-    SocketSink sink(socket_.get(), tools_.write_mutex());
+    SocketSink sink(socket_.get(), tools_.write_mutex(), run->live_output, run->live_images);
     request.sink = &sink;
     PyObject* returned = nullptr;
     request.returned = &returned;

@@ -13,9 +13,21 @@ void SocketSink::Write(std::string_view text) {
   if (broken_ || fork_guard::InCellChild()) return;  // not the runner: say nothing
   pending_.append(text);
   auto now = std::chrono::steady_clock::now();
-  if (streamed_ + pending_.size() <= kEagerBytes || now - last_flush_ >= kBatchInterval) {
+  if (live_ || streamed_ + pending_.size() <= kEagerBytes || now - last_flush_ >= kBatchInterval) {
     Flush(now);
   }
+}
+
+void SocketSink::Image(std::string_view png) {
+  if (!images_ || broken_ || fork_guard::InCellChild()) return;
+  Flush(std::chrono::steady_clock::now());  // the text written before it goes first
+  if (broken_ || png.size() > protocol::kMaxFrameBytes) return;
+  Status s;
+  Py_BEGIN_ALLOW_THREADS
+  std::lock_guard<std::mutex> writing(write_mutex_);
+  s = protocol::WriteFrame(socket_, protocol::Tag::kImage, png);
+  Py_END_ALLOW_THREADS
+  if (!s.ok()) broken_ = true;
 }
 
 void SocketSink::Flush(std::chrono::steady_clock::time_point now) {
