@@ -209,3 +209,36 @@ def test_leaving_astream_early_interrupts_the_cell(backend):
 
     assert asyncio.run(first_chunk_only()) == "go\n"
     assert backend.run("s", "1 + 1").value == "2"
+
+
+def _doc_blocks():
+    """(line, body) of docs/live-output.md's python blocks."""
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "live-output.md"
+    blocks, lines, i = [], doc.read_text().splitlines(), 0
+    while i < len(lines):
+        if re.fullmatch(r"```python", lines[i].strip()):
+            start, body = i + 1, []
+            i += 1
+            while lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            blocks.append((start, "\n".join(body) + "\n"))
+        i += 1
+    return blocks
+
+
+@pytest.mark.parametrize("line, body", _doc_blocks(),
+                         ids=[f"live-output.md:{b[0]}" for b in _doc_blocks()])
+def test_the_docs_blocks_run_as_written(tmp_path, line, body):
+    import subprocess
+    import sys
+
+    script = tmp_path / "block.py"
+    script.write_text(body)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stdout.strip(), "each block prints what it shows"
