@@ -125,20 +125,32 @@ void LiveOutputStream::EnqueueLocked(bool image, std::string_view bytes, std::si
   if (!thread_started_) {
     thread_started_ = true;
     thread_ = std::thread([this] { DeliverLoop(); });
-  } else {
+  } else if (idle_) {  // gathering, it takes this with the rest when due
     wake_.notify_one();
   }
 }
 
 void LiveOutputStream::DeliverLoop() {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock<std::mutex> lock(mutex_);
+  Clock::time_point last_taken{};
   for (;;) {
+    idle_ = true;
     wake_.wait(lock, [&] { return !items_.empty() || stopping_; });
+    idle_ = false;
     if (items_.empty()) {  // stopping, and everything delivered
       thread_done_ = true;
       delivered_.notify_all();
       return;
     }
+    // The first chunk after a pause goes at once; while output flows, what
+    // comes within kGather of the last batch joins the next one (a flood of
+    // small writes costs a call per kGather, not one per write).
+    const Clock::time_point due = last_taken + kGather;
+    if (Clock::now() < due) {
+      wake_.wait_until(lock, due, [&] { return stopping_ || flushing_ != 0; });
+    }
+    last_taken = Clock::now();
     std::deque<Item> batch;
     batch.swap(items_);
     queued_bytes_ = queued_images_ = queued_image_bytes_ = 0;
@@ -164,8 +176,11 @@ void LiveOutputStream::DeliverLoop() {
 void LiveOutputStream::Flush() {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint64_t target = queued_seq_;
+  ++flushing_;  // no gathering while someone waits
+  wake_.notify_one();
   delivered_.wait(lock,
                   [&] { return delivered_seq_ >= target || !thread_started_ || thread_done_; });
+  --flushing_;
 }
 
 void LiveOutputStream::Finish() {

@@ -4,6 +4,7 @@
 // images; a thread the stream owns calls the callbacks. Needs no CPython.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,9 @@ class LiveOutputStream {
   static constexpr std::size_t kMaxQueuedBytes = 4u << 20;
   static constexpr std::size_t kMaxQueuedImages = 16;
   static constexpr std::size_t kMaxQueuedImageBytes = 32u << 20;
+  // While output flows, the callbacks are called at most once per kGather
+  // (what comes meanwhile merges); the first chunk after a pause goes at once.
+  static constexpr std::chrono::milliseconds kGather{20};
 
   LiveOutputStream(OutputCallbacks callbacks, std::size_t max_output);
   ~LiveOutputStream();  // Finish()
@@ -88,6 +92,8 @@ class LiveOutputStream {
   std::uint64_t delivered_seq_ = 0;  // of those, delivered
   bool stopping_ = false;
   bool finished_ = false;
+  bool idle_ = false;  // the delivery thread waits for a first item
+  int flushing_ = 0;   // Flush calls waiting
   bool thread_started_ = false;  // thread_ was started (with the first item)
   bool thread_done_ = false;     // and has delivered its last item
   std::thread thread_;

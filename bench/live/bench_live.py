@@ -8,9 +8,10 @@ Run: PYTHONPATH=<build>/python python bench/live/bench_live.py [--rounds 5]
   sends before it batches a cell's output), wall time with a no-op on_output
   against the same cell without one.
 - first chunk: the cell stamps time.perf_counter_ns() and prints it with
-  flush=True, 5 ms apart; on_output reads the stamp and notes how long after
-  it the host saw the chunk (CLOCK_MONOTONIC, the same clock in both
-  processes). p50 / p99.
+  flush=True, 20 ms apart (each line the first after a pause: while output
+  flows, the stream gathers it for up to 5 ms, LiveOutputStream::kGather);
+  on_output reads the stamp and notes how long after it the host saw the
+  chunk (CLOCK_MONOTONIC, the same clock in both processes). p50 / p99.
 - paced: `1+1` 50 ms apart with and without on_output (no output, so what
   is measured is the call's own cost), median latency.
 """
@@ -62,7 +63,7 @@ def bench_first_chunk(backend, samples):
             delays.append((now - int(line)) / 1e6)
 
     code = (f"import time\nfor _ in range({samples}):\n"
-            "    print(time.perf_counter_ns(), flush=True)\n    time.sleep(0.005)")
+            "    print(time.perf_counter_ns(), flush=True)\n    time.sleep(0.02)")
     r = backend.run("first", code, on_output=on_output, timeout=120)
     assert r.ok, r.error
     delays.sort()
@@ -86,18 +87,25 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--paced-cells", type=int, default=40)
+    parser.add_argument("--backends", default="inprocess,repl")
+    parser.add_argument("--only", default="lines,first,paced")
     args = parser.parse_args()
-    for kind in ("inprocess", "repl"):
+    only = args.only.split(",")
+    for kind in args.backends.split(","):
         backend = make(kind)
         try:
             for label, code in (("print(i)", "for i in range(10000):\n    print(i)"),
                                 ("print('line', i)",
                                  "for i in range(10000):\n    print('line', i)")):
+                if "lines" not in only:
+                    break
                 plain, live = bench_lines(backend, args.rounds, code)
                 print(f"{kind:9} 10,000 x {label:17} without {plain * 1e3:7.2f} ms, "
                       f"no-op on_output {live * 1e3:7.2f} ms: {live / plain:.3f}x")
-            p50, p99 = bench_first_chunk(backend, args.samples)
+            p50, p99 = bench_first_chunk(backend, args.samples) if "first" in only else (0, 0)
             print(f"{kind:9} first chunk after print+flush: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+            if "paced" not in only:
+                continue
             plain, live = bench_paced(backend, args.rounds, args.paced_cells)
             print(f"{kind:9} paced 1+1 without {plain * 1e6:7.1f} µs, with on_output "
                   f"{live * 1e6:7.1f} µs: {live / plain:.3f}x")

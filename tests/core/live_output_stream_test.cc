@@ -142,6 +142,7 @@ TEST(LiveOutputStream, ABlockedCallbackNeverBlocksTheProducer) {
     released = true;
   }
   changed.notify_all();
+  stream.Flush();  // the queue is delivered: "|last" fits, after the notice
   stream.Text("|last");
   stream.Finish();
   const std::size_t kept = LiveOutputStream::kMaxQueuedBytes / chunk.size();
