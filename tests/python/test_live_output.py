@@ -207,7 +207,7 @@ def test_leaving_astream_early_interrupts_the_cell(backend):
         await stream.aclose()
         return first
 
-    assert asyncio.run(first_chunk_only()) == "go\n"
+    assert asyncio.run(first_chunk_only()) in ("go", "go\n")  # print writes "go", then "\n"
     assert backend.run("s", "1 + 1").value == "2"
 
 
