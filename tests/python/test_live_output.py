@@ -77,6 +77,26 @@ def test_a_chunk_arrives_while_the_cell_still_runs(backend):
     assert threading.get_ident() not in seen.threads
 
 
+def test_output_past_the_first_64_kib_still_arrives_while_the_cell_runs(backend):
+    # A Repl's session process batches a cell's output past its first 64 KiB:
+    # a batch the cell leaves waiting must still go out while the cell runs.
+    # (~83,000 characters: past 64 KiB, within the default max_output.)
+    seen = Recorder()
+    ended_by = []
+
+    def on_output(text):
+        seen.output(text)
+        if "marker" in seen.text() and not ended_by:
+            ended_by.append("interrupt")
+            backend.interrupt("late")
+
+    r = backend.run("late", "for i in range(7000):\n    print('filler', i)\n"
+                            "print('marker')\nwhile True:\n    pass",
+                    on_output=on_output, timeout=30)
+    assert ended_by == ["interrupt"]
+    assert r.exit_code == 130
+
+
 def test_result_is_unchanged_and_every_chunk_comes_before_run_returns(backend):
     seen = Recorder()
     code = "import sys\nfor i in range(200):\n    print(i)\nsys.stderr.write('err\\n')\n'v'"
@@ -95,6 +115,17 @@ def test_order_across_stdout_stderr_and_tool_calls(backend):
     assert r.ok, r.error
     assert seen.merged() == [("out", "a\nb\n"), ("tool", None), ("out", "c\n"), ("tool", None),
                              ("out", "d\n")]
+
+
+def test_order_with_tool_calls_holds_past_the_first_64_kib(backend):
+    seen = Recorder()
+    backend.tools = {"note": lambda: seen.note("tool")}
+    r = backend.run("c", "for i in range(7000):\n    print('filler', i)\n"
+                         "print('a')\nnote()\nprint('c')", on_output=seen.output)
+    assert r.ok, r.error
+    merged = seen.merged()
+    assert [kind for kind, _ in merged] == ["out", "tool", "out"]
+    assert merged[0][1].endswith("filler 6999\na\n") and merged[2][1] == "c\n"
 
 
 def test_figures_come_as_shown_in_order_with_the_text(backend):
