@@ -24,7 +24,7 @@ void SocketSink::Write(std::string_view text) {
     if (!send_now && live_) {
       if (!flusher_.joinable()) {
         flusher_ = std::thread([this] { FlushLoop(); });
-      } else {
+      } else if (flusher_idle_) {  // else it sends this with the batch when due
         changed_.notify_one();
       }
     }
@@ -69,7 +69,9 @@ void SocketSink::FlushLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     if (pending_.empty()) {
+      flusher_idle_ = true;
       changed_.wait(lock);
+      flusher_idle_ = false;
       continue;
     }
     const auto due = last_flush_ + kBatchInterval;

@@ -60,6 +60,7 @@ class SocketSink final : public OutputSink {
   std::condition_variable changed_;
   bool broken_ = false;
   bool stopping_ = false;
+  bool flusher_idle_ = false;  // the flusher waits for text (not for a batch's time)
   std::size_t streamed_ = 0;
   std::string pending_;
   std::chrono::steady_clock::time_point last_flush_{};
