@@ -6,7 +6,9 @@ Run: PYTHONPATH=<build>/python python bench/live/bench_live.py [--rounds 5]
 - lines: a cell printing 10,000 short lines (`print(i)`, ~49 KB, and
   `print('line', i)`, ~109 KB: past the 64 KiB a Repl's session process
   sends before it batches a cell's output), wall time with a no-op on_output
-  against the same cell without one.
+  against the same cell without one; and 100,000 x `print(i)` (~590 KB)
+  with max_output=0 (no cap: every character goes through the stream),
+  where the cell runs long enough for the load's noise to matter less.
 - first chunk: the cell stamps time.perf_counter_ns() and prints it with
   flush=True, 50 ms apart (each line the first after a pause: while output
   flows, the stream gathers it for up to 20 ms, LiveOutputStream::kGather);
@@ -26,10 +28,10 @@ import dolsot
 from dolsot.store import MemoryStore
 
 
-def make(kind):
+def make(kind, **config):
     if kind == "repl":
-        return dolsot.Repl(store=MemoryStore(), typecheck=False)
-    return dolsot.InProcessSession(typecheck=False)
+        return dolsot.Repl(store=MemoryStore(), typecheck=False, **config)
+    return dolsot.InProcessSession(typecheck=False, **config)
 
 
 def noop(_text):
@@ -101,6 +103,15 @@ def main():
                     break
                 plain, live = bench_lines(backend, args.rounds, code)
                 print(f"{kind:9} 10,000 x {label:17} without {plain * 1e3:7.2f} ms, "
+                      f"no-op on_output {live * 1e3:7.2f} ms: {live / plain:.3f}x")
+            if "lines" in only:
+                uncapped = make(kind, max_output=0)
+                try:
+                    plain, live = bench_lines(uncapped, args.rounds,
+                                              "for i in range(100000):\n    print(i)")
+                finally:
+                    uncapped.close()
+                print(f"{kind:9} 100,000 x print(i), no cap: without {plain * 1e3:7.2f} ms, "
                       f"no-op on_output {live * 1e3:7.2f} ms: {live / plain:.3f}x")
             p50, p99 = bench_first_chunk(backend, args.samples) if "first" in only else (0, 0)
             print(f"{kind:9} first chunk after print+flush: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
