@@ -52,8 +52,8 @@ namespace dolsot::protocol {
 // 15: RUN may carry the digests of the base the store holds (kRunDeltaBase)
 //    or say there is none (kRunNoDeltaBase); CHECKPOINT_DATA says whether it
 //    is a delta checkpoint against such a base, and which names it kept.
-// 16: RUN may say kRunLiveOutput (OUTPUT frames go out as the cell writes,
-//    never batched) and kRunLiveImages (IMAGE frames as figures are shown).
+// 16: RUN may say kRunLiveOutput (a batch of OUTPUT never waits for the
+//    cell's next write) and kRunLiveImages (IMAGE frames as figures are shown).
 inline constexpr std::uint32_t kProtocolVersion = 16;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
@@ -174,9 +174,9 @@ inline constexpr std::uint8_t kRunDeltaBase = 4;
 // store holds no base a delta could extend).
 inline constexpr std::uint8_t kRunNoDeltaBase = 8;
 // RUN's last byte: the host streams this cell's output to a caller
-// (RunOptions::live): each write goes out as its own OUTPUT frame at once,
-// never held back for a batch, so it arrives as it is written and in order
-// with the cell's TOOL_CALL frames.
+// (RunOptions::live): a batch of OUTPUT past the first 64 KiB goes out within
+// about 10 ms even when the cell writes nothing more, and what waits goes out
+// ahead of the cell's TOOL_CALL and IMAGE frames (socket_sink.h).
 inline constexpr std::uint8_t kRunLiveOutput = 16;
 // RUN's last byte: the caller wants figures as they are shown: an IMAGE
 // frame for each, in order with OUTPUT (the Result still carries them).
