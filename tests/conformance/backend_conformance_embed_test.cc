@@ -843,7 +843,10 @@ TYPED_TEST(BackendConformance, LiveOutputArrivesWhileTheCellRuns) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(interrupted.load());
   EXPECT_EQ(r->outcome(), Outcome::kInterrupted);
-  EXPECT_EQ(seen.Get().rfind("first\n", 0), 0u) << seen.Get();
+  // "first" at least: the "\n" print writes next may come after Run returned
+  // (in-process, an interrupted cell's thread runs on briefly), and then is
+  // never delivered.
+  EXPECT_EQ(seen.Get().rfind("first", 0), 0u) << seen.Get();
   EXPECT_EQ(seen.threads.count(std::this_thread::get_id()), 0u);
 }
 

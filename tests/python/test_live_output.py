@@ -72,7 +72,7 @@ def test_a_chunk_arrives_while_the_cell_still_runs(backend):
                     on_output=on_output, timeout=30)
     assert ended_by == ["interrupt"]
     assert (r.ok, r.exit_code) == (False, 130)
-    assert seen.text().startswith("first\n")
+    assert seen.text().startswith("first")  # its "\n" may come after run() returned
     assert "first" in r.stdout
     assert threading.get_ident() not in seen.threads
 
