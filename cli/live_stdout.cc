@@ -1,16 +1,22 @@
 // LiveStdout (see live_stdout.h).
 #include "cli/live_stdout.h"
 
-#include "core/bounded_text.h"
+#include <algorithm>
+
+#include "core/live_output_stream.h"
 #include "core/utf8.h"
 
 namespace dolsot::cli {
 
+// What goes live is queued whole before the stream could drop anything.
+static_assert(LiveStdout::kMaxLiveChars * 4 < LiveOutputStream::kMaxQueuedBytes);
+
 LiveStdout::LiveStdout(const CommandContext& context)
     : context_(context),
       active_(!context.json && static_cast<bool>(context.stream_out)),
-      budget_chars_(context.stream_max_output == 0 ? kUncappedChars
-                                                   : context.stream_max_output / 2) {}
+      budget_chars_(context.stream_max_output == 0
+                        ? kMaxLiveChars
+                        : std::min(kMaxLiveChars, context.stream_max_output / 2)) {}
 
 OutputCallbacks LiveStdout::Callbacks() {
   OutputCallbacks callbacks;

@@ -3,7 +3,10 @@
 // and the rest from the Result, are exactly what the CLI printed before it
 // streamed: only the head the Result keeps for sure is printed live (the
 // first max_output / 2 characters, BoundedText's head; 1 MiB with no cap),
-// and PrintResult prints the Result's stdout from where that ends.
+// and PrintResult prints the Result's stdout from where that ends. At most
+// kMaxLiveChars go live: at most 1 MiB, far inside the 4 MiB a
+// LiveOutputStream queues before it drops (and says so), so what is printed
+// live is always the cell's own text, never a drop notice.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +21,7 @@ namespace dolsot::cli {
 
 class LiveStdout {
  public:
-  // Characters printed live at most when stdout has no cap (max_output 0).
-  static constexpr std::size_t kUncappedChars = 1u << 20;
+  static constexpr std::size_t kMaxLiveChars = 1u << 18;
 
   explicit LiveStdout(const CommandContext& context);
   LiveStdout(const LiveStdout&) = delete;
