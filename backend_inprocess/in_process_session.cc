@@ -155,17 +155,29 @@ struct SharedCounters {
 };
 
 // A running cell's output, readable by the caller at the deadline, and
-// handed to the caller's live stream (RunOptions::live) when there is one.
+// handed to the caller's live stream (RunOptions::live) when there is one:
+// kept here under the lock each write takes anyway, and pulled by the
+// stream (LiveOutputStream::SetPull), so a write costs an append.
 class LiveOutput final : public OutputSink {
  public:
   explicit LiveOutput(std::size_t max_chars) : text_(max_chars) {}
   void Write(std::string_view text) override {
     std::lock_guard<std::mutex> lock(mutex_);
     text_.Append(text);
-    if (stream != nullptr) stream->Text(text);
+    if (stream == nullptr) return;
+    if (live_.empty()) stream->Poke();
+    live_.append(text);
+    if (live_.size() >= kPushBytes) PushLocked();
   }
   void Image(std::string_view png) override {
-    if (stream != nullptr) stream->Image(png);
+    if (stream == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    PushLocked();  // the text before it first
+    stream->Image(png);
+  }
+  void Pull() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PushLocked();
   }
   std::shared_ptr<LiveOutputStream> stream;  // set before the cell starts
   std::string Text() {
@@ -174,8 +186,15 @@ class LiveOutput final : public OutputSink {
   }
 
  private:
+  static constexpr std::size_t kPushBytes = 64 * 1024;
+  void PushLocked() {
+    if (live_.empty()) return;
+    stream->Text(live_);
+    live_.clear();
+  }
   std::mutex mutex_;
   BoundedText text_;
+  std::string live_;  // written, not yet handed to the stream
 };
 
 class CellJob;
@@ -410,7 +429,10 @@ class CellJob final : public PoolTask {
     return Status::Ok();
   }
   std::string PartialOutput() { return output_.Text(); }
-  void StreamTo(std::shared_ptr<LiveOutputStream> stream) { output_.stream = std::move(stream); }
+  void StreamTo(std::shared_ptr<LiveOutputStream> stream) {
+    stream->SetPull([this] { output_.Pull(); });  // cleared by the stream's Finish
+    output_.stream = std::move(stream);
+  }
 
  private:
   std::shared_ptr<SessionState> session_;

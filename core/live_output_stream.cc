@@ -122,6 +122,10 @@ void LiveOutputStream::EnqueueLocked(bool image, std::string_view bytes, std::si
     queued_bytes_ += bytes.size();
   }
   ++queued_seq_;
+  StartOrWakeLocked();
+}
+
+void LiveOutputStream::StartOrWakeLocked() {
   if (!thread_started_) {
     thread_started_ = true;
     thread_ = std::thread([this] { DeliverLoop(); });
@@ -130,14 +134,40 @@ void LiveOutputStream::EnqueueLocked(bool image, std::string_view bytes, std::si
   }
 }
 
+void LiveOutputStream::SetPull(std::function<void()> pull) {
+  std::lock_guard<std::mutex> pulling(pull_mutex_);
+  pull_ = std::move(pull);
+}
+
+void LiveOutputStream::Poke() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_) return;
+  poked_ = true;
+  StartOrWakeLocked();
+}
+
+void LiveOutputStream::Pull() {
+  std::lock_guard<std::mutex> pulling(pull_mutex_);
+  if (pull_) pull_();
+}
+
 void LiveOutputStream::DeliverLoop() {
   using Clock = std::chrono::steady_clock;
   std::unique_lock<std::mutex> lock(mutex_);
   Clock::time_point last_taken{};
   for (;;) {
     idle_ = true;
-    wake_.wait(lock, [&] { return !items_.empty() || stopping_; });
+    wake_.wait(lock, [&] { return !items_.empty() || poked_ || stopping_; });
     idle_ = false;
+    if (poked_) {
+      // What the producer keeps goes through Text, so it counts and merges as
+      // any chunk (the gathering below then waits for more).
+      poked_ = false;
+      lock.unlock();
+      Pull();
+      lock.lock();
+    }
+    if (items_.empty() && !stopping_) continue;  // the pull held nothing to deliver
     if (items_.empty()) {  // stopping, and everything delivered
       thread_done_ = true;
       delivered_.notify_all();
@@ -149,6 +179,12 @@ void LiveOutputStream::DeliverLoop() {
     const Clock::time_point due = last_taken + kGather;
     if (Clock::now() < due) {
       wake_.wait_until(lock, due, [&] { return stopping_ || flushing_ != 0; });
+    }
+    if (poked_) {  // what came while gathering
+      poked_ = false;
+      lock.unlock();
+      Pull();
+      lock.lock();
     }
     last_taken = Clock::now();
     std::deque<Item> batch;
@@ -174,6 +210,7 @@ void LiveOutputStream::DeliverLoop() {
 }
 
 void LiveOutputStream::Flush() {
+  Pull();  // what the producer keeps, queued first
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint64_t target = queued_seq_;
   ++flushing_;  // no gathering while someone waits
@@ -185,6 +222,8 @@ void LiveOutputStream::Flush() {
 
 void LiveOutputStream::Finish() {
   std::lock_guard<std::mutex> finishing(finish_mutex_);
+  Pull();  // the producer's last text
+  SetPull(nullptr);  // never called again (the producer may go)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (finished_) return;

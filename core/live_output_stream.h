@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -60,6 +61,15 @@ class LiveOutputStream {
   // handed in later is dropped. Joins the delivery thread. Idempotent.
   void Finish();
 
+  // For a producer that already takes a lock of its own around each write
+  // (in-process: the cell's capture): it keeps the text under that lock and
+  // Pokes the stream when its buffer goes from empty to not; the stream
+  // calls `pull` (which hands the buffer to Text) before each delivery, in
+  // Flush and in Finish, never holding a lock of its own, and never after
+  // Finish. Set before the producer starts.
+  void SetPull(std::function<void()> pull);
+  void Poke();
+
   bool wants_text() const { return static_cast<bool>(callbacks_.on_output); }
   bool wants_images() const { return static_cast<bool>(callbacks_.on_image); }
 
@@ -71,6 +81,8 @@ class LiveOutputStream {
   // Under mutex_: queues one item (text merges into a text item at the
   // back), or counts it dropped when the queue is full.
   void EnqueueLocked(bool image, std::string_view bytes, std::size_t chars);
+  void StartOrWakeLocked();
+  void Pull();
   void DeliverLoop();
 
   const OutputCallbacks callbacks_;
@@ -93,11 +105,14 @@ class LiveOutputStream {
   bool stopping_ = false;
   bool finished_ = false;
   bool idle_ = false;  // the delivery thread waits for a first item
+  bool poked_ = false;  // the producer's buffer holds text to pull
   int flushing_ = 0;   // Flush calls waiting
   bool thread_started_ = false;  // thread_ was started (with the first item)
   bool thread_done_ = false;     // and has delivered its last item
   std::thread thread_;
   std::mutex finish_mutex_;  // one Finish at a time
+  std::mutex pull_mutex_;    // held while pull_ runs; taken before the producer's lock
+  std::function<void()> pull_;
 };
 
 }  // namespace dolsot
