@@ -10,6 +10,7 @@ request's thread)."""
 from __future__ import annotations
 
 import os
+import time
 import signal
 import subprocess
 import sys
@@ -79,3 +80,33 @@ def sigkill_once_it_says(script: str, line: str = "durable") -> None:
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(30)
+
+
+def open_fds() -> set[int]:
+    """This process's open fds, without the listing's own (closed again by
+    the time it is read)."""
+    fds = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        fds.add(int(name))
+    return fds
+
+
+def open_fds_left_over(before: set[int]) -> dict[int, str]:
+    """Fds open now that were not in `before`, waited for (bounded) to close:
+    another component's fd that is only passing through (a thread of an
+    earlier test's) closes again; a leak stays. fd -> what it is."""
+    deadline = time.monotonic() + 10
+    while True:
+        extra = {}
+        for fd in open_fds() - before:
+            try:
+                extra[fd] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                pass
+        if not extra or time.monotonic() > deadline:
+            return extra
+        time.sleep(0.05)

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import connection as mpc
 
 import pytest
+from process_tree import open_fds, open_fds_left_over
 import ray
 
 import dolsot
@@ -58,36 +59,6 @@ def _kill(actor):
     while alive(pid):
         assert time.monotonic() < deadline, f"actor process {pid} outlived ray.kill"
         time.sleep(0.01)
-
-
-def _open_fds() -> set[int]:
-    """This process's open fds, without the listing's own (closed again by
-    the time it is read)."""
-    fds = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        fds.add(int(name))
-    return fds
-
-
-def _open_fds_left_over(before: set[int]) -> dict[int, str]:
-    """Fds open now that were not in `before`, waited for (bounded) to close:
-    another component's fd that is only passing through (a thread of an
-    earlier test's) closes again; a leak stays. fd -> what it is."""
-    deadline = time.monotonic() + 10
-    while True:
-        extra = {}
-        for fd in _open_fds() - before:
-            try:
-                extra[fd] = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                pass
-        if not extra or time.monotonic() > deadline:
-            return extra
-        time.sleep(0.05)
 
 
 def _socket_dir(pool, sid):
@@ -304,7 +275,7 @@ def test_cells_of_different_sessions_on_one_actor_run_in_parallel(store, tmp_pat
 def test_a_pool_leaves_no_thread_socket_or_process_after_close(store):
     with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as warm:
         assert warm.run("w", "1").ok  # Ray's driver-side setup happens once
-    threads, fds = set(threading.enumerate()), _open_fds()
+    threads, fds = set(threading.enumerate()), open_fds()
     pool = SessionPool(2, store=store, repl_options=REPL_OPTIONS)
     with ThreadPoolExecutor(8) as callers:
         results = list(callers.map(lambda i: pool.run(f"c{i % 4}", f"{i}"), range(32)))
@@ -324,7 +295,7 @@ def test_a_pool_leaves_no_thread_socket_or_process_after_close(store):
         assert time.monotonic() < deadline, [p for p in tree if alive(p)]
         time.sleep(0.1)
     assert set(threading.enumerate()) == threads
-    assert _open_fds_left_over(fds) == {}
+    assert open_fds_left_over(fds) == {}
 
 
 def test_an_actor_s_channel_ends_its_threads_sockets_and_processes_at_close(store):
@@ -333,7 +304,7 @@ def test_an_actor_s_channel_ends_its_threads_sockets_and_processes_at_close(stor
     spec = store.spec()
     key = os.urandom(32)
     kids = set(descendants(os.getpid(), every_thread=True))
-    threads, fds = set(threading.enumerate()), _open_fds()
+    threads, fds = set(threading.enumerate()), open_fds()
     host = _Host(lambda: RedisStore(**spec), REPL_OPTIONS,
                  {"kind": "unix", "node": None, "authkey": key})
     _, kind, address, why = host.hello()
@@ -353,7 +324,7 @@ def test_an_actor_s_channel_ends_its_threads_sockets_and_processes_at_close(stor
     assert host.close() is None
     assert not os.path.exists(os.path.dirname(address))
     assert set(threading.enumerate()) == threads
-    assert _open_fds_left_over(fds) == {}
+    assert open_fds_left_over(fds) == {}
     assert not [p for p in set(descendants(os.getpid(), every_thread=True)) - kids if alive(p)]
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from process_tree import open_fds, open_fds_left_over
 
 import dolsot
 from dolsot.store import MemoryStore
@@ -58,36 +59,6 @@ NO_ARGUMENTS = "b'\\x80\\x05)}\\x86.'"
 def server_threads(earlier):
     return [t for t in threading.enumerate()
             if t.name.startswith("dolsot-tool-pipes") and t not in earlier]
-
-
-def open_fds() -> set[int]:
-    """This process's open fds, without the listing's own (closed again by
-    the time it is read)."""
-    fds = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        fds.add(int(name))
-    return fds
-
-
-def open_fds_left_over(before: set[int]) -> dict[int, str]:
-    """Fds open now that were not in `before`, waited for (bounded) to close:
-    another component's fd that is only passing through (a thread of an
-    earlier test's) closes again; a leak stays. fd -> what it is."""
-    deadline = time.monotonic() + 10
-    while True:
-        extra = {}
-        for fd in open_fds() - before:
-            try:
-                extra[fd] = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                pass
-        if not extra or time.monotonic() > deadline:
-            return extra
-        time.sleep(0.05)
 
 
 @pytest.fixture
