@@ -17,6 +17,10 @@ namespace dolsot::cli {
 namespace {
 
 constexpr const char* kSocketName = "dolsot-serve.sock";
+// No longer than kSocketName: it fits wherever the socket's path does.
+constexpr const char* kStagedSocketName = "dolsot-serve.new";
+static_assert(std::char_traits<char>::length(kStagedSocketName) <=
+              std::char_traits<char>::length(kSocketName));
 
 StatusOr<std::string> RealPath(const std::string& path) {
   char buffer[PATH_MAX];
@@ -94,6 +98,7 @@ StatusOr<ServePaths> ResolveServePaths(const std::string& cache_dir, const EnvLo
     DOLSOT_RETURN_IF_ERROR(EnsurePrivateDirectory(paths.directory));
   }
   paths.socket = paths.directory + "/" + kSocketName;
+  paths.staged = paths.directory + "/" + kStagedSocketName;
   paths.lock = paths.directory + "/dolsot-serve.lock";
   paths.start_lock = paths.directory + "/dolsot-serve.start";
   paths.log = paths.directory + "/dolsot-serve.log";

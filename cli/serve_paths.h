@@ -15,6 +15,7 @@ struct ServePaths {
   std::string cache_dir;   // the cache directory's realpath: the server's key
   std::string directory;   // where the files below are
   std::string socket;      // the unix stream socket
+  std::string staged;      // where it is bound and made to listen before it is renamed to `socket`
   std::string lock;        // flock()ed by the server for its whole life
   std::string start_lock;  // flock()ed by whoever starts a server, until it listens
   std::string log;         // the server's stderr

@@ -249,20 +249,36 @@ const Capabilities& AdminBackend::capabilities() const {
 StatusOr<std::vector<SessionInfo>> AdminBackend::Sessions() { return server_.StoredSessions(); }
 StatusOr<int> AdminBackend::Reset(std::string_view target) { return server_.ResetSessions(target); }
 
+// The socket appears at its path only once it listens: bound and made to
+// listen under a staged name, then renamed over the path (atomically). A
+// client never meets a socket file that refuses it while this server is
+// starting, which it would take for a dead server's ("the server was
+// gone"). The stale one, if any, is replaced by the rename.
 Status Server::Listen() {
-  ::unlink(options_.paths.socket.c_str());  // stale: the lock is ours
+  const std::string& staged = options_.paths.staged;
+  ::unlink(staged.c_str());  // a staged socket a killed server left: the lock is ours
   listen_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listen_) return IoError(std::string("socket: ") + std::strerror(errno));
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (options_.paths.socket.size() >= sizeof(address.sun_path)) {
+  if (options_.paths.socket.size() >= sizeof(address.sun_path) ||
+      staged.size() >= sizeof(address.sun_path)) {
     return InvalidArgument("socket path too long: " + options_.paths.socket);
   }
-  std::memcpy(address.sun_path, options_.paths.socket.c_str(), options_.paths.socket.size() + 1);
+  std::memcpy(address.sun_path, staged.c_str(), staged.size() + 1);
   if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    return IoError("bind " + options_.paths.socket + ": " + std::strerror(errno));
+    return IoError("bind " + staged + ": " + std::strerror(errno));
   }
-  if (::listen(listen_.get(), 128) != 0) return IoError(std::string("listen: ") + std::strerror(errno));
+  if (::listen(listen_.get(), 128) != 0) {
+    const int error = errno;
+    ::unlink(staged.c_str());
+    return IoError(std::string("listen: ") + std::strerror(error));
+  }
+  if (::rename(staged.c_str(), options_.paths.socket.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(staged.c_str());
+    return IoError("rename " + staged + " to " + options_.paths.socket + ": " + std::strerror(error));
+  }
   return Status::Ok();
 }
 

@@ -307,13 +307,31 @@ def test_no_child_outlives_the_kernel(agent, tmp_path, now):
     assert agent_json(agent, "work", "x")["value"] == "1"
 
 
-def test_a_notebook_runs_with_nbclient(agent, tmp_path, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    from nbclient import NotebookClient
+# Runs a notebook with nbclient in its own process: nbclient's run_sync keeps
+# a runner thread and zmq sockets for the rest of the process that calls it,
+# which would open and close descriptors under later tests' fd-leak checks.
+RUN_NOTEBOOK = """
+import sys, nbformat
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+kernels, name, path, cwd = sys.argv[1:]
+nb = nbformat.read(path, as_version=4)
+km = KernelManager(kernel_name=name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
+client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": cwd}})
+try:
+    client.execute()
+finally:
+    if km.has_kernel:  # a km handed to nbclient is not shut down by it
+        km.shutdown_kernel()
+nbformat.write(nb, path)
+"""
 
-    for name, value in agent.env.items():
-        if name.startswith("DOLSOT_"):
-            monkeypatch.setenv(name, value)
+
+def test_a_notebook_runs_with_nbclient(agent, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+
     prefix = tmp_path / "prefix"
     assert install(agent, prefix, "--session", "nb", "--name", "dolsot-nb").returncode == 0
     nb = nbformat.v4.new_notebook(cells=[
@@ -321,14 +339,15 @@ def test_a_notebook_runs_with_nbclient(agent, tmp_path, monkeypatch):
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(data)\nNone"),
         nbformat.v4.new_code_cell("len(data)"),
     ])
-    km = kernel_manager(prefix, "dolsot-nb")
-    client = NotebookClient(nb, km=km, timeout=120,
-                            resources={"metadata": {"path": str(agent.toolbox_dir)}})
-    try:
-        client.execute()
-    finally:
-        if km.has_kernel:  # a km handed to nbclient is not shut down by it
-            km.shutdown_kernel()
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, str(path))
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_NOTEBOOK, str(prefix / "share" / "jupyter" / "kernels"),
+         "dolsot-nb", str(path), str(agent.toolbox_dir)],
+        env={**os.environ, **{k: v for k, v in agent.env.items() if k.startswith("DOLSOT_")}},
+        capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr
+    nb = nbformat.read(str(path), as_version=4)
     first, second, third = (cell.outputs for cell in nb.cells)
     assert first == [nbformat.from_dict({"output_type": "stream", "name": "stdout",
                                          "text": "[1, 2, 3]\n"})]
