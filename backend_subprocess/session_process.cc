@@ -92,7 +92,10 @@ class SessionProcess {
   [[noreturn]] void Serve(bool expect_load) {
     if (expect_load) Load();
     role_ = Role::kRunner;
-    if (settings_.snapshots) Announce();
+    // A fresh runner shares every page with its snapshot: the faults a cell
+    // takes are taken ahead, before the host's first RUN (a new session is
+    // often opened ahead of it: spare_session.h).
+    if (settings_.snapshots && !Announce()) WarmUp();
     for (;;) {
       if (role_ == Role::kSnapshot) {
         WaitAsSnapshot();
