@@ -33,6 +33,7 @@
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_keeper.h"
 #include "backend_subprocess/session_process.h"
+#include "backend_subprocess/shared_heap.h"
 #include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_figures.h"
@@ -451,6 +452,7 @@ int RunWorker(int socket_fd) {
   // The next session is forked ahead once the worker has been idle a moment
   // (kSpareAfterIdle), not while a session it has just opened starts.
   std::unique_ptr<SpareSession> spare;
+  bool shared_ahead = false;  // SharePagesAhead, at the first idle moment
 
   for (;;) {
     Status readable;
@@ -460,6 +462,11 @@ int RunWorker(int socket_fd) {
     Py_END_ALLOW_THREADS
     ReapExited();
     if (readable.code() == ErrorCode::kTimeout) {
+      if (!shared_ahead) {
+        SharePagesAhead();  // before the spare's fork, so it shares them
+        shared_ahead = true;
+        continue;  // the host may have asked for something meanwhile
+      }
       if (!spare) spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
       continue;
     }
