@@ -264,7 +264,7 @@ std::unique_ptr<SpareSession> ForkSpareSession(int host, const WorkerSettings& s
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return nullptr;
   UniqueFd report_read(report[0]), report_write(report[1]);
-  int pid = ForkProcess();
+  int pid = ForkKeeper();  // the keeper runs no Python (engine_fork.h)
   if (pid < 0) return nullptr;
   if (pid == 0) {
     ::close(host);
@@ -304,7 +304,7 @@ Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
     UniqueFd report_read(report[0]), report_write(report[1]);
-    keeper = ForkProcess();
+    keeper = ForkKeeper();
     if (keeper < 0) return IoError(std::string("fork: ") + std::strerror(errno));
     if (keeper == 0) {
       ::close(host);
