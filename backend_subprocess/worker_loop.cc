@@ -245,6 +245,11 @@ void KillEverySession() {
 // kSpareAfterIdle, so its forks never compete for the CPU with a session the
 // worker has just opened, or with the worker's own start.
 constexpr std::chrono::milliseconds kSpareAfterIdle{2};
+// SharePagesAhead (shared_heap.h) blocks the worker for an import (~40 ms
+// here): it waits until the worker has had no frame for this long, so a
+// burst of new sessions at the start is not held up by it. The spare forked
+// before it is then replaced by one that shares what it made.
+constexpr std::chrono::milliseconds kShareAfterIdle{100};
 
 struct SpareSession {
   pid_t keeper = -1;
@@ -452,22 +457,25 @@ int RunWorker(int socket_fd) {
   // The next session is forked ahead once the worker has been idle a moment
   // (kSpareAfterIdle), not while a session it has just opened starts.
   std::unique_ptr<SpareSession> spare;
-  bool shared_ahead = false;  // SharePagesAhead, at the first idle moment
+  bool shared_ahead = false;  // SharePagesAhead, once idle kShareAfterIdle
 
   for (;;) {
     Status readable;
     Py_BEGIN_ALLOW_THREADS
     readable = protocol::WaitReadable(
-        host.get(), protocol::Clock::now() + (spare ? std::chrono::milliseconds(1000) : kSpareAfterIdle));
+        host.get(), protocol::Clock::now() + (!spare          ? kSpareAfterIdle
+                                              : !shared_ahead ? kShareAfterIdle
+                                                              : std::chrono::milliseconds(1000)));
     Py_END_ALLOW_THREADS
     ReapExited();
     if (readable.code() == ErrorCode::kTimeout) {
-      if (!shared_ahead) {
-        SharePagesAhead();  // before the spare's fork, so it shares them
+      if (!spare) {
+        spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
+      } else if (!shared_ahead) {
+        SharePagesAhead();
         shared_ahead = true;
-        continue;  // the host may have asked for something meanwhile
+        spare.reset();  // forked again at the next idle moment, sharing them
       }
-      if (!spare) spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
       continue;
     }
     auto frame = ReadReleasingGil(host.get(), std::nullopt);

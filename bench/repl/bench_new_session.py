@@ -135,6 +135,12 @@ def dolsot_memory(sessions: int) -> dict:
     from dolsot.store import MemoryStore
 
     repl = Repl(store=MemoryStore(), typecheck=False, max_live_sessions=sessions + 8)
+    # A warm engine: the worker shares its pages ahead once it has been idle
+    # a moment (backend_subprocess/shared_heap.h); sessions opened in a
+    # burst before that import dill themselves, as every session did before.
+    assert repl.run("warm", "1").ok
+    time.sleep(0.5)
+    repl.reset("warm")
     for i in range(sessions):
         r = repl.run(f"m{i}", DOLSOT_CELL)
         assert r.ok, r.error
