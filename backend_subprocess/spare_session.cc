@@ -1,6 +1,8 @@
 // A new session opened ahead (see spare_session.h).
 #include "backend_subprocess/spare_session.h"
 
+#include "backend_subprocess/post_cell_pacing.h"
+
 #include <fcntl.h>
 #include <poll.h>
 
@@ -102,6 +104,10 @@ bool SpareSession::AwaitReadyForTesting(protocol::Deadline deadline) {
 }
 
 void SpareSession::Loop() {
+  // Batch: woken by the Want() at the end of a new session's cell, this
+  // thread must not take the CPU from the caller before run() returns.
+  Background batch;
+  batch.Set(true);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || want_; });
