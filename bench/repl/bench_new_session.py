@@ -182,9 +182,15 @@ def main() -> None:
                         help="seconds between paced new sessions (untimed)")
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the memory measure (to compare builds: PYTHONPATH picks one)")
     args = parser.parse_args()
     ensure_monty()
     from pydantic_monty import Monty
+
+    if args.memory_only:
+        report_memory(args.sessions)
+        return
 
     load_before = os.getloadavg()
     rows: dict[str, list[float]] = {k: [] for k in
@@ -211,15 +217,19 @@ def main() -> None:
         print(f"| {label} | {d:.3f} ms | {m:.3f} ms | {d / m:.2f}x |")
     for k, v in rows.items():
         print(f"  {k} per round: {', '.join(f'{x * 1e3:.3f}' for x in v)} ms")
-    if args.skip_memory:
-        return
-    dm = dolsot_memory(args.sessions)
-    mm = monty_memory(args.sessions)
-    print(f"\n{args.sessions} live idle sessions after one ordinary cell; PSS of the worker tree")
+    if not args.skip_memory:
+        report_memory(args.sessions)
+
+
+def report_memory(sessions: int) -> None:
+    dm = dolsot_memory(sessions)
+    mm = monty_memory(sessions)
+    print(f"\n{sessions} live idle sessions after one ordinary cell; PSS of the worker tree; "
+          f"load (1 min) {os.getloadavg()[0]:.2f}")
     print("| | PSS per session | processes per session |")
     print("|---|--:|--:|")
-    print(f"| dolsot | {dm['per_session_mb']:.2f} MB | {dm['processes'] / args.sessions:.2f} |")
-    print(f"| Monty | {mm['per_session_mb']:.2f} MB | {mm['processes'] / args.sessions:.2f} |")
+    print(f"| dolsot | {dm['per_session_mb']:.2f} MB | {dm['processes'] / sessions:.2f} |")
+    print(f"| Monty | {mm['per_session_mb']:.2f} MB | {mm['processes'] / sessions:.2f} |")
     print(f"dolsot / Monty: {dm['per_session_mb'] / mm['per_session_mb']:.2f}x")
     for role, (count, mb) in dm["by_role"].items():
         print(f"  dolsot {role}: {count} processes, {mb:.1f} MB PSS")
