@@ -1,12 +1,12 @@
 // A new session opened ahead (see spare_session.h).
 #include "backend_subprocess/spare_session.h"
 
-#include "backend_subprocess/post_cell_pacing.h"
-
 #include <fcntl.h>
 #include <poll.h>
 
 #include <utility>
+
+#include "backend_subprocess/post_cell_pacing.h"
 
 namespace dolsot {
 namespace {
