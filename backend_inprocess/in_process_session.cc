@@ -17,9 +17,11 @@
 #include <thread>
 
 #include "backend_inprocess/cell_worker_pool.h"
+#include "backend_inprocess/live_tools.h"
 #include "backend_inprocess/namespace_release.h"
 #include "core/spin_wait.h"
 #include "core/cell_pipeline.h"
+#include "core/live_output_stream.h"
 #include "core/session_id.h"
 #include "core/toolbox_name.h"
 #include "embedded/cell_runner.h"
@@ -152,22 +154,47 @@ struct SharedCounters {
   }
 };
 
-// A running cell's output, readable by the caller at the deadline.
+// A running cell's output, readable by the caller at the deadline, and
+// handed to the caller's live stream (RunOptions::live) when there is one:
+// kept here under the lock each write takes anyway, and pulled by the
+// stream (LiveOutputStream::SetPull), so a write costs an append.
 class LiveOutput final : public OutputSink {
  public:
   explicit LiveOutput(std::size_t max_chars) : text_(max_chars) {}
   void Write(std::string_view text) override {
     std::lock_guard<std::mutex> lock(mutex_);
     text_.Append(text);
+    if (stream == nullptr) return;
+    if (live_.empty()) stream->Poke();
+    live_.append(text);
+    if (live_.size() >= kPushBytes) PushLocked();
   }
+  void Image(std::string_view png) override {
+    if (stream == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    PushLocked();  // the text before it first
+    stream->Image(png);
+  }
+  void Pull() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PushLocked();
+  }
+  std::shared_ptr<LiveOutputStream> stream;  // set before the cell starts
   std::string Text() {
     std::lock_guard<std::mutex> lock(mutex_);
     return text_.Text();
   }
 
  private:
+  static constexpr std::size_t kPushBytes = 64 * 1024;
+  void PushLocked() {
+    if (live_.empty()) return;
+    stream->Text(live_);
+    live_.clear();
+  }
   std::mutex mutex_;
   BoundedText text_;
+  std::string live_;  // written, not yet handed to the stream
 };
 
 class CellJob;
@@ -381,8 +408,17 @@ class CellJob final : public PoolTask {
   // variables. Needs the GIL.
   Status BindExtras() {
     static const CellTools kNoTools;
-    DOLSOT_RETURN_IF_ERROR(
-        BindCellTools(session_->builtins, extras_ ? extras_->tools : kNoTools, nullptr));
+    const CellTools* tools = extras_ ? &extras_->tools : &kNoTools;
+    CellTools flushing;  // live output: a tool runs once what came before it is delivered
+    if (output_.stream != nullptr && tools->callables != nullptr) {
+      flushing = *tools;
+      flushing.callables = ToolsFlushingOutputFirst(tools->callables, output_.stream);
+      if (flushing.callables == nullptr) return InternalError("cannot bind tools: " + TakePythonError());
+      tools = &flushing;
+    }
+    Status bound = BindCellTools(session_->builtins, *tools, nullptr);
+    Py_XDECREF(flushing.callables);
+    DOLSOT_RETURN_IF_ERROR(bound);
     if (!extras_) return Status::Ok();
     for (const auto& [name, object] : extras_->variables) {
       if (object != nullptr && PyDict_SetItemString(session_->globals, name.c_str(), object) < 0) {
@@ -393,6 +429,10 @@ class CellJob final : public PoolTask {
     return Status::Ok();
   }
   std::string PartialOutput() { return output_.Text(); }
+  void StreamTo(std::shared_ptr<LiveOutputStream> stream) {
+    stream->SetPull([this] { output_.Pull(); });  // cleared by the stream's Finish
+    output_.stream = std::move(stream);
+  }
 
  private:
   std::shared_ptr<SessionState> session_;
@@ -466,7 +506,7 @@ class InProcessSession::Impl {
   // The run, once the pipeline admitted the cell.
   Result RunOnWorker(const std::shared_ptr<SessionState>& session, std::string_view code,
                      double timeout, Clock::time_point deadline, const StopCheck& should_stop,
-                     std::shared_ptr<const CellExtras> extras);
+                     std::shared_ptr<const CellExtras> extras, const OutputCallbacks& live);
   void Interrupt(std::string_view session_id);
   std::vector<std::shared_ptr<SessionState>> TakeSessions(std::string_view target);
   // Forgets `taken`: what only they hold is dropped on a worker, bounded by
@@ -508,7 +548,8 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
                                            std::string_view code, double timeout,
                                            Clock::time_point deadline,
                                            const StopCheck& should_stop,
-                                           std::shared_ptr<const CellExtras> extras) {
+                                           std::shared_ptr<const CellExtras> extras,
+                                           const OutputCallbacks& live) {
   CellRequest request;
   // Unique per session: linecache keeps each cell's source under this name.
   // Tracebacks show the session's own cells as "<cell N>", as a Repl does.
@@ -520,6 +561,14 @@ Result InProcessSession::Impl::RunOnWorker(const std::shared_ptr<SessionState>& 
   request.toolbox_aliases = aliases;
   auto job = std::make_shared<CellJob>(session, injected, counters, std::move(request),
                                        std::string(code), std::move(extras));
+  // Delivered on the stream's own thread; finished before this returns, so
+  // a late cell's output never reaches the caller's callbacks.
+  auto stream = live.empty() ? nullptr : std::make_shared<LiveOutputStream>(live, config.max_output);
+  struct FinishStream {
+    LiveOutputStream* stream;
+    ~FinishStream() { if (stream != nullptr) stream->Finish(); }
+  } finish_stream{stream.get()};
+  if (stream != nullptr) job->StreamTo(stream);
   {
     std::lock_guard<std::mutex> lock(mutex);
     session->last_job = job;
@@ -743,7 +792,7 @@ StatusOr<Result> InProcessSession::Run(std::string_view session_id, std::string_
                                  deadline};
   StatusOr<Result> result = impl_->pipeline.Run(gate_request, (*session)->gate_memory, [&] {
     return impl_->RunOnWorker(*session, code, timeout, deadline, options.should_stop,
-                              std::move(extras));
+                              std::move(extras), options.live);
   });
   if (result.ok()) result->max_text = impl_->config.max_text;
   return result;

@@ -245,6 +245,9 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   const bool snapshot_owed = pending_bindings_.bytes() > kMaxPendingBindingBytes;
   std::uint8_t flags = (run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0) |
                        (names_reported_ ? protocol::kRunHostHasNames : 0);
+  if (run.live != nullptr) {
+    flags |= protocol::kRunLiveOutput | (run.live->wants_images() ? protocol::kRunLiveImages : 0);
+  }
   const bool tell_base = !delta_known_ || delta_told_ != run.delta_base;
   if (tell_base) flags |= run.delta_base ? protocol::kRunDeltaBase : protocol::kRunNoDeltaBase;
   w.U8(flags);
@@ -364,6 +367,11 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     }
     if (frame->tag == Tag::kOutput) {
       if (output.size() < kMaxKeptOutput) output.append(frame->payload);
+      if (run.live != nullptr) run.live->Text(frame->payload);
+      continue;
+    }
+    if (frame->tag == Tag::kImage) {  // asked for or not, only ever shown
+      if (run.live != nullptr) run.live->Image(frame->payload);
       continue;
     }
     if (frame->tag == Tag::kRunner) {
@@ -374,6 +382,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       if (!replies) {
         replies = std::make_shared<ToolReplies>(UniqueFd(::fcntl(socket, F_DUPFD_CLOEXEC, 0)));
       }
+      if (run.live != nullptr) run.live->Flush();  // what it printed first, first
       DispatchToolCall(run, *frame, replies);
       continue;
     }

@@ -18,6 +18,7 @@
 #include "backend_subprocess/worker_process.h"
 #include "backend_subprocess/worker_settings.h"
 #include "core/cell_inputs.h"
+#include "core/live_output_stream.h"
 #include "core/result.h"
 
 namespace dolsot {
@@ -61,6 +62,10 @@ struct CellRun {
   // against it (SessionJournal::DeltaBase); null: whole checkpoints. Sent
   // to the session when it does not hold these digests yet.
   std::shared_ptr<const BaseDigests> delta_base;
+  // Optional (RunOptions::live): OUTPUT and IMAGE frames go there as they
+  // come, and what came before a TOOL_CALL is delivered before the call is
+  // dispatched. Borrowed.
+  LiveOutputStream* live = nullptr;
 };
 
 struct CellOutcome {

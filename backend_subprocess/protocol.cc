@@ -777,6 +777,7 @@ const char* TagName(Tag tag) {
     case Tag::kCheckpoint: return "CHECKPOINT";
     case Tag::kReady: return "READY";
     case Tag::kOutput: return "OUTPUT";
+    case Tag::kImage: return "IMAGE";
     case Tag::kResult: return "RESULT";
     case Tag::kRunner: return "RUNNER";
     case Tag::kBranched: return "BRANCHED";

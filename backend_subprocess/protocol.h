@@ -52,7 +52,9 @@ namespace dolsot::protocol {
 // 15: RUN may carry the digests of the base the store holds (kRunDeltaBase)
 //    or say there is none (kRunNoDeltaBase); CHECKPOINT_DATA says whether it
 //    is a delta checkpoint against such a base, and which names it kept.
-inline constexpr std::uint32_t kProtocolVersion = 15;
+// 16: RUN may say kRunLiveOutput (a batch of OUTPUT never waits for the
+//    cell's next write) and kRunLiveImages (IMAGE frames as figures are shown).
+inline constexpr std::uint32_t kProtocolVersion = 16;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -104,6 +106,7 @@ enum class Tag : std::uint32_t {
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
+  kImage = 24,            // after RUN's kRunLiveImages: a figure's PNG bytes, as shown
   kResult = 22,           // the cell's Result (+ live threads; a sync checkpoint comes just
                           // ahead, as CHECKPOINT_DATA); may carry the async checkpoint's
                           // channel and the next snapshot's socket
@@ -170,6 +173,14 @@ inline constexpr std::uint8_t kRunDeltaBase = 4;
 // RUN's last byte: the session's checkpoints are whole from now on (the
 // store holds no base a delta could extend).
 inline constexpr std::uint8_t kRunNoDeltaBase = 8;
+// RUN's last byte: the host streams this cell's output to a caller
+// (RunOptions::live): a batch of OUTPUT past the first 64 KiB goes out within
+// about 10 ms even when the cell writes nothing more, and what waits goes out
+// ahead of the cell's TOOL_CALL and IMAGE frames (socket_sink.h).
+inline constexpr std::uint8_t kRunLiveOutput = 16;
+// RUN's last byte: the caller wants figures as they are shown: an IMAGE
+// frame for each, in order with OUTPUT (the Result still carries them).
+inline constexpr std::uint8_t kRunLiveImages = 32;
 
 struct Frame {
   Tag tag{};

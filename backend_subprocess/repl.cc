@@ -19,6 +19,7 @@
 #include "backend_subprocess/checkpoint_saver.h"
 #include "backend_subprocess/checkpoint_timer.h"
 #include "backend_subprocess/deferred_closer.h"
+#include "backend_subprocess/live_cell.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/session_durability.h"
 #include "backend_subprocess/spare_session.h"
@@ -585,10 +586,12 @@ StatusOr<Result> Repl::Impl::Execute(const std::string& sid, SessionSlot& slot,
   run.tools = &run_options.tools;
   run.session_id = sid;
   run.variables = &run_options.variables;
+  LiveCell live_cell(run_options, config_.max_output, run);  // RunOptions::live
   // The session's durability says what RUN asks of checkpoints, and is told
   // what the cell did: it saves what is due and fills the Result's part.
   const std::uint64_t cell = slot.durability.BeginCell(run);
   auto outcome = slot.live->Run(run, slot.durability.CellChannel(cell));
+  live_cell.Finish();  // every callback made before the Result goes back
   if (!outcome.ok()) {
     slot.live.reset();  // out of step with the session: start over next time
     return outcome.status();

@@ -22,6 +22,8 @@ struct RunFrame {
   std::vector<ReceivedVariable> variables;
   bool checkpoint_owed = false;  // kRunCheckpointOwed
   bool host_has_names = false;   // kRunHostHasNames
+  bool live_output = false;      // kRunLiveOutput
+  bool live_images = false;      // kRunLiveImages
   // kRunDeltaBase: the base checkpoints after this cell may be deltas of;
   // kRunNoDeltaBase (no_delta_base): none any more; neither: as before.
   std::optional<BaseDigests> delta_base;

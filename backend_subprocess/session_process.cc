@@ -563,8 +563,9 @@ class SessionProcess {
     // "<cell N>" never names a later cell.
     request.filename = CellFilename(++cells_run_);
     request.hidden_names = aliases_;
-    SocketSink sink(socket_.get(), tools_.write_mutex());
+    SocketSink sink(socket_.get(), tools_.write_mutex(), run->live_output, run->live_images);
     request.sink = &sink;
+    tools_.SendOutputFirst(&sink);
     PyObject* returned = nullptr;
     request.returned = &returned;
     tools_.BeginCell(socket_.get(), run->tool_pipes);
@@ -605,6 +606,8 @@ class SessionProcess {
     // cell too. It is not the runner: it exits here, as a forked child of a
     // script ends with it, and never answers the host.
     if (fork_guard::InCellChild()) Exit(0);
+    sink.Finish();  // a live cell's last batch, ahead of the Result
+    tools_.SendOutputFirst(nullptr);
     tools_.EndCell();
     if (returned != nullptr) {
       StatusOr<std::string> pickled = PickleForHost(returned);

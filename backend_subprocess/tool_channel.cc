@@ -3,6 +3,8 @@
 
 #include "backend_subprocess/tool_channel.h"
 
+#include "backend_subprocess/socket_sink.h"
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <fcntl.h>
@@ -160,6 +162,11 @@ void ToolChannel::Wake() {
   (void)!::write(wake_.get(), &one, sizeof one);
 }
 
+void ToolChannel::SendOutputFirst(SocketSink* sink) {
+  std::lock_guard<std::mutex> writing(write_mutex_);
+  output_first_ = sink;
+}
+
 void ToolChannel::EndCell() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!open_ && !reading_ && waiting_.empty() && !tool_calls_ && !tool_replies_) return;
@@ -220,6 +227,7 @@ StatusOr<ToolReply> ToolChannel::Call(std::string_view name, std::string_view ar
     // Held while this thread chooses where to write and writes: the tool
     // pipes are made, written and closed (EndCell) only under it.
     std::lock_guard<std::mutex> writing(write_mutex_);
+    if (output_first_ != nullptr) output_first_->SendWaiting();
     bool own_pipes;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -30,6 +30,8 @@
 
 namespace dolsot {
 
+class SocketSink;
+
 class ToolChannel {
  public:
   ToolChannel();
@@ -47,6 +49,10 @@ class ToolChannel {
   // returns once no thread reads or writes for the channel: the Result may go
   // out.
   void EndCell();
+  // While a cell runs with `sink` (nullptr: none): the output it leaves
+  // waiting goes out before each call's frame, so the host sees a cell's
+  // output and calls in the order the cell made them (socket_sink.h).
+  void SendOutputFirst(SocketSink* sink);
 
   // Sends one call and waits for its reply. Call without the GIL.
   StatusOr<ToolReply> Call(std::string_view name, std::string_view arguments);
@@ -95,6 +101,7 @@ class ToolChannel {
   bool tool_pipes_failed_ = false;    // could not be made, or the host stopped serving them
   std::uint64_t tool_pipes_call_ = 0;  // the call waiting there (0: none)
   std::uint64_t next_id_ = 1;
+  SocketSink* output_first_ = nullptr;  // guarded by write_mutex_
   std::map<std::uint64_t, std::optional<StatusOr<ToolReply>>> waiting_;
 };
 

@@ -7,6 +7,7 @@
 #include "bindings/bindings.h"
 #include "bindings/cell_inputs_from_python.h"
 #include "bindings/fast_method.h"
+#include "bindings/output_callbacks_from_python.h"
 #include "core/backend.h"
 #include "core/config.h"
 
@@ -22,11 +23,13 @@ unsigned long main_thread_ident = 0;
 // Runs the cell with the GIL released. On the main thread Ctrl-C stops the
 // cell (Outcome::kInterrupted) and then raises KeyboardInterrupt here.
 Result RunCell(Backend& backend, std::string_view sid, std::string_view code,
-               std::optional<double> timeout, const PythonCellInputs& inputs) {
+               std::optional<double> timeout, const PythonCellInputs& inputs,
+               OutputCallbacks live) {
   if (timeout) ThrowIfError(CheckTimeout(*timeout, "timeout"));
   RunOptions options;
   options.timeout_seconds = timeout;
   inputs.Fill(options);
+  options.live = std::move(live);
   bool interrupted = false;
   if (PyThread_get_thread_ident() == main_thread_ident) {
     options.should_stop = [&interrupted] {
@@ -46,8 +49,8 @@ Result RunCell(Backend& backend, std::string_view sid, std::string_view code,
   return out;
 }
 
-// Backend.run(session_id, code, *, timeout=None, variables=None), bound by hand
-// (fast_method.h).
+// Backend.run(session_id, code, *, timeout=None, variables=None,
+// on_output=None, on_image=None), bound by hand (fast_method.h).
 // A lone surrogate in the code is passed through as invalid UTF-8, which the
 // cell runner reports as a failed Result rather than this call raising.
 PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -56,16 +59,21 @@ PyObject* Run(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject*
     ParseRunArguments(args, nargs, kwnames, a);
     Backend& backend = SelfAs<Backend>(self);
     PythonCellInputs inputs(self, a.session_id, a.variables, backend.capabilities().live_objects);
-    return py::cast(RunCell(backend, a.session_id, a.code, a.timeout, inputs));
+    return py::cast(RunCell(backend, a.session_id, a.code, a.timeout, inputs,
+                            OutputCallbacksFromPython(a.on_output, a.on_image)));
   });
 }
 
 PyMethodDef kRunMethod = {
     "run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Run)),
     METH_FASTCALL | METH_KEYWORDS,
-    "run($self, /, session_id, code, *, timeout=None, variables=None)\n--\n\n"
+    "run($self, /, session_id, code, *, timeout=None, variables=None, on_output=None, "
+    "on_image=None)\n--\n\n"
     "Runs one cell in the session; returns its Result (raises only for a caller mistake). "
-    "`variables` (a dict) are bound in the session just before the cell runs."};
+    "`variables` (a dict) are bound in the session just before the cell runs. "
+    "`on_output(text)` is called with the cell's stdout and stderr as it writes them, "
+    "`on_image(png)` with each figure it shows, on a thread of dolsot's, all before run() "
+    "returns; the Result is unchanged."};
 
 // A session-id argument as a str: a TypeError naming the method, the argument
 // and what it takes otherwise (not pybind11's list of overloads).

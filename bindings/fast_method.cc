@@ -10,8 +10,8 @@ namespace py = pybind11;
 namespace dolsot::bindings {
 namespace {
 
-constexpr std::array<const char*, 4> kRunParameters = {"session_id", "code", "timeout",
-                                                     "variables"};
+constexpr std::array<const char*, 6> kRunParameters = {"session_id", "code",      "timeout",
+                                                     "variables",  "on_output", "on_image"};
 
 [[noreturn]] void RaiseTypeError(const std::string& message) {
   PyErr_SetString(PyExc_TypeError, message.c_str());
@@ -86,6 +86,17 @@ void ParseRunArguments(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
                      "not " + TypeName(given[3]));
     }
     out.variables = given[3];
+  }
+  PyObject** callbacks[] = {&out.on_output, &out.on_image};
+  for (std::size_t i = 0; i < 2; ++i) {
+    PyObject* callback = given[4 + i];
+    *callbacks[i] = nullptr;
+    if (callback == nullptr || callback == Py_None) continue;
+    if (!PyCallable_Check(callback)) {
+      RaiseTypeError(std::string("run() argument '") + kRunParameters[4 + i] +
+                     "' must be a callable or None, not " + TypeName(callback));
+    }
+    *callbacks[i] = callback;
   }
 }
 

@@ -22,6 +22,8 @@ struct RunArguments {
   std::string_view code;
   std::optional<double> timeout;
   PyObject* variables = nullptr;  // a dict (borrowed), or nullptr
+  PyObject* on_output = nullptr;  // a callable (borrowed), or nullptr
+  PyObject* on_image = nullptr;   // a callable (borrowed), or nullptr
   // UTF-8 of a str that holds a lone surrogate (encoded with surrogatepass, so
   // the core names the bad byte instead of this call raising).
   std::string session_id_storage;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "core/backend.h"
 #include "core/status.h"
@@ -59,6 +60,11 @@ struct CommandContext {
   std::string image_directory = ".";
   // What image_directory is relative to (the server: the caller's cwd).
   int image_base_fd = AT_FDCWD;
+  // Optional (issue #40): where a cell's stdout goes as it is written (not
+  // with --json), and the max_output the backend caps the Result's stdout at
+  // (cli/live_stdout.h prints live only what the Result surely starts with).
+  std::function<void(std::string_view)> stream_out;
+  std::size_t stream_max_output = 0;
 };
 
 // The exit code for a failure found before or around a run: caller mistakes,

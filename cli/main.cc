@@ -17,6 +17,7 @@
 #include "cli/serve_client.h"
 #include "cli/serve_command.h"
 #include "cli/serve_settings.h"
+#include "core/config.h"
 #include "core/session_id.h"
 
 int main(int argc, char** argv) {
@@ -36,6 +37,14 @@ int main(int argc, char** argv) {
   InstallInterruptHandlers();
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
                          line.json, OpenReplBackend, UnixNow, InterruptRequested};
+  // Direct mode prints a cell's stdout as it comes (cli/live_stdout.h).
+  if (auto config = dolsot::ResolveConfig(dolsot::ConfigOverrides{}); config.ok()) {
+    context.stream_out = [](std::string_view text) {
+      std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+      std::cout.flush();
+    };
+    context.stream_max_output = config->max_output;
+  }
   // dolsot mcp holds its own Repl for its whole life, and --sandbox --check
   // looks at this machine: never through the server. A sandboxed run goes
   // through it like any other: its policy is part of the request and of the

@@ -2,8 +2,11 @@
 #include "cli/mcp_server.h"
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <variant>
+
+#include "cli/mcp_progress.h"
 
 namespace dolsot::cli {
 namespace {
@@ -19,6 +22,7 @@ struct ToolRequest {
   std::string tool;
   RunCall run;               // run
   std::string reset_target;  // reset
+  Json progress_token;       // run: the request's _meta.progressToken, or null
 };
 
 RpcError InvalidParams(const Json& id, const std::string& message) {
@@ -53,6 +57,7 @@ std::variant<ToolRequest, RpcError> ParseToolCall(const RpcMessage& request,
   }
   Status checked = Status::Ok();
   if (call.tool == kRunTool) {
+    call.progress_token = McpProgress::TokenOf(params);
     auto run = ParseRunArguments(arguments);
     if (run.ok()) call.run = std::move(*run);
     checked = run.status();
@@ -254,7 +259,15 @@ Json McpServer::ServeToolCall(Call& call) {
     RunOptions options;
     options.timeout_seconds = request.run.timeout_seconds;
     options.should_stop = [&call] { return call.stop.load(); };
+    // With a progressToken: the output so far, while the cell runs.
+    std::unique_ptr<McpProgress> progress;
+    if (!request.progress_token.is_null()) {
+      progress = std::make_unique<McpProgress>(request.progress_token,
+                                               [this](const std::string& line) { Write(line); });
+      options.live = progress->Callbacks();
+    }
     auto result = backend_.Run(request.run.session, request.run.code, options);
+    if (progress != nullptr) progress->Stop();  // none after the result
     if (!result.ok()) return ToolErrorResult("run: " + result.status().message());
     return RunToolResult(*result, Structured());
   }

@@ -1,6 +1,8 @@
 // The run command: options, request checks, one cell, the output contract.
 #include "cli/run_command.h"
 
+#include "cli/live_stdout.h"
+
 #include <CLI/CLI.hpp>
 
 #include "cli/code_input.h"
@@ -158,6 +160,8 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   RunOptions options;
   options.should_stop = context.interrupted;
+  LiveStdout live(context);  // the cell's stdout as it comes (not with --json)
+  options.live = live.Callbacks();
   StatusOr<Result> result = Status(ErrorCode::kInternal, "unset");
   {
     CellInProgress running;  // Ctrl-C / SIGTERM now stop the cell, not the process
@@ -167,7 +171,8 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (!result.ok()) return ReportError(context.err, result.status());
   auto image_paths = WriteImageFiles(context.image_directory, *args.session, result->images,
                                      context.image_base_fd);
-  PrintResult(*result, context, image_paths.ok() ? *image_paths : std::vector<std::string>{});
+  PrintResult(*result, context, image_paths.ok() ? *image_paths : std::vector<std::string>{},
+              live.printed());
   if (!image_paths.ok()) context.err << "dolsot: warning: " << image_paths.status().message() << '\n';
   if (!closed.ok()) context.err << "dolsot: warning: " << closed.message() << '\n';
   // The cell ran but the next call would not see what it did: a failure.
@@ -176,13 +181,15 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
 }
 
 void PrintResult(const Result& result, const CommandContext& context,
-                 const std::vector<std::string>& image_paths) {
+                 const std::vector<std::string>& image_paths, const std::string& streamed) {
   if (context.json) {
     context.out << ResultToJson(result, image_paths) << '\n';
     context.out.flush();
     return;
   }
-  context.out << result.stdout_text;
+  std::string_view rest = result.stdout_text;
+  if (rest.substr(0, streamed.size()) == streamed) rest.remove_prefix(streamed.size());
+  context.out << rest;
   if (result.value) {
     if (!result.stdout_text.empty() && result.stdout_text.back() != '\n') context.out << '\n';
     context.out << *result.value << '\n';

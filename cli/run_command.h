@@ -73,7 +73,11 @@ int RunCommand(const RunArgs& args, const CommandContext& context);
 // the error, the dropped banner, the held banner, then a "figure: PATH" line
 // per image file written. With --json, the whole Result as one JSON object
 // on stdout, `image_paths` as its "images".
+// `streamed`: what of the cell's stdout was printed while it ran
+// (cli/live_stdout.h), which the Result's stdout starts with: only the rest
+// of it is printed.
 void PrintResult(const Result& result, const CommandContext& context,
-                 const std::vector<std::string>& image_paths = {});
+                 const std::vector<std::string>& image_paths = {},
+                 const std::string& streamed = {});
 
 }  // namespace dolsot::cli

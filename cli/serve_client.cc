@@ -277,8 +277,10 @@ double ReplyWaitSeconds(const RunArgs& run) {
 }
 
 // Sends `request` and reads the reply; Ctrl-C / SIGTERM during a run send
-// an interrupt frame.
-StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_seconds) {
+// an interrupt frame. A run's "chunk" replies (its stdout as it comes) go
+// to `chunks` as they arrive, ahead of the reply.
+StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_seconds,
+                              std::ostream* chunks = nullptr) {
   DOLSOT_RETURN_IF_ERROR(WriteFrame(fd, EncodeRequest(request), kMaxRequestFrame));
   bool interrupt_sent = false;
   auto wait = [&]() -> Status {
@@ -292,10 +294,18 @@ StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_s
   };
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(wait_seconds));
-  auto frame = ReadFrame(fd, kMaxResponseFrame, deadline, wait);
-  if (!frame.ok()) return frame.status();
-  auto reply = DecodeReply(*frame);
-  if (!reply.ok()) return reply.status();
+  StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
+  for (;;) {
+    auto frame = ReadFrame(fd, kMaxResponseFrame, deadline, wait);
+    if (!frame.ok()) return frame.status();
+    reply = DecodeReply(*frame);
+    if (!reply.ok()) return reply.status();
+    if (reply->type != ReplyType::kChunk) break;
+    if (chunks != nullptr) {
+      chunks->write(reply->out.data(), static_cast<std::streamsize>(reply->out.size()));
+      chunks->flush();
+    }
+  }
   if (reply->type == ReplyType::kError) {
     return Status(ErrorCode::kInternal, "the dolsot server refused the request: " + reply->message);
   }
@@ -387,7 +397,7 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
     }
     {
       CellInProgress running;  // Ctrl-C / SIGTERM now interrupt the cell
-      reply = Exchange(fd->get(), request, wait_seconds);
+      reply = Exchange(fd->get(), request, wait_seconds, &context.out);
     }
     if (attempt > 0 || reply.ok() || reply.status().code() != kOtherProtocolVersion) break;
     // A server of another release refused the request without acting on

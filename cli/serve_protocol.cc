@@ -29,6 +29,7 @@ constexpr std::pair<ReplyType, const char*> kReplyNames[] = {
     {ReplyType::kStatus, "status"},
     {ReplyType::kOk, "ok"},
     {ReplyType::kError, "error"},
+    {ReplyType::kChunk, "chunk"},
 };
 
 std::string Dump(const Json& json) {
@@ -406,6 +407,9 @@ std::string EncodeReply(const ServeReply& reply) {
     case ReplyType::kError:
       json["message"] = reply.message;
       break;
+    case ReplyType::kChunk:
+      json["stdout"] = Base64Encode(reply.out);
+      break;
     case ReplyType::kOk:
       break;
   }
@@ -443,6 +447,9 @@ StatusOr<ServeReply> DecodeReply(std::string_view frame) {
       break;
     case ReplyType::kError:
       reply.message = fields.Text("message");
+      break;
+    case ReplyType::kChunk:
+      reply.out = fields.Bytes("stdout");
       break;
     case ReplyType::kOk:
       break;

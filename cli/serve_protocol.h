@@ -23,7 +23,9 @@ namespace dolsot::cli {
 // 2: a run carries the caller's resolved Sandbox policy ("sandbox"). A
 // server of version 1 would ignore it and run the cell unwalled, so the
 // version changed: such a server refuses the request instead.
-inline constexpr int kServeProtocolVersion = 2;
+// 3: a run's stdout comes as it is written, in "chunk" replies ahead of its
+// "output" reply (which then holds the rest).
+inline constexpr int kServeProtocolVersion = 3;
 // The code of the error a frame of another protocol version decodes to: a
 // server of another dolsot release (an upgrade left the old one running).
 // The client stops such a server and starts its own (serve_client.cc).
@@ -48,7 +50,7 @@ struct ServeRequest {
 };
 
 // What the server answers.
-enum class ReplyType { kOutput, kStatus, kOk, kError };
+enum class ReplyType { kOutput, kStatus, kOk, kError, kChunk };
 
 struct ServeStatus {
   long long pid = 0;
@@ -61,7 +63,7 @@ struct ServeStatus {
 
 struct ServeReply {
   ReplyType type = ReplyType::kOutput;
-  std::string out;  // kOutput: the command's stdout bytes
+  std::string out;  // kOutput: the command's stdout bytes (kChunk: some of them, as they come)
   std::string err;  // kOutput: its stderr bytes
   int exit_code = 0;
   std::string message;  // kError

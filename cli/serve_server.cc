@@ -594,6 +594,16 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
   CommandContext context{out, err, in, false, request.json, factory, UnixNow,
                          [&watch]() { return watch(); }};
   context.image_base_fd = cwd ? cwd.get() : AT_FDCWD;
+  if (request.type == RequestType::kRun && config.ok()) {
+    // The cell's stdout as it comes: "chunk" replies ahead of the answer.
+    context.stream_out = [fd](std::string_view text) {
+      ServeReply chunk;
+      chunk.type = ReplyType::kChunk;
+      chunk.out = std::string(text);
+      (void)WriteFrame(fd, EncodeReply(chunk), kMaxResponseFrame);
+    };
+    context.stream_max_output = config->max_output;
+  }
   if (!cwd) {
     reply.exit_code = ReportSetupError(
         err, InvalidArgument("the working directory " + request.cwd + " is not reachable: " +

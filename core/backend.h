@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cell_inputs.h"
+#include "core/live_output.h"
 #include "core/result.h"
 #include "core/sandbox_report.h"
 #include "core/session_info.h"
@@ -33,6 +34,9 @@ struct RunOptions {
   // objects they hold are borrowed for the duration of Run.
   CellTools tools;
   std::vector<CellVariable> variables;
+  // Optional: what the cell prints and shows, as it does (core/live_output.h;
+  // bounded as the Result's stdout, by max_output). The Result is unchanged.
+  OutputCallbacks live;
 };
 
 // What a backend can promise; a host (or an agent framework) reads it

@@ -37,7 +37,10 @@ class CellCapture {
   std::string Text() const { return text_.Text(); }
   // The figures the cell returns (embedded/figures.h), virtual for the same reason.
   virtual std::size_t ImageCount() const { return images_.size(); }
-  virtual void AddImage(std::string png) { images_.push_back(std::move(png)); }
+  virtual void AddImage(std::string png) {
+    if (sink_ != nullptr) sink_->Image(png);
+    images_.push_back(std::move(png));
+  }
   std::vector<std::string> TakeImages() { return std::move(images_); }
 
  private:

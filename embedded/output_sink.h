@@ -12,6 +12,9 @@ class OutputSink {
  public:
   virtual ~OutputSink() = default;
   virtual void Write(std::string_view text) = 0;
+  // Receives each figure's PNG bytes as the cell shows it (before it joins
+  // the Result's images). Default: ignored.
+  virtual void Image(std::string_view /*png*/) {}
 };
 
 }  // namespace dolsot

@@ -6,7 +6,8 @@ import asyncio
 import functools
 from types import ModuleType
 from typing import (
-    TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Union, runtime_checkable,
+    TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Mapping, Optional, Protocol, Union,
+    runtime_checkable,
 )
 
 from dolsot._dolsot import validate_toolbox
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
 
 InjectValue = Union[ModuleType, str]
 """A toolbox: a module object or an importable module name."""
+
+OnOutput = Callable[[str], Any]
+"""``on_output(text)``: a chunk of the cell's stdout and stderr, as it is written."""
+
+OnImage = Callable[[bytes], Any]
+"""``on_image(png)``: a figure's PNG bytes, as the cell shows it."""
 
 Gate = Callable[[str], Optional[Iterable[Any]]]
 """A gate: ``gate(code)`` returns findings (empty or None: the cell may run);
@@ -40,6 +47,8 @@ class Backend(Protocol):
         *,
         timeout: float | None = None,
         variables: dict[str, Any] | None = None,
+        on_output: OnOutput | None = None,
+        on_image: OnImage | None = None,
     ) -> Result: ...
 
     async def arun(
@@ -49,7 +58,19 @@ class Backend(Protocol):
         *,
         timeout: float | None = None,
         variables: dict[str, Any] | None = None,
+        on_output: OnOutput | None = None,
+        on_image: OnImage | None = None,
     ) -> Result: ...
+
+    def astream(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        variables: dict[str, Any] | None = None,
+        on_image: OnImage | None = None,
+    ) -> AsyncIterator[str | Result]: ...
 
     @property
     def tools(self) -> dict[str, Callable[..., Any]]: ...
@@ -99,7 +120,8 @@ class ToolsMixin:
 
 
 class AsyncRunMixin:
-    """Gives a backend with a blocking, GIL-releasing ``run`` its ``arun`` twin."""
+    """Gives a backend with a blocking, GIL-releasing ``run`` its ``arun`` and
+    ``astream`` twins."""
 
     async def arun(
         self,
@@ -108,12 +130,65 @@ class AsyncRunMixin:
         *,
         timeout: float | None = None,
         variables: dict[str, Any] | None = None,
+        on_output: OnOutput | None = None,
+        on_image: OnImage | None = None,
     ) -> Result:
         loop = asyncio.get_running_loop()
+        live: dict[str, Any] = {}  # passed only when given: a run() without them stays valid
+        if on_output is not None:
+            live["on_output"] = on_output
+        if on_image is not None:
+            live["on_image"] = on_image
         call = functools.partial(
-            self.run, session_id, code, timeout=timeout, variables=variables  # type: ignore[attr-defined]
+            self.run, session_id, code, timeout=timeout, variables=variables, **live  # type: ignore[attr-defined]
         )
         return await loop.run_in_executor(None, call)
+
+    async def astream(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        variables: dict[str, Any] | None = None,
+        on_image: OnImage | None = None,
+    ) -> AsyncIterator[str | Result]:
+        """Yields each chunk of the cell's output (a ``str``) as it comes, then
+        its ``Result``, last. The cell runs on the loop's default executor, and
+        the chunks reach this loop through ``call_soon_threadsafe``, so the
+        caller needs no thread of its own. Leaving the iteration early
+        interrupts the cell."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        finished = object()
+
+        def deliver(text: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, text)
+
+        def run() -> Result:
+            try:
+                return self.run(  # type: ignore[attr-defined, no-any-return]
+                    session_id, code, timeout=timeout, variables=variables,
+                    on_output=deliver, on_image=on_image,
+                )
+            finally:
+                # After every chunk: run() makes all its callbacks before it returns.
+                loop.call_soon_threadsafe(queue.put_nowait, finished)
+
+        running = loop.run_in_executor(None, run)
+        done = False
+        try:
+            while True:
+                item = await queue.get()
+                if item is finished:
+                    break
+                yield item
+            done = True
+            yield await running
+        finally:
+            if not done and not running.done():
+                self.interrupt(session_id)  # type: ignore[attr-defined]
+                await asyncio.shield(running)
 
 
 def toolbox_module_names(inject: Mapping[str, InjectValue] | None) -> dict[str, str]:

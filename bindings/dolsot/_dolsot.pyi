@@ -123,6 +123,8 @@ class Backend:
         *,
         timeout: float | None = None,
         variables: dict[str, Any] | None = None,
+        on_output: Callable[[str], Any] | None = None,
+        on_image: Callable[[bytes], Any] | None = None,
     ) -> Result: ...
     def interrupt(self, session_id: str) -> None: ...
     @property

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dolsot::cli {
@@ -29,7 +30,8 @@ class FakeBackend final : public Backend {
     }
     changed_.notify_all();
     Result result;
-    if (code == "block") {
+    if (code == "stream" && options.live.on_output) options.live.on_output("one\n");
+    if (code == "block" || code == "stream") {
       std::unique_lock<std::mutex> lock(mutex_);
       // The server polls nothing itself: the backend polls should_stop, as
       // the Repl does about every 50 ms.
@@ -447,6 +449,41 @@ TEST_F(McpServerTest, ShutdownStopsRunningCellsAndAnswersThem) {
   EXPECT_EQ(result["isError"], true);
   Call(2, "run", Json{{"session", "a"}, {"code", "1"}});
   EXPECT_EQ(ReplyTo(2)["error"]["code"], kRpcInternalError) << "nothing new starts";
+}
+
+// A tools/call with a progressToken gets notifications/progress with the
+// output so far while the cell runs, none after its result; one without a
+// token gets none.
+TEST_F(McpServerTest, AProgressTokenGetsTheOutputSoFarWhileTheCellRuns) {
+  Initialize();
+  Request(7, "tools/call", Json{{"name", "run"},
+                                {"arguments", Json{{"session", "s"}, {"code", "stream"}}},
+                                {"_meta", Json{{"progressToken", "tok"}}}});
+  auto progress_lines = [&] {
+    std::vector<Json> found;
+    for (Json& reply : Replies()) {
+      if (reply.value("method", "") == "notifications/progress") found.push_back(reply);
+    }
+    return found;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (progress_lines().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded poll of the output
+  }
+  std::vector<Json> progress = progress_lines();
+  ASSERT_FALSE(progress.empty()) << "no progress while the cell ran";
+  EXPECT_EQ(progress[0]["params"]["progressToken"], "tok");
+  EXPECT_EQ(progress[0]["params"]["message"], "one\n");
+  EXPECT_EQ(progress[0]["params"]["progress"], 4);
+  backend_.Release();
+  Json reply = ReplyTo(7);
+  ASSERT_TRUE(reply.contains("result")) << reply.dump();
+  std::vector<Json> all = Replies();
+  EXPECT_EQ(all.back()["id"], 7) << "nothing after the result";
+
+  Call(8, "run", Json{{"session", "t"}, {"code", "stream"}});
+  ReplyTo(8);
+  EXPECT_EQ(progress_lines().size(), progress.size()) << "no token, no progress";
 }
 
 TEST_F(McpServerTest, AFailedWriteMarksThePeerGone) {

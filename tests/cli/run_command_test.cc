@@ -11,6 +11,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "core/bounded_text.h"
 #include "core/exit_codes.h"
 #include "cli/list_sessions_command.h"
 #include "cli/reset_command.h"
@@ -29,13 +30,17 @@ struct FakeState {
   StatusOr<Result> result = Result{};
   std::vector<SessionInfo> sessions;
   std::string reset_target;
+  std::vector<std::string> live_chunks;  // handed to RunOptions::live before the Result
 };
 
 class FakeBackend final : public Backend {
  public:
   explicit FakeBackend(FakeState& state) : state_(state) {}
   StatusOr<Result> Run(std::string_view session_id, std::string_view code,
-                       const RunOptions&) override {
+                       const RunOptions& options) override {
+    if (options.live.on_output) {
+      for (const std::string& chunk : state_.live_chunks) options.live.on_output(chunk);
+    }
     ++state_.runs;
     state_.session = session_id;
     state_.code = code;
@@ -95,6 +100,37 @@ TEST_F(CommandTest, StdoutThenValueOnStdoutBannerOnStderr) {
   EXPECT_EQ(err_.str(), "session now holds: x\n");
   EXPECT_EQ(state_.session, "work");
   EXPECT_EQ(state_.closed, 1);
+}
+
+// Streamed (issue #40): what went live and what is printed at the end are,
+// together, the bytes printed without streaming, cut output or not.
+TEST_F(CommandTest, StreamedStdoutPlusTheRestIsTheSameBytes) {
+  struct Case {
+    std::string raw;
+    std::size_t max_output;
+  };
+  for (const Case& c : {Case{"hello\nworld\n", 100}, Case{std::string(300, 'x') + "tail\n", 40},
+                        Case{"\xeb\x8f\x8c\xec\x86\xa5 and more text past the head\n", 8}}) {
+    Result result;
+    result.stdout_text = CapOutput(c.raw, c.max_output);
+    result.value = "7";
+    state_.result = result;
+    state_.live_chunks = {c.raw.substr(0, 3), c.raw.substr(3)};
+    out_.str("");
+    CommandContext plain = Context();
+    EXPECT_EQ(RunCommand(Args("cell"), plain), 0);
+    const std::string expected = out_.str();
+
+    out_.str("");
+    std::string live;
+    CommandContext streaming = Context();
+    streaming.stream_out = [&live](std::string_view text) { live.append(text); };
+    streaming.stream_max_output = c.max_output;
+    EXPECT_EQ(RunCommand(Args("cell"), streaming), 0);
+    EXPECT_FALSE(live.empty());
+    EXPECT_EQ(live + out_.str(), expected) << c.raw;
+    EXPECT_LE(CountCodePoints(live), c.max_output / 2);
+  }
 }
 
 TEST_F(CommandTest, ValueStartsOnItsOwnLine) {

@@ -232,26 +232,26 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
       {"[1]", ErrorCode::kInvalidArgument, "not a JSON object"},
       {"{\"type\":\"run\"}", ErrorCode::kInvalidArgument, "no protocol version"},
       {"{\"v\":99,\"type\":\"run\"}", kOtherProtocolVersion, "version 99"},
-      {"{\"v\":2,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
-      {"{\"v\":2,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":3,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
+      {"{\"v\":3,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "missing field 'code'"},
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
        ErrorCode::kInvalidArgument, "'code' is not base64"},
-      {"{\"v\":2,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":3,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "absolute"},
-      {"{\"v\":2,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
+      {"{\"v\":3,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
        ErrorCode::kInvalidArgument, "NAME=value"},
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
        "\"gate\":\"yes\"}",
        ErrorCode::kInvalidArgument, "'gate' is not a boolean"},
       // A run without its Sandbox policy (a version-1 client's shape) is
       // refused, never run unwalled; a policy that does not validate too.
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[]}",
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[]}",
        ErrorCode::kInvalidArgument, "missing field 'sandbox'"},
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":true}",
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":true}",
        ErrorCode::kInvalidArgument, "not an object"},
-      {"{\"v\":2,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
+      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
        ErrorCode::kInvalidArgument, "'network'"},
       {"{\"v\":1,\"type\":\"run\"}", kOtherProtocolVersion, "version 1"},
   };
@@ -262,9 +262,21 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
     EXPECT_NE(decoded.status().message().find(c.phrase), std::string::npos)
         << c.frame << ": " << decoded.status().message();
   }
-  auto reply = DecodeReply("{\"v\":2,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
+  auto reply = DecodeReply("{\"v\":3,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("exit_code"), std::string::npos);
+}
+
+// A run's stdout as it comes: "chunk" replies carry bytes that need not be
+// UTF-8, whole.
+TEST(ServeMessages, ChunkRepliesRoundTrip) {
+  ServeReply chunk;
+  chunk.type = ReplyType::kChunk;
+  chunk.out = std::string("step 1\n\xff\x00tail", 14);
+  auto decoded = DecodeReply(EncodeReply(chunk));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->type, ReplyType::kChunk);
+  EXPECT_EQ(decoded->out, chunk.out);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <pybind11/embed.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -799,6 +800,97 @@ TYPED_TEST(BackendConformance, CrashingCellCostsNeitherHostNorSession) {
   EXPECT_EQ(r.outcome(), Outcome::kCrashed);
   EXPECT_EQ(r.exit_code, kExitFailure);
   EXPECT_EQ(this->Run("c", "kept").value, "1");
+}
+
+// ---------------------------------------------------------------------------
+// Live output (RunOptions::live, issue #40): what a cell writes reaches the
+// callback while the cell runs, on a thread of dolsot's, in order, all of it
+// before Run returns, bounded as the Result.
+
+// The text on_output saw (thread-safe), and the threads it was called on.
+struct LiveText {
+  std::mutex mutex;
+  std::string text;
+  std::set<std::thread::id> threads;
+
+  void Add(std::string_view chunk) {
+    std::lock_guard<std::mutex> lock(mutex);
+    text.append(chunk);
+    threads.insert(std::this_thread::get_id());
+  }
+  std::string Get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return text;
+  }
+};
+
+TYPED_TEST(BackendConformance, LiveOutputArrivesWhileTheCellRuns) {
+  // The cell loops for ever once it printed; only the callback ends it, once
+  // it saw the first chunk. So that chunk came while the cell ran.
+  LiveText seen;
+  std::atomic<bool> interrupted{false};
+  Backend& backend = this->backend();
+  RunOptions options;
+  options.timeout_seconds = 30;
+  options.live.on_output = [&](std::string_view chunk) {
+    seen.Add(chunk);
+    if (Contains(seen.Get(), "first") && !interrupted.exchange(true)) {
+      EXPECT_TRUE(backend.Interrupt("live").ok());
+    }
+  };
+  StatusOr<Result> r = backend.Run("live", "print('first', flush=True)\nwhile True:\n    pass",
+                                   options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(interrupted.load());
+  EXPECT_EQ(r->outcome(), Outcome::kInterrupted);
+  // "first" at least: the "\n" print writes next may come after Run returned
+  // (in-process, an interrupted cell's thread runs on briefly), and then is
+  // never delivered.
+  EXPECT_EQ(seen.Get().rfind("first", 0), 0u) << seen.Get();
+  EXPECT_EQ(seen.threads.count(std::this_thread::get_id()), 0u);
+}
+
+TYPED_TEST(BackendConformance, LiveOutputIsTheResultsOutputInOrder) {
+  LiveText seen;
+  RunOptions options;
+  options.live.on_output = [&](std::string_view chunk) { seen.Add(chunk); };
+  StatusOr<Result> r = this->backend().Run(
+      "c", "import sys\nfor i in range(50):\n    print(i)\n    sys.stderr.write('e\\n')\n1",
+      options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string expected;
+  for (int i = 0; i < 50; ++i) expected += std::to_string(i) + "\ne\n";
+  EXPECT_EQ(r->stdout_text, expected);
+  EXPECT_EQ(seen.Get(), expected) << "every chunk, in order, before Run returned";
+}
+
+TYPED_TEST(BackendConformance, LiveOutputOfATimedOutCellIsDelivered) {
+  LiveText seen;
+  RunOptions options;
+  options.timeout_seconds = 0.5;
+  options.live.on_output = [&](std::string_view chunk) { seen.Add(chunk); };
+  StatusOr<Result> r = this->backend().Run(
+      "t", "print('started', flush=True)\nwhile True:\n    pass", options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outcome(), Outcome::kTimeout);
+  EXPECT_EQ(seen.Get(), "started\n");
+}
+
+TYPED_TEST(BackendConformance, LiveOutputIsBoundedByMaxOutput) {
+  BackendSpec spec;
+  spec.max_output = 40;
+  ASSERT_TRUE(this->Open(spec));
+  LiveText seen;
+  RunOptions options;
+  options.live.on_output = [&](std::string_view chunk) { seen.Add(chunk); };
+  StatusOr<Result> r =
+      this->backend().Run("c", "for i in range(100):\n    print('abcdefghi')", options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string text = seen.Get();
+  EXPECT_EQ(text.substr(0, 40), "abcdefghi\nabcdefghi\nabcdefghi\nabcdefghi\n");
+  EXPECT_TRUE(Contains(text.substr(40), "output past 40 characters is not streamed")) << text;
+  EXPECT_FALSE(Contains(text.substr(40), "abcdefghi")) << text;
+  EXPECT_TRUE(Contains(r->stdout_text, "characters cut")) << "the Result keeps head and tail";
 }
 
 }  // namespace conformance

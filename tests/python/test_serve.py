@@ -699,7 +699,7 @@ def test_a_sandboxed_request_from_an_older_client_shape_is_refused(served):
     sock.connect(served.server_status()["socket"])
     import base64
     b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
-    request = json.dumps({"v": 2, "type": "run", "json": False, "cwd": b64("/"), "env": [],
+    request = json.dumps({"v": 3, "type": "run", "json": False, "cwd": b64("/"), "env": [],
                           "session": b64("s"), "code": b64("1"), "toolboxes": [],
                           "gate": False}).encode()
     sock.sendall(len(request).to_bytes(4, "big") + request)
