@@ -1,5 +1,7 @@
 // ForkProcess: how the engine forks a process of its own (a session's first
-// process, a runner's snapshot, a checkpoint writer, a branch, a keeper).
+// process, a runner's snapshot, a checkpoint writer, a branch); ForkKeeper
+// and ForkFromKeeper: a session's keeper, which runs no Python, and the
+// first process it forks.
 #pragma once
 
 namespace dolsot {
@@ -9,5 +11,18 @@ namespace dolsot {
 // on purpose). The child gets its own process group. Returns the child's pid
 // in the parent, 0 in the child, -1 (errno set) on failure. Needs the GIL.
 int ForkProcess();
+
+// A session's keeper (session_keeper.h) runs C++ only, so it skips
+// CPython's child-side fork work (PyOS_AfterFork_Child and the at-fork
+// hooks, which ran Python there and wrote ~0.7 MB of the worker's pages a
+// session): ForkKeeper is ForkProcess in the parent (the worker; needs the
+// GIL) and a bare fork in the child, which must not touch Python at all.
+// The keeper then forks the session's first process with ForkFromKeeper:
+// a bare fork whose child does CPython's child-side work, so that process
+// starts from the worker's interpreter exactly as a direct child of the
+// worker would (the keeper changed none of it). Both: own process group,
+// an engine fork, the pid / 0 / -1 as ForkProcess.
+int ForkKeeper();
+int ForkFromKeeper();
 
 }  // namespace dolsot

@@ -22,6 +22,7 @@
 #include "backend_subprocess/live_cell.h"
 #include "backend_subprocess/live_session.h"
 #include "backend_subprocess/session_durability.h"
+#include "backend_subprocess/spare_session.h"
 #include "backend_subprocess/worker_process.h"
 #include "core/cell_pipeline.h"
 #include "core/fifo_mutex.h"
@@ -134,6 +135,7 @@ class Repl::Impl {
     return slots_.size();
   }
   std::uint64_t EvictionScans() const { return eviction_scans_.load(); }
+  bool AwaitSpare(double seconds) { return spares_.AwaitReadyForTesting(After(seconds)); }
   StatusOr<SandboxReport> SandboxStatus() {
     if (!settings_.sandbox) return InvalidArgument("this Repl has no sandbox");
     auto worker = Worker(Clock::now() + std::chrono::seconds(60));
@@ -217,6 +219,11 @@ class Repl::Impl {
   // Writes binding cells' deferred checkpoints of idle sessions. Declared
   // last: stopped first (its calls use everything above).
   CheckpointTimer timer_{[this](const std::string& sid) { CheckpointDue(sid); }};
+  // The next new session, opened ahead (spare_session.h); its thread uses
+  // what is above, so it is stopped (and destroyed) first.
+  SpareSession spares_{[this](const std::shared_ptr<WorkerProcess>& worker) {
+    return OpenSpareSession(worker, settings_, After(std::max(config_.timeout_seconds, 10.0)));
+  }};
 };
 
 GateSet Repl::Impl::Gates() const {
@@ -335,7 +342,10 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
   for (int attempt = 0;; ++attempt) {
     auto worker = Worker(deadline);
     if (!worker.ok()) return worker.status();
-    auto channel = (*worker)->OpenSession(deadline);
+    // A new session takes the one opened ahead, when this worker has one.
+    std::unique_ptr<LiveSession> spare =
+        blob.empty() && options_.spare_session ? spares_.Take(worker->get(), deadline) : nullptr;
+    auto channel = spare ? StatusOr<ProcessChannel>(ProcessChannel{}) : (*worker)->OpenSession(deadline);
     if (!channel.ok()) {
       if (attempt == 0 && channel.status().code() == ErrorCode::kUnavailable) {
         // The worker died (or fell out of step): start a new one once.
@@ -345,8 +355,9 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
       }
       return channel.status();
     }
-    auto live = LiveSession::Start(std::move(channel).value(), blob, settings_, deadline, report,
-                                   *worker);
+    auto live = spare ? StatusOr<std::unique_ptr<LiveSession>>(std::move(spare))
+                      : LiveSession::Start(std::move(channel).value(), blob, settings_, deadline,
+                                           report, *worker);
     if (!live.ok()) {
       if (attempt == 0 && live.status().code() == ErrorCode::kUnavailable) {
         // The session process the worker handed out was gone (killed from
@@ -502,6 +513,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
   // 1. The session, ready (restored from the store when not live).
   LoadReport report;
   const bool restored = !slot->live;
+  bool opened_new = false;  // nothing stored: a new session (the spare's kind)
   if (restored) {
     static const std::vector<std::string> kNoNames;
     pipeline_.WarmUp({code, kNoNames, *deadline});  // ty starts while we restore
@@ -510,6 +522,7 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
     if (options_.checkpoint == CheckpointMode::kAsync) saver_.Flush(sid);
     auto blob = LoadStored(sid);
     if (!blob.ok()) return blob.status();
+    opened_new = !blob->has_value();
     Status live = MakeLive(sid, *slot, blob->value_or(std::string()), deadline, &report);
     if (live.ok() && blob->has_value() && (*blob)->empty()) {
       // A zero-byte checkpoint is never written (it holds at least a header):
@@ -550,6 +563,8 @@ StatusOr<Result> Repl::Impl::Run(std::string_view sid_view, std::string_view cod
                     (result->outcome() == Outcome::kOk || result->outcome() == Outcome::kError ||
                      result->outcome() == Outcome::kRejected);
   if (!kept) slot->gate_memory.Set(memory_before);
+  // The next new session is opened ahead now that this one's cell is done.
+  if (opened_new && options_.spare_session && slot->live) spares_.Want(slot->live->worker().lock());
   if (!result.ok()) return result;
   if (restored) SessionDurability::ReportRestore(report, *result);
   return result;
@@ -760,6 +775,7 @@ Status Repl::Impl::Close() {
     copy = slots_;
     worker = std::move(worker_);
   }
+  spares_.Stop();  // the session opened ahead ends with its thread
   timer_.Stop();  // a deferred checkpoint still owed is written below
   // Collect every pending checkpoint channel, let them land, then kill.
   for (auto& [sid, slot] : copy) {
@@ -864,6 +880,7 @@ Status Repl::Branch(std::string_view source, std::string_view target) {
 int Repl::WorkerPid() const { return impl_->WorkerPid(); }
 std::size_t Repl::SlotCountForTesting() const { return impl_->SlotCount(); }
 std::uint64_t Repl::EvictionScansForTesting() const { return impl_->EvictionScans(); }
+bool Repl::AwaitSpareForTesting(double seconds) { return impl_->AwaitSpare(seconds); }
 Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
 std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }
 StatusOr<SandboxReport> Repl::SandboxStatus() { return impl_->SandboxStatus(); }

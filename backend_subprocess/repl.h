@@ -29,6 +29,11 @@ struct ReplOptions {
   // The store; nullptr means a FileStore at the resolved cache_dir.
   std::shared_ptr<SessionStore> store;
   bool snapshots = true;  // rollback on timeout/crash
+  // After a new session's cell, open the next new session ahead (its
+  // keeper, runner and first snapshot, off the caller's path), so the next
+  // new session's first cell costs a hand-over (spare_session.h). One extra
+  // live session's processes; a one-cell CLI call turns it off.
+  bool spare_session = true;
   CheckpointMode checkpoint = CheckpointMode::kAsync;
   int max_live_sessions = 16;
   // How to start the worker: argv of a program that runs the worker loop on
@@ -114,6 +119,9 @@ class Repl final : public Backend {
   // has looked at so far.
   std::size_t SlotCountForTesting() const;
   std::uint64_t EvictionScansForTesting() const;
+  // Tests only: waits up to `seconds` for the new session opened ahead;
+  // whether one is ready.
+  bool AwaitSpareForTesting(double seconds);
 
   // The layers the worker runs under (starting it if needed); kInvalidArgument
   // when this Repl has no sandbox.

@@ -242,7 +242,7 @@ UniqueFd BecomeKeeper(int report_fd, const SessionWalls* walls) {
   sigemptyset(&child_signals);
   sigaddset(&child_signals, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &child_signals, &old);
-  int pid = ForkProcess();
+  int pid = ForkFromKeeper();  // the keeper ran no Python: its child does the child's part
   if (pid == 0) {
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     exit_records::Detach();  // the cells run here: they must not write the ring

@@ -36,8 +36,9 @@
 
 namespace dolsot {
 
-// In a fresh child of the worker (its own process group, SIGCHLD default):
-// makes it the keeper of a new session, puts up `walls` around itself (a
+// In a fresh child of the worker (forked by ForkKeeper, engine_fork.h: it
+// must run no Python; its own process group, SIGCHLD default): makes it the
+// keeper of a new session, puts up `walls` around itself (a
 // sandboxed worker's, session_walls.h; nullptr for none), and forks the
 // session's first process below it, inside them. Returns in that process,
 // with the session end of the keeper's channel. In the keeper, writes the

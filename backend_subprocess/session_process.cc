@@ -23,6 +23,7 @@
 #include "backend_subprocess/engine_fork.h"
 #include "backend_subprocess/fork_guard.h"
 #include "backend_subprocess/host_variables.h"
+#include "backend_subprocess/helper_reaping.h"
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/journal_replay.h"
 #include "backend_subprocess/post_cell_pacing.h"
@@ -92,7 +93,10 @@ class SessionProcess {
   [[noreturn]] void Serve(bool expect_load) {
     if (expect_load) Load();
     role_ = Role::kRunner;
-    if (settings_.snapshots) Announce();
+    // A fresh runner shares every page with its snapshot: the faults a cell
+    // takes are taken ahead, before the host's first RUN (a new session is
+    // often opened ahead of it: spare_session.h).
+    if (settings_.snapshots && !Announce()) WarmUp();
     for (;;) {
       if (role_ == Role::kSnapshot) {
         WaitAsSnapshot();
@@ -479,6 +483,12 @@ class SessionProcess {
         ForkCheckpointWriter(std::move(pending_channel_));
       }
       if (p[0].revents != 0) return;
+    }
+    // Idle: helpers that exit meanwhile are reaped, not left as zombies.
+    if (!helpers_.empty()) {
+      Py_BEGIN_ALLOW_THREADS
+      AwaitReadableReaping(socket_.get(), &helpers_);
+      Py_END_ALLOW_THREADS
     }
   }
 

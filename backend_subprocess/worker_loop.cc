@@ -33,6 +33,7 @@
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/session_keeper.h"
 #include "backend_subprocess/session_process.h"
+#include "backend_subprocess/shared_heap.h"
 #include "backend_subprocess/worker_sandbox.h"
 #include "backend_subprocess/worker_settings.h"
 #include "embedded/cell_figures.h"
@@ -244,6 +245,11 @@ void KillEverySession() {
 // kSpareAfterIdle, so its forks never compete for the CPU with a session the
 // worker has just opened, or with the worker's own start.
 constexpr std::chrono::milliseconds kSpareAfterIdle{2};
+// SharePagesAhead (shared_heap.h) blocks the worker for an import (~40 ms
+// here): it waits until the worker has had no frame for this long, so a
+// burst of new sessions at the start is not held up by it. The spare forked
+// before it is then replaced by one that shares what it made.
+constexpr std::chrono::milliseconds kShareAfterIdle{100};
 
 struct SpareSession {
   pid_t keeper = -1;
@@ -263,7 +269,7 @@ std::unique_ptr<SpareSession> ForkSpareSession(int host, const WorkerSettings& s
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return nullptr;
   UniqueFd report_read(report[0]), report_write(report[1]);
-  int pid = ForkProcess();
+  int pid = ForkKeeper();  // the keeper runs no Python (engine_fork.h)
   if (pid < 0) return nullptr;
   if (pid == 0) {
     ::close(host);
@@ -303,7 +309,7 @@ Status OpenSession(int host, const WorkerSettings& settings, int host_pidfd,
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
     UniqueFd report_read(report[0]), report_write(report[1]);
-    keeper = ForkProcess();
+    keeper = ForkKeeper();
     if (keeper < 0) return IoError(std::string("fork: ") + std::strerror(errno));
     if (keeper == 0) {
       ::close(host);
@@ -451,16 +457,25 @@ int RunWorker(int socket_fd) {
   // The next session is forked ahead once the worker has been idle a moment
   // (kSpareAfterIdle), not while a session it has just opened starts.
   std::unique_ptr<SpareSession> spare;
+  bool shared_ahead = false;  // SharePagesAhead, once idle kShareAfterIdle
 
   for (;;) {
     Status readable;
     Py_BEGIN_ALLOW_THREADS
     readable = protocol::WaitReadable(
-        host.get(), protocol::Clock::now() + (spare ? std::chrono::milliseconds(1000) : kSpareAfterIdle));
+        host.get(), protocol::Clock::now() + (!spare          ? kSpareAfterIdle
+                                              : !shared_ahead ? kShareAfterIdle
+                                                              : std::chrono::milliseconds(1000)));
     Py_END_ALLOW_THREADS
     ReapExited();
     if (readable.code() == ErrorCode::kTimeout) {
-      if (!spare) spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
+      if (!spare) {
+        spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
+      } else if (!shared_ahead) {
+        SharePagesAhead();
+        shared_ahead = true;
+        spare.reset();  // forked again at the next idle moment, sharing them
+      }
       continue;
     }
     auto frame = ReadReleasingGil(host.get(), std::nullopt);

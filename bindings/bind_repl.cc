@@ -137,6 +137,14 @@ void BindRepl(py::module_& m) {
             return out;
           },
           "The sandbox's layers as (name, active, detail); starts the worker.")
+      .def(
+          "_await_spare_for_testing",
+          [](Repl& self, double seconds) {
+            py::gil_scoped_release release;
+            return self.AwaitSpareForTesting(seconds);
+          },
+          py::arg("seconds"),
+          "Tests only: waits up to `seconds` for the new session opened ahead; whether one is ready.")
       .def_property_readonly("worker_pid",
                              Checked<Repl>("worker_pid", [](Repl& r) { return r.WorkerPid(); }),
                              "The worker (fork server) process id, or -1 before the first run.");

@@ -68,6 +68,7 @@ StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvL
   // says exactly what the session holds (LiveSession: restored, no cell yet).
   // A server's sessions stay live between cells: they need the snapshot.
   options.snapshots = settings.snapshots;
+  options.spare_session = settings.snapshots;  // a one-cell call opens nothing ahead
   options.typecheck_path = TypecheckPath(env);
   options.sandbox = settings.sandbox;
   options.accept_weaker_walls = settings.accept_weaker_walls;

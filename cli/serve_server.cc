@@ -689,6 +689,7 @@ StatusOr<std::unique_ptr<Backend>> Server::Lend(const BackendSettings& settings,
     auto options = ReplOptionsFor(settings, env);
     if (!options.ok()) return options.status();
     options->snapshots = true;  // a killed cell goes back to its state before it
+    options->spare_session = true;  // a new session's first call takes one opened ahead
     // Every finished cell checkpointed before its answer (in the kernel;
     // the store makes it durable right after: FileStoreOptions).
     options->checkpoint = CheckpointMode::kSync;

@@ -150,7 +150,7 @@ def test_processes_that_exit_on_their_own_leave_no_zombie(repl):
     # Each shell's background job is reparented to the session's keeper (the
     # worker's child); it must be reaped when it exits, however many a
     # session starts. (A runner's own retired snapshot and last checkpoint
-    # writer wait for its next cell: HandOff.RetiredSnapshotsAreReapedAsTheyExit.)
+    # writer are reaped by the runner: the test below.)
     ok(repl, "s", "import subprocess\nfor _ in range(40): subprocess.run('sleep 0 &', shell=True)")
     ok(repl, "s", "1")
     worker = repl.worker_pid
@@ -172,6 +172,34 @@ def test_processes_that_exit_on_their_own_leave_no_zombie(repl):
     while zombies_below_keepers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert zombies_below_keepers() == []
+
+
+def test_an_idle_runner_leaves_no_zombie_of_its_own(repl):
+    # After a cell on the general path the runner forks a checkpoint writer
+    # and a new snapshot, and retires the old snapshot: the writer and the
+    # retired snapshot exit while the session is idle, and are reaped then,
+    # not at the next cell (an idle session is its keeper, runner, snapshot).
+    ok(repl, "s", "x = [1, 2]")
+    runner = int(ok(repl, "s", "import os\nos.getpid()").value)
+    assert repl.run("other", "1").ok  # something else happens meanwhile
+
+    def own_children():
+        out = []
+        for p in children(runner):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    out.append((p, f.read().rsplit(")", 1)[1].split()[0]))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        return out
+
+    # Reaping follows the exits: bounded wait for the event.
+    deadline = time.monotonic() + 20
+    while len(own_children()) != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = own_children()
+    assert len(left) == 1 and left[0][1] != "Z", left  # its snapshot, alive
+    assert ok(repl, "s", "x").value == "[1, 2]"
 
 
 def test_a_cell_that_asks_the_keeper_for_sweeps_harms_nothing(repl):

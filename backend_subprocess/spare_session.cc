@@ -1,0 +1,138 @@
+// A new session opened ahead (see spare_session.h).
+#include "backend_subprocess/spare_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <utility>
+
+#include "backend_subprocess/post_cell_pacing.h"
+
+namespace dolsot {
+namespace {
+
+// Whether the runner behind `watch` is still there and has said nothing: a
+// spare's runner writes nothing before its first RUN, so anything readable
+// (its end closed, above all) means it cannot take one.
+bool Untouched(int watch) {
+  if (watch < 0) return false;
+  pollfd p{watch, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+}  // namespace
+
+StatusOr<SpareSessionMade> OpenSpareSession(const std::shared_ptr<WorkerProcess>& worker,
+                                            const WorkerSettings& settings,
+                                            protocol::Deadline deadline) {
+  auto channel = worker->OpenSession(deadline);
+  if (!channel.ok()) return channel.status();
+  SpareSessionMade made;
+  made.watch.Reset(::fcntl(channel->socket.get(), F_DUPFD_CLOEXEC, 0));
+  if (!made.watch) return IoError("a spare session's socket could not be duplicated");
+  auto live = LiveSession::Start(std::move(channel).value(), std::string_view(), settings,
+                                 deadline, nullptr, worker);
+  if (!live.ok()) return live.status();
+  // Rollback on: its first snapshot is forked before RUNNER comes.
+  DOLSOT_RETURN_IF_ERROR((*live)->Settle(deadline, {}));
+  made.live = std::move(live).value();
+  return made;
+}
+
+void SpareSession::Want(const std::shared_ptr<WorkerProcess>& worker) {
+  if (!worker) return;
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (stopping_ || making_ || want_) return;
+  if (ready_.live && ready_.live->worker().lock() == worker) return;
+  wanted_ = worker;
+  want_ = true;
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  changed_.notify_all();
+}
+
+std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
+                                                protocol::Deadline deadline) {
+  Made taken;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // One being made for this worker is nearer than an open of our own,
+    // which would wait for the same worker.
+    auto in_progress = [&] {
+      return (making_ || want_) && !stopping_ && wanted_.lock().get() == worker;
+    };
+    while (!ready_.live && in_progress()) {
+      if (!deadline) {
+        changed_.wait(lock);
+      } else if (changed_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+        break;
+      }
+    }
+    taken = std::move(ready_);
+    ready_ = Made{};
+  }
+  // Ended outside the lock (a LiveSession's end signals its processes).
+  if (!taken.live || taken.live->worker().lock().get() != worker ||
+      !Untouched(taken.watch.get())) {
+    return nullptr;
+  }
+  return std::move(taken.live);  // `watch` closes here: the host holds one end again
+}
+
+void SpareSession::Stop() {
+  Made ended;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+    changed_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> guard(mutex_);
+  ended = std::move(ready_);
+  ready_ = Made{};
+}
+
+bool SpareSession::AwaitReadyForTesting(protocol::Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!ready_.live && !stopping_) {
+    if (!deadline) {
+      changed_.wait(lock);
+    } else if (changed_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+      break;
+    }
+  }
+  return ready_.live != nullptr;
+}
+
+void SpareSession::Loop() {
+  // Batch: woken by the Want() at the end of a new session's cell, this
+  // thread must not take the CPU from the caller before run() returns.
+  Background batch;
+  batch.Set(true);
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || want_; });
+    if (stopping_) return;
+    std::shared_ptr<WorkerProcess> worker = wanted_.lock();
+    making_ = true;
+    want_ = false;
+    Made previous = std::move(ready_);  // of another worker (Want): ended below
+    ready_ = Made{};
+    lock.unlock();
+    previous = Made{};
+    StatusOr<Made> made = worker ? maker_(worker) : Status(ErrorCode::kUnavailable, "no worker");
+    lock.lock();
+    making_ = false;
+    // A failure leaves no spare: the next new session opens its own, and
+    // asks again once it has.
+    if (made.ok() && !stopping_) ready_ = std::move(made).value();
+    changed_.notify_all();
+    if (made.ok() && stopping_) {
+      Made late = std::move(made).value();
+      lock.unlock();
+      late = Made{};
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace dolsot

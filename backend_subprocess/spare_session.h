@@ -1,0 +1,93 @@
+// SpareSession: a new session opened ahead, off the caller's path, so that
+// a new session's first cell costs a hand-over, not an open (issue #39).
+//
+// Every new session of one Repl starts the same: the worker's settings
+// (toolboxes, config, sandbox walls) are fixed when the Repl is made, and a
+// session process never learns its id (the host names it in each RUN and
+// keeps everything else about it, durability and gate memory, in its slot).
+// So the Repl opens one ahead exactly as it opens a new session (OPEN to
+// the worker, LOAD of an empty blob, its RUNNER frame and first snapshot
+// read), on a thread of this class, and binds an id to it only when a new
+// session takes it. Only a new session on the worker it came from takes it:
+// a session restored from the store, a branch, or a session of a restarted
+// worker opens its own, and a spare whose processes are gone is ended.
+//
+// Ownership: this class owns the spare (a LiveSession, whose destructor
+// kills its runner; its snapshot and keeper exit when their sockets close)
+// and the one thread that makes it, started by the first Want() and joined
+// by Stop(). Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "backend_subprocess/live_session.h"
+#include "backend_subprocess/protocol.h"
+#include "backend_subprocess/worker_process.h"
+#include "backend_subprocess/worker_settings.h"
+#include "core/status.h"
+#include "core/unique_fd.h"
+
+namespace dolsot {
+
+// A session made ahead: the host's handle on it, and a duplicate of the
+// host's end of its runner's socket, polled at hand-over to see that the
+// runner is still there (closed then, so the runner sees the host go).
+struct SpareSessionMade {
+  std::unique_ptr<LiveSession> live;
+  UniqueFd watch;
+};
+
+// Opens a new session on `worker` as the Repl opens one (OPEN, LOAD of an
+// empty blob) and reads its RUNNER frame, so its first cell waits for no
+// fork: what the Repl's SpareSession maker does.
+StatusOr<SpareSessionMade> OpenSpareSession(const std::shared_ptr<WorkerProcess>& worker,
+                                            const WorkerSettings& settings,
+                                            protocol::Deadline deadline);
+
+class SpareSession {
+ public:
+  using Made = SpareSessionMade;
+  // Opens a new session on `worker`, ready for its first RUN; runs on this
+  // class's thread.
+  using Maker = std::function<StatusOr<Made>(const std::shared_ptr<WorkerProcess>& worker)>;
+
+  explicit SpareSession(Maker maker) : maker_(std::move(maker)) {}
+  ~SpareSession() { Stop(); }
+  SpareSession(const SpareSession&) = delete;
+  SpareSession& operator=(const SpareSession&) = delete;
+
+  // Asks for a spare on `worker` unless one is ready or being made. Returns
+  // at once: the making runs on this class's thread. Ignored once stopped.
+  void Want(const std::shared_ptr<WorkerProcess>& worker);
+
+  // The spare made on `worker`, waiting until `deadline` for one being made
+  // there; null when there is none, it failed, or its runner is gone (such a
+  // spare, or one of another worker, is ended here).
+  std::unique_ptr<LiveSession> Take(const WorkerProcess* worker, protocol::Deadline deadline);
+
+  // Joins the thread (after the making in progress, if any) and ends the
+  // spare. Idempotent; Want() does nothing afterwards.
+  void Stop();
+
+  // Tests: waits until a spare is ready (or `deadline`); whether one is.
+  bool AwaitReadyForTesting(protocol::Deadline deadline);
+
+ private:
+  void Loop();
+
+  Maker maker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::weak_ptr<WorkerProcess> wanted_;          // guarded: the worker to make one on
+  bool want_ = false;                            // guarded
+  bool making_ = false;                          // guarded
+  bool stopping_ = false;                        // guarded
+  Made ready_;                                   // guarded: live is null when none
+  std::thread thread_;                           // started by the first Want
+};
+
+}  // namespace dolsot
