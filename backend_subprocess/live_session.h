@@ -137,6 +137,8 @@ class LiveSession {
   // The names the session held after its last cell.
   const std::vector<std::string>& held() const { return held_; }
   const std::weak_ptr<WorkerProcess>& worker() const { return worker_; }
+  // Whether its runner is known to have exited (ProcessIdentity::Exited).
+  bool RunnerExited() const { return runner_.process.Exited(); }
 
  private:
   explicit LiveSession(const WorkerSettings& settings);

@@ -25,6 +25,7 @@ struct ProcStat {
   pid_t ppid = 0;
   pid_t pgrp = 0;
   std::uint64_t start_ticks = 0;  // clock ticks after boot
+  char state = '?';               // R, S, D, Z (exited, not reaped), ...
 };
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
@@ -42,6 +43,7 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   // the last ')'. Then: state ppid pgrp ... starttime (the 19th number).
   char* close = std::strrchr(buf, ')');
   if (close == nullptr || close[1] != ' ' || close[2] == '\0') return std::nullopt;
+  const char state = close[2];
   char* at = close + 3;  // past ") " and the state letter
   unsigned long long fields[19];
   for (auto& field : fields) {
@@ -55,6 +57,7 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   stat.ppid = static_cast<pid_t>(fields[0]);
   stat.pgrp = static_cast<pid_t>(fields[1]);
   stat.start_ticks = fields[18];
+  stat.state = state;
   return stat;
 }
 
@@ -129,6 +132,15 @@ ProcessIdentity ProcessIdentity::ChildOf(const ProcessIdentity& parent, pid_t ch
   ProcessIdentity out(*host, now);
   out.namespace_pid_ = child;
   return out;
+}
+
+bool ProcessIdentity::Exited() const {
+  if (!known()) return false;
+  std::optional<ProcStat> stat = ReadProcStat(pid_);
+  if (!stat) return true;  // reaped
+  // Its pid names a process that started since: this one is gone.
+  if (TicksToNs(stat->start_ticks) > vouched_at_ns_) return true;
+  return stat->state == 'Z' || stat->state == 'X';
 }
 
 bool ProcessIdentity::Kill() const {

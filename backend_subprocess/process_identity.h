@@ -81,6 +81,12 @@ class ProcessIdentity {
   pid_t namespace_pid() const { return namespace_pid_ > 1 ? namespace_pid_ : pid_; }
   std::int64_t vouched_at_ns() const { return vouched_at_ns_; }
 
+  // Whether the process is known to have exited: reaped, a zombie, or its
+  // pid taken by a process that started after it was vouched for. Unlike
+  // the end of its socket, which a process it has just forked may still
+  // hold for a moment, this is the process itself. False when unknown.
+  bool Exited() const;
+
   // SIGKILLs the process and, while it leads it, its process group, once the
   // checks above pass. False when nothing was signalled.
   bool Kill() const;

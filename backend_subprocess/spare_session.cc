@@ -71,8 +71,11 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
     ready_ = Made{};
   }
   // Ended outside the lock (a LiveSession's end signals its processes).
+  // The runner itself is looked at too: a snapshot it has just forked holds
+  // a copy of its socket's end until it runs, so a runner killed a moment
+  // ago may not show at the socket yet.
   if (!taken.live || taken.live->worker().lock().get() != worker ||
-      !Untouched(taken.watch.get())) {
+      !Untouched(taken.watch.get()) || taken.live->RunnerExited()) {
     return nullptr;
   }
   return std::move(taken.live);  // `watch` closes here: the host holds one end again

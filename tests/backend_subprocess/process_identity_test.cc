@@ -67,6 +67,21 @@ TEST(ProcessIdentity, AProcessThatStartedAfterItWasVouchedForIsRefused) {
   EXPECT_EQ(EndChild(unrelated), SIGTERM);  // never signalled
 }
 
+TEST(ProcessIdentity, ExitedIsTheProcessItselfLivingOrNot) {
+  EXPECT_FALSE(ProcessIdentity().Exited());  // unknown: nothing can be said
+  pid_t child = SleepingChild(/*own_group=*/true);
+  const ProcessIdentity identity = ProcessIdentity::ForTesting(child, BootTimeNs());
+  EXPECT_FALSE(identity.Exited());
+  // A process vouched for before this one took its pid was another: gone.
+  EXPECT_TRUE(ProcessIdentity::ForTesting(child, BootTimeNs() - kSecond).Exited());
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_TRUE(identity.Exited());  // a zombie
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_TRUE(identity.Exited());  // reaped
+}
+
 TEST(ProcessIdentity, OnlyAChildLeadingItsOwnGroupIsVouchedForByItsParent) {
   ProcessIdentity host = ProcessIdentity::Trusted(::getpid());
   pid_t in_our_group = SleepingChild(/*own_group=*/false);
