@@ -20,6 +20,7 @@
 #include "sandbox/bind_source.h"
 #include "sandbox/proc_masks.h"
 #include "sandbox/sandbox_layers.h"
+#include "sandbox/sandbox_mount_check.h"
 #include "sandbox/session_walls.h"
 
 namespace dolsot {
@@ -132,49 +133,11 @@ Status Bind(const HostSide& host, const std::string& source, const std::string& 
   return Restrict(target, read_only, /*recursive=*/true);
 }
 
-// The read-write mounts' sources as trees no other bind may be looked up in.
-// Each is opened without following any symlink (a link on its way could be
-// one a cell planted in another read-write mount); then each again with all
-// of them known, so one inside another (by any name: a host bind mount, an
-// alias) is refused.
+// The read-write mounts' sources as trees no other bind may be looked up in
+// (sandbox_mount_check.h: the same check the host makes before the worker
+// starts).
 Status FindWritableTrees(const SandboxSetup& setup, HostSide* host) {
-  host->writable = WritableTrees{};
-  WritableTrees found;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const MountOp& op : setup.plan) {
-      if (op.kind != MountOpKind::kBindReadWrite) continue;
-      auto opened = OpenBindSource(host->root.get(), op.source, host->writable,
-                                   /*follow_symlinks=*/false);
-      if (!opened.ok()) {
-        return Status(opened.status().code(), "the read-write mount " + op.target + ": " +
-                                                  opened.status().message());
-      }
-      if (pass == 0) {
-        auto id = IdentityOf(opened->get());
-        if (!id.ok()) return id.status();
-        found.roots.push_back(*id);
-        found.names.push_back(op.source);
-      }
-    }
-    host->writable = found;
-  }
-  // What must stay hidden (the store, the host's cwd) must not lie in one:
-  // a cell could move it out from under the mount that hides it.
-  for (const std::string& hidden : setup.hidden) {
-    auto opened = OpenBindSource(host->root.get(), hidden, host->writable);
-    if (opened.ok() || opened.status().code() != ErrorCode::kPermission) continue;
-    std::string tree;
-    for (std::size_t i = 0; i < found.roots.size(); ++i) {
-      if (PathUnder(NormalizePath(hidden), found.names[i])) tree = found.names[i];
-    }
-    return Status(ErrorCode::kInvalidArgument,
-                  "a read-write mount" + (tree.empty() ? std::string() : " of " + tree) +
-                      " holds '" + hidden + "', the session store's directory or the host's "
-                      "working directory, which must stay outside the sandbox (a cell could "
-                      "move it out from under what hides it); mount a directory that does not "
-                      "hold it, or make the mount an overlay");
-  }
-  return Status::Ok();
+  return dolsot::FindWritableTrees(host->root.get(), setup.plan, setup.hidden, &host->writable);
 }
 
 std::string SizeOption(std::uint64_t mb) {

@@ -278,7 +278,15 @@ Status LockSandbox(const SandboxSetup& setup, SandboxReport* report, SessionWall
       if (op.kind != MountOpKind::kOverlay) continue;
       std::string lower = std::string(kSessionLowers) + "/" + std::to_string(index++);
       struct stat st {};
-      if (::stat(lower.c_str(), &st) == 0) walls->overlays.push_back({lower, op.target});
+      if (::stat(lower.c_str(), &st) != 0) continue;
+      SessionOverlay overlay{lower, op.target, {}};
+      for (const MountOp& hide : setup.plan) {
+        if (hide.kind == MountOpKind::kHide && hide.target != op.target &&
+            PathUnder(hide.target, op.target)) {
+          overlay.hides.push_back(hide.target);
+        }
+      }
+      walls->overlays.push_back(std::move(overlay));
     }
   }
   DOLSOT_RETURN_IF_ERROR(ReportSessionWalls(setup, *walls, abi, report));

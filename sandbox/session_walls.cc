@@ -56,6 +56,14 @@ Status SessionOverlays(const std::vector<SessionOverlay>& overlays, const std::s
     if (!mounted.ok()) {
       return Status(mounted.code(), "the session's overlay at " + overlays[i].target + ": " + mounted.message());
     }
+    // What the worker hid inside this overlay's target, hidden again on
+    // top of it: an empty read-only tmpfs, as the worker's (mount_plan.h).
+    for (const std::string& hide : overlays[i].hides) {
+      if (::mount("tmpfs", hide.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=16k") != 0) {
+        return Failed("hide " + hide + " inside the session's overlay at " + overlays[i].target);
+      }
+    }
   }
   if (::umount2(kSandboxScratch, MNT_DETACH) != 0) return Failed("detach the overlay layers");
   for (const SessionOverlay& o : overlays) {

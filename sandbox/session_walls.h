@@ -34,10 +34,14 @@
 namespace dolsot {
 
 // An overlay mount of the policy: the host directory (bound read-only at
-// `lower` in the worker's namespace) and where the session sees it.
+// `lower` in the worker's namespace) and where the session sees it. `hides`:
+// the paths under `target` that must stay hidden (the store, the host's
+// cwd: the plan's kHide targets), covered again on top of the session's
+// overlay, which would otherwise show the host directory whole.
 struct SessionOverlay {
   std::string lower;
   std::string target;
+  std::vector<std::string> hides;
 };
 
 struct SessionWalls {

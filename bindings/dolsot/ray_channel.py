@@ -4,7 +4,10 @@ over a socket of their own instead of a Ray call (which costs ~1 ms alone).
 Actor side, ``ChannelServer``: a listener (a unix socket in a private 0700
 directory when the pool's driver is on the actor's node, else TCP on the
 node's IP), whose every connection, once authenticated, is served by a thread
-of its own: a request pickle in, its reply pickle out, one at a time.
+of its own: a request pickle in, its reply pickle out, one at a time. A
+request that asks for it (live output) gets event pickles ahead of its reply,
+``(kind, payload)`` as the handler emits them while it runs; the reply is
+``("ok", value)`` or ``("err", exception)``.
 Pool side, ``Channel``: up to ``limit`` connections to one actor, each used by
 one calling thread at a time, so cells of different sessions run in parallel
 and a thread's cells stay in order.
@@ -37,8 +40,36 @@ CONNECT_SECONDS = 10.0
 MAX_CONNECTIONS = 256  # per actor; the pool opens at most its max_concurrency
 
 
+REPLIES = ("ok", "err")  # the last message of a call; anything else is an event
+
+
 class ChannelLost(Exception):
     """The channel to an actor could not be opened, or broke during a call."""
+
+
+class _Emitter:
+    """Sends a call's events on its connection while the handler runs (from
+    any thread, one at a time), until the reply is sent: then it is sealed
+    and a late event raises instead of landing in the next call's stream."""
+
+    def __init__(self, conn: mpc.Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._sealed = False
+
+    def __call__(self, kind: str, payload: Any) -> None:
+        if kind in REPLIES:
+            raise ValueError(f"an event cannot be of kind {kind!r}")
+        data = pickle.dumps((kind, payload), pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            if self._sealed:
+                raise ChannelLost("the call this event belongs to has returned")
+            self._conn.send_bytes(data)
+
+    def reply(self, payload: bytes) -> None:
+        with self._lock:
+            self._sealed = True
+            self._conn.send_bytes(payload)
 
 
 def _deadline(sock: socket.socket, seconds: float) -> None:
@@ -81,13 +112,15 @@ class ChannelServer:
 
     ``ChannelServer(handler, authkey, kind, host)``: ``kind`` is ``"unix"``
     or ``"tcp"`` (bound to ``host``, port chosen by the kernel);
-    ``handler(method, args)`` answers one request. ``address`` is what
+    ``handler(method, args, emit)`` answers one request; ``emit(kind,
+    payload)`` sends an event ahead of the reply when the client asked for
+    them (else ``emit`` is None). ``address`` is what
     ``Channel`` connects to. ``stop()`` closes the listener and shuts every
     connection down (a cell being served finishes); ``join(timeout)`` waits
     for the threads and returns the names of any still alive.
     """
 
-    def __init__(self, handler: Callable[[str, tuple], Any], authkey: bytes, kind: str,
+    def __init__(self, handler: Callable[[str, tuple, Any], Any], authkey: bytes, kind: str,
                  host: str = "127.0.0.1") -> None:
         self._handler = handler
         self._authkey = authkey
@@ -186,9 +219,11 @@ class ChannelServer:
                     request = conn.recv_bytes()
                 except (EOFError, OSError):
                     return  # the pool closed it, or stop() shut it down
+                emit = None
                 try:
-                    method, args = pickle.loads(request)
-                    reply = ("ok", self._handler(method, args))
+                    method, args, events = pickle.loads(request)
+                    emit = _Emitter(conn) if events else None
+                    reply = ("ok", self._handler(method, args, emit))
                 except Exception as error:  # noqa: BLE001 - raised again in the pool
                     reply = ("err", error)
                 try:
@@ -196,7 +231,10 @@ class ChannelServer:
                 except Exception as error:  # noqa: BLE001 - an unpicklable error or value
                     payload = pickle.dumps(("err", RuntimeError(
                         f"the actor's reply could not be pickled: {error!r}")))
-                conn.send_bytes(payload)
+                if emit is not None:
+                    emit.reply(payload)
+                else:
+                    conn.send_bytes(payload)
         except Exception:  # noqa: BLE001 - a failed handshake or a vanished client
             return
         finally:
@@ -253,14 +291,25 @@ class Channel:
             self._open += 1
             self._idle.append(first)
 
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: str, *args: Any,
+             on_event: Callable[[str, Any], None] | None = None) -> Any:
         """Sends `method(*args)` and returns its reply, or raises what the
-        actor raised; ChannelLost when the connection fails or breaks."""
-        request = pickle.dumps((method, args), pickle.HIGHEST_PROTOCOL)  # a caller's error raises here
+        actor raised; ChannelLost when the connection fails or breaks. With
+        ``on_event``, the actor's handler may emit events while it runs:
+        each reaches ``on_event(kind, payload)`` on this thread, in order,
+        as it arrives (the actor's sends wait while this one is slow)."""
+        request = pickle.dumps((method, args, on_event is not None),
+                               pickle.HIGHEST_PROTOCOL)  # a caller's error raises here
         conn = self._take()
         try:
             conn.send_bytes(request)
-            status, value = pickle.loads(conn.recv_bytes())
+            while True:
+                status, value = pickle.loads(conn.recv_bytes())
+                if status in REPLIES:
+                    break
+                if on_event is None:
+                    raise ValueError(f"an event ({status!r}) came for a call that asked for none")
+                on_event(status, value)
         except BaseException as error:
             self._drop(conn)  # its reply may still come: never reuse it
             if isinstance(error, (EOFError, OSError, pickle.UnpicklingError, ValueError)):

@@ -10,6 +10,7 @@ watches, kills and replaces the actors.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -19,7 +20,7 @@ from typing import Any, Callable, Mapping
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from dolsot._backend import AsyncRunMixin
+from dolsot._backend import AsyncRunMixin, OnImage, OnOutput
 from dolsot._dolsot import Outcome, Result, SessionInfo, validate_session_id
 from dolsot.errors import ConfigError, SessionBusy
 from dolsot.ray_channel import Channel, ChannelLost, ChannelServer
@@ -39,7 +40,7 @@ class _Host:
     node id, "authkey": bytes}``; "auto" is a unix socket when the driver is
     on this node, else TCP on this node's IP."""
 
-    _CALLS = frozenset({"run", "sessions", "reset", "hello"})  # what the channel serves
+    _CALLS = frozenset({"run", "interrupt", "sessions", "reset", "hello"})  # what the channel serves
 
     def __init__(self, make_store: StoreSpec, repl_options: Mapping[str, Any],
                  channel: Mapping[str, Any] | None = None) -> None:
@@ -67,9 +68,13 @@ class _Host:
             return self.store.token, None, None, self.channel_error
         return self.store.token, self.server.kind, self.server.address, None
 
-    def _serve(self, method: str, args: tuple) -> Any:
+    def _serve(self, method: str, args: tuple, emit: Callable[[str, Any], None] | None) -> Any:
         if method not in self._CALLS:
             raise ValueError(f"the channel serves {sorted(self._CALLS)}, not {method!r}")
+        if emit is not None:
+            if method != "run":
+                raise ValueError(f"only run streams events, not {method!r}")
+            return self.run(*args, emit=emit)
         return getattr(self, method)(*args)
 
     def pid(self) -> int:
@@ -78,9 +83,24 @@ class _Host:
         return os.getpid()
 
     def run(self, sid: str, code: str, timeout: float | None,
-            variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = self.repl.run(sid, code, timeout=timeout, variables=variables)
+            variables: dict[str, Any] | None = None, live: tuple[bool, bool] | None = None,
+            emit: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+        """The cell's Result as a dict. ``live``: (on_output, on_image) as the
+        pool's caller gave them: the Repl streams those to ``emit`` (the
+        channel's events, ``("out", str)`` and ``("image", bytes)``) or,
+        without a channel (a Ray call cannot stream), into the reply's
+        ``"live"`` list, delivered by the pool when the call returns."""
+        collected: list[tuple[str, Any]] = []
+        send = emit if emit is not None else (lambda kind, payload: collected.append(
+            (kind, payload)))
+        callbacks: dict[str, Any] = {}
+        if live and live[0]:
+            callbacks["on_output"] = lambda text: send("out", text)
+        if live and live[1]:
+            callbacks["on_image"] = lambda png: send("image", png)
+        result = self.repl.run(sid, code, timeout=timeout, variables=variables, **callbacks)
         return {
+            "live": collected,
             "ok": result.ok, "value": result.value, "stdout": result.stdout,
             "error": result.error, "exit_code": result.exit_code, "held": list(result.held),
             "dropped": list(result.dropped), "outcome": result.outcome.name,
@@ -88,6 +108,9 @@ class _Host:
             "images": list(result.images), "has_returned": result.has_returned,
             "returned": result.returned if result.has_returned else None,
         }
+
+    def interrupt(self, sid: str) -> None:
+        self.repl.interrupt(sid)
 
     def sessions(self) -> list[tuple[str, int, float]]:
         return [(s.id, s.size_bytes, s.last_used) for s in self.repl.sessions()]
@@ -138,6 +161,33 @@ class PoolResult(Result):
         return self._returned
 
 
+class _LiveRelay:
+    """One run()'s on_output/on_image in the pool: the actor's events reach
+    them on the calling thread, in order. The first exception either raises
+    is logged once (logger ``dolsot``, as a Repl does); the cell goes on."""
+
+    def __init__(self, on_output: OnOutput | None, on_image: OnImage | None) -> None:
+        for name, callback in (("on_output", on_output), ("on_image", on_image)):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"run() argument '{name}' must be a callable or None, "
+                                f"not {type(callback).__name__}")
+        self._callbacks = {"out": ("on_output", on_output), "image": ("on_image", on_image)}
+        self._logged = False
+
+    def __call__(self, kind: str, payload: Any) -> None:
+        name, callback = self._callbacks.get(kind, (kind, None))
+        if callback is None:
+            return  # not asked for (the actor sends only what was)
+        try:
+            callback(payload)
+        except Exception:  # noqa: BLE001 - the caller's bug is not the cell's
+            if not self._logged:
+                self._logged = True
+                logging.getLogger("dolsot").error(
+                    "%s raised; the cell goes on (this is logged once per run, later errors "
+                    "are not)", name, exc_info=True)
+
+
 class _Slot:
     """One actor of the pool and what the pool knows of it."""
 
@@ -147,11 +197,13 @@ class _Slot:
         self.channel = channel  # None: Ray calls
         self.sessions: set[str] = set()
 
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: str, *args: Any,
+             on_event: Callable[[str, Any], None] | None = None) -> Any:
         """`method(*args)` on the actor, over its channel or else through Ray.
-        Raises ChannelLost or RayActorError when the actor cannot answer."""
+        Raises ChannelLost or RayActorError when the actor cannot answer.
+        ``on_event``: the channel's events as they come (none through Ray)."""
         if self.channel is not None:
-            return self.channel.call(method, *args)
+            return self.channel.call(method, *args, on_event=on_event)
         return ray.get(getattr(self.handle, method).remote(*args))
 
     def end(self) -> None:
@@ -192,8 +244,12 @@ class SessionPool(AsyncRunMixin):
     cell). An actor whose channel cannot be opened is called through Ray,
     with a ``RuntimeWarning`` saying why.
 
-    ``run(session_id, code, *, timeout=None) -> Result`` (``arun`` awaits it),
-    ``sessions()``, ``reset(target)``, ``close()``: as on a Repl. A cell
+    ``run(session_id, code, *, timeout=None, variables=None, on_output=None,
+    on_image=None) -> Result`` (``arun`` awaits it, ``astream`` yields its
+    chunks then the Result), ``interrupt(session_id)``, ``sessions()``,
+    ``reset(target)``, ``close()``: as on a Repl. ``on_output``/``on_image``
+    are called on the thread that called ``run`` as the actor's Repl streams
+    over the channel; through Ray calls they are called when the cell ends. A cell
     whose actor died under it returns ``Outcome.WORKER_LOST``; the session
     continues on another actor from its last checkpoint. Thread-safe.
     Ray must be initialized first (``ray.init``); the pool does not own Ray.
@@ -234,13 +290,22 @@ class SessionPool(AsyncRunMixin):
     # ------------------------------------------------------------- the calls
 
     def run(self, session_id: str, code: str, *, timeout: float | None = None,
-            variables: dict[str, Any] | None = None) -> Result:
+            variables: dict[str, Any] | None = None, on_output: OnOutput | None = None,
+            on_image: OnImage | None = None) -> Result:
         validate_session_id(session_id)
+        relay = _LiveRelay(on_output, on_image)
+        live = None
+        if on_output is not None or on_image is not None:
+            live = (on_output is not None, on_image is not None)
         deadline = time.monotonic() + self._lease_wait
         while True:
             slot = self._route(session_id)
             try:
-                return PoolResult(slot.call("run", session_id, code, timeout, variables))
+                fields = slot.call("run", session_id, code, timeout, variables, live,
+                                   on_event=relay if live else None)
+                for kind, payload in fields.pop("live", ()):  # a Ray call's, at its end
+                    relay(kind, payload)
+                return PoolResult(fields)
             except (RayActorError, ChannelLost) as error:
                 what = self._lost(slot, error)
                 return PoolResult({
@@ -256,6 +321,24 @@ class SessionPool(AsyncRunMixin):
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
+
+    def interrupt(self, session_id: str) -> None:
+        """Stops the cell running in `session_id` now, as ``Repl.interrupt``
+        (its Result: ``INTERRUPTED``, exit 130); nothing if none runs. Asked
+        of the session's actor over another connection of its channel (or a
+        Ray call); an actor that cannot answer is left to the running call,
+        which reports it."""
+        validate_session_id(session_id)
+        with self._lock:
+            if self._closed:
+                raise ConfigError("this SessionPool is closed")
+            slot = self._routes.get(session_id)
+        if slot is None:
+            return  # never routed: nothing runs there
+        try:
+            slot.call("interrupt", session_id)
+        except (RayActorError, ChannelLost):
+            pass
 
     def sessions(self) -> list[SessionInfo]:
         """Every session of the pool: live on an actor or stored, by id. An

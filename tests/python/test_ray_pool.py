@@ -8,6 +8,7 @@ Ray's own calls as the fallback."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import stat
@@ -272,14 +273,200 @@ def test_cells_of_different_sessions_on_one_actor_run_in_parallel(store, tmp_pat
         assert pool.actor_of("reader") == pool.actor_of("writer")
 
 
+class Recorder:
+    """on_output/on_image that record, in order, what they saw and on which thread."""
+
+    def __init__(self):
+        self.events = []
+        self.threads = set()
+        self.lock = threading.Lock()
+
+    def output(self, text):
+        with self.lock:
+            self.threads.add(threading.get_ident())
+            self.events.append(("out", text))
+
+    def image(self, png):
+        with self.lock:
+            self.threads.add(threading.get_ident())
+            self.events.append(("image", png))
+
+    def text(self):
+        with self.lock:
+            return "".join(value for kind, value in self.events if kind == "out")
+
+    def merged(self):
+        """Consecutive text joined into one event (chunks may merge or split)."""
+        out = []
+        for kind, value in self.events:
+            if kind == "out" and out and out[-1][0] == "out":
+                out[-1] = ("out", out[-1][1] + value)
+            else:
+                out.append((kind, value))
+        return out
+
+
+FIGURE_CELL = ("import sys\nimport matplotlib.pyplot as plt\nprint('before')\n"
+               "sys.stderr.write('err\\n')\nplt.plot([1, 2])\nplt.show()\nprint('after')")
+
+
+def test_live_output_crosses_the_channel_while_the_cell_runs_in_the_actor(store, caplog):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert pool.channel_of("live") == "unix"
+        # The cell prints, then loops for ever; only the callback, once it has
+        # seen the first chunk, ends it (pool.interrupt). So the chunk crossed
+        # from the actor while the cell ran, or the run ends at its timeout.
+        seen, ended_by = Recorder(), []
+
+        def on_output(text):
+            seen.output(text)
+            if "first" in seen.text() and not ended_by:
+                ended_by.append("interrupt")
+                pool.interrupt("live")
+
+        r = pool.run("live", "x = 1\nprint('first', flush=True)\nwhile True:\n    pass",
+                     on_output=on_output, timeout=60)
+        assert ended_by == ["interrupt"]
+        assert (r.ok, r.exit_code, r.outcome) == (False, 130, dolsot.Outcome.INTERRUPTED)
+        assert seen.text().startswith("first") and "first" in r.stdout
+        assert "NameError" in pool.run("live", "x").error  # interrupted: rolled back
+
+        # Order across stdout, stderr and figures, as the Repl streams them.
+        drawn = Recorder()
+        r = pool.run("fig", FIGURE_CELL, on_output=drawn.output, on_image=drawn.image)
+        assert r.ok, r.error
+        assert [kind for kind, _ in drawn.merged()] == ["out", "image", "out"]
+        assert drawn.merged()[0] == ("out", "before\nerr\n")
+        assert drawn.merged()[2] == ("out", "after\n")
+        assert drawn.merged()[1][1] == r.images[0] and r.images[0].startswith(b"\x89PNG")
+        assert r.stdout == "before\nerr\nafter\n"
+
+        # A raising callback is logged once; the cell goes on.
+        calls = []
+
+        def raising(text):
+            calls.append(text)
+            raise ValueError("callback bug")
+
+        with caplog.at_level(logging.ERROR, logger="dolsot"):
+            r = pool.run("c", "import time\nfor i in range(3):\n    print(i, flush=True)\n"
+                              "    time.sleep(0.02)\n'done'", on_output=raising)
+        assert (r.ok, r.value, r.stdout) == (True, "'done'", "0\n1\n2\n")
+        assert "".join(calls) == "0\n1\n2\n"
+        records = [rec for rec in caplog.records if rec.name == "dolsot"]
+        assert len(records) == 1 and "on_output raised" in records[0].getMessage()
+        assert records[0].exc_info[0] is ValueError
+
+        # max_output bounds the stream as on a Repl: the head, then one notice.
+        bounded = Recorder()
+        r = pool.run("c", "for i in range(30):\n    print('x' * 9999)", on_output=bounded.output)
+        text = bounded.text()
+        assert text[:100_000] == ("x" * 9999 + "\n") * 10
+        assert "output past 100000 characters is not streamed" in text[100_000:]
+        assert "x" not in text[100_000:].replace("exactly", "")
+
+        with pytest.raises(TypeError, match="'on_output' must be a callable or None, not int"):
+            pool.run("c", "1", on_output=3)
+        with pytest.raises(TypeError, match="'on_image' must be a callable or None, not str"):
+            pool.run("c", "1", on_image="png")
+        pool.interrupt("never-ran")  # nothing runs there: nothing happens
+
+
+def test_a_slow_callback_does_not_hold_the_actor_s_cell_back(store):
+    # Each call takes 50 ms; 2000 flushed lines called one by one would be
+    # 100 s. The actor's Repl merges what waits while the channel is held up.
+    calls = []
+
+    def slow(text):
+        calls.append(text)
+        time.sleep(0.05)  # the slowness under test, not a synchronisation
+
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as pool:
+        r = pool.run("c", "for i in range(2000):\n    print(i, flush=True)", on_output=slow)
+    assert r.ok
+    assert "".join(calls) == r.stdout == "".join(f"{i}\n" for i in range(2000))
+    assert len(calls) < 200
+
+
+def test_arun_and_astream_stream_from_the_pool(store):
+    with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
+        seen = Recorder()
+        r = asyncio.run(pool.arun("a", "print('async')\n7", on_output=seen.output))
+        assert (r.value, seen.text()) == ("7", "async\n")
+
+        async def collect():
+            return [item async for item in pool.astream("a", "for i in range(3):\n"
+                                                             "    print(i, flush=True)\n42")]
+
+        *chunks, result = asyncio.run(collect())
+        assert chunks and all(isinstance(chunk, str) for chunk in chunks)
+        assert "".join(chunks) == "0\n1\n2\n"
+        assert isinstance(result, dolsot.Result) and result.value == "42"
+
+        async def first_chunk_only():
+            stream = pool.astream("s", "s = 1\nprint('go', flush=True)\nwhile True:\n    pass",
+                                  timeout=60)
+            first = await stream.__anext__()
+            await stream.aclose()  # interrupts the cell, and waits for its end
+            return first
+
+        assert asyncio.run(first_chunk_only()) in ("go", "go\n")
+        assert "NameError" in pool.run("s", "s").error  # interrupted, rolled back
+        assert pool.run("s", "1 + 1").value == "2"
+
+
+def test_through_ray_calls_live_output_comes_whole_at_the_end(store, tmp_path):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS, channel="ray") as pool:
+        assert pool.channel_of("r") == "ray"
+        seen = Recorder()
+        r = pool.run("r", FIGURE_CELL, on_output=seen.output, on_image=seen.image)
+        assert r.ok, r.error
+        assert seen.merged()[0] == ("out", "before\nerr\n")
+        assert [kind for kind, _ in seen.merged()] == ["out", "image", "out"]
+        assert seen.merged()[1][1] == r.images[0]
+
+        async def collect():
+            return [item async for item in pool.astream("r", "print('x')\n5")]
+
+        *chunks, result = asyncio.run(collect())
+        assert ("".join(chunks), result.value) == ("x\n", "5")
+        # interrupt goes through Ray too, while the cell runs in the actor.
+        os.mkfifo(tmp_path / "started")
+        cell = (f"x = 1\nf = open({str(tmp_path / 'started')!r}, 'w')\nf.write('x')\n"
+                "f.close()\nprint('so far')\nwhile True:\n    pass")
+        with ThreadPoolExecutor(1) as thread:
+            pending = thread.submit(pool.run, "r2", cell, timeout=60, on_output=seen.output)
+            with open(tmp_path / "started") as f:  # returns once the cell is running
+                assert f.read() == "x"
+            pool.interrupt("r2")
+            stopped = pending.result(timeout=120)
+        assert (stopped.exit_code, stopped.outcome) == (130, dolsot.Outcome.INTERRUPTED)
+        assert seen.text().endswith("so far\n")  # what came before, at the end
+        plain = pool.run("r", "print('no callback')")
+        assert plain.stdout == "no callback\n"
+
+
+async def _collect(stream):
+    return [item async for item in stream]
+
+
 def test_a_pool_leaves_no_thread_socket_or_process_after_close(store):
     with SessionPool(1, store=store, repl_options=REPL_OPTIONS) as warm:
         assert warm.run("w", "1").ok  # Ray's driver-side setup happens once
     threads, fds = set(threading.enumerate()), open_fds()
     pool = SessionPool(2, store=store, repl_options=REPL_OPTIONS)
+    streamed = [Recorder() for _ in range(32)]  # half the cells stream their output
+
+    def cell(i):
+        live = {"on_output": streamed[i].output} if i % 2 else {}
+        return pool.run(f"c{i % 4}", f"print({i})\n{i}", **live)
+
     with ThreadPoolExecutor(8) as callers:
-        results = list(callers.map(lambda i: pool.run(f"c{i % 4}", f"{i}"), range(32)))
+        results = list(callers.map(cell, range(32)))
     assert all(r.ok for r in results)
+    assert [streamed[i].text() for i in range(1, 32, 2)] == [f"{i}\n" for i in range(1, 32, 2)]
+    *chunks, last = asyncio.run(_collect(pool.astream("c0", "print('end')\n0")))
+    assert ("".join(chunks), last.value) == ("end\n", "0")
     channels = [slot.channel for slot in pool._slots]
     assert sum(c.open_connections() for c in channels) >= 2
     actor_pids = ray.get([h.pid.remote() for h in pool.actors()])
@@ -314,6 +501,13 @@ def test_an_actor_s_channel_ends_its_threads_sockets_and_processes_at_close(stor
         values = list(callers.map(lambda i: channel.call("run", f"h{i}", f"{i} + 1", None),
                                   range(12)))
     assert [v["value"] for v in values] == [str(i + 1) for i in range(12)]
+    events = []  # a streaming call: its events, in order, ahead of its reply
+    streamed = channel.call("run", "h0", "print('a')\nprint('b', flush=True)\n9", None, None,
+                            (True, False), on_event=lambda *event: events.append(event))
+    assert streamed["value"] == "9" and streamed["live"] == []
+    assert "".join(text for kind, text in events) == "a\nb\n" and {k for k, _ in events} == {"out"}
+    with pytest.raises(ValueError, match="only run streams events, not 'sessions'"):
+        channel.call("sessions", on_event=events.append)
     with pytest.raises(ValueError, match="not 'close'"):
         channel.call("close")  # the channel serves run, sessions, reset and hello only
     with pytest.raises(dolsot.InvalidSession):

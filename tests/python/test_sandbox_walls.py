@@ -123,6 +123,52 @@ def test_a_mount_of_a_missing_host_path_is_refused_where_it_is_made(tmp_path):
     subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
 
 
+def test_cli_refuses_a_mount_the_sandbox_would_not_show_as_a_usage_error(tmp_path):
+    # Issue #41: each refusal known before the worker starts is exit 2 with
+    # a message naming the mount and why, direct and through the server;
+    # nothing runs (once: exit 1, a WorkerError from the worker's start).
+    work, home, rw = tmp_path / "work", tmp_path / "home", tmp_path / "rw"
+    cache = home / "cache"
+    for d in (work / "sub", cache, rw / "inner"):
+        d.mkdir(parents=True)
+    (work / "file").write_text("x")
+    (tmp_path / "link").symlink_to(work / "sub")
+    (rw / "alias").symlink_to(rw / "inner")
+    refused = [
+        (f"/src={work}:overlay", ["mount /src would show", f"'{work}' is the working directory"]),
+        (f"/src={work}", ["mount /src would show", "run dolsot from another directory"]),
+        (f"/src={work}:read-write", ["mount /src would show", "working directory"]),
+        (f"/c={cache}", ["mount /c would show", f"'{cache}' is dolsot's cache directory"]),
+        (f"/h={home}:read-write", ["read-write mount /h would hold /h/cache",
+                                   "cache directory"]),
+        (f"/l={tmp_path / 'link'}", ["mount /l", "passes through the symlink"]),
+        (f"/f={work / 'file'}:overlay", ["overlay mount /f", "is a file"]),
+        (f"/d={rw / 'alias'}:read-write", ["read-write mount /d", "symlink"]),
+    ]
+    env = {**os.environ, "DOLSOT_CACHE_DIR": str(cache), "DOLSOT_TYPECHECK": "0"}
+    try:
+        for serve in ("0", "1"):
+            for mount, says in refused:
+                p = subprocess.run([_cli(), "--sandbox", "--mount", mount, "--session", "s",
+                                    "print('ran')"], cwd=work, env={**env, "DOLSOT_SERVE": serve},
+                                   capture_output=True, text=True, timeout=120)
+                assert (p.returncode, p.stdout) == (2, ""), (serve, mount, p.returncode, p.stderr)
+                assert p.stderr.startswith("dolsot: error: sandbox: "), (serve, mount, p.stderr)
+                assert all(part in p.stderr for part in says), (serve, mount, p.stderr)
+            # Holding the cwd and the cache is fine where nothing can move
+            # them: they are hidden inside the mount.
+            ok_run = subprocess.run([_cli(), "--sandbox", "--mount", f"/t={tmp_path}:overlay",
+                                     "--session", f"ok{serve}",
+                                     "import os; sorted(os.listdir('/t/work')), "
+                                     "os.listdir('/t/home/cache')"],
+                                    cwd=work, env={**env, "DOLSOT_SERVE": serve},
+                                    capture_output=True, text=True, timeout=120)
+            assert ok_run.returncode == 0, (serve, ok_run.stderr)
+            assert ok_run.stdout == "([], [])\n", (serve, ok_run.stdout)
+    finally:
+        subprocess.run([_cli(), "serve", "--stop"], env=env, capture_output=True, timeout=180)
+
+
 @pytest.mark.parametrize("name", ["inner", "absolute", "etc"])
 def test_a_planted_symlink_never_becomes_a_bind(planted, tmp_path, name):
     # Another policy that names the planted path (read-only or read-write):
