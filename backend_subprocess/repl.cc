@@ -31,6 +31,7 @@
 #include "core/toolbox_name.h"
 #include "sandbox/bind_source.h"
 #include "sandbox/sandbox_mark.h"
+#include "sandbox/sandbox_mount_check.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
@@ -838,6 +839,26 @@ StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
     auto opened = FileStore::Open(config->cache_dir, config->ttl_days);
     if (!opened.ok()) return opened.status();
     store = std::move(opened).value();
+  }
+  if (options.sandbox) {
+    // A mount the worker would refuse (one showing the store or the cwd, a
+    // read-write one holding them, ...) is refused here, where the Repl is
+    // made: a configuration error (the CLI's exit 2), not a worker that
+    // fails at the first cell. The worker checks again with the same code.
+    const std::string cwd =
+        options.worker_directory.empty() ? CurrentDirectory() : options.worker_directory;
+    std::vector<HiddenHostPath> hidden{
+        {config->cache_dir, "dolsot's cache directory, which holds the sessions' checkpoints "
+                            "(DOLSOT_CACHE_DIR)"}};
+    if (!cwd.empty()) {
+      hidden.push_back({cwd, "the working directory the worker runs in, which a sandbox never "
+                             "shows; run from another directory to mount it"});
+    }
+    if (const auto* files = dynamic_cast<const FileStore*>(store.get());
+        files != nullptr && files->directory() != config->cache_dir) {
+      hidden.push_back({files->directory(), "the session store's directory"});
+    }
+    DOLSOT_RETURN_IF_ERROR(CheckSandboxMounts(options.sandbox->mounts, hidden));
   }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(config).value(), std::move(store));
   return std::unique_ptr<Repl>(new Repl(std::move(impl)));

@@ -11,12 +11,7 @@
 #define DOLSOT_CLI_HAS_AST_GATE 1
 #endif
 
-#include <unistd.h>
-
 #include <sstream>
-
-#include "cli/sandbox_options.h"
-#include "core/file_store.h"
 
 #ifndef DOLSOT_BUILD_TREE_WORKER
 #define DOLSOT_BUILD_TREE_WORKER ""
@@ -58,25 +53,6 @@ std::vector<std::string> TypecheckPath(const EnvLookup& env) {
   return path;
 }
 
-// A mount the sandbox would refuse, refused before the Repl exists: a usage
-// error naming it (cli/sandbox_options.h), not a worker that fails to start.
-Status CheckMounts(const ReplOptions& options) {
-  if (!options.sandbox) return Status::Ok();
-  auto config = ResolveConfig(options.config);
-  if (!config.ok()) return Status::Ok();  // Repl::Create says what is wrong
-  std::string store_dir;
-  if (const auto* files = dynamic_cast<const FileStore*>(options.store.get())) {
-    store_dir = files->directory();
-  }
-  std::string cwd = options.worker_directory;
-  if (cwd.empty()) {
-    std::string buffer(4096, '\0');
-    if (::getcwd(buffer.data(), buffer.size()) == nullptr) return Status::Ok();
-    cwd = buffer.c_str();
-  }
-  return CheckSandboxMountsFor(*options.sandbox, cwd, config->cache_dir, store_dir);
-}
-
 }  // namespace
 
 StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvLookup& env) {
@@ -112,7 +88,6 @@ StatusOr<ReplOptions> ReplOptionsFor(const BackendSettings& settings, const EnvL
 }
 
 StatusOr<std::unique_ptr<Backend>> OpenRepl(ReplOptions options) {
-  DOLSOT_RETURN_IF_ERROR(CheckMounts(options));
   auto repl = Repl::Create(std::move(options));
   if (!repl.ok()) return repl.status();
   return std::unique_ptr<Backend>(std::move(repl).value());
@@ -121,7 +96,6 @@ StatusOr<std::unique_ptr<Backend>> OpenRepl(ReplOptions options) {
 StatusOr<std::unique_ptr<Backend>> OpenReplBackend(const BackendSettings& settings) {
   auto options = ReplOptionsFor(settings, ProcessEnvironment());
   if (!options.ok()) return options.status();
-  DOLSOT_RETURN_IF_ERROR(CheckMounts(*options));
   auto repl = Repl::Create(std::move(options).value());
   if (!repl.ok()) return repl.status();
   if (settings.start_worker) DOLSOT_RETURN_IF_ERROR((*repl)->StartWorker());

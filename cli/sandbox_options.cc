@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 
 #include "sandbox/bind_source.h"
-#include "sandbox/sandbox_mount_check.h"
 
 namespace dolsot::cli {
 
@@ -61,19 +60,6 @@ StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(const SandboxArgs& 
   DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(policy));
   DOLSOT_RETURN_IF_ERROR(CheckMountSources(policy.mounts));
   return std::optional<SandboxPolicy>(std::move(policy));
-}
-
-Status CheckSandboxMountsFor(const SandboxPolicy& policy, const std::string& cwd,
-                             const std::string& cache_dir, const std::string& store_dir) {
-  std::vector<HiddenHostPath> hidden{
-      {cwd, "the working directory dolsot runs in, which a sandbox never shows; run dolsot "
-            "from another directory to mount it"},
-      {cache_dir, "dolsot's cache directory, which holds the sessions' checkpoints "
-                  "(DOLSOT_CACHE_DIR)"}};
-  if (!store_dir.empty() && store_dir != cache_dir) {
-    hidden.push_back({store_dir, "the session store's directory"});
-  }
-  return CheckSandboxMounts(policy.mounts, hidden);
 }
 
 }  // namespace dolsot::cli

@@ -45,11 +45,4 @@ std::vector<CLI::Option*> AddSandboxOptions(CLI::App& app, SandboxArgs& args);
 StatusOr<std::optional<SandboxPolicy>> SandboxPolicyFromArgs(
     const SandboxArgs& args, const EnvLookup& env = ProcessEnvironment());
 
-// The refusals of `policy`'s mounts known before the worker starts
-// (sandbox/sandbox_mount_check.h), for a Repl whose worker runs in `cwd` over
-// the store in `cache_dir` (and in `store_dir`, when not empty): kConfig,
-// which the CLI reports as a usage error (exit 2), naming the mount and why.
-Status CheckSandboxMountsFor(const SandboxPolicy& policy, const std::string& cwd,
-                             const std::string& cache_dir, const std::string& store_dir = "");
-
 }  // namespace dolsot::cli
