@@ -296,6 +296,9 @@ StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_s
                                            std::chrono::duration<double>(wait_seconds));
   StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
   for (;;) {
+    // Also between frames: while output streams, chunks keep coming and the
+    // read never waits long enough to call `wait` (a Ctrl-C would be lost).
+    (void)wait();
     auto frame = ReadFrame(fd, kMaxResponseFrame, deadline, wait);
     if (!frame.ok()) return frame.status();
     reply = DecodeReply(*frame);
