@@ -350,7 +350,14 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     }
   } close_replies{replies, stop_tool_pipes};
   std::optional<CheckpointData> sent_ahead;  // sync: the cell's checkpoint
+  // A cell whose output never pauses for kPollSlice still gets its stop
+  // checks: between frames, at most one per kPollSlice.
+  Clock::time_point next_stop_check = Clock::now() + kPollSlice;
   for (;;) {
+    if (run.should_stop && Clock::now() >= next_stop_check) {
+      next_stop_check = Clock::now() + kPollSlice;
+      if (run.should_stop()) return RunnerDied(run, false, true, output);
+    }
     Deadline wait_until = deadline;
     if (run.should_stop) wait_until = std::min(deadline, Clock::now() + kPollSlice);
     Status readable = protocol::WaitReadable(socket, wait_until);

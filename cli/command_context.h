@@ -14,6 +14,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/status.h"
@@ -45,6 +46,15 @@ struct BackendSettings {
 using BackendFactory =
     std::function<StatusOr<std::unique_ptr<Backend>>(const BackendSettings& settings)>;
 
+// The names a session holds, read without running anything in it
+// (`dolsot --names`, cli/names_command.h), and where they were read.
+struct SessionNames {
+  enum class Source { kLive, kCheckpoint, kNone };
+  Source source = Source::kNone;  // kNone: no such session (no names)
+  std::vector<std::string> names;  // sorted
+};
+using NamesSource = std::function<StatusOr<SessionNames>(const std::string& session_id)>;
+
 struct CommandContext {
   std::ostream& out;
   std::ostream& err;
@@ -65,6 +75,9 @@ struct CommandContext {
   // (cli/live_stdout.h prints live only what the Result surely starts with).
   std::function<void(std::string_view)> stream_out;
   std::size_t stream_max_output = 0;
+  // Where --names reads a session's names: the server's live record, else
+  // the store's checkpoint (main.cc, serve_server.cc).
+  NamesSource session_names;
 };
 
 // The exit code for a failure found before or around a run: caller mistakes,

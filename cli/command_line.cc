@@ -29,6 +29,7 @@ constexpr const char* kFooter = R"FOOTER(Examples:
   dolsot --list-sessions
   dolsot --reset work
   dolsot --reset all
+  dolsot --names work                       # the names session work holds (runs nothing)
   dolsot mcp --toolbox mytools:mt           # an MCP server on stdio (dolsot mcp --help)
   dolsot kernel install --user --session work  # a Jupyter kernel on that session (docs/jupyter.md)
 
@@ -57,6 +58,7 @@ struct Parser {
   std::vector<CLI::Option*> run;
   CLI::Option* list_sessions = nullptr;
   CLI::Option* reset = nullptr;
+  CLI::Option* names = nullptr;
   CLI::App* mcp = nullptr;
   CLI::App* serve = nullptr;
   CLI::Option* no_serve = nullptr;
@@ -69,6 +71,7 @@ void Configure(Parser& parser, CommandLine& line) {
   parser.run = AddRunOptions(app, line.run);
   parser.list_sessions = AddListSessionsOptions(app, line.list_sessions);
   parser.reset = AddResetOptions(app, line.reset);
+  parser.names = AddNamesOptions(app, line.names);
   parser.mcp = AddMcpCommand(app, line.mcp);
   parser.json = app.add_flag("--json", line.json,
                              "Print the Result (or the session list) as one JSON document");
@@ -91,7 +94,8 @@ std::optional<std::string> ConflictingOptions(const Parser& parser) {
   for (const CLI::App* command : {parser.mcp, parser.serve}) {
     if (!command->parsed()) continue;
     std::vector<const CLI::Option*> top_level(parser.run.begin(), parser.run.end());
-    top_level.insert(top_level.end(), {parser.list_sessions, parser.reset, parser.no_serve});
+    top_level.insert(top_level.end(),
+                     {parser.list_sessions, parser.reset, parser.names, parser.no_serve});
     if (command == parser.mcp) top_level.push_back(parser.json);
     for (const CLI::Option* option : top_level) {
       if (option->count() > 0) {
@@ -103,11 +107,14 @@ std::optional<std::string> ConflictingOptions(const Parser& parser) {
     }
     return std::nullopt;
   }
-  const bool listing = parser.list_sessions->count() > 0;
-  const bool resetting = parser.reset->count() > 0;
-  if (listing && resetting) return "--list-sessions and --reset cannot be combined";
-  if (!listing && !resetting) return std::nullopt;
-  const std::string mode = listing ? "--list-sessions" : "--reset";
+  // --list-sessions, --reset and --names: at most one.
+  std::string mode;
+  for (const CLI::Option* option : {parser.list_sessions, parser.reset, parser.names}) {
+    if (option->count() == 0) continue;
+    if (!mode.empty()) return mode + " and " + option->get_name() + " cannot be combined";
+    mode = option->get_name();
+  }
+  if (mode.empty()) return std::nullopt;
   for (const CLI::Option* option : parser.run) {
     if (option->count() > 0) {
       const std::string name = option->get_name();
@@ -165,6 +172,7 @@ Action ChooseAction(const Parser& parser, const CommandLine& line) {
   if (parser.serve->parsed()) return Action::kServe;
   if (line.list_sessions.requested) return Action::kListSessions;
   if (line.reset.target) return Action::kReset;
+  if (line.names.session) return Action::kNames;
   if (line.run.sandbox.check) return Action::kSandboxCheck;
   return Action::kRun;
 }

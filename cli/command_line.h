@@ -11,6 +11,7 @@
 
 #include "cli/list_sessions_command.h"
 #include "cli/mcp_command.h"
+#include "cli/names_command.h"
 #include "cli/reset_command.h"
 #include "cli/run_command.h"
 
@@ -20,6 +21,7 @@ enum class Action {
   kRun,           // run one cell
   kListSessions,  // --list-sessions
   kReset,         // --reset SID|all
+  kNames,         // --names SID
   kMcp,           // the mcp subcommand
   kServe,         // the serve subcommand after a global flag: dolsot --json serve --status
   kSandboxCheck,  // --sandbox --check
@@ -34,6 +36,7 @@ struct CommandLine {
   RunArgs run;
   ListSessionsArgs list_sessions;
   ResetArgs reset;
+  NamesArgs names;
   McpArgs mcp;
   // kServe: the serve command's argv ("serve", then its own arguments; a
   // --json given before the word serve is passed on as serve's --json).

@@ -17,6 +17,7 @@
 #include "cli/serve_client.h"
 #include "cli/serve_command.h"
 #include "cli/serve_settings.h"
+#include "cli/stored_names.h"
 #include "core/config.h"
 #include "core/session_id.h"
 
@@ -36,7 +37,9 @@ int main(int argc, char** argv) {
   }
   InstallInterruptHandlers();
   CommandContext context{std::cout, std::cerr, std::cin, ::isatty(STDIN_FILENO) == 1,
-                         line.json, OpenReplBackend, UnixNow, InterruptRequested};
+                         line.json || line.run.json_lines, OpenReplBackend, UnixNow,
+                         InterruptRequested};
+  context.session_names = StoredSessionNames;  // --names, when no server holds the session
   // Direct mode prints a cell's stdout as it comes (cli/live_stdout.h).
   if (auto config = dolsot::ResolveConfig(dolsot::ConfigOverrides{}); config.ok()) {
     context.stream_out = [](std::string_view text) {
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
       return ListSessionsCommand(line.list_sessions, context);
     case Action::kReset:
       return ResetCommand(line.reset, context);
+    case Action::kNames:
+      return NamesCommand(line.names, context);
     case Action::kMcp:
       return McpCommand(line.mcp, context);
     case Action::kSandboxCheck:

@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/code_input.h"
-#include "cli/image_files.h"
 #include "cli/interrupt.h"
 #include "cli/json_writer.h"
 #include "core/backend.h"
@@ -56,7 +55,11 @@ std::vector<CLI::Option*> AddRunOptions(CLI::App& app, RunArgs& args) {
                      "stdin when omitted"),
       app.add_option("-s,--session", args.session,
                      "Session id whose state the cell reads and updates (required to run code)")
-          ->type_name("SID")};
+          ->type_name("SID"),
+      app.add_flag("--json-lines", args.json_lines,
+                   "As --json, and before the document the cell's output as it comes: one JSON "
+                   "object per line ({\"stdout\": TEXT} or {\"image\": PATH}), the Result "
+                   "last")};
   for (CLI::Option* option : AddBackendOptions(app, args)) options.push_back(option);
   options.insert(options.end(), sandbox.begin(), sandbox.end());
   return options;
@@ -160,7 +163,9 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   if (!backend.ok()) return ReportSetupError(context.err, backend.status());
   RunOptions options;
   options.should_stop = context.interrupted;
-  LiveStdout live(context);  // the cell's stdout as it comes (not with --json)
+  // The cell's stdout as it comes (not with --json; as JSON lines with
+  // --json-lines, figures too).
+  LiveStdout live(context, args.json_lines, *args.session);
   options.live = live.Callbacks();
   StatusOr<Result> result = Status(ErrorCode::kInternal, "unset");
   {
@@ -169,8 +174,7 @@ int RunCommand(const RunArgs& args, const CommandContext& context) {
   }
   Status closed = (*backend)->Close();
   if (!result.ok()) return ReportError(context.err, result.status());
-  auto image_paths = WriteImageFiles(context.image_directory, *args.session, result->images,
-                                     context.image_base_fd);
+  auto image_paths = live.ImagePaths(result->images);
   PrintResult(*result, context, image_paths.ok() ? *image_paths : std::vector<std::string>{},
               live.printed());
   if (!image_paths.ok()) context.err << "dolsot: warning: " << image_paths.status().message() << '\n';

@@ -38,6 +38,9 @@ struct RunArgs : BackendArgs {
   // with spaces (as dolsot 0.4 does), else stdin.
   std::optional<std::string> code;
   std::vector<std::string> code_words;
+  // --json-lines: the cell's stdout (and figures) as JSON lines while it
+  // runs, then the --json document as the last line (cli/live_stdout.h).
+  bool json_lines = false;
 };
 
 // Registers the run options on `app`; returns them so other commands can

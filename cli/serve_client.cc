@@ -296,6 +296,9 @@ StatusOr<ServeReply> Exchange(int fd, const ServeRequest& request, double wait_s
                                            std::chrono::duration<double>(wait_seconds));
   StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
   for (;;) {
+    // Also between frames: while output streams, chunks keep coming and the
+    // read never waits long enough to call `wait` (a Ctrl-C would be lost).
+    (void)wait();
     auto frame = ReadFrame(fd, kMaxResponseFrame, deadline, wait);
     if (!frame.ok()) return frame.status();
     reply = DecodeReply(*frame);
@@ -356,6 +359,9 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
     request.run.sandbox.policy = std::move(policy).value();
   } else if (line.action == Action::kListSessions) {
     request.type = RequestType::kList;
+  } else if (line.action == Action::kNames) {
+    request.type = RequestType::kNames;
+    request.target = line.names.session.value_or("");
   } else {
     request.type = RequestType::kReset;
     request.target = line.reset.target.value_or("");
@@ -381,8 +387,8 @@ std::optional<int> CallServer(const CommandLine& line, const CommandContext& con
   StatusOr<ServeReply> reply = Status(ErrorCode::kInternal, "unset");
   for (int attempt = 0;; ++attempt) {
     bool restarted = false;
-    // --list-sessions and --reset use a server that runs (it holds live
-    // sessions) but start none: the store is all there is then.
+    // --list-sessions, --reset and --names use a server that runs (it holds
+    // live sessions) but start none: the store is all there is then.
     auto fd = ConnectOrStart(*paths, line.action == Action::kRun, restarted);
     if (fd.ok() && !fd->valid()) return std::nullopt;
     if (!fd.ok()) {

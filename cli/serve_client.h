@@ -13,7 +13,7 @@
 
 namespace dolsot::cli {
 
-// Runs `line` (kRun, kListSessions or kReset) through the server: the exit
+// Runs `line` (kRun, kListSessions, kReset or kNames) through the server: the exit
 // code, or nullopt when it has to run directly (a server could not be
 // reached or started: one stderr line says so, or, when the configuration
 // itself is bad, direct mode reports it exactly as always). A run starts a

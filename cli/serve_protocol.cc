@@ -22,8 +22,14 @@ constexpr std::pair<RequestType, const char*> kRequestNames[] = {
     {RequestType::kRun, "run"},         {RequestType::kList, "list"},
     {RequestType::kReset, "reset"},     {RequestType::kRelease, "release"},
     {RequestType::kInterrupt, "interrupt"}, {RequestType::kStatus, "status"},
-    {RequestType::kStop, "stop"},
+    {RequestType::kStop, "stop"},       {RequestType::kNames, "names"},
 };
+// The requests that carry the caller's cwd and environment (the server runs
+// a command for them as it would run directly).
+bool HasCallerContext(RequestType type) {
+  return type == RequestType::kRun || type == RequestType::kList || type == RequestType::kReset ||
+         type == RequestType::kNames;
+}
 constexpr std::pair<ReplyType, const char*> kReplyNames[] = {
     {ReplyType::kOutput, "output"},
     {ReplyType::kStatus, "status"},
@@ -308,6 +314,7 @@ std::string EncodeRequest(const ServeRequest& request) {
     json["toolboxes"] = BytesList(run.toolbox_specs);
     json["timeout"] = run.timeout_seconds ? Json(*run.timeout_seconds) : Json(nullptr);
     json["gate"] = run.gate;
+    json["json_lines"] = run.json_lines;
     json["max_repr"] = OptionalNumber(run.max_repr);
     json["max_text"] = OptionalNumber(run.max_text);
     // Always the policy the caller resolved (null: none), never its flags:
@@ -315,7 +322,8 @@ std::string EncodeRequest(const ServeRequest& request) {
     json["sandbox"] = SandboxToJson(run.sandbox.policy);
     json["accept_weaker_walls"] = run.sandbox.accept_weaker_walls;
   }
-  if (request.type == RequestType::kReset || request.type == RequestType::kRelease) {
+  if (request.type == RequestType::kReset || request.type == RequestType::kRelease ||
+      request.type == RequestType::kNames) {
     json["target"] = Base64Encode(request.target);
   }
   return Dump(json);
@@ -338,8 +346,7 @@ StatusOr<ServeRequest> DecodeRequest(std::string_view frame) {
   if (!fields.error().empty()) return InvalidArgument("bad request: " + fields.error());
   if (!known) return InvalidArgument("bad request: unknown type '" + type + "'");
   request.json = fields.Flag("json");
-  if (request.type == RequestType::kRun || request.type == RequestType::kList ||
-      request.type == RequestType::kReset) {
+  if (HasCallerContext(request.type)) {
     request.cwd = fields.Bytes("cwd");
     request.env = fields.BytesList("env");
   }
@@ -350,11 +357,13 @@ StatusOr<ServeRequest> DecodeRequest(std::string_view frame) {
     run.toolbox_specs = fields.BytesList("toolboxes");
     run.timeout_seconds = fields.Number("timeout");
     run.gate = fields.Flag("gate");
+    run.json_lines = fields.Flag("json_lines");
     run.max_repr = fields.Integer("max_repr");
     run.max_text = fields.Integer("max_text");
     run.sandbox.accept_weaker_walls = fields.Flag("accept_weaker_walls");
   }
-  if (request.type == RequestType::kReset || request.type == RequestType::kRelease) {
+  if (request.type == RequestType::kReset || request.type == RequestType::kRelease ||
+      request.type == RequestType::kNames) {
     request.target = fields.Bytes("target");
   }
   if (!fields.error().empty()) return InvalidArgument("bad request: " + fields.error());
@@ -367,8 +376,7 @@ StatusOr<ServeRequest> DecodeRequest(std::string_view frame) {
     request.run.sandbox.sandbox = policy->has_value();
     request.run.sandbox.policy = std::move(policy).value();
   }
-  if (request.type == RequestType::kRun || request.type == RequestType::kList ||
-      request.type == RequestType::kReset) {
+  if (HasCallerContext(request.type)) {
     if (request.cwd.empty() || request.cwd[0] != '/') {
       return InvalidArgument("bad request: cwd must be an absolute path");
     }

@@ -25,7 +25,11 @@ namespace dolsot::cli {
 // version changed: such a server refuses the request instead.
 // 3: a run's stdout comes as it is written, in "chunk" replies ahead of its
 // "output" reply (which then holds the rest).
-inline constexpr int kServeProtocolVersion = 3;
+// 4: a run may ask for JSON lines ("json_lines", --json-lines), and the
+// "names" request reads a session's names without running a cell in it
+// (--names). A server of version 3 would answer --json-lines with one
+// document and refuse "names" as an unknown type: it is replaced instead.
+inline constexpr int kServeProtocolVersion = 4;
 // The code of the error a frame of another protocol version decodes to: a
 // server of another dolsot release (an upgrade left the old one running).
 // The client stops such a server and starts its own (serve_client.cc).
@@ -37,7 +41,7 @@ inline constexpr std::size_t kMaxRequestFrame = std::size_t{16} << 20;
 // DOLSOT_MAX_OUTPUT unless that is 0): 512 MiB.
 inline constexpr std::size_t kMaxResponseFrame = std::size_t{512} << 20;
 
-enum class RequestType { kRun, kList, kReset, kRelease, kInterrupt, kStatus, kStop };
+enum class RequestType { kRun, kList, kReset, kRelease, kInterrupt, kStatus, kStop, kNames };
 
 // What a CLI call asks of the server.
 struct ServeRequest {
@@ -46,7 +50,7 @@ struct ServeRequest {
   std::string cwd;               // the calling CLI's working directory
   std::vector<std::string> env;  // its environment, "NAME=value"
   RunArgs run;                   // kRun: run.code is always set, run.sandbox resolved
-  std::string target;            // kReset / kRelease: a session id or "all"
+  std::string target;            // kReset / kRelease: a session id or "all"; kNames: a session id
 };
 
 // What the server answers.

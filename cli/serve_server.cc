@@ -29,11 +29,14 @@
 
 #include "core/fifo_mutex.h"
 #include "cli/list_sessions_command.h"
+#include "cli/live_names.h"
+#include "cli/names_command.h"
 #include "cli/repl_backend.h"
 #include "cli/reset_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_profile.h"
 #include "cli/serve_protocol.h"
+#include "cli/stored_names.h"
 #include "core/exit_codes.h"
 #include "core/file_store.h"
 #include "core/session_id.h"
@@ -125,11 +128,7 @@ class LentBackend final : public Backend {
 
   const Capabilities& capabilities() const override { return profile_->repl->capabilities(); }
   StatusOr<Result> Run(std::string_view sid, std::string_view code,
-                       const RunOptions& options) override {
-    RunOptions with_timeout = options;
-    if (timeout_) with_timeout.timeout_seconds = timeout_;
-    return profile_->repl->Run(sid, code, with_timeout);
-  }
+                       const RunOptions& options) override;
   Status Interrupt(std::string_view sid) override { return profile_->repl->Interrupt(sid); }
   StatusOr<std::vector<SessionInfo>> Sessions() override { return profile_->repl->Sessions(); }
   StatusOr<int> Reset(std::string_view target) override { return profile_->repl->Reset(target); }
@@ -170,6 +169,8 @@ class Server {
   void GiveBack(const std::shared_ptr<Profile>& profile);
   StatusOr<std::vector<SessionInfo>> StoredSessions() { return admin_repl_->Sessions(); }
   StatusOr<int> ResetSessions(std::string_view target);
+  // The names each session live here left after its last cell (--names).
+  LiveNames& live_names() { return live_names_; }
 
  private:
   Status Listen();
@@ -198,6 +199,8 @@ class Server {
   std::vector<std::shared_ptr<Profile>> RetireForNewProfileLocked();
   std::shared_ptr<FifoMutex> Turn(const std::string& sid);
   ServeStatus CurrentStatus();
+  // --names: the live record, else the store's checkpoint.
+  StatusOr<SessionNames> NamesOf(const std::string& sid);
   void Wake() {
     const char byte = 'w';
     [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
@@ -218,6 +221,7 @@ class Server {
   FileStore* file_store_ = nullptr;  // store_, for Flush and TakeFlushError
   std::unique_ptr<Backend> admin_repl_;
   std::atomic<bool> stopping_{false};
+  LiveNames live_names_;  // for the ids in owner_ (forgotten with them)
 
   std::mutex mutex_;  // guards everything below
   std::map<std::string, std::shared_ptr<Profile>> profiles_;
@@ -232,6 +236,15 @@ class Server {
   std::vector<UniqueFd> stoppers_;  // closed last: their clients wait for EOF
   std::shared_mutex admin_;          // shared: a call on a profile; exclusive: reset/release all
 };
+
+StatusOr<Result> LentBackend::Run(std::string_view sid, std::string_view code,
+                                  const RunOptions& options) {
+  RunOptions with_timeout = options;
+  if (timeout_) with_timeout.timeout_seconds = timeout_;
+  auto result = profile_->repl->Run(sid, code, with_timeout);
+  server_.live_names().Note(std::string(sid), result);
+  return result;
+}
 
 Status LentBackend::Close() {
   if (closed_) return Status::Ok();
@@ -554,6 +567,7 @@ ServeReply Server::Handle(const ServeRequest& request, int fd, bool& keep_open) 
     case RequestType::kRun:
     case RequestType::kList:
     case RequestType::kReset:
+    case RequestType::kNames:
       return RunCommandFor(request, fd);
     case RequestType::kStatus:
       reply.type = ReplyType::kStatus;
@@ -607,7 +621,7 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
       return std::unique_ptr<Backend>(new AdminBackend(*this));
     };
   }
-  CommandContext context{out, err, in, false, request.json, factory, UnixNow,
+  CommandContext context{out, err, in, false, request.json || request.run.json_lines, factory, UnixNow,
                          [&watch]() { return watch(); }};
   context.image_base_fd = cwd ? cwd.get() : AT_FDCWD;
   if (request.type == RequestType::kRun && config.ok()) {
@@ -641,6 +655,10 @@ ServeReply Server::RunCommandFor(const ServeRequest& request, int fd) {
         break;
       case RequestType::kList:
         reply.exit_code = ListSessionsCommand(ListSessionsArgs{true}, context);
+        break;
+      case RequestType::kNames:
+        context.session_names = [this](const std::string& sid) { return NamesOf(sid); };
+        reply.exit_code = NamesCommand(NamesArgs{request.target}, context);
         break;
       default:
         reply.exit_code = ResetCommand(ResetArgs{request.target}, context);
@@ -732,6 +750,13 @@ void Server::GiveBack(const std::shared_ptr<Profile>& profile) {
   --profile->users;
 }
 
+StatusOr<SessionNames> Server::NamesOf(const std::string& sid) {
+  if (auto live = live_names_.Find(sid)) {
+    return SessionNames{SessionNames::Source::kLive, std::move(*live)};
+  }
+  return NamesInStore(*store_, sid);
+}
+
 Status Server::ReleaseSession(const std::string& sid) {
   std::shared_ptr<Profile> profile;
   {
@@ -746,6 +771,7 @@ Status Server::ReleaseSession(const std::string& sid) {
   {
     std::lock_guard<std::mutex> guard(mutex_);
     owner_.erase(sid);
+    live_names_.Forget(sid);
     if (profile) {
       profile->sessions.erase(sid);
       // A Repl with no live session is closed.
@@ -775,6 +801,7 @@ std::vector<std::shared_ptr<Profile>> Server::RetireForNewProfileLocked() {
     for (const std::string& sid : oldest->second->sessions) {
       if (auto owner = owner_.find(sid); owner != owner_.end() && owner->second == oldest->first) {
         owner_.erase(owner);
+        live_names_.Forget(sid);
       }
     }
     Log("retiring an idle worker profile (over DOLSOT_SERVE_PROFILES=" +
@@ -791,6 +818,7 @@ Status Server::ReleaseAll() {
     std::lock_guard<std::mutex> guard(mutex_);
     profiles.swap(profiles_);
     owner_.clear();
+    live_names_.Clear();
   }
   for (auto& [key, profile] : profiles) CloseProfile(profile);
   return Status::Ok();

@@ -3,11 +3,13 @@ the very session an agent drives with the CLI (docs/jupyter.md).
 
 Needs the extra ``dolsot[kernel]`` (ipykernel, jupyter_client). Built on
 ipykernel's machinery as a wrapper kernel: a ``Kernel`` subclass launched by
-``IPKernelApp``. Each cell is one ``dolsot --session SID --json`` call (the
-CLI the agent runs, through the per-user server; ``_kernel_cell.py``), so
-the person sees what the agent sees: the cell's output, its value, its
-figures as ``image/png``, the same traceback text. A first line
-``%session NAME`` switches the notebook to another session.
+``IPKernelApp``. Each cell is one ``dolsot --session SID --json-lines`` call
+(the CLI the agent runs, through the per-user server; ``_kernel_cell.py``),
+so the person sees what the agent sees: the cell's output as it prints it,
+its figures as ``image/png`` as it shows them, its value, the same traceback
+text. Completion reads the session's names with ``dolsot --names``, which
+runs nothing in the session. A first line ``%session NAME`` switches the
+notebook to another session.
 
     python -m dolsot.kernel [--session SID] [run flags] -f CONNECTION_FILE
     python -m dolsot.kernel install [--user | --sys-prefix | --prefix DIR]
@@ -46,10 +48,6 @@ __all__ = ["DolsotKernel", "main"]
 DEFAULT_SESSION = "notebook"
 _SESSION_LINE = re.compile(r"[ \t]*%session(?=\s|$)(?P<args>[^\n]*)(?:\n|$)")
 _NAME_BEFORE_CURSOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
-# The cell whose Result lists the session's names: proven read-only by the
-# engine, it runs with no rollback point and writes no checkpoint
-# (docs/architecture.md, "Read-only cells").
-_NAMES_CELL = "None"
 
 
 @dataclass
@@ -127,8 +125,12 @@ class DolsotKernel(Kernel):
             code = code[switch.end():]
         if not code.strip():
             return self._ok()
+        on_stdout = on_image = None
+        if not silent:  # the cell's output and figures as they come
+            on_stdout = lambda text: self._stream("stdout", text)  # noqa: E731
+            on_image = self._display_png
         try:
-            reply = self._cells.run(self.session_id, code)
+            reply = self._cells.run(self.session_id, code, on_stdout, on_image)
         except OSError as error:  # the CLI cannot be started (moved, deleted)
             return self._error(silent, "DolsotError",
                                f"cannot run the dolsot CLI {self._cells.cli!r}: {error}")
@@ -146,11 +148,12 @@ class DolsotKernel(Kernel):
         prefix = token.group(0) if token else ""
         start = cursor_pos - len(prefix)
         matches: list[str] = []
-        # A bare name: the session's names, then builtins and keywords. After
-        # a dot it would take running code in the session (dir()), which is
-        # a cell of its own: not offered.
+        # A bare name: the session's names and the toolboxes' aliases, then
+        # builtins and keywords. After a dot it would take running code in
+        # the session (dir()): not offered.
         if not before[:start].rstrip().endswith("."):
-            pool = [*self._session_names(), *sorted(dir(builtins)), *keyword.kwlist]
+            pool = [*sorted({*self._cells.names(self.session_id), *self._toolbox_aliases()}),
+                    *sorted(dir(builtins)), *keyword.kwlist]
             seen: set[str] = set()
             for name in pool:
                 if name.startswith(prefix) and not name.startswith("__") and name not in seen:
@@ -159,28 +162,32 @@ class DolsotKernel(Kernel):
         return {"matches": matches, "cursor_start": start, "cursor_end": cursor_pos,
                 "metadata": {}, "status": "ok"}
 
-    def _session_names(self) -> list[str]:
-        try:
-            reply = self._cells.run(self.session_id, _NAMES_CELL)
-        except OSError:
-            return []
-        return sorted(reply.held) if reply.ok else []
+    def _toolbox_aliases(self) -> list[str]:
+        """The aliases of the kernel's --toolbox flags (MODULE:ALIAS): bound in
+        the session, never among the names it saves."""
+        flags = self._cells.flags
+        return [flags[i + 1].rpartition(":")[2] for i, flag in enumerate(flags[:-1])
+                if flag == "--toolbox"]
 
-    # iopub
+    # iopub. The cell's stdout and figures went out as they came (run's
+    # callbacks); `reply` holds what is left to show.
     def _show(self, reply: CellReply) -> None:
-        if reply.notes:
-            self._stream("stderr", reply.notes)
         if reply.stdout:
             self._stream("stdout", reply.stdout)
+        if reply.notes:
+            self._stream("stderr", reply.notes)
         for png in reply.images:
-            self.send_response(self.iopub_socket, "display_data", {
-                "data": {"image/png": base64.b64encode(png).decode("ascii"),
-                         "text/plain": "<Figure>"},
-                "metadata": {}})
+            self._display_png(png)
         if reply.value is not None:
             self.send_response(self.iopub_socket, "execute_result", {
                 "execution_count": self.execution_count,
                 "data": {"text/plain": reply.value}, "metadata": {}})
+
+    def _display_png(self, png: bytes) -> None:
+        self.send_response(self.iopub_socket, "display_data", {
+            "data": {"image/png": base64.b64encode(png).decode("ascii"),
+                     "text/plain": "<Figure>"},
+            "metadata": {}})
 
     def _stream(self, name: str, text: str) -> None:
         self.send_response(self.iopub_socket, "stream", {"name": name, "text": text})

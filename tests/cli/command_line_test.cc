@@ -33,6 +33,34 @@ TEST(CommandLineTest, CodeAndSession) {
   EXPECT_FALSE(p.line.run.timeout_seconds.has_value());
 }
 
+TEST(CommandLineTest, NamesTakesASessionAndStandsAlone) {
+  Parsed p = Parse({"--names", "work", "--json"});
+  EXPECT_EQ(p.line.action, Action::kNames);
+  EXPECT_EQ(p.line.names.session, "work");
+  EXPECT_TRUE(p.line.json);
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--names", "a", "--reset", "a"},
+                                             {"--names", "a", "--list-sessions"},
+                                             {"--names", "a", "--session", "a", "1"},
+                                             {"--names", "a", "--json-lines"},
+                                             {"mcp", "--names", "a"}}) {
+    Parsed bad = Parse(args);
+    EXPECT_EQ(bad.line.exit_code, kExitUsage) << args[2];
+    EXPECT_EQ(bad.line.action, Action::kExit) << args[2];
+  }
+}
+
+TEST(CommandLineTest, JsonLinesIsARunOption) {
+  Parsed p = Parse({"--session", "w", "--json-lines", "1"});
+  EXPECT_EQ(p.line.action, Action::kRun);
+  EXPECT_TRUE(p.line.run.json_lines);
+  EXPECT_FALSE(p.line.json);  // main.cc: --json-lines prints the --json document last
+  Parsed listing = Parse({"--list-sessions", "--json-lines"});
+  EXPECT_EQ(listing.line.exit_code, kExitUsage);
+  EXPECT_NE(listing.err.find("--list-sessions cannot be combined with --json-lines"),
+            std::string::npos) << listing.err;
+}
+
 TEST(CommandLineTest, CodeIsOptionalForStdin) {
   Parsed p = Parse({"--session=work"});
   EXPECT_EQ(p.line.action, Action::kRun);

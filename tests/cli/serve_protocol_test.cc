@@ -222,6 +222,34 @@ TEST(ServeMessages, OtherRequestsAndRepliesRoundTrip) {
   EXPECT_EQ(status_back->status.socket, "/s");
 }
 
+TEST(ServeMessages, NamesAndJsonLinesRoundTrip) {
+  ServeRequest names;
+  names.type = RequestType::kNames;
+  names.cwd = "/work";
+  names.json = true;
+  names.target = "s1";
+  auto back = DecodeRequest(EncodeRequest(names));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->type, RequestType::kNames);
+  EXPECT_EQ(back->target, "s1");
+  EXPECT_EQ(back->cwd, "/work");
+  EXPECT_TRUE(back->json);
+  names.cwd = "relative";  // as every request that runs a command: an absolute cwd
+  EXPECT_FALSE(DecodeRequest(EncodeRequest(names)).ok());
+
+  ServeRequest run;
+  run.cwd = "/";
+  run.run.session = "s";
+  run.run.code = "1";
+  run.run.sandbox.resolved = true;
+  for (bool json_lines : {false, true}) {
+    run.run.json_lines = json_lines;
+    auto decoded = DecodeRequest(EncodeRequest(run));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->run.json_lines, json_lines);
+  }
+}
+
 TEST(ServeMessages, BadMessagesAreNamedErrors) {
   struct Case {
     const char* frame;
@@ -232,26 +260,26 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
       {"[1]", ErrorCode::kInvalidArgument, "not a JSON object"},
       {"{\"type\":\"run\"}", ErrorCode::kInvalidArgument, "no protocol version"},
       {"{\"v\":99,\"type\":\"run\"}", kOtherProtocolVersion, "version 99"},
-      {"{\"v\":3,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
-      {"{\"v\":3,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":4,\"type\":\"explode\"}", ErrorCode::kInvalidArgument, "unknown type"},
+      {"{\"v\":4,\"type\":7}", ErrorCode::kInvalidArgument, "'type' is not a string"},
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "missing field 'code'"},
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"@@\"}",
        ErrorCode::kInvalidArgument, "'code' is not base64"},
-      {"{\"v\":3,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
+      {"{\"v\":4,\"type\":\"list\",\"cwd\":\"cmVs\",\"env\":[]}", ErrorCode::kInvalidArgument,
        "absolute"},
-      {"{\"v\":3,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
+      {"{\"v\":4,\"type\":\"list\",\"cwd\":\"Lw==\",\"env\":[\"Tk9FUVVBTA==\"]}",
        ErrorCode::kInvalidArgument, "NAME=value"},
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],"
        "\"gate\":\"yes\"}",
        ErrorCode::kInvalidArgument, "'gate' is not a boolean"},
       // A run without its Sandbox policy (a version-1 client's shape) is
       // refused, never run unwalled; a policy that does not validate too.
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[]}",
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[]}",
        ErrorCode::kInvalidArgument, "missing field 'sandbox'"},
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":true}",
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":true}",
        ErrorCode::kInvalidArgument, "not an object"},
-      {"{\"v\":3,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
+      {"{\"v\":4,\"type\":\"run\",\"cwd\":\"Lw==\",\"env\":[],\"code\":\"\",\"toolboxes\":[],\"sandbox\":{}}",
        ErrorCode::kInvalidArgument, "'network'"},
       {"{\"v\":1,\"type\":\"run\"}", kOtherProtocolVersion, "version 1"},
   };
@@ -262,7 +290,7 @@ TEST(ServeMessages, BadMessagesAreNamedErrors) {
     EXPECT_NE(decoded.status().message().find(c.phrase), std::string::npos)
         << c.frame << ": " << decoded.status().message();
   }
-  auto reply = DecodeReply("{\"v\":3,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
+  auto reply = DecodeReply("{\"v\":4,\"type\":\"output\",\"stdout\":\"\",\"stderr\":\"\"}");
   ASSERT_FALSE(reply.ok());
   EXPECT_NE(reply.status().message().find("exit_code"), std::string::npos);
 }

@@ -71,7 +71,7 @@ class Notebook:
                                                 output_hook=messages.append)
         outputs = [(m["msg_type"], m["content"]) for m in messages
                    if m["msg_type"] not in ("status", "execute_input")]
-        return reply["content"], outputs
+        return reply["content"], coalesce(outputs)
 
     def value(self, code: str) -> str:
         content, outputs = self.run(code)
@@ -88,6 +88,19 @@ class Notebook:
         self.client.stop_channels()
         if self.km.has_kernel:
             self.km.shutdown_kernel()
+
+
+def coalesce(outputs: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """Adjacent `stream` messages of one stream joined, as every Jupyter
+    front end shows them: a cell's output streams in chunks as it prints."""
+    joined: list[tuple[str, dict]] = []
+    for kind, content in outputs:
+        if (kind == "stream" and joined and joined[-1][0] == "stream"
+                and joined[-1][1]["name"] == content["name"]):
+            joined[-1] = ("stream", {**joined[-1][1], "text": joined[-1][1]["text"] + content["text"]})
+        else:
+            joined.append((kind, content))
+    return joined
 
 
 def kernel_manager(prefix: pathlib.Path, name: str) -> KernelManager:
@@ -133,6 +146,102 @@ def test_execute_streams_output_and_the_value(notebook):
         ("execute_result", {"execution_count": content["execution_count"],
                             "data": {"text/plain": "42"}, "metadata": {}}),
     ]
+
+
+def cell_messages(nb: Notebook, msg_id: str, on_message, timeout: float = 120) -> list[dict]:
+    """The iopub messages of cell `msg_id` up to its idle status, each handed
+    to `on_message` as it arrives (while the cell still runs)."""
+    messages = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = nb.client.get_iopub_msg(timeout=max(1.0, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return messages
+        if msg["msg_type"] not in ("status", "execute_input"):
+            messages.append(msg)
+            on_message(msg)
+
+
+def test_output_streams_while_the_cell_runs(notebook, tmp_path):
+    # The cell prints step i, then waits for a file the test writes only once
+    # the notebook has shown "step i": each line is shown before the cell goes on.
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    code = ("import os, time\n"
+            "for i in range(4):\n"
+            "    print(f'step {i}', flush=True)\n"
+            f"    while not os.path.exists(os.path.join({str(gates)!r}, str(i))):\n"
+            "        time.sleep(0.01)\n"
+            "'done'")
+    shown = []
+
+    def on_message(msg):
+        if msg["msg_type"] == "stream":
+            shown.append(msg["content"]["text"])
+            for line in "".join(shown).splitlines():
+                if line.startswith("step "):
+                    (gates / line.split()[1]).touch()
+
+    msg_id = notebook.client.execute(code)
+    messages = cell_messages(notebook, msg_id, on_message)
+    reply = notebook.client.get_shell_msg(timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    outputs = coalesce([(m["msg_type"], m["content"]) for m in messages])
+    # Each line once, then the value.
+    assert outputs == [
+        ("stream", {"name": "stdout", "text": "step 0\nstep 1\nstep 2\nstep 3\n"}),
+        ("execute_result", {"execution_count": reply["content"]["execution_count"],
+                            "data": {"text/plain": "'done'"}, "metadata": {}}),
+    ]
+
+
+def test_a_shown_figure_is_displayed_while_the_cell_runs(agent, notebook, tmp_path):
+    gate = tmp_path / "seen"
+    code = ("import os, time\nimport matplotlib.pyplot as plt\n"
+            "plt.plot([1, 3, 2])\nplt.show()\n"
+            f"while not os.path.exists({str(gate)!r}):\n    time.sleep(0.01)\n"
+            "plt.plot([2, 1])\nNone")  # left open: shown at the cell's end
+
+    def on_message(msg):
+        if msg["msg_type"] == "display_data":
+            gate.touch()
+
+    msg_id = notebook.client.execute(code)
+    messages = cell_messages(notebook, msg_id, on_message)
+    reply = notebook.client.get_shell_msg(timeout=120)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    images = [m["content"]["data"]["image/png"] for m in messages
+              if m["msg_type"] == "display_data"]
+    assert len(images) == 2, [m["msg_type"] for m in messages]
+    assert all(base64.b64decode(png).startswith(b"\x89PNG\r\n\x1a\n") for png in images)
+    assert images[0] != images[1]
+    assert not list(agent.toolbox_dir.glob("dolsot-*.png"))
+
+
+def test_interrupt_while_output_streams(agent, notebook, tmp_path):
+    assert notebook.run("x = 1")[0]["status"] == "ok"
+    msg_id = notebook.client.execute(
+        "import time\nx = 2\nn = 0\nwhile True:\n    n += 1\n    print(n, flush=True)\n"
+        "    time.sleep(0.01)", stop_on_error=False)
+    interrupted = []
+
+    def on_message(msg):
+        if msg["msg_type"] == "stream" and not interrupted:
+            interrupted.append(True)
+            notebook.km.interrupt_kernel()
+
+    messages = cell_messages(notebook, msg_id, on_message)
+    reply = notebook.client.get_shell_msg(timeout=120)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+    streamed = "".join(m["content"]["text"] for m in messages
+                       if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+    lines = streamed.splitlines()
+    assert lines and lines == [str(i) for i in range(1, len(lines) + 1)], streamed  # once, in order
+    assert notebook.value("x") == "1"
+    assert agent_json(agent, "work", "x")["value"] == "1"
 
 
 def test_state_is_kept_across_executes(notebook):
@@ -238,6 +347,40 @@ def test_completion_offers_the_session_names_and_leaves_no_trace(agent, notebook
         ("3", "", ["alpha_rows", "alpha_total", "math"], [])
 
 
+AGENT_CELLS = ["radius = 2.0\ncount = 0", "count += 1", "print(count)\ncount * 10"]
+FAILING_CELL = "count += 1\nraise ValueError(f'count is {count}')"
+
+
+def test_completion_leaves_the_agents_cell_numbers_and_state_alone(agent, notebook):
+    # The same cells in two sessions; the kernel completes in one of them
+    # between the agent's cells. The agent must see the very same answers.
+    def agent_run(session, complete):
+        answers = []
+        for code in AGENT_CELLS:
+            answers.append(agent_json(agent, session, code))
+            if complete:
+                assert "radius" in notebook.complete("ra")
+                assert notebook.complete("cou") == ["count"]
+        answers.append(agent_json(agent, session, FAILING_CELL))
+        return answers
+
+    control = agent_run("control", complete=False)
+    watched = agent_run("work", complete=True)
+    assert watched == control
+    assert re.search(r'File "<cell \d+>", line 2', watched[-1]["error"]), watched[-1]["error"]
+    assert "ValueError: count is 2" in watched[-1]["error"], watched[-1]["error"]
+    assert agent_json(agent, "work", "count")["value"] == "2"
+
+
+def test_completion_offers_the_toolbox_aliases(agent, tmp_path):
+    nb = start(agent, tmp_path, "--session", "tools", "--toolbox", "mytools:mt")
+    try:
+        assert nb.complete("mt") == ["mt"]  # the alias: the session itself holds no names yet
+        assert nb.value("mt.add(2, 3)") == "5"
+    finally:
+        nb.shutdown()
+
+
 def test_install_writes_a_usable_kernelspec(agent, tmp_path):
     prefix = tmp_path / "prefix"
     proc = install(agent, prefix, "--session", "tools", "--name", "dk", "--toolbox", "mytools:mt",
@@ -318,7 +461,9 @@ from nbclient import NotebookClient
 kernels, name, path, cwd = sys.argv[1:]
 nb = nbformat.read(path, as_version=4)
 km = KernelManager(kernel_name=name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
-client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": cwd}})
+# Output streams in chunks as the cell prints it: joined, as front ends show it.
+client = NotebookClient(nb, km=km, timeout=120, coalesce_streams=True,
+                        resources={"metadata": {"path": cwd}})
 try:
     client.execute()
 finally:
