@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -702,7 +703,10 @@ def test_a_sandboxed_request_from_an_older_client_shape_is_refused(served):
     sock.connect(served.server_status()["socket"])
     import base64
     b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
-    request = json.dumps({"v": 3, "type": "run", "json": False, "cwd": b64("/"), "env": [],
+    # This release's protocol version, as the server speaks it.
+    header = (pathlib.Path(__file__).resolve().parents[2] / "cli" / "serve_protocol.h").read_text()
+    version = int(re.search(r"kServeProtocolVersion = (\d+);", header).group(1))
+    request = json.dumps({"v": version, "type": "run", "json": False, "cwd": b64("/"), "env": [],
                           "session": b64("s"), "code": b64("1"), "toolboxes": [],
                           "gate": False}).encode()
     sock.sendall(len(request).to_bytes(4, "big") + request)
