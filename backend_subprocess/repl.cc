@@ -4,8 +4,6 @@
 // SessionDurability.
 #include "backend_subprocess/repl.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 #include <atomic>
@@ -21,17 +19,14 @@
 #include "backend_subprocess/deferred_closer.h"
 #include "backend_subprocess/live_cell.h"
 #include "backend_subprocess/live_session.h"
+#include "backend_subprocess/repl_setup.h"
 #include "backend_subprocess/session_durability.h"
 #include "backend_subprocess/spare_session.h"
 #include "backend_subprocess/worker_process.h"
 #include "core/cell_pipeline.h"
 #include "core/fifo_mutex.h"
-#include "core/file_store.h"
 #include "core/session_id.h"
-#include "core/toolbox_name.h"
-#include "sandbox/bind_source.h"
 #include "sandbox/sandbox_mark.h"
-#include "sandbox/sandbox_mount_check.h"
 #include "typecheck/type_gate_stage.h"
 
 namespace dolsot {
@@ -51,13 +46,6 @@ Deadline After(double seconds) {
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string CurrentDirectory() {
-  std::string buf(4096, '\0');
-  if (::getcwd(buf.data(), buf.size()) == nullptr) return ".";
-  buf.resize(std::char_traits<char>::length(buf.c_str()));
-  return buf;
 }
 
 }  // namespace
@@ -95,8 +83,7 @@ class Repl::Impl {
     durability_.timer = &timer_;
     settings_.toolboxes = options_.toolboxes;
     settings_.python_path = options_.python_path;
-    settings_.cwd =
-        options_.worker_directory.empty() ? CurrentDirectory() : options_.worker_directory;
+    settings_.cwd = WorkerDirectory(options_);
     placement_.directory = options_.worker_directory;
     placement_.base_environment = options_.worker_base_environment;
     settings_.snapshots = options_.snapshots;
@@ -105,14 +92,11 @@ class Repl::Impl {
     settings_.sandbox = options_.sandbox;
     if (settings_.sandbox) {
       // The store stays on the host's side of the wall (the host writes
-      // every checkpoint; sessions only send bytes), and so does its cwd.
-      settings_.sandbox_hidden = {config_.cache_dir, settings_.cwd};
-      // A file store elsewhere than the cache directory too: a cell that
-      // could read it would read other sessions' state, one that could
-      // write it would write pickles a later restore loads.
-      if (const auto* files = dynamic_cast<const FileStore*>(store_.get())) {
-        settings_.sandbox_hidden.push_back(files->directory());
-      }
+      // every checkpoint; sessions only send bytes), and so does its cwd; a
+      // file store elsewhere than the cache directory too: a cell that could
+      // read it would read other sessions' state, one that could write it
+      // would write pickles a later restore loads.
+      settings_.sandbox_hidden = SandboxHiddenPaths(config_, settings_.cwd, *store_);
     }
     command_ = options_.worker_command.empty() ? DefaultWorkerCommand() : options_.worker_command;
     pipeline_ = CellPipeline(Gates());
@@ -820,47 +804,10 @@ Status Repl::Impl::Close() {
 // ------------------------------------------------------------------ Repl
 
 StatusOr<std::unique_ptr<Repl>> Repl::Create(ReplOptions options) {
-  for (const auto& [alias, module] : options.toolboxes) {
-    DOLSOT_RETURN_IF_ERROR(ValidateToolboxAlias(alias));
-    DOLSOT_RETURN_IF_ERROR(ValidateToolboxModule(alias, module));
-  }
-  if (options.max_live_sessions < 1) {
-    return InvalidArgument("max_live_sessions must be at least 1, got " +
-                           std::to_string(options.max_live_sessions));
-  }
-  if (options.sandbox) {
-    DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*options.sandbox));
-    DOLSOT_RETURN_IF_ERROR(CheckMountSources(options.sandbox->mounts));
-  }
-  auto config = ResolveConfig(options.config);
-  if (!config.ok()) return config.status();
-  std::shared_ptr<SessionStore> store = options.store;
-  if (!store) {
-    auto opened = FileStore::Open(config->cache_dir, config->ttl_days);
-    if (!opened.ok()) return opened.status();
-    store = std::move(opened).value();
-  }
-  if (options.sandbox) {
-    // A mount the worker would refuse (one showing the store or the cwd, a
-    // read-write one holding them, ...) is refused here, where the Repl is
-    // made: a configuration error (the CLI's exit 2), not a worker that
-    // fails at the first cell. The worker checks again with the same code.
-    const std::string cwd =
-        options.worker_directory.empty() ? CurrentDirectory() : options.worker_directory;
-    std::vector<HiddenHostPath> hidden{
-        {config->cache_dir, "dolsot's cache directory, which holds the sessions' checkpoints "
-                            "(DOLSOT_CACHE_DIR)"}};
-    if (!cwd.empty()) {
-      hidden.push_back({cwd, "the working directory the worker runs in, which a sandbox never "
-                             "shows; run from another directory to mount it"});
-    }
-    if (const auto* files = dynamic_cast<const FileStore*>(store.get());
-        files != nullptr && files->directory() != config->cache_dir) {
-      hidden.push_back({files->directory(), "the session store's directory"});
-    }
-    DOLSOT_RETURN_IF_ERROR(CheckSandboxMounts(options.sandbox->mounts, hidden));
-  }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(config).value(), std::move(store));
+  auto setup = CheckReplOptions(options);
+  if (!setup.ok()) return setup.status();
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(setup->config),
+                                     std::move(setup->store));
   return std::unique_ptr<Repl>(new Repl(std::move(impl)));
 }
 

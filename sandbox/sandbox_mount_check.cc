@@ -63,6 +63,21 @@ Status FindWritableTrees(int root, const std::vector<MountOp>& plan,
   return Status::Ok();
 }
 
+std::vector<HiddenHostPath> ReplHiddenPaths(const std::string& cache_dir, const std::string& cwd,
+                                            const std::string& store_dir) {
+  std::vector<HiddenHostPath> hidden{
+      {cache_dir, "dolsot's cache directory, which holds the sessions' checkpoints "
+                  "(DOLSOT_CACHE_DIR)"}};
+  if (!cwd.empty()) {
+    hidden.push_back({cwd, "the working directory the worker runs in, which a sandbox never "
+                           "shows; run from another directory to mount it"});
+  }
+  if (!store_dir.empty() && store_dir != cache_dir) {
+    hidden.push_back({store_dir, "the session store's directory"});
+  }
+  return hidden;
+}
+
 Status CheckSandboxMounts(const std::vector<SandboxMount>& mounts,
                           const std::vector<HiddenHostPath>& hidden) {
   DOLSOT_RETURN_IF_ERROR(CheckMountSources(mounts));

@@ -26,6 +26,12 @@ struct HiddenHostPath {
   std::string what;
 };
 
+// What a Repl's Sandbox keeps hidden, each with what it is: dolsot's cache
+// directory, the worker's working directory `cwd` (when known) and the
+// session store's own directory `store_dir` (when it has one elsewhere).
+std::vector<HiddenHostPath> ReplHiddenPaths(const std::string& cache_dir, const std::string& cwd,
+                                            const std::string& store_dir);
+
 // The read-write mounts of `plan`, opened below `root` (an O_PATH
 // descriptor of the host's root) without following any symlink, then again
 // with all of them known, so one inside another (by any name) is refused;
