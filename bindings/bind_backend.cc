@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
+
 #include "bindings/bindings.h"
 #include "bindings/cell_inputs_from_python.h"
 #include "bindings/fast_method.h"
@@ -17,8 +19,19 @@ namespace dolsot::bindings {
 namespace {
 
 // Signal handlers run only in the main thread; elsewhere there is no Ctrl-C
-// to poll for.
-unsigned long main_thread_ident = 0;
+// to poll for. The main thread's ident is asked of `threading` at the first
+// run (with the GIL), not when the module loads: a Repl's worker imports the
+// module too and never needs it, and `threading` costs it ~3 ms to import.
+std::atomic<unsigned long> main_thread_ident{0};
+
+bool OnMainThread() {
+  unsigned long main = main_thread_ident.load(std::memory_order_relaxed);
+  if (main == 0) {
+    main = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+    main_thread_ident.store(main, std::memory_order_relaxed);
+  }
+  return PyThread_get_thread_ident() == main;
+}
 
 // Runs the cell with the GIL released. On the main thread Ctrl-C stops the
 // cell (Outcome::kInterrupted) and then raises KeyboardInterrupt here.
@@ -31,7 +44,7 @@ Result RunCell(Backend& backend, std::string_view sid, std::string_view code,
   inputs.Fill(options);
   options.live = std::move(live);
   bool interrupted = false;
-  if (PyThread_get_thread_ident() == main_thread_ident) {
+  if (OnMainThread()) {
     options.should_stop = [&interrupted] {
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) interrupted = true;
@@ -124,8 +137,6 @@ void BindCapabilities(py::module_& m) {
 }  // namespace
 
 void BindBackend(py::module_& m) {
-  main_thread_ident =
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   BindCapabilities(m);
   py::class_<Backend> cls(m, "Backend", "The one interface of both backends (use dolsot.Repl "
                                          "or dolsot.InProcessSession).");

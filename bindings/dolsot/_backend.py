@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from types import ModuleType
 from typing import (
@@ -133,6 +132,8 @@ class AsyncRunMixin:
         on_output: OnOutput | None = None,
         on_image: OnImage | None = None,
     ) -> Result:
+        import asyncio  # here, not at the top: `import dolsot` stays free of asyncio's ~35 ms
+
         loop = asyncio.get_running_loop()
         live: dict[str, Any] = {}  # passed only when given: a run() without them stays valid
         if on_output is not None:
@@ -158,6 +159,8 @@ class AsyncRunMixin:
         the chunks reach this loop through ``call_soon_threadsafe``, so the
         caller needs no thread of its own. Leaving the iteration early
         interrupts the cell."""
+        import asyncio  # see arun
+
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         finished = object()

@@ -18,15 +18,18 @@ constructor's call would build, and one that would build more than
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-import hashlib
 import inspect
 import io
 import pickle
 import queue
 import threading
 from typing import Any, Callable, Mapping
+
+try:  # the built-in BLAKE2 alone: hashlib would load OpenSSL (~2.5 ms at import)
+    from _blake2 import blake2b  # type: ignore[import-not-found]
+except ImportError:  # a Python built without it
+    from hashlib import blake2b
 
 from dolsot._dolsot import check_pickle as _check_pickle
 from dolsot._dolsot import safe_pickle_globals as _safe_pickle_globals
@@ -138,7 +141,7 @@ class _VariableCache:
         if last is not None and last[0] is value and isinstance(value, self._IMMUTABLE):
             return last[1], last[2]
         data = _pickled(value, f"run() variable {name!r}", "a Repl session")
-        digest = hashlib.blake2b(data, digest_size=16).digest()
+        digest = blake2b(data, digest_size=16).digest()
         with self._lock:
             self._last[name] = (value, data, digest)
         return data, digest
@@ -312,6 +315,8 @@ class ToolHost:
         awaitable); raises what the await raised or a TypeError naming an
         unpicklable result."""
         if inspect.isawaitable(value):
+            import asyncio  # only for an async tool: `import dolsot` stays free of it
+
             value = asyncio.run(_awaited(value))
         try:
             data = pickle.dumps(value, 5)
@@ -357,6 +362,8 @@ async def _awaited(awaitable: Any) -> Any:
 
 
 def _synchronous(tool: Callable[..., Any]) -> Callable[..., Any]:
+    import asyncio  # an async tool's front: asyncio is loaded by then
+
     def call(*args: Any, **kwargs: Any) -> Any:
         return asyncio.run(tool(*args, **kwargs))
 
