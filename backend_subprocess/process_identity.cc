@@ -136,8 +136,11 @@ ProcessIdentity ProcessIdentity::ChildOf(const ProcessIdentity& parent, pid_t ch
 
 bool ProcessIdentity::Exited() const {
   if (!known()) return false;
+  errno = 0;
   std::optional<ProcStat> stat = ReadProcStat(pid_);
-  if (!stat) return true;  // reaped
+  // Reaped (no /proc entry); any other failure (out of descriptors, above
+  // all) says nothing of the process: not exited, as far as can be told.
+  if (!stat) return errno == ENOENT || errno == ESRCH;
   // Its pid names a process that started since: this one is gone.
   if (TicksToNs(stat->start_ticks) > vouched_at_ns_) return true;
   return stat->state == 'Z' || stat->state == 'X';
