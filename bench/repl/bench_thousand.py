@@ -42,6 +42,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -129,6 +130,25 @@ def user_tasks() -> int:
     return count
 
 
+class FdPeak:
+    """The most descriptors this process held, looked at every 20 ms."""
+
+    def __init__(self) -> None:
+        self.peak = count_fds(os.getpid())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, count_fds(os.getpid()))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
 class Failures:
     def __init__(self) -> None:
         self.items: list[str] = []
@@ -162,6 +182,14 @@ def main() -> int:
     from dolsot import Repl
     from dolsot.store import FileStore, MemoryStore
 
+    # A Repl holds its live sessions to what the host's open-files limit
+    # leaves room for (four descriptors each after 64: docs/architecture.md).
+    soft_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_files != resource.RLIM_INFINITY and (soft_files - 64) // 4 < n:
+        print(f"warning: ulimit -n is {soft_files}: room for {(soft_files - 64) // 4} live "
+              f"sessions, so the rest are evicted to the store (raise it to {4 * n + 64} "
+              f"to keep {n} live)", flush=True)
+
     tmp = None
     if args.store == "file":
         tmp = tempfile.TemporaryDirectory(prefix="dolsot-thousand-")
@@ -177,6 +205,7 @@ def main() -> int:
     sids = [f"t{i}" for i in range(n)]
     keeper: dict[str, int] = {}
 
+    fd_peak = FdPeak()
     repl = Repl(store=store, typecheck=False, max_live_sessions=n)
     # A warm engine, as in bench_new_session: once idle a moment the worker
     # shares its pages ahead (dill imported, gc.freeze()) for every session.
@@ -257,6 +286,7 @@ def main() -> int:
     if left:
         failures.add(f"{len(left)} processes of the worker tree still run after close(): "
                      f"{left[:10]}")
+    host_fd_peak = fd_peak.stop()
     fds_after = count_fds(host)
     if tmp is not None:
         tmp.cleanup()
@@ -283,7 +313,7 @@ def main() -> int:
               f"fds each {min(fds)}-{max(fds)} (median {statistics.median(fds):.0f})")
     print(f"keepers {keepers} (sessions {n} + those opened ahead), evicted {evicted}")
     print(f"host: {host_fds} fds ({fds_before} before the Repl, {fds_after} after close; "
-          f"{(host_fds - fds_before) / n:.2f} per session), {host_threads} threads; "
+          f"{(host_fds - fds_before) / n:.2f} per session; at most {host_fd_peak}), {host_threads} threads; "
           f"worker: {worker_fds} fds, {worker_threads} threads; "
           f"fds in the whole tree {tree_fds}; this user's tasks {tasks}")
     print("limits: " + ", ".join(f"{k} {v}" for k, v in limits().items()))
