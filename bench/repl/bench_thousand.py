@@ -130,11 +130,23 @@ def user_tasks() -> int:
     return count
 
 
-class FdPeak:
-    """The most descriptors this process held, looked at every 20 ms."""
+def procs_running() -> int:
+    """Tasks runnable on the machine right now (/proc/stat)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    return 0
+
+
+class Watcher:
+    """Every 20 ms: the most descriptors this process held, and the tasks
+    runnable on the machine (all of it: the other sessions' too)."""
 
     def __init__(self) -> None:
         self.peak = count_fds(os.getpid())
+        self.running: list[int] = []
+        self.marks: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -142,6 +154,16 @@ class FdPeak:
     def _watch(self) -> None:
         while not self._stop.wait(0.02):
             self.peak = max(self.peak, count_fds(os.getpid()))
+            self.running.append(procs_running())
+
+    def mark(self, phase: str) -> None:
+        """Samples from here on belong to `phase`."""
+        self.marks[phase] = len(self.running)
+
+    def phases(self) -> dict[str, list[int]]:
+        names = list(self.marks)
+        ends = [self.marks[k] for k in names[1:]] + [len(self.running)]
+        return {k: self.running[self.marks[k]:e] or [0] for k, e in zip(names, ends)}
 
     def stop(self) -> int:
         self._stop.set()
@@ -205,13 +227,18 @@ def main() -> int:
     sids = [f"t{i}" for i in range(n)]
     keeper: dict[str, int] = {}
 
-    fd_peak = FdPeak()
+    running_before = []
+    for _ in range(25):
+        running_before.append(procs_running())
+        time.sleep(0.02)  # a look at the machine before, not a wait for a result
+    fd_peak = Watcher()
     repl = Repl(store=store, typecheck=False, max_live_sessions=n)
     # A warm engine, as in bench_new_session: once idle a moment the worker
     # shares its pages ahead (dill imported, gc.freeze()) for every session.
     assert repl.run("warm", "1").ok
     time.sleep(0.5)  # a bench waits for quiet, not a result
     repl.reset("warm")
+    fd_peak.mark("open")
     t_open = time.perf_counter()
     for i, sid in enumerate(sids):
         timed_run(repl, sid, first_cell(i), lat["first"], failures, "first")
@@ -226,6 +253,7 @@ def main() -> int:
     open_wall = time.perf_counter() - t_open
     worker = repl.worker_pid
 
+    fd_peak.mark("rounds")
     t_rounds = time.perf_counter()
     for r in range(args.cells):
         for i, sid in enumerate(sids):
@@ -241,6 +269,7 @@ def main() -> int:
     rounds_wall = time.perf_counter() - t_rounds
 
     # The tree once quiet (async checkpoint writers done), then each session's whole state.
+    fd_peak.mark("settle, check, close")
     procs = settled_tree(worker)
     roles = {0: "worker", 1: "keepers", 2: "runners", 3: "snapshots and writers"}
     by_role: dict[str, list[int]] = {}
@@ -297,6 +326,10 @@ def main() -> int:
           f"cells over all of them, one thread; {os.cpu_count()} CPUs, load (1/5/15 min) "
           f"before {'/'.join(f'{x:.2f}' for x in load_before)}, after "
           f"{'/'.join(f'{x:.2f}' for x in load_after)}")
+    print(f"runnable tasks on the machine (/proc/stat procs_running, every 20 ms; the "
+          f"other sessions' too): before the Repl mean {statistics.mean(running_before):.1f}; "
+          + "; ".join(f"{phase} mean {statistics.mean(v):.1f}, p99 {percentile(v, 0.99)}"
+                      for phase, v in fd_peak.phases().items()))
     print(f"open all {n} (first cell each, + an untimed probe): {open_wall:.1f} s; "
           f"the rounds: {rounds_wall:.1f} s; close(): {close_wall:.2f} s")
     print("| cell | count | p50 | p99 | max |")
