@@ -23,9 +23,11 @@ Reported: the sessions; the wall time to open them all; p50/p99/max per
 cell of each kind (first cell, binding, general, read; one thread, back to
 back); processes in the worker tree (total, per session, by role); PSS of
 the worker tree (from /proc/PID/smaps_rollup, read once its process count
-has settled) in total and per session; threads and open fds of the host and
-of the worker, against the limits that bound them (`ulimit -n`, `ulimit
--u`, pid_max, threads-max); the machine's load before and after. After
+has settled) in total and per session; the host's RSS and how long
+`sessions()` takes; threads and open fds of the host (settled and the most
+seen) and of the worker, against the limits that bound them (`ulimit -n`,
+`ulimit -u`, pid_max, threads-max); the machine's load before and after,
+and its runnable tasks in each phase. After
 `close()` no process of the worker tree may be left (checked: exit 1 if
 one is).
 
@@ -91,6 +93,14 @@ def count_threads(pid: int) -> int:
         return len(os.listdir(f"/proc/{pid}/task"))
     except OSError:
         return -1
+
+
+def rss_kb(pid: int) -> int:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def read_int(path: str) -> int:
@@ -222,6 +232,7 @@ def main() -> int:
     load_before = os.getloadavg()
     host = os.getpid()
     fds_before = count_fds(host)
+    host_rss_mb_before = rss_kb(host) / 1024
     failures = Failures()
     lat: dict[str, list[float]] = {"first": [], "binding": [], "general": [], "read": []}
     sids = [f"t{i}" for i in range(n)]
@@ -283,6 +294,10 @@ def main() -> int:
     worker_fds, worker_threads = count_fds(worker), count_threads(worker)
     tree_fds = sum(max(0, count_fds(pid)) for pid, _ in procs)
     tasks = user_tasks()
+    host_rss_mb = rss_kb(host) / 1024
+    t_list = time.perf_counter()
+    listed = len(repl.sessions())
+    list_ms = (time.perf_counter() - t_list) * 1e3
 
     # First each session's keeper (a restored session has a new one: it was
     # evicted), then its whole state (a wrong one is lost, evicted or not).
@@ -344,6 +359,8 @@ def main() -> int:
               f"fds each {min(fds)}-{max(fds)} (median {statistics.median(fds):.0f})")
     print(f"keepers {keepers} (sessions {n} + those opened ahead); sessions evicted "
           f"{evicted}, with a wrong or lost state {wrong}")
+    print(f"host: RSS {host_rss_mb:.0f} MB ({host_rss_mb_before:.0f} MB before the Repl); "
+          f"sessions() listed {listed} in {list_ms:.1f} ms")
     print(f"host: {host_fds} fds ({fds_before} before the Repl, {fds_after} after close; "
           f"{(host_fds - fds_before) / n:.2f} per session; at most {host_fd_peak}), {host_threads} threads; "
           f"worker: {worker_fds} fds, {worker_threads} threads; "
