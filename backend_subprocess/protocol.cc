@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -82,11 +83,16 @@ bool AwaitReadyUnlessStopped(int fd, short events, int stop) {
   return p[1].revents == 0;
 }
 
+// Room for this many descriptors per read (a frame of ours carries two).
+constexpr std::size_t kDescriptorRoom = 4;
+
 // Reads exactly `n` bytes into `buf`, keeping passed descriptors in `frame`
-// (fd, then fd2) and the attested writer of each read in `senders`.
+// (fd, then fd2) and the attested writer of each read in `senders`; sets
+// `*dropped` when the kernel dropped descriptors that came with a read
+// because this process could not take them (out of file descriptors).
 // Returns the number of bytes read before EOF (== n on success).
 StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline deadline,
-                                Frame* frame, SenderTally* senders) {
+                                Frame* frame, SenderTally* senders, bool* dropped) {
   std::size_t got = 0;
   // With a deadline, try a non-blocking read first and poll only when nothing
   // is there: when the data already arrived, that saves a poll.
@@ -101,7 +107,8 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
     }
     iovec iov{buf + got, n - got};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * 4)];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) +
+                                  CMSG_SPACE(sizeof(int) * kDescriptorRoom)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -119,6 +126,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       return Status(ErrorCode::kIo, ErrnoText("reading a frame", errno));
     }
     pid_t writer = 0;
+    std::size_t received = 0;  // descriptors installed by this read
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
           c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
@@ -129,6 +137,7 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
       }
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      received += count;
       for (std::size_t i = 0; i < count; ++i) {
         int passed;
         std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
@@ -141,6 +150,10 @@ StatusOr<std::size_t> ReadFully(int sock, char* buf, std::size_t n, Deadline dea
         }
       }
     }
+    // Truncated control data with room left for descriptors: the kernel
+    // could not install one (EMFILE/ENFILE) and closed the rest. (More than
+    // fit is a sender outside the protocol, caught by what reads the frame.)
+    if ((msg.msg_flags & MSG_CTRUNC) != 0 && received < kDescriptorRoom) *dropped = true;
     if (r == 0) return got;
     senders->Saw(writer);
     got += static_cast<std::size_t>(r);
@@ -457,11 +470,31 @@ Status ReadMessageInto(Frame& frame, Read&& read) {
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline) {
   Frame frame;
   SenderTally senders;
+  bool dropped = false;
   DOLSOT_RETURN_IF_ERROR(ReadMessageInto(frame, [&](char* to, std::size_t n) {
-    return ReadFully(fd, to, n, deadline, &frame, &senders);
+    return ReadFully(fd, to, n, deadline, &frame, &senders, &dropped);
   }));
+  if (dropped) {
+    // Read whole, so the stream stays in step; what it carried is gone.
+    rlimit limit{};
+    std::string cap = "?";
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      cap = std::to_string(limit.rlim_cur);
+    }
+    return Status(ErrorCode::kIo,
+                  std::string(kDescriptorsDropped) + " (frame " + TagName(frame.tag) +
+                      "): this process is out of file descriptors (RLIMIT_NOFILE " + cap +
+                      "; a Repl's host holds two for each live session): raise the limit "
+                      "(ulimit -n) or lower max_live_sessions");
+  }
   frame.sender = senders.sender();
   return frame;
+}
+
+bool DescriptorsDropped(const Status& status) {
+  return status.code() == ErrorCode::kIo &&
+         std::string_view(status.message()).substr(0, kDescriptorsDropped.size()) ==
+             kDescriptorsDropped;
 }
 
 StatusOr<Frame> BufferedFrameReader::Read(int fd, int stop_fd) {

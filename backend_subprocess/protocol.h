@@ -213,8 +213,17 @@ Status WriteFrameParts(int fd, Tag tag, const std::vector<std::string_view>& par
 // kUnavailable on EOF before the first byte (peer gone); kCorrupt on EOF
 // mid-message or a frame claiming more than kMaxFrameBytes (refused before
 // anything is allocated for it); kTimeout when `deadline` passes first.
-// Received descriptors are close-on-exec.
+// Received descriptors are close-on-exec. kIo (DescriptorsDropped) when
+// descriptors came with the message but this process could take none of
+// them (out of file descriptors): the message was read whole, so the stream
+// is still in step.
 StatusOr<Frame> ReadFrame(int fd, Deadline deadline = std::nullopt);
+
+// How ReadFrame's error for descriptors it could not take begins.
+inline constexpr std::string_view kDescriptorsDropped =
+    "descriptors sent with a frame were dropped";
+// Whether `status` is that error.
+bool DescriptorsDropped(const Status& status);
 
 // WriteFrame for a pipe (no descriptors): write(). A reader that is gone is
 // kUnavailable, never a signal: SIGPIPE is blocked on the calling thread

@@ -4,10 +4,13 @@
 // SessionDurability.
 #include "backend_subprocess/repl.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <map>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string_view>
@@ -41,6 +44,26 @@ constexpr std::size_t kPruneSlotsAt = 64;
 Deadline After(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(seconds));
+}
+
+// The live sessions this process has descriptors for: each holds two in
+// the host (its runner's and its snapshot's sockets) and, in a burst of
+// cells, up to two more for a while (checkpoint channels, retired snapshots'
+// sockets); kDescriptorReserve are left for the Repl's own and the program's.
+// Past it the least recently used session is evicted as past
+// max_live_sessions, so a host at its RLIMIT_NOFILE does not fail cells.
+constexpr long long kDescriptorsPerSession = 4;
+constexpr long long kDescriptorReserve = 64;
+
+int LiveSessionLimit(int max_live_sessions) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) {
+    return max_live_sessions;
+  }
+  const long long room = static_cast<long long>(files.rlim_cur) - kDescriptorReserve;
+  const int by_files = static_cast<int>(
+      std::clamp<long long>(room / kDescriptorsPerSession, 1, std::numeric_limits<int>::max()));
+  return max_live_sessions <= 0 ? by_files : std::min(max_live_sessions, by_files);
 }
 
 double Now() {
@@ -369,7 +392,7 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
 }
 
 void Repl::Impl::EvictIfFull(const std::string& keep) {
-  if (options_.max_live_sessions <= 0) return;
+  const int max_live = LiveSessionLimit(options_.max_live_sessions);
   std::set<std::string> kept;  // sessions that could not be evicted
   for (;;) {
     std::vector<std::pair<std::uint64_t, std::string>> live;
@@ -377,7 +400,7 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       // Fewer other slots than the limit: fewer live sessions too.
-      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(options_.max_live_sessions)) {
+      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(max_live)) {
         return;
       }
       copy = slots_;
@@ -401,7 +424,7 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const auto& entry) { return kept.count(entry.second) > 0; }),
                live.end());
-    if (count < options_.max_live_sessions || live.empty()) return;
+    if (count < max_live || live.empty()) return;
     std::sort(live.begin(), live.end());
     const std::string& victim_id = live.front().second;
     auto& victim = copy[victim_id];

@@ -356,6 +356,9 @@ StatusOr<ProcessChannel> WorkerProcess::OpenSession(protocol::Deadline deadline)
   if (stopped_) return Status(ErrorCode::kUnavailable, "the worker is stopped");
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(socket_.get(), Tag::kOpen, {}));
   auto reply = protocol::ReadFrame(socket_.get(), deadline);
+  // Out of descriptors here: the worker is fine and the stream in step (the
+  // session it opened sees its socket closed and ends), so no new worker.
+  if (!reply.ok() && protocol::DescriptorsDropped(reply.status())) return reply.status();
   if (!reply.ok()) {
     if (reply.status().code() == ErrorCode::kTimeout) {
       stopped_ = true;  // the stream is out of step now; never reuse it

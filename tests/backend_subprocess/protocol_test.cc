@@ -169,6 +169,50 @@ TEST(Protocol, PassesTwoDescriptorsInOrder) {
   EXPECT_EQ(second->payload, "second");
 }
 
+// A process out of file descriptors cannot take the ones a frame carries
+// (the kernel drops them): ReadFrame says so by name, after reading the whole
+// message, so the next frame on the stream still reads.
+TEST(Protocol, DescriptorsDroppedForWantOfFilesAreANamedErrorAndTheStreamStaysInStep) {
+  auto [a, b] = Pair();
+  auto [x, y] = Pair();
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kOpened, "carried", x.get(), y.get()).ok());
+  ASSERT_TRUE(WriteFrame(a.get(), Tag::kResult, "next").ok());
+  x.Reset();
+  y.Reset();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(2);
+    limit.rlim_cur = 64;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(2);
+    while (::fcntl(b.get(), F_DUPFD_CLOEXEC, 0) >= 0) {
+    }
+    if (errno != EMFILE) ::_exit(3);
+    auto frame = ReadFrame(b.get());
+    if (frame.ok()) ::_exit(4);
+    if (!DescriptorsDropped(frame.status()) || frame.status().code() != ErrorCode::kIo) ::_exit(5);
+    const std::string& message = frame.status().message();
+    if (message.find("OPENED") == std::string::npos ||
+        message.find("out of file descriptors (RLIMIT_NOFILE 64") == std::string::npos) {
+      ::_exit(6);
+    }
+    auto next = ReadFrame(b.get());
+    ::_exit(next.ok() && next->tag == Tag::kResult && next->payload == "next" ? 0 : 7);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // With room, the same frame brings both descriptors and no error.
+  auto [c, d] = Pair();
+  auto [p, q] = Pair();
+  ASSERT_TRUE(WriteFrame(c.get(), Tag::kOpened, "carried", p.get(), q.get()).ok());
+  auto frame = ReadFrame(d.get());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_TRUE(frame->fd.valid() && frame->fd2.valid());
+  EXPECT_FALSE(DescriptorsDropped(Status(ErrorCode::kIo, "reading a frame: EIO")));
+}
+
 TEST(Protocol, EofBeforeAFrameMeansThePeerIsGone) {
   auto [a, b] = Pair();
   a.Reset();
