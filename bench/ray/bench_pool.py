@@ -8,8 +8,9 @@ cells over the pool's direct channel and over Ray calls.
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
 the same Repl options (type gate off, checkpoint async, the default); the
-one Repl keeps all 64 sessions live (max_live_sessions=64, as 4 actors of the
-default 16 do), since evictions would otherwise dominate its figure.
+one Repl keeps all 64 sessions live (max_live_sessions=64), since evictions
+would otherwise dominate its figure, and each pool actor's limit follows the
+sessions it is given (the pool's default): its evictions are reported.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
 one warm session from one thread, the pool's and the Repl's in alternating
@@ -122,11 +123,13 @@ def main() -> None:
     figures: dict[str, list[tuple[float, float, float, float | None]]] = {}
     floors: dict[str, list[float]] = {"Ray call": [], "direct channel": []}
     loads = [os.getloadavg()[0]]
+    evictions: dict[int, list[int]] = {}  # actors -> per pool, its actors' evictions
     try:
         def pool_run(repl, n: int, channel: str, tag: str) -> tuple[float, ...]:
             store = RedisStore(url, prefix=f"{tag}:")
             with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
                 tput = throughput(pool, tag, args.cells)
+                evictions.setdefault(n, []).append(sum(a.evictions for a in pool.stats()))
                 (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells, args.pace)
                 slot = pool._slots[0]
                 if channel == "ray":
@@ -189,6 +192,8 @@ def main() -> None:
     lines += ["", "A no-op call of a pool actor (p50 per pool, ms): " + "; ".join(
         f"{name} {', '.join(f'{v * 1e3:.3f}' for v in values)}"
         for name, values in floors.items()) + "."]
+    lines += ["", "Evictions per pool over its throughput run (all actors): " + "; ".join(
+        f"{n} actors {', '.join(map(str, values))}" for n, values in evictions.items()) + "."]
     table = "\n".join(lines)
     print(table)
     if args.markdown:
