@@ -376,8 +376,10 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
 }
 
 void Repl::Impl::EvictIfFull(const std::string& keep) {
-  const int max_live = max_live_.load();
-  if (max_live <= 0) return;
+  // The limit is read anew after each count: a host that raises it before
+  // its session's slot appears (the Ray pool) must not see that slot
+  // counted against the old limit.
+  if (max_live_.load() <= 0) return;
   std::set<std::string> kept;  // sessions that could not be evicted
   for (;;) {
     std::vector<std::pair<std::uint64_t, std::string>> live;
@@ -385,7 +387,7 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       // Fewer other slots than the limit: fewer live sessions too.
-      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(max_live)) {
+      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(max_live_.load())) {
         return;
       }
       copy = slots_;
@@ -409,7 +411,7 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const auto& entry) { return kept.count(entry.second) > 0; }),
                live.end());
-    if (count < max_live || live.empty()) return;
+    if (count < max_live_.load() || live.empty()) return;
     std::sort(live.begin(), live.end());
     const std::string& victim_id = live.front().second;
     auto& victim = copy[victim_id];
