@@ -3,7 +3,8 @@ per second over 64 sessions, and the latency the pool adds to one cell, with
 cells over the pool's direct channel and over Ray calls.
 
     python bench/ray/bench_pool.py [--actors 2 4] [--rounds 3] [--cells 8] \
-        [--latency-cells 300] [--pace 0] [--checkpoint async] [--markdown FILE]
+        [--latency-cells 300] [--pace 0] [--checkpoint async] \
+        [--max-live-sessions N] [--markdown FILE]
 
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
@@ -112,6 +113,9 @@ def main() -> None:
                         help="seconds between latency cells (default 0: back to back)")
     parser.add_argument("--checkpoint", choices=("async", "sync", "off"), default="async",
                         help="every backend's checkpoint mode (default async, the library's)")
+    parser.add_argument("--max-live-sessions", type=int, default=None,
+                        help="each pool actor's fixed limit (default: the pool's, which follows "
+                             "the sessions an actor is given; 16 is what actors kept before #39)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     OPTIONS["checkpoint"] = args.checkpoint
@@ -127,7 +131,8 @@ def main() -> None:
     try:
         def pool_run(repl, n: int, channel: str, tag: str) -> tuple[float, ...]:
             store = RedisStore(url, prefix=f"{tag}:")
-            with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
+            with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel,
+                             max_live_sessions=args.max_live_sessions) as pool:
                 tput = throughput(pool, tag, args.cells)
                 evictions.setdefault(n, []).append(sum(a.evictions for a in pool.stats()))
                 (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells, args.pace)
@@ -171,7 +176,9 @@ def main() -> None:
     repl_tput = statistics.median(f[0] for f in figures["one Repl"])
     lines = [f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
              f"{platform.python_version()}, Ray {ray.__version__}, checkpoint "
-             f"{args.checkpoint}, load average "
+             f"{args.checkpoint}, pool actors' max_live_sessions "
+             f"{args.max_live_sessions or 'the default (following the sessions given)'}, "
+             f"load average "
              f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
              f"medians; 64 sessions x {args.cells} cells from 16 threads; "
              f"{args.latency_cells} cells for latency, the Repl's and the pool's in "
