@@ -71,7 +71,11 @@ class _LiveSizing:
     bytes Ray reserved for the actor, ``actor_options["memory"]``) divided by
     SESSION_BYTES, or without it what the node still has (MemAvailable, less
     RESERVE_FRACTION of the total) at each raise, one SESSION_BYTES a session
-    more, so actors sharing a node share what is left."""
+    more, so actors sharing a node share what is left. MemAvailable falls as
+    sessions come live; sessions given at once (up to the actor's
+    max_concurrency) may each find the room not yet taken by the others, so
+    the limit can pass the room by that many sessions, within the reserve.
+    Never lowered: a session past the limit is evicted, not refused."""
 
     def __init__(self, fixed: int | None, memory: int | None) -> None:
         self.fixed = fixed

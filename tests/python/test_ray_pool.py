@@ -141,6 +141,42 @@ def test_the_limit_that_follows_the_sessions_stops_at_the_memory_ray_gives_an_ac
         assert [pool.run(f"m{i}", "x").value for i in range(5)] == ["0", "1", "2", "3", "4"]
 
 
+class _LimitOnly:
+    """What _LiveSizing touches of a Repl."""
+
+    def __init__(self, limit):
+        self.max_live_sessions = limit
+
+
+def test_without_ray_s_memory_the_limit_grows_only_into_what_the_node_has_left(monkeypatch):
+    mib = 1024 * 1024
+    monkeypatch.setattr(ray_pool, "_total_memory", lambda: 1000 * mib)  # 100 MiB kept back
+    sizing = ray_pool._LiveSizing(None, None)
+    # Room for 3 sessions past the reserve once 16 are live; each session
+    # live past those takes its share (the one just given is not live yet).
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: 100 * mib + ray_pool.SESSION_BYTES * (
+        3 - max(0, len(sizing.given) - 1 - 16)))
+    repl = _LimitOnly(sizing.initial())
+    assert repl.max_live_sessions == 16
+    for i in range(24):
+        sizing.give(f"n{i}", repl)
+    assert repl.max_live_sessions == 19  # room for 3 more sessions than the 16
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: 50 * mib)  # under the reserve
+    sizing.give("n24", repl)
+    assert repl.max_live_sessions == 19  # never lowered by memory, never raised past it
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: None)  # unknown: a Repl's 16
+    unknown = ray_pool._LiveSizing(None, None)
+    other = _LimitOnly(unknown.initial())
+    for i in range(20):
+        unknown.give(f"u{i}", other)
+    assert other.max_live_sessions == 16
+    fixed = ray_pool._LiveSizing(4, None)
+    pinned = _LimitOnly(fixed.initial())
+    for i in range(10):
+        fixed.give(f"f{i}", pinned)
+    assert (pinned.max_live_sessions, len(fixed.given)) == (4, 10)
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "8", 2**31])
 def test_a_bad_live_session_limit_is_refused_before_any_actor_starts(store, bad):
     with pytest.raises(ConfigError, match="max_live_sessions .*must be an int >= 1") as raised:
