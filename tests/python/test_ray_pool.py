@@ -118,8 +118,9 @@ def test_an_explicit_limit_is_honoured_and_its_evictions_show_in_stats(store):
     with SessionPool(1, store=store, repl_options=REPL_OPTIONS, max_live_sessions=2) as pool:
         for i in range(5):
             assert pool.run(f"e{i}", f"x = {i}").ok
-        assert pool.stats() == [ray_pool.ActorStats(sessions=5, max_live_sessions=2,
-                                                    evictions=3)]
+        from dolsot.ray import ActorStats
+
+        assert pool.stats() == [ActorStats(sessions=5, max_live_sessions=2, evictions=3)]
         # Evicted sessions come back from the store, each evicting another.
         assert [pool.run(f"e{i}", "x").value for i in range(5)] == ["0", "1", "2", "3", "4"]
         assert pool.stats()[0].evictions == 3 + 5
