@@ -143,6 +143,9 @@ class Repl::Impl {
     return slots_.size();
   }
   std::uint64_t EvictionScans() const { return eviction_scans_.load(); }
+  int MaxLiveSessions() const { return max_live_.load(); }
+  void SetMaxLiveSessions(int n) { max_live_.store(n); }
+  std::uint64_t Evictions() const { return evictions_.load(); }
   bool AwaitSpare(double seconds) { return spares_.AwaitReadyForTesting(After(seconds)); }
   StatusOr<SandboxReport> SandboxStatus() {
     if (!settings_.sandbox) return InvalidArgument("this Repl has no sandbox");
@@ -213,6 +216,10 @@ class Repl::Impl {
   std::map<std::string, std::shared_ptr<SessionSlot>> slots_;
   std::size_t prune_slots_at_ = kPruneSlotsAt;  // Slot() sweeps slots_ at this size
   std::atomic<std::uint64_t> eviction_scans_{0};  // slots EvictIfFull looked at (tests)
+  // options_.max_live_sessions, which SetMaxLiveSessions may change while
+  // cells run; and how many live sessions EvictIfFull has ended.
+  std::atomic<int> max_live_{options_.max_live_sessions};
+  std::atomic<std::uint64_t> evictions_{0};
   std::shared_ptr<WorkerProcess> worker_;
   bool closed_ = false;
   std::atomic<std::uint64_t> clock_{0};
@@ -392,7 +399,10 @@ Status Repl::Impl::MakeLive(const std::string& sid, SessionSlot& slot, const std
 }
 
 void Repl::Impl::EvictIfFull(const std::string& keep) {
-  const int max_live = LiveSessionLimit(options_.max_live_sessions);
+  // The limit is read anew after each count: a host that raises it before
+  // its session's slot appears (the Ray pool) must not see that slot
+  // counted against the old limit. RLIMIT_NOFILE bounds it too.
+  auto max_live = [this] { return LiveSessionLimit(max_live_.load()); };
   std::set<std::string> kept;  // sessions that could not be evicted
   for (;;) {
     std::vector<std::pair<std::uint64_t, std::string>> live;
@@ -400,7 +410,7 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       // Fewer other slots than the limit: fewer live sessions too.
-      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(max_live)) {
+      if (slots_.size() - slots_.count(keep) < static_cast<std::size_t>(max_live())) {
         return;
       }
       copy = slots_;
@@ -424,12 +434,14 @@ void Repl::Impl::EvictIfFull(const std::string& keep) {
     live.erase(std::remove_if(live.begin(), live.end(),
                               [&](const auto& entry) { return kept.count(entry.second) > 0; }),
                live.end());
-    if (count < max_live || live.empty()) return;
+    if (count < max_live() || live.empty()) return;
     std::sort(live.begin(), live.end());
     const std::string& victim_id = live.front().second;
     auto& victim = copy[victim_id];
     if (!victim->turn.try_lock()) continue;
+    const bool was_live = victim->live != nullptr;
     Status evicted = Evict(victim_id, *victim);
+    if (was_live && !victim->live) ++evictions_;  // ended, with a checkpoint or not
     victim->turn.unlock();
     if (!evicted.ok()) {
       kept.insert(victim_id);
@@ -460,7 +472,7 @@ Status Repl::Impl::Evict(const std::string& sid, SessionSlot& slot) {
     Status saved = slot.durability.SaveWhole(*data);
     if (!saved.ok()) {
       return Status(saved.code(), "stays live over max_live_sessions=" +
-                                      std::to_string(options_.max_live_sessions) +
+                                      std::to_string(max_live_.load()) +
                                       ": its checkpoint could not be saved (" + saved.message() +
                                       ")");
     }
@@ -871,6 +883,13 @@ Status Repl::Branch(std::string_view source, std::string_view target) {
 int Repl::WorkerPid() const { return impl_->WorkerPid(); }
 std::size_t Repl::SlotCountForTesting() const { return impl_->SlotCount(); }
 std::uint64_t Repl::EvictionScansForTesting() const { return impl_->EvictionScans(); }
+int Repl::MaxLiveSessions() const { return impl_->MaxLiveSessions(); }
+Status Repl::SetMaxLiveSessions(int max_live_sessions) {
+  Status valid = CheckMaxLiveSessions(max_live_sessions);
+  if (valid.ok()) impl_->SetMaxLiveSessions(max_live_sessions);
+  return valid;
+}
+std::uint64_t Repl::Evictions() const { return impl_->Evictions(); }
 bool Repl::AwaitSpareForTesting(double seconds) { return impl_->AwaitSpare(seconds); }
 Status Repl::Release(std::string_view session_id) { return impl_->Release(session_id); }
 std::vector<std::string> Repl::LiveSessions() { return impl_->LiveSessions(); }

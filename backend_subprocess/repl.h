@@ -112,6 +112,16 @@ class Repl final : public Backend {
   // as the first Run would return. OK when it runs already.
   Status StartWorker();
 
+  // The live-session limit (options.max_live_sessions at first). Setting it
+  // (kInvalidArgument below 1) takes effect when a session next becomes
+  // live: a lower limit evicts the least recently used sessions then, not
+  // at once. Safe while cells run.
+  int MaxLiveSessions() const;
+  Status SetMaxLiveSessions(int max_live_sessions);
+  // How many live sessions eviction (over the limit) has ended so far, their
+  // state checkpointed or, when no checkpoint could be taken, dropped.
+  std::uint64_t Evictions() const;
+
   // Pid of the worker (fork server), or -1 before the first run.
   int WorkerPid() const;
   // Tests only: the session slots this Repl keeps (live sessions, and ids

@@ -41,15 +41,20 @@ std::vector<std::string> SandboxHiddenPaths(const Config& config, const std::str
   return paths;
 }
 
+Status CheckMaxLiveSessions(int max_live_sessions) {
+  if (max_live_sessions < 1) {
+    return InvalidArgument("max_live_sessions must be at least 1, got " +
+                           std::to_string(max_live_sessions));
+  }
+  return Status::Ok();
+}
+
 StatusOr<ReplSetup> CheckReplOptions(const ReplOptions& options) {
   for (const auto& [alias, module] : options.toolboxes) {
     DOLSOT_RETURN_IF_ERROR(ValidateToolboxAlias(alias));
     DOLSOT_RETURN_IF_ERROR(ValidateToolboxModule(alias, module));
   }
-  if (options.max_live_sessions < 1) {
-    return InvalidArgument("max_live_sessions must be at least 1, got " +
-                           std::to_string(options.max_live_sessions));
-  }
+  DOLSOT_RETURN_IF_ERROR(CheckMaxLiveSessions(options.max_live_sessions));
   if (options.sandbox) {
     DOLSOT_RETURN_IF_ERROR(ValidateSandboxPolicy(*options.sandbox));
     DOLSOT_RETURN_IF_ERROR(CheckMountSources(options.sandbox->mounts));

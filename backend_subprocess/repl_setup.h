@@ -27,6 +27,10 @@ struct ReplSetup {
 // them, an overlay of a file, a symlink on a host path) is refused here.
 StatusOr<ReplSetup> CheckReplOptions(const ReplOptions& options);
 
+// kInvalidArgument unless `max_live_sessions` >= 1 (at Create, and when a
+// running Repl's limit is changed).
+Status CheckMaxLiveSessions(int max_live_sessions);
+
 // Where the worker runs: options.worker_directory, else this process's cwd.
 std::string WorkerDirectory(const ReplOptions& options);
 

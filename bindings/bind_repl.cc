@@ -1,5 +1,7 @@
 // Repl's constructor for Python (dolsot.repl.Repl builds on it; its methods
 // are Backend's) and _run_worker, the entry point of `python -m dolsot._worker`.
+#include <climits>
+
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -145,6 +147,30 @@ void BindRepl(py::module_& m) {
           },
           py::arg("seconds"),
           "Tests only: waits up to `seconds` for the new session opened ahead; whether one is ready.")
+      .def_property(
+          "max_live_sessions",
+          Checked<Repl>("max_live_sessions", [](Repl& r) { return r.MaxLiveSessions(); }),
+          Checked<Repl>("max_live_sessions",
+                        [](Repl& r, const py::object& value) {
+                          // A bool is never taken for a number (as the constructor).
+                          if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value)) {
+                            throw py::type_error("max_live_sessions must be an int, got " +
+                                                 std::string(py::str(py::type::of(value).attr("__name__"))));
+                          }
+                          const long long n = value.cast<long long>();
+                          if (n < 1 || n > INT_MAX) {
+                            ThrowStatus({ErrorCode::kInvalidArgument,
+                                         "max_live_sessions must be from 1 to " +
+                                             std::to_string(INT_MAX) + ", got " + std::to_string(n)});
+                          }
+                          ThrowIfError(r.SetMaxLiveSessions(static_cast<int>(n)));
+                        }),
+          "How many sessions stay live before the least recently used one is evicted "
+          "(checkpointed and ended). Settable while cells run; a lower limit evicts when a "
+          "session next becomes live.")
+      .def_property_readonly(
+          "evictions", Checked<Repl>("evictions", [](Repl& r) { return r.Evictions(); }),
+          "How many live sessions were evicted (over max_live_sessions) so far.")
       .def_property_readonly("worker_pid",
                              Checked<Repl>("worker_pid", [](Repl& r) { return r.WorkerPid(); }),
                              "The worker (fork server) process id, or -1 before the first run.");

@@ -3,13 +3,15 @@ per second over 64 sessions, and the latency the pool adds to one cell, with
 cells over the pool's direct channel and over Ray calls.
 
     python bench/ray/bench_pool.py [--actors 2 4] [--rounds 3] [--cells 8] \
-        [--latency-cells 300] [--pace 0] [--checkpoint async] [--markdown FILE]
+        [--latency-cells 300] [--pace 0] [--checkpoint async] \
+        [--max-live-sessions N] [--markdown FILE]
 
 Starts its own redis-server (no persistence, loopback) and Ray in local mode
 (2 CPUs, no dashboard). Every backend uses a RedisStore on that server and
 the same Repl options (type gate off, checkpoint async, the default); the
-one Repl keeps all 64 sessions live (max_live_sessions=64, as 4 actors of the
-default 16 do), since evictions would otherwise dominate its figure.
+one Repl keeps all 64 sessions live (max_live_sessions=64), since evictions
+would otherwise dominate its figure, and each pool actor's limit follows the
+sessions it is given (the pool's default): its evictions are reported.
 Throughput: 64 sessions, `--cells` cells each (`x += 1`), sent from 16
 threads; after one warm-up cell per session. Latency: cells back to back on
 one warm session from one thread, the pool's and the Repl's in alternating
@@ -111,6 +113,9 @@ def main() -> None:
                         help="seconds between latency cells (default 0: back to back)")
     parser.add_argument("--checkpoint", choices=("async", "sync", "off"), default="async",
                         help="every backend's checkpoint mode (default async, the library's)")
+    parser.add_argument("--max-live-sessions", type=int, default=None,
+                        help="each pool actor's fixed limit (default: the pool's, which follows "
+                             "the sessions an actor is given; 16 is what actors kept before #39)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     OPTIONS["checkpoint"] = args.checkpoint
@@ -122,11 +127,14 @@ def main() -> None:
     figures: dict[str, list[tuple[float, float, float, float | None]]] = {}
     floors: dict[str, list[float]] = {"Ray call": [], "direct channel": []}
     loads = [os.getloadavg()[0]]
+    evictions: dict[int, list[int]] = {}  # actors -> per pool, its actors' evictions
     try:
         def pool_run(repl, n: int, channel: str, tag: str) -> tuple[float, ...]:
             store = RedisStore(url, prefix=f"{tag}:")
-            with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel) as pool:
+            with SessionPool(n, store=store, repl_options=OPTIONS, channel=channel,
+                             max_live_sessions=args.max_live_sessions) as pool:
                 tput = throughput(pool, tag, args.cells)
+                evictions.setdefault(n, []).append(sum(a.evictions for a in pool.stats()))
                 (rp50, rp90), (p50, p90) = latency(repl, pool, tag, args.latency_cells, args.pace)
                 slot = pool._slots[0]
                 if channel == "ray":
@@ -168,7 +176,9 @@ def main() -> None:
     repl_tput = statistics.median(f[0] for f in figures["one Repl"])
     lines = [f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
              f"{platform.python_version()}, Ray {ray.__version__}, checkpoint "
-             f"{args.checkpoint}, load average "
+             f"{args.checkpoint}, pool actors' max_live_sessions "
+             f"{args.max_live_sessions or 'the default (following the sessions given)'}, "
+             f"load average "
              f"{min(loads):.1f}-{max(loads):.1f} (between rounds); {args.rounds} rounds, "
              f"medians; 64 sessions x {args.cells} cells from 16 threads; "
              f"{args.latency_cells} cells for latency, the Repl's and the pool's in "
@@ -189,6 +199,8 @@ def main() -> None:
     lines += ["", "A no-op call of a pool actor (p50 per pool, ms): " + "; ".join(
         f"{name} {', '.join(f'{v * 1e3:.3f}' for v in values)}"
         for name, values in floors.items()) + "."]
+    lines += ["", "Evictions per pool over its throughput run (all actors): " + "; ".join(
+        f"{n} actors {', '.join(map(str, values))}" for n, values in evictions.items()) + "."]
     table = "\n".join(lines)
     print(table)
     if args.markdown:

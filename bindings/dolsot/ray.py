@@ -12,7 +12,7 @@ __all__ = ["SessionPool"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("SessionPool", "PoolResult"):
+    if name in ("SessionPool", "PoolResult", "ActorStats"):
         try:
             from dolsot import ray_pool
         except ImportError as error:

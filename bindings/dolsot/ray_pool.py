@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -25,12 +25,101 @@ from dolsot._dolsot import Outcome, Result, SessionInfo, validate_session_id
 from dolsot.errors import ConfigError, SessionBusy
 from dolsot.ray_channel import Channel, ChannelLost, ChannelServer
 
-__all__ = ["SessionPool"]
+__all__ = ["ActorStats", "SessionPool"]
 
 StoreSpec = Callable[[], Any]
 
 CHANNELS = ("auto", "unix", "tcp", "ray")
 CLASSIFY_SECONDS = 10.0  # how long a broken channel waits for Ray's word on its actor
+
+# Live sessions per actor (docs/stores.md, "Live sessions per actor"). What one
+# live idle session costs the machine, rounded up from the PSS of a Repl's
+# process tree per session after an ordinary cell (12.5 MB, issue #39), and
+# what an actor sizing itself from the node's memory leaves free.
+SESSION_BYTES = 16 * 1024 * 1024
+RESERVE_FRACTION = 0.1
+REPL_DEFAULT_LIVE = 16  # a Repl's own max_live_sessions, where an actor starts
+
+
+def _available_memory() -> int | None:
+    """Bytes this node can still give (MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _total_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+class _LiveSizing:
+    """How many sessions an actor's Repl keeps live. ``fixed``: the pool's
+    ``max_live_sessions`` (never changed). Else the limit follows the
+    sessions the pool has given the actor (those it ran and did not reset),
+    from the Repl's default of 16 up, bounded by memory: ``memory`` (the
+    bytes Ray reserved for the actor, ``actor_options["memory"]``) divided by
+    SESSION_BYTES, or without it what the node still has (MemAvailable, less
+    RESERVE_FRACTION of the total) at each raise, one SESSION_BYTES a session
+    more, so actors sharing a node share what is left. MemAvailable falls as
+    sessions come live; sessions given at once (up to the actor's
+    max_concurrency) may each find the room not yet taken by the others, so
+    the limit can pass the room by that many sessions, within the reserve.
+    Never lowered: a session past the limit is evicted, not refused."""
+
+    def __init__(self, fixed: int | None, memory: int | None) -> None:
+        self.fixed = fixed
+        self.memory = memory
+        self.given: set[str] = set()
+        self.lock = threading.Lock()
+
+    def initial(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if self.memory is not None:
+            return max(1, min(REPL_DEFAULT_LIVE, self.memory // SESSION_BYTES))
+        return REPL_DEFAULT_LIVE
+
+    def _bound(self, cap: int, wanted: int) -> int:
+        """The limit ``wanted`` comes to from ``cap`` within memory (>= 1)."""
+        if self.memory is not None:
+            return max(1, min(wanted, self.memory // SESSION_BYTES))
+        available = _available_memory()
+        if available is None:
+            return max(1, min(wanted, max(cap, REPL_DEFAULT_LIVE)))
+        room = (available - int(_total_memory() * RESERVE_FRACTION)) // SESSION_BYTES
+        return max(1, cap, min(wanted, cap + max(0, room)))
+
+    def give(self, sid: str, repl: Any) -> None:
+        """`sid` runs on this actor: the limit grows to the sessions given."""
+        with self.lock:
+            if sid in self.given:
+                return
+            self.given.add(sid)
+            if self.fixed is not None:
+                return
+            cap = repl.max_live_sessions
+            if len(self.given) > cap:
+                raised = self._bound(cap, len(self.given))
+                if raised > cap:
+                    repl.max_live_sessions = raised
+
+    def forget(self, target: str) -> None:
+        with self.lock:
+            if target == "all":
+                self.given.clear()
+            else:
+                self.given.discard(target)
 
 
 class _Host:
@@ -40,14 +129,17 @@ class _Host:
     node id, "authkey": bytes}``; "auto" is a unix socket when the driver is
     on this node, else TCP on this node's IP."""
 
-    _CALLS = frozenset({"run", "interrupt", "sessions", "reset", "hello"})  # what the channel serves
+    _CALLS = frozenset({"run", "interrupt", "sessions", "reset", "hello", "stats"})  # the channel's
 
     def __init__(self, make_store: StoreSpec, repl_options: Mapping[str, Any],
-                 channel: Mapping[str, Any] | None = None) -> None:
+                 channel: Mapping[str, Any] | None = None,
+                 live: tuple[int | None, int | None] = (None, None)) -> None:
         from dolsot import Repl
 
+        self.sizing = _LiveSizing(*live)  # (the pool's max_live_sessions, Ray's memory)
         self.store = make_store()
-        self.repl = Repl(store=self.store, **dict(repl_options))
+        self.repl = Repl(store=self.store, max_live_sessions=self.sizing.initial(),
+                         **dict(repl_options))
         self.server: ChannelServer | None = None
         self.channel_error = None if channel else "the pool asked for Ray calls only"
         if channel:
@@ -98,6 +190,8 @@ class _Host:
             callbacks["on_output"] = lambda text: send("out", text)
         if live and live[1]:
             callbacks["on_image"] = lambda png: send("image", png)
+        if sid not in self.sizing.given:
+            self.sizing.give(sid, self.repl)
         result = self.repl.run(sid, code, timeout=timeout, variables=variables, **callbacks)
         return {
             "live": collected,
@@ -116,7 +210,17 @@ class _Host:
         return [(s.id, s.size_bytes, s.last_used) for s in self.repl.sessions()]
 
     def reset(self, target: str) -> int:
-        return self.repl.reset(target)
+        forgotten = self.repl.reset(target)
+        self.sizing.forget(target)
+        return forgotten
+
+    def stats(self) -> dict[str, int]:
+        """The sessions given to this actor, its Repl's live-session limit and
+        how many live sessions that limit has evicted so far."""
+        with self.sizing.lock:
+            given = len(self.sizing.given)
+        return {"sessions": given, "max_live_sessions": self.repl.max_live_sessions,
+                "evictions": self.repl.evictions}
 
     def close(self) -> str | None:
         """Stops the channel (no new cells), closes the Repl (flushing
@@ -135,6 +239,14 @@ class _Host:
                 errors.append(f"{len(left)} channel threads of the actor did not end")
         self.store.close()
         return "; ".join(errors) or None
+
+
+class ActorStats(NamedTuple):
+    """One actor of a pool, as ``SessionPool.stats()`` reports it."""
+
+    sessions: int           # sessions the pool gave it (run there, not reset)
+    max_live_sessions: int  # its Repl's live-session limit now
+    evictions: int          # live sessions that limit ended so far (checkpointed)
 
 
 class PoolResult(Result):
@@ -230,7 +342,7 @@ class SessionPool(AsyncRunMixin):
     """Sessions spread over ``num_actors`` Ray actors, each hosting a Repl.
 
     ``SessionPool(num_actors, *, store, repl_options=None, actor_options=None,
-    lease_wait=None, channel="auto")``. ``store``: a RedisStore, whose ``spec()`` (HMAC key
+    lease_wait=None, channel="auto", max_live_sessions=None)``. ``store``: a RedisStore, whose ``spec()`` (HMAC key
     included) makes each actor's own store, or a picklable zero-argument
     callable returning a store every actor can reach. ``repl_options``: the
     keyword arguments of each actor's ``Repl``. ``actor_options``: Ray's
@@ -242,7 +354,12 @@ class SessionPool(AsyncRunMixin):
     the actors: ``"auto"`` (a unix socket to an actor on the driver's node,
     else TCP), ``"unix"``, ``"tcp"``, or ``"ray"`` (Ray calls, ~1 ms more per
     cell). An actor whose channel cannot be opened is called through Ray,
-    with a ``RuntimeWarning`` saying why.
+    with a ``RuntimeWarning`` saying why. ``max_live_sessions``: how many
+    sessions each actor's Repl keeps live before it evicts the least recently
+    used to the store (an int >= 1, or in ``repl_options``); None (default):
+    the limit follows the sessions the pool gives the actor, from 16 up,
+    bounded by the actor's memory (``_LiveSizing``). ``stats()`` reports,
+    per actor, the sessions given, the limit and the evictions so far.
 
     ``run(session_id, code, *, timeout=None, variables=None, on_output=None,
     on_image=None) -> Result`` (``arun`` awaits it, ``astream`` yields its
@@ -264,16 +381,31 @@ class SessionPool(AsyncRunMixin):
         actor_options: Mapping[str, Any] | None = None,
         lease_wait: float | None = None,
         channel: str = "auto",
+        max_live_sessions: int | None = None,
     ) -> None:
-        if not isinstance(num_actors, int) or num_actors < 1:
+        if not isinstance(num_actors, int) or isinstance(num_actors, bool) or num_actors < 1:
             raise ConfigError(f"num_actors must be an int >= 1, got {num_actors!r}")
+        repl_options = dict(repl_options or {})
+        if "max_live_sessions" in repl_options:
+            if max_live_sessions is not None:
+                raise ConfigError("max_live_sessions is given twice (to SessionPool and in "
+                                  "repl_options); give it once")
+            max_live_sessions = repl_options.pop("max_live_sessions")
+        if max_live_sessions is not None and (
+                not isinstance(max_live_sessions, int) or isinstance(max_live_sessions, bool)
+                or not 1 <= max_live_sessions <= 2**31 - 1):
+            raise ConfigError("max_live_sessions (live sessions per actor) must be an int >= 1, "
+                              f"or None to follow the sessions each actor is given; got "
+                              f"{max_live_sessions!r}")
         if channel not in CHANNELS:
             raise ConfigError(f"channel must be one of {', '.join(CHANNELS)}; got {channel!r}")
         if not ray.is_initialized():
             raise ConfigError("Ray is not initialized: call ray.init(...) before SessionPool")
         self._make_store = _store_factory(store)
-        self._repl_options = dict(repl_options or {})
+        self._repl_options = repl_options
         self._actor_options = {"num_cpus": 0, "max_concurrency": 32, **(actor_options or {})}
+        memory = self._actor_options.get("memory")
+        self._live = (max_live_sessions, None if memory is None else int(memory))
         self._channel_spec = None if channel == "ray" else {
             "kind": channel, "node": ray.get_runtime_context().get_node_id(),
             "authkey": os.urandom(32)}
@@ -354,6 +486,20 @@ class SessionPool(AsyncRunMixin):
                 if row[0] not in merged or row[1] > merged[row[0]][1]:
                     merged[row[0]] = row
         return [SessionInfo(*merged[sid]) for sid in sorted(merged)]
+
+    def stats(self) -> list[ActorStats]:
+        """Per actor, in the order of ``actors()``: the sessions the pool gave
+        it, its Repl's live-session limit and how many live sessions that
+        limit evicted (checkpointed to the store and ended; the next cell of
+        one restores it, a round trip to Redis). An actor found dead is
+        replaced, and its counts start again at 0 in the new one."""
+        out = []
+        for slot in self._live_slots():
+            try:
+                out.append(ActorStats(**slot.call("stats")))
+            except (RayActorError, ChannelLost) as error:
+                self._lost(slot, error)
+        return out
 
     def reset(self, target: str) -> int:
         """Forgets `target` (``"all"``: every session) on its actor and in the
@@ -440,7 +586,7 @@ class SessionPool(AsyncRunMixin):
 
     def _start_actor(self) -> _Slot:
         handle = self._remote.options(**self._actor_options).remote(
-            self._make_store, self._repl_options, self._channel_spec)
+            self._make_store, self._repl_options, self._channel_spec, self._live)
         token, kind, address, why = ray.get(handle.hello.remote())
         channel = None
         if kind is not None:

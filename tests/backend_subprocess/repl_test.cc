@@ -259,10 +259,38 @@ TEST(Repl, LeastRecentlyUsedSessionIsEvictedAndRestored) {
   auto repl = std::move(Repl::Create(options)).value();
   MustRun(*repl, "one", "a = 1");
   MustRun(*repl, "two", "a = 2");
+  EXPECT_EQ(repl->Evictions(), 0u);
   MustRun(*repl, "three", "a = 3");  // evicts "one"
-  Result again = MustRun(*repl, "one", "a");
+  EXPECT_EQ(repl->Evictions(), 1u);
+  Result again = MustRun(*repl, "one", "a");  // evicts "two"
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
-  EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");
+  EXPECT_EQ(MustRun(*repl, "two", "a").value, "2");  // evicts "three"
+  EXPECT_EQ(repl->Evictions(), 3u);
+}
+
+// The limit changed while the Repl runs (dolsot.ray.SessionPool grows an
+// actor's with the sessions it is given): a raised one keeps more live, a
+// lowered one evicts when a session next becomes live; below 1 is refused.
+TEST(Repl, TheLiveSessionLimitChangesWhileTheReplRuns) {
+  ReplOptions options;
+  options.store = std::make_shared<MemoryStore>();
+  options.max_live_sessions = 1;
+  options.config.typecheck = false;
+  auto repl = std::move(Repl::Create(options)).value();
+  EXPECT_EQ(repl->MaxLiveSessions(), 1);
+  EXPECT_EQ(repl->SetMaxLiveSessions(0).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(repl->SetMaxLiveSessions(-3).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(repl->MaxLiveSessions(), 1);
+  ASSERT_TRUE(repl->SetMaxLiveSessions(3).ok());
+  for (const char* sid : {"a", "b", "c"}) MustRun(*repl, sid, "x = 1");
+  EXPECT_EQ(repl->Evictions(), 0u);
+  EXPECT_EQ(repl->LiveSessions().size(), 3u);
+  ASSERT_TRUE(repl->SetMaxLiveSessions(1).ok());
+  EXPECT_EQ(repl->LiveSessions().size(), 3u);  // not at once
+  MustRun(*repl, "d", "x = 2");
+  EXPECT_EQ(repl->Evictions(), 3u);
+  EXPECT_EQ(repl->LiveSessions(), std::vector<std::string>{"d"});
+  EXPECT_EQ(MustRun(*repl, "a", "x").value, "1");  // restored from the store
 }
 
 // A long-lived Repl (an MCP server, a server profile) that has seen many
@@ -422,6 +450,7 @@ TEST_P(EvictionModes, ASessionWhoseCheckpointIsNotSavedStaysLive) {
   EXPECT_EQ(again.value, "1") << again.error.value_or("");
   EXPECT_EQ(MustRun(*repl, "two", "b").value, "2");
   EXPECT_EQ(repl->Sessions().value().size(), 2u);  // both live, over the limit
+  EXPECT_EQ(repl->Evictions(), 0u);                 // nothing was evicted
 }
 
 INSTANTIATE_TEST_SUITE_P(All, EvictionModes,

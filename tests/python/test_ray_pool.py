@@ -27,6 +27,7 @@ import dolsot
 from dolsot.errors import ConfigError
 from dolsot.ray import SessionPool
 from dolsot.ray_channel import Channel, ChannelLost
+from dolsot import ray_pool
 from dolsot.ray_pool import _Host
 from dolsot.store import RedisStore
 from process_tree import alive, children, descendants
@@ -92,6 +93,98 @@ def test_64_sessions_on_4_actors_keep_their_actor_and_their_state(store):
         assert [r.value for r in values] == [str(2 * i + 1) for i in range(64)]
         assert isinstance(values[0], dolsot.Result)
         assert {info.id for info in pool.sessions()} == set(sids)
+
+
+def test_64_sessions_on_2_actors_stay_live_the_limit_follows_what_each_is_given(store):
+    sids = [f"g{i}" for i in range(64)]
+    with SessionPool(2, store=store, repl_options=REPL_OPTIONS) as pool:
+        assert [tuple(a) for a in pool.stats()] == [(0, 16, 0), (0, 16, 0)]  # a Repl's default
+        assert all(r.ok for r in _run_all(pool, [(s, f"x = {i}") for i, s in enumerate(sids)]))
+        assert all(r.ok for r in _run_all(pool, [(s, "x += 1") for s in sids]))
+        stats = pool.stats()
+        assert [(a.sessions, a.evictions) for a in stats] == [(32, 0), (32, 0)]
+        assert all(a.max_live_sessions >= 32 for a in stats), stats  # this node has the memory
+        values = _run_all(pool, [(s, "x") for s in sids])
+        assert [r.value for r in values] == [str(i + 1) for i in range(64)]
+        assert [a.evictions for a in pool.stats()] == [0, 0]
+        # What the pool forgets, the actor does too; the limit stays.
+        assert pool.reset("g0") == 1
+        assert sorted(a.sessions for a in pool.stats()) == [31, 32]
+        pool.reset("all")
+        assert [a.sessions for a in pool.stats()] == [0, 0]
+
+
+def test_an_explicit_limit_is_honoured_and_its_evictions_show_in_stats(store):
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS, max_live_sessions=2) as pool:
+        for i in range(5):
+            assert pool.run(f"e{i}", f"x = {i}").ok
+        from dolsot.ray import ActorStats
+
+        assert pool.stats() == [ActorStats(sessions=5, max_live_sessions=2, evictions=3)]
+        # Evicted sessions come back from the store, each evicting another.
+        assert [pool.run(f"e{i}", "x").value for i in range(5)] == ["0", "1", "2", "3", "4"]
+        assert pool.stats()[0].evictions == 3 + 5
+    # The limit may come in repl_options too, as a Repl takes it.
+    options = dict(REPL_OPTIONS, max_live_sessions=1)
+    with SessionPool(1, store=store, repl_options=options, channel="ray") as pool:
+        assert pool.run("f0", "1").ok and pool.run("f1", "1").ok
+        assert pool.stats() == [(2, 1, 1)]
+
+
+def test_the_limit_that_follows_the_sessions_stops_at_the_memory_ray_gives_an_actor(store):
+    memory = 3 * ray_pool.SESSION_BYTES
+    with SessionPool(1, store=store, repl_options=REPL_OPTIONS,
+                     actor_options={"memory": memory}) as pool:
+        assert pool.stats()[0].max_live_sessions == 3  # under a Repl's 16 already
+        for i in range(5):
+            assert pool.run(f"m{i}", f"x = {i}").ok
+        assert pool.stats() == [(5, 3, 2)]
+        assert [pool.run(f"m{i}", "x").value for i in range(5)] == ["0", "1", "2", "3", "4"]
+
+
+class _LimitOnly:
+    """What _LiveSizing touches of a Repl."""
+
+    def __init__(self, limit):
+        self.max_live_sessions = limit
+
+
+def test_without_ray_s_memory_the_limit_grows_only_into_what_the_node_has_left(monkeypatch):
+    mib = 1024 * 1024
+    monkeypatch.setattr(ray_pool, "_total_memory", lambda: 1000 * mib)  # 100 MiB kept back
+    sizing = ray_pool._LiveSizing(None, None)
+    # Room for 3 sessions past the reserve once 16 are live; each session
+    # live past those takes its share (the one just given is not live yet).
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: 100 * mib + ray_pool.SESSION_BYTES * (
+        3 - max(0, len(sizing.given) - 1 - 16)))
+    repl = _LimitOnly(sizing.initial())
+    assert repl.max_live_sessions == 16
+    for i in range(24):
+        sizing.give(f"n{i}", repl)
+    assert repl.max_live_sessions == 19  # room for 3 more sessions than the 16
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: 50 * mib)  # under the reserve
+    sizing.give("n24", repl)
+    assert repl.max_live_sessions == 19  # never lowered by memory, never raised past it
+    monkeypatch.setattr(ray_pool, "_available_memory", lambda: None)  # unknown: a Repl's 16
+    unknown = ray_pool._LiveSizing(None, None)
+    other = _LimitOnly(unknown.initial())
+    for i in range(20):
+        unknown.give(f"u{i}", other)
+    assert other.max_live_sessions == 16
+    fixed = ray_pool._LiveSizing(4, None)
+    pinned = _LimitOnly(fixed.initial())
+    for i in range(10):
+        fixed.give(f"f{i}", pinned)
+    assert (pinned.max_live_sessions, len(fixed.given)) == (4, 10)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "8", 2**31])
+def test_a_bad_live_session_limit_is_refused_before_any_actor_starts(store, bad):
+    with pytest.raises(ConfigError, match="max_live_sessions .*must be an int >= 1") as raised:
+        SessionPool(1, store=store, max_live_sessions=bad)
+    assert repr(bad) in str(raised.value)
+    with pytest.raises(ConfigError, match="max_live_sessions is given twice"):
+        SessionPool(1, store=store, max_live_sessions=4, repl_options={"max_live_sessions": 4})
 
 
 def test_a_killed_actor_s_sessions_resume_elsewhere_from_the_store(store):
