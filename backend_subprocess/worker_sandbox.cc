@@ -244,6 +244,10 @@ StatusOr<SandboxReport> EnterWorkerSandbox(WorkerSettings& settings) {
   inputs.mounts = settings.sandbox->mounts;
   inputs.hidden = settings.sandbox_hidden;
   inputs.hidden.push_back(settings.cwd);
+  // The store's directories are sealed; the cwd (also among the hidden) is not.
+  for (const std::string& h : settings.sandbox_hidden) {
+    if (h != settings.cwd) inputs.sealed.push_back(h);
+  }
   auto plan = PlanMounts(inputs, StatPathKind);
   if (!plan.ok()) return Status(plan.status().code(), "sandbox: " + plan.status().message());
   g_plan = *plan;

@@ -112,6 +112,18 @@ StatusOr<std::vector<MountOp>> PlanMounts(
     }
     ops.push_back({op_kind, source, target, kind == PathKind::kFile, /*from_policy=*/true});
   }
+  // A sealed path's inside is never a mount's host path.
+  for (const std::string& given : inputs.sealed) {
+    const std::string sealed = NormalizePath(given);
+    if (sealed.empty() || sealed == "/") continue;
+    for (const MountOp& op : ops) {
+      if (!op.from_policy) continue;
+      if (op.source == sealed || !PathUnder(op.source, sealed)) continue;
+      return InvalidArgument("mount " + op.target + " would show part of '" + sealed +
+                             "', which must stay outside the sandbox (the session store's "
+                             "directory)");
+    }
+  }
   // Hidden paths, wherever a bind would show them (at the bind's target).
   std::vector<MountOp> hides;
   for (const std::string& h : hidden) {

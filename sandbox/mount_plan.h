@@ -44,6 +44,10 @@ struct MountPlanInputs {
   // store's cache directory, the host's cwd). A system path equal to one of
   // these, or holding one, is bound with that part hidden.
   std::vector<std::string> hidden;
+  // Of those, the ones nothing may be mounted from inside either (the
+  // store's directories: any part of them is other sessions' state). The
+  // host's cwd is not sealed: a directory under it is an ordinary mount.
+  std::vector<std::string> sealed;
 };
 
 // "/a//b/./c/" -> "/a/b/c"; "" when `path` is not absolute or has "..".

@@ -66,14 +66,15 @@ Status FindWritableTrees(int root, const std::vector<MountOp>& plan,
 std::vector<HiddenHostPath> ReplHiddenPaths(const std::string& cache_dir, const std::string& cwd,
                                             const std::string& store_dir) {
   std::vector<HiddenHostPath> hidden{
-      {cache_dir, "dolsot's cache directory, which holds the sessions' checkpoints "
-                  "(DOLSOT_CACHE_DIR)"}};
+      {cache_dir,
+       "dolsot's cache directory, which holds the sessions' checkpoints (DOLSOT_CACHE_DIR)",
+       /*sealed=*/true}};
   if (!cwd.empty()) {
     hidden.push_back({cwd, "the working directory the worker runs in, which a sandbox never "
                            "shows; run from another directory to mount it"});
   }
   if (!store_dir.empty() && store_dir != cache_dir) {
-    hidden.push_back({store_dir, "the session store's directory"});
+    hidden.push_back({store_dir, "the session store's directory", /*sealed=*/true});
   }
   return hidden;
 }
@@ -92,6 +93,8 @@ Status CheckSandboxMounts(const std::vector<SandboxMount>& mounts,
   for (const HiddenHostPath& one : hidden) {
     if (NormalizePath(one.path).empty()) continue;
     inputs.hidden = {one.path};
+    inputs.sealed.clear();
+    if (one.sealed) inputs.sealed = {one.path};
     auto plan = PlanMounts(inputs, StatPathKind);
     if (!plan.ok()) {
       return Status(ErrorCode::kConfig, "sandbox: " + plan.status().message() + " ('" +
@@ -99,7 +102,11 @@ Status CheckSandboxMounts(const std::vector<SandboxMount>& mounts,
     }
   }
   inputs.hidden.clear();
-  for (const HiddenHostPath& one : hidden) inputs.hidden.push_back(one.path);
+  inputs.sealed.clear();
+  for (const HiddenHostPath& one : hidden) {
+    inputs.hidden.push_back(one.path);
+    if (one.sealed) inputs.sealed.push_back(one.path);
+  }
   auto plan = PlanMounts(inputs, StatPathKind);
   if (!plan.ok()) return Status(ErrorCode::kConfig, "sandbox: " + plan.status().message());
   // What only opening the paths tells: symlinks on a mount's host path,

@@ -24,6 +24,7 @@ namespace dolsot {
 struct HiddenHostPath {
   std::string path;
   std::string what;
+  bool sealed = false;  // nothing inside it may be mounted either (MountPlanInputs::sealed)
 };
 
 // What a Repl's Sandbox keeps hidden, each with what it is: dolsot's cache

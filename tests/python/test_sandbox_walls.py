@@ -129,7 +129,7 @@ def test_cli_refuses_a_mount_the_sandbox_would_not_show_as_a_usage_error(tmp_pat
     # nothing runs (once: exit 1, a WorkerError from the worker's start).
     work, home, rw = tmp_path / "work", tmp_path / "home", tmp_path / "rw"
     cache = home / "cache"
-    for d in (work / "sub", cache, rw / "inner"):
+    for d in (work / "sub", cache / "inner", rw / "inner"):
         d.mkdir(parents=True)
     (work / "file").write_text("x")
     (tmp_path / "link").symlink_to(work / "sub")
@@ -139,6 +139,7 @@ def test_cli_refuses_a_mount_the_sandbox_would_not_show_as_a_usage_error(tmp_pat
         (f"/src={work}", ["mount /src would show", "run from another directory"]),
         (f"/src={work}:read-write", ["mount /src would show", "working directory"]),
         (f"/c={cache}", ["mount /c would show", f"'{cache}' is dolsot's cache directory"]),
+        (f"/c={cache / 'inner'}", [f"mount /c would show part of '{cache}'", "cache directory"]),
         (f"/h={home}:read-write", ["read-write mount /h would hold /h/cache",
                                    "cache directory"]),
         (f"/l={tmp_path / 'link'}", ["mount /l", "passes through the symlink"]),
@@ -207,6 +208,28 @@ def test_the_store_inside_a_read_write_mount_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="must stay hidden"):
         dolsot.Repl(typecheck=False, timeout=30,
                     sandbox=Sandbox(mounts=[Mount("/home", str(home), "read-write")], processes=64))
+
+
+def test_no_part_of_the_store_is_mounted_but_a_part_of_the_cwd_is(tmp_path, monkeypatch):
+    # Inside the store's directory is other sessions' state: refused where
+    # the Repl is made, in any mode. Inside the cwd is an ordinary mount.
+    store_dir = tmp_path / "state"
+    (store_dir / "sub").mkdir(parents=True)
+    for mode in ("read-only", "read-write", "overlay"):
+        with pytest.raises(ConfigError, match="would show part of"):
+            dolsot.Repl(store=FileStore(str(store_dir)), typecheck=False,
+                        sandbox=Sandbox(mounts=[Mount("/x", str(store_dir / "sub"), mode)],
+                                        processes=64))
+    (tmp_path / "work" / "data").mkdir(parents=True)
+    (tmp_path / "work" / "data" / "a.txt").write_text("a")
+    monkeypatch.chdir(tmp_path / "work")
+    r = dolsot.Repl(store=FileStore(str(store_dir)), typecheck=False, timeout=30,
+                    sandbox=Sandbox(mounts=[Mount("/data", str(tmp_path / "work" / "data"))],
+                                    processes=64))
+    try:
+        assert ok(r, "s", "import os; os.listdir('/data')").value == "['a.txt']"
+    finally:
+        r.close()
 
 
 def test_a_file_store_of_its_own_stays_outside_every_mount(tmp_path):

@@ -119,6 +119,25 @@ TEST(MountPlan, PolicyMountsExistAndNeverShowTheStore) {
   EXPECT_NE(PlanMounts(in, fs).status().message().find("does not exist"), std::string::npos);
 }
 
+TEST(MountPlan, NothingInsideASealedPathIsMountedButInsideTheCwdIs) {
+  FakeFs fs({{"/srv/cache", D}, {"/srv/cache/sessions", D}, {"/home/me/work", D},
+             {"/home/me/work/data", D}});
+  MountPlanInputs in;
+  in.hidden = {"/srv/cache", "/home/me/work"};
+  in.sealed = {"/srv/cache/"};  // normalized like the hidden ones
+  for (MountMode mode : {MountMode::kReadOnly, MountMode::kReadWrite, MountMode::kOverlay}) {
+    in.mounts = {{"/c", "/srv/cache/sessions", mode}};
+    auto refused = PlanMounts(in, fs);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("would show part of '/srv/cache'"),
+              std::string::npos) << refused.status().message();
+  }
+  // The cwd is hidden, not sealed: a directory under it mounts.
+  in.mounts = {{"/data", "/home/me/work/data", MountMode::kReadOnly}};
+  auto plan = PlanMounts(in, fs);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+}
+
 TEST(MountPlan, OverlaysLayerADirectoryAndHideTheStoreInside) {
   FakeFs fs({{"/srv/corpus", D}, {"/srv/corpus/.cache", D}, {"/srv/corpus/a.txt", F},
              {"/srv/corpus/sub", D}});
