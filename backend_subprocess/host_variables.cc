@@ -6,7 +6,9 @@
 
 namespace dolsot {
 
-Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables) {
+Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables,
+                           bool* changed) {
+  *changed = false;
   if (variables.empty()) return Status::Ok();
   if (cache_ == nullptr && (cache_ = PyDict_New()) == nullptr) {
     PyErr_Clear();
@@ -31,6 +33,12 @@ Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable
                                                "does not hold it; run the cell again");
       }
     }
+    // Kept and still held: binding it again would change nothing.
+    if (!v.resent && PyDict_GetItemString(globals, v.name.c_str()) == value) {
+      Py_DECREF(value);
+      continue;
+    }
+    *changed = true;
     int bound = PyDict_SetItemString(globals, v.name.c_str(), value);
     Py_DECREF(value);
     if (bound < 0) {

@@ -27,10 +27,13 @@ class HostVariables {
   HostVariables& operator=(const HostVariables&) = delete;
 
   // Binds `variables` in `globals`: a resent one unpickled (and kept), the
-  // others from what this process kept. kCorrupt naming the variable when a
-  // pickle does not load or a value is not kept; kInternal when binding
-  // fails. Needs the GIL.
-  Status Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables);
+  // others from what this process kept. `*changed` says whether any name
+  // now holds another object than before (a kept value the name still
+  // holds is not bound again: nothing changes, and the cell may still be
+  // proven, read_only_cell.h). kCorrupt naming the variable when a pickle
+  // does not load or a value is not kept; kInternal when binding fails.
+  // Needs the GIL.
+  Status Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables, bool* changed);
 
  private:
   PyObject* cache_ = nullptr;  // name -> the value last received (a dict; lives with the process)

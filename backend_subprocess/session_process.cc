@@ -570,26 +570,29 @@ class SessionProcess {
     request.returned = &returned;
     tools_.BeginCell(socket_.get(), run->tool_pipes);
     Result result;
-    Status bound = BindExtras(run->tools, variables);
+    bool variables_changed = false;
+    Status bound = BindExtras(run->tools, variables, &variables_changed);
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
     // is made again. A binding cell that completes changes only the names it
     // bound: the snapshot stays, and the host keeps those values for it; it
     // saves them later (async: a journal frame or a checkpoint after the
     // delay) or before the Result returns (sync); so only with a snapshot
-    // or sync checkpoints (rollback off: nothing else holds them). Variables bind
-    // names, so a cell with them is neither; checked once the tools are
-    // bound (a tool may shadow a builtin). A thread of the session's that
+    // or sync checkpoints (rollback off: nothing else holds them). Variables
+    // that bind names anew make a cell neither (one the session still holds
+    // from the last send changes nothing: an agent's `context`, sent once);
+    // checked once the tools are bound (a tool may shadow a builtin). A thread of the session's that
     // runs meanwhile could change anything: none may be alive.
     using Effect = ReadOnlyCell::Effect;
     Effect effect = Effect::kAny;
     std::vector<std::string> binding_names;
-    if (bound.ok() && !checkpoint_owed && variables.empty() &&
+    Ref definitions;  // what its defs made, to register once it ran
+    if (bound.ok() && !checkpoint_owed && !variables_changed &&
         (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
       // With sync checkpoints the host saves its values (a journal frame)
       // before the Result returns, so rollback off is fine there too.
       const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
-      effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names);
+      effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names, &definitions);
       if (effect != Effect::kAny && OtherPythonThreads()) effect = Effect::kAny;
     }
     if (bound.ok()) {
@@ -597,6 +600,16 @@ class SessionProcess {
       // A proven read-only cell binds no name: the host's list stands.
       request.list_held = !(effect == Effect::kNothing && host_has_names);
       result = RunCell(globals_, request);
+      // Its proven functions, callable by the next cells' proofs.
+      if (effect != Effect::kAny && definitions) {
+        Ref filename(PyUnicode_FromStringAndSize(request.filename.data(),
+                                                 static_cast<Py_ssize_t>(request.filename.size())));
+        if (filename) {
+          ReadOnlyCell::RegisterDefinitions(globals_, filename.get(), definitions.get());
+        } else {
+          PyErr_Clear();
+        }
+      }
     } else {
       result = Result::Failure(Outcome::kError, kExitFailure, bound.message(),
                                HeldNames(globals_, aliases_));
@@ -729,7 +742,8 @@ class SessionProcess {
 
   // Binds this cell's tools (as builtins: this process holds one session)
   // and variables (host_variables.h). Needs the GIL.
-  Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables) {
+  Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables,
+                    bool* variables_changed) {
     PyObject* builtins = builtins_;
     if (!tools.names.empty() && transport_ == nullptr) {
       transport_ = tools_.NewTransport();
@@ -739,7 +753,7 @@ class SessionProcess {
       }
     }
     DOLSOT_RETURN_IF_ERROR(BindCellTools(builtins, tools, transport_));
-    return variables_.Bind(globals_, variables);
+    return variables_.Bind(globals_, variables, variables_changed);
   }
 
   ToolChannel tools_;

@@ -9,23 +9,31 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <marshal.h>
 
 #include "core/python_chars.h"
+#include "embedded/cell_prescan.h"
+#include "embedded/cell_sources.h"
+#include "embedded/function_recipe.h"
 #include "embedded/interned_name.h"
 #include "embedded/plain_expressions.h"
-#include "embedded/py_ref.h"
+#include "embedded/plain_values.h"
+#include "embedded/pure_functions.h"
 
 namespace dolsot {
 namespace {
 
 // Runs once, in a private scope, on the C module `_ast` (importing `ast`
-// costs ~10 ms here). `shape` returns (names read, comprehension variables)
-// for a cell made only of the nodes below, else None. The walk lists a
-// comprehension before its target, so a target's names are known when they
-// are met.
+// costs ~10 ms here); `_METHODS` (cell_prescan.h's BindingMethods) is put in the scope first.
+// `shape` returns (names read, comprehension variables) for a read-only
+// cell made only of the nodes below, else None. `effects` returns (names
+// read, names bound, definitions) for a binding cell (read_only_cell.h),
+// else None; `definitions` the definitions of a cell's source alone. Walks
+// are breadth first, so a node is met before its children: a call before
+// the attribute it calls, a comprehension before its target.
 constexpr char kGlueSource[] = R"PY(
 import _ast
 import sys as _sys
@@ -33,6 +41,7 @@ _compile = compile
 _getattr = getattr
 _isinstance = isinstance
 _id = id
+_len = len
 _set = set
 _tuple = tuple
 _range = range
@@ -45,19 +54,22 @@ _NODES = (_ast.Module, _ast.Expr, _ast.Pass, _ast.Constant, _ast.Name, _ast.Load
           _ast.JoinedStr, _ast.FormattedValue, _ast.ListComp, _ast.SetComp, _ast.GeneratorExp,
           _ast.DictComp, _ast.comprehension, _ast.Starred, _ast.operator, _ast.unaryop,
           _ast.boolop, _ast.cmpop)
-_STATEMENTS = (_ast.Assign, _ast.AugAssign, _ast.Attribute)
+# A binding cell's statements; a proven function body's add return and
+# assert. Expressions may also call a method of _METHODS on any value.
+_STATEMENTS = (_ast.Assign, _ast.AugAssign, _ast.For, _ast.While, _ast.If, _ast.Break,
+               _ast.Continue)
+_TOP = _NODES + _STATEMENTS + (_ast.Attribute,)
+_BODY = _TOP + (_ast.Return, _ast.Assert)
+_COMPOUND = (_ast.For, _ast.While, _ast.If)
+_DEF = _ast.FunctionDef
 _ATTRIBUTE = _ast.Attribute
 _SUBSCRIPT = _ast.Subscript
 _CALL = _ast.Call
-# Methods of list, dict and set that change the container in place, run no
-# code but the builtins' own on plain values, and may be called on a name.
-_MUTATORS = frozenset(('append', 'extend', 'insert', 'pop', 'remove', 'clear', 'sort',
-                       'reverse', 'add', 'discard', 'update', 'setdefault'))
 _NAME = _ast.Name
 _LOAD = _ast.Load
 _COMPREHENSION = _ast.comprehension
-_ASSIGN = _ast.Assign
-_AUG_ASSIGN = _ast.AugAssign
+# Called with more than one argument these look up a codec, which may import.
+_CONVERTERS = frozenset(('str', 'bytes', 'bytearray'))
 _monitoring = _getattr(_sys, 'monitoring', None)
 get_tool = _monitoring.get_tool if _monitoring is not None else None
 
@@ -76,51 +88,16 @@ def _walk(node, allowed):
                 queue.append(value)
     return queue
 
-def _store(target, targets, names, mutated):
-    # A statement's target: a name (into `names`), or a subscript of a name,
-    # which changes the value that name holds (into `mutated`).
-    if _isinstance(target, _NAME):
-        targets.add(_id(target))
-        names.add(target.id)
-        return True
-    if _isinstance(target, _SUBSCRIPT) and _isinstance(target.value, _NAME):
-        targets.add(_id(target))
-        mutated.add(target.value.id)
-        return True
-    return False
-
-def shape(source, binding):
-    # (names read, comprehension variables, names assigned, names augmented,
-    # names whose values the cell changes in place); with `binding`,
-    # top-level `name = ...`, `name op= ...`, `name[key] = ...`,
-    # `name[key] op= ...` statements and calls `name.method(...)` of the
-    # methods above are allowed too.
+def shape(source):
+    # (names read, comprehension variables) of a read-only cell.
     try:
         tree = _compile(source, '<read-only check>', 'exec', _ONLY_AST, dont_inherit=True)
     except BaseException:
         return None
-    targets = _set()  # the Name and Subscript nodes that may store (by identity)
-    methods = _set()  # the Attribute nodes that may be called (by identity)
-    assigned = _set()
-    augmented = _set()
-    mutated = _set()
-    if binding:
-        for statement in tree.body:
-            if _isinstance(statement, _ASSIGN):
-                for target in statement.targets:
-                    if not _store(target, targets, assigned, mutated):
-                        return None
-            elif _isinstance(statement, _AUG_ASSIGN):
-                if not _store(statement.target, targets, augmented, mutated):
-                    return None
-        for node in _walk(tree, _NODES + _STATEMENTS) or ():
-            if (_isinstance(node, _CALL) and _isinstance(node.func, _ATTRIBUTE) and
-                    _isinstance(node.func.value, _NAME) and node.func.attr in _MUTATORS):
-                methods.add(_id(node.func))
-                mutated.add(node.func.value.id)
     loaded = _set()
     local = _set()
-    nodes = _walk(tree, _NODES + _STATEMENTS if binding else _NODES)
+    targets = _set()
+    nodes = _walk(tree, _NODES)
     if nodes is None:
         return None
     for node in nodes:
@@ -137,19 +114,129 @@ def shape(source, binding):
             elif _id(node) not in targets:
                 return None
         elif _isinstance(node, _SUBSCRIPT):
-            if not _isinstance(node.ctx, _LOAD) and _id(node) not in targets:
+            if not _isinstance(node.ctx, _LOAD):
                 return None
+    return (_tuple(loaded), _tuple(local))
+
+def _parameters(node):
+    args = node.args
+    return [arg for arg in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
+            if arg is not None]
+
+def _body(node):
+    # The globals a def's body reads when the body is proven: made of the
+    # nodes of _BODY only (no global, nonlocal, del, import, def, class,
+    # lambda, with, try, raise, yield, await), attributes only to call a
+    # method of _METHODS. None otherwise. A comprehension's variable counts
+    # as read too (the proof then finds it absent, or checks what it is).
+    if node.decorator_list:
+        return None
+    loads = _set()
+    stores = _set()
+    if not _scope(node.body, _BODY, loads, stores, None):
+        return None
+    for arg in _parameters(node):
+        stores.add(arg.arg)
+    return _tuple(loads - stores)
+
+def _scope(roots, allowed, loads, stores, definitions):
+    # Walks the nodes `roots` and what they hold; False at the first node
+    # `allowed` lacks. With `definitions` (a list; None refuses them), a
+    # def is allowed: what runs when it runs (its defaults, its
+    # annotations) is walked as the cell's own, its name is bound, and
+    # (name, line, what _body says) is added to `definitions`.
+    called = _set()
+    comprehended = _set()
+    queue = _list(roots)
+    for node in queue:
+        if _isinstance(node, _DEF) and definitions is not None:
+            if node.decorator_list or _getattr(node, 'type_params', None):
+                return False
+            args = node.args
+            queue.extend(args.defaults)
+            queue.extend(default for default in args.kw_defaults if default is not None)
+            queue.extend(arg.annotation for arg in _parameters(node) if arg.annotation is not None)
+            if node.returns is not None:
+                queue.append(node.returns)
+            stores.add(node.name)
+            definitions.append((node.name, node.lineno, _body(node)))
+            continue
+        if not _isinstance(node, allowed):
+            return False
+        if _isinstance(node, _CALL):
+            function = node.func
+            if _isinstance(function, _ATTRIBUTE):
+                if function.attr not in _METHODS:
+                    return False
+                called.add(_id(function))
+            elif (_isinstance(function, _NAME) and function.id in _CONVERTERS and
+                  (_len(node.args) > 1 or node.keywords)):
+                return False
         elif _isinstance(node, _ATTRIBUTE):
-            if _id(node) not in methods:
-                return None
-    return (_tuple(loaded), _tuple(local), _tuple(assigned), _tuple(augmented),
-            _tuple(mutated))
+            if _id(node) not in called:
+                return False
+        elif _isinstance(node, _COMPREHENSION):
+            if node.is_async:
+                return False
+            for target in _walk(node.target, allowed) or ():
+                if _isinstance(target, _NAME):
+                    comprehended.add(_id(target))
+        elif _isinstance(node, _NAME):
+            if _isinstance(node.ctx, _LOAD):
+                loads.add(node.id)
+            elif _id(node) not in comprehended:
+                stores.add(node.id)
+        for field in node._fields:
+            value = _getattr(node, field, None)
+            if _isinstance(value, _list):
+                queue.extend(item for item in value if _isinstance(item, _AST))
+            elif _isinstance(value, _AST):
+                queue.append(value)
+    return True
+
+def effects(source):
+    # (names read, names bound, definitions) of a binding cell.
+    try:
+        tree = _compile(source, '<binding check>', 'exec', _ONLY_AST, dont_inherit=True)
+    except BaseException:
+        return None
+    loads = _set()
+    stores = _set()
+    found = []
+    if not _scope(tree.body, _TOP, loads, stores, found):
+        return None
+    return (_tuple(loads), _tuple(stores), _tuple(found))
+
+def definitions(source):
+    # (name, line, reads) of each def a cell's source runs at its top level
+    # (in its loops and ifs too), reads None where the body is not proven.
+    try:
+        tree = _compile(source, '<definitions>', 'exec', _ONLY_AST, dont_inherit=True)
+    except BaseException:
+        return ()
+    found = []
+    queue = _list(tree.body)
+    for node in queue:
+        if _isinstance(node, _DEF):
+            found.append((node.name, node.lineno, _body(node)))
+        elif _isinstance(node, _COMPOUND):
+            queue.extend(node.body)
+            queue.extend(node.orelse)
+    return _tuple(found)
 )PY";
 
 constexpr std::size_t kMaxSource = 1024;
+// A binding cell may define functions, whose bodies the proof does not walk
+// for the cell: it may be longer (its parse, ~30 us a KiB, is what a cell
+// turned away pays).
+constexpr std::size_t kMaxBindingSource = 16 * 1024;
 constexpr int kMaxAtomItems = 256;
-// What one binding cell's values may take, marshalled.
-constexpr std::size_t kMaxBindingBytes = 64 * 1024;
+// What a binding cell's proof may walk (the values it reads and binds, each
+// walk at most this many items) and its values may take, marshalled: ~50 us
+// of walking at most, against a fork of ~2-3 ms (an agent's `words =
+// context.split()` over a few KB of text, a dict counting them).
+constexpr int kMaxBindingItems = 4096;
+constexpr std::size_t kMaxBindingBytes = 256 * 1024;
 
 // Builtins that are pure on immutable values, builtins like these and what
 // they make: no side effect but output (print writes to the cell's capture).
@@ -179,7 +266,9 @@ const PureType kPureTypes[] = {
     {"zip", &PyZip_Type}};
 
 struct Prepared {
-  PyObject* shape = nullptr;   // the glue's shape()
+  PyObject* shape = nullptr;        // the glue's shape()
+  PyObject* effects = nullptr;      // effects()
+  PyObject* definitions = nullptr;  // definitions()
   // sys.monitoring.get_tool (Python 3.12 and later), else nullptr.
   PyObject* get_tool = nullptr;
   PyObject* tool_ids[6] = {};  // the ints 0-5 (sys.monitoring's tool ids for users)
@@ -189,62 +278,6 @@ struct Prepared {
   bool scan_plain = true;
 };
 Prepared* g_prepared = nullptr;  // per process: a worker prepares once, its forks inherit
-
-// Whether `check(member, budget)` holds for every member of a set or
-// frozenset (of atoms: iterating it runs no code of the session's).
-template <typename Check>
-bool EveryMember(PyObject* set, int* budget, Check check) {
-  if (PySet_GET_SIZE(set) > *budget) return false;
-  Ref items(PySequence_Tuple(set));
-  if (!items) {
-    PyErr_Clear();
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items.get()); ++i) {
-    if (!check(PyTuple_GET_ITEM(items.get(), i), budget)) return false;
-  }
-  return true;
-}
-
-// An exact builtin value whose reading runs no Python code, all the way
-// down (within `budget` items): immutable atoms, and tuples, frozensets,
-// lists, dicts, sets and bytearrays of them.
-bool IsAtom(PyObject* value, int* budget) {
-  if (--*budget < 0) return false;
-  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
-      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
-      PyBytes_CheckExact(value) || Py_IS_TYPE(value, &PyRange_Type)) {
-    return true;
-  }
-  if (PyTuple_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
-      if (!IsAtom(PyTuple_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyList_CheckExact(value)) {
-    // Mutable, but only through attributes, stores and `+=`, none of which
-    // a read-only cell has: reading it runs no code of the session's.
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
-      if (!IsAtom(PyList_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyDict_CheckExact(value)) {
-    if (PyDict_GET_SIZE(value) > *budget) return false;
-    Py_ssize_t position = 0;
-    PyObject *key, *item;  // borrowed
-    while (PyDict_Next(value, &position, &key, &item)) {
-      if (!IsAtom(key, budget) || !IsAtom(item, budget)) return false;
-    }
-    return true;
-  }
-  if (PyByteArray_CheckExact(value)) return true;
-  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
-    return EveryMember(value, budget, IsAtom);
-  }
-  return false;
-}
 
 // The dict the cell's name lookups fall back to (globals' __builtins__).
 PyObject* BuiltinsOf(PyObject* globals) {
@@ -283,131 +316,6 @@ bool Hooked() {
   return false;
 }
 
-// Words that make a cell not read-only wherever they stand (a statement, a
-// lambda, an import): a word in a string or a comment only costs the fast
-// path.
-bool RefusedWord(std::string_view word) {
-  static constexpr std::string_view kWords[] = {
-      "import", "def",    "class",  "lambda", "del",   "global", "nonlocal", "while",
-      "with",   "try",    "except", "finally", "yield", "await",  "async",    "return",
-      "raise",  "assert", "break",  "continue", "from"};
-  for (std::string_view refused : kWords) {
-    if (word == refused) return true;
-  }
-  return false;
-}
-
-// The glue's _MUTATORS: in a binding cell, `name.method(...)` may call them.
-bool IsMutator(std::string_view word) {
-  static constexpr std::string_view kMutators[] = {"append", "extend", "insert", "pop",
-                                                   "remove", "clear",  "sort",   "reverse",
-                                                   "add",    "discard", "update", "setdefault"};
-  for (std::string_view mutator : kMutators) {
-    if (word == mutator) return true;
-  }
-  return false;
-}
-
-// A linear scan that turns away, in about a microsecond, most cells that
-// are not read-only (an assignment, an attribute, a statement, a block),
-// before Python's parser (30-150 us) is asked: a cell that could change
-// state pays only this. It never says no to a cell the full check would
-// pass, except where its crude view of strings sees code in one (a false
-// "no" only costs the fast path); what it lets through, the full check
-// decides. With `binding` it lets assignments and calls of the in-place
-// methods (IsMutator) through too, for the binding-cell proof.
-bool MayBeReadOnly(std::string_view code, bool binding) {
-  int depth = 0;            // brackets open (strings not told apart)
-  bool line_start = true;   // nothing but blanks on this line yet
-  for (std::size_t i = 0; i < code.size();) {
-    const char c = code[i];
-    if (c == '\n') {
-      line_start = true;
-      ++i;
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\\') {
-      ++i;
-      continue;
-    }
-    if (c == '#') {
-      while (i < code.size() && code[i] != '\n') ++i;
-      continue;
-    }
-    const bool at_line_start = line_start && depth == 0;
-    line_start = false;
-    if (IsNameStartByte(c)) {
-      std::size_t end = i;
-      while (end < code.size() && IsNameByte(code[end])) ++end;
-      std::string_view word = code.substr(i, end - i);
-      if (RefusedWord(word)) return false;
-      if (depth == 0 && word == "for") return false;  // a loop (a comprehension has brackets)
-      if (at_line_start && (word == "if" || word == "elif" || word == "else")) return false;
-      i = end;
-      continue;
-    }
-    if (IsAsciiDigit(c)) {  // 1.5, 1e-3, 0x1F: no attribute
-      while (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) ++i;
-      continue;
-    }
-    switch (c) {
-      case '.':
-        if (i + 1 < code.size() && IsNameStartByte(code[i + 1])) {  // an attribute
-          std::size_t end = i + 1;
-          while (end < code.size() && IsNameByte(code[end])) ++end;
-          if (!binding || !IsMutator(code.substr(i + 1, end - i - 1))) return false;
-          i = end;
-          continue;
-        }
-        break;
-      case '(': case '[': case '{':
-        ++depth;
-        break;
-      case ')': case ']': case '}':
-        if (depth > 0) --depth;
-        break;
-      case ':':
-        if (depth == 0) return false;  // a block, an annotation
-        if (i + 1 < code.size() && code[i + 1] == '=') return false;  // :=
-        break;
-      case '=': {
-        const bool comparison = (i + 1 < code.size() && code[i + 1] == '=') ||
-                                (i > 0 && (code[i - 1] == '=' || code[i - 1] == '!' ||
-                                           code[i - 1] == '<' || code[i - 1] == '>'));
-        if (comparison) {
-          i += (i + 1 < code.size() && code[i + 1] == '=') ? 2 : 1;
-          continue;
-        }
-        if (depth == 0 && !binding) return false;  // an assignment, += and the like
-        break;  // a keyword argument (or, binding, an assignment the parse checks)
-      }
-      default:
-        break;
-    }
-    ++i;
-  }
-  return true;
-}
-
-// An exact builtin value no operation can change in place, all the way down
-// (within `budget` items): what `name op= ...` may start from without
-// touching anything but the name.
-bool IsImmutable(PyObject* value, int* budget) {
-  if (--*budget < 0) return false;
-  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
-      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
-      PyBytes_CheckExact(value)) {
-    return true;
-  }
-  if (PyTuple_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
-      if (!IsImmutable(PyTuple_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  return false;
-}
-
 // A name a binding cell may bind: no dunder (`__builtins__` changes what
 // every name means).
 bool BindableName(PyObject* name) {
@@ -439,6 +347,21 @@ bool TrustedBuiltin(PyObject* builtins, PyObject* name) {
   return PyDict_GetItemWithError(builtins, name) == trusted->second;  // borrowed
 }
 
+// Whether `name`, absent from the namespace, finds nothing in the builtins
+// either: read before the cell binds it (a comprehension's variable, a
+// name the cell assigns), it raises NameError, never finds a builtin the
+// proof does not trust (`[exec(s) for exec in [exec]]`, `exec(s); exec = 0`
+// read `exec` as the builtin first).
+bool UnboundEverywhere(PyObject* builtins, PyObject* name) {
+  if (builtins == nullptr) return false;
+  if (PyDict_GetItemWithError(builtins, name) != nullptr) return false;  // borrowed
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
 // The proof for a cell of plain expressions (plain_expressions.h), without
 // Python's parser: every name it reads holds a plain value or is a trusted
 // builtin. nullopt when the scan refuses the cell (the parsed proof decides).
@@ -458,11 +381,10 @@ std::optional<bool> PlainExpressionsReadOnly(std::string_view code, PyObject* gl
   return true;
 }
 
-ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bool binding,
-                                    std::vector<std::string>* names) {
+ReadOnlyCell::Effect ClassifyReadOnly(std::string_view code, PyObject* globals) {
   using Effect = ReadOnlyCell::Effect;
-  if (g_prepared == nullptr || code.size() > kMaxSource || !PyDict_Check(globals)) return Effect::kAny;
-  if (!MayBeReadOnly(code, binding)) return Effect::kAny;
+  if (code.size() > kMaxSource) return Effect::kAny;
+  if (!MayBeReadOnly(code)) return Effect::kAny;
   if (IntervalTimerSet()) return Effect::kAny;
   if (Hooked()) return Effect::kAny;
   if (g_prepared->scan_plain) {
@@ -472,126 +394,139 @@ ReadOnlyCell::Effect ClassifyLocked(std::string_view code, PyObject* globals, bo
   }
   Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
   if (!source) return Effect::kAny;
-  Ref shape(PyObject_CallFunctionObjArgs(g_prepared->shape, source.get(),
-                                         binding ? Py_True : Py_False, nullptr));
-  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 5) return Effect::kAny;
+  Ref shape(PyObject_CallOneArg(g_prepared->shape, source.get()));
+  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 2) return Effect::kAny;
   PyObject* loaded = PyTuple_GET_ITEM(shape.get(), 0);
   PyObject* local = PyTuple_GET_ITEM(shape.get(), 1);
-  PyObject* assigned = PyTuple_GET_ITEM(shape.get(), 2);
-  PyObject* augmented = PyTuple_GET_ITEM(shape.get(), 3);
-  PyObject* mutated = PyTuple_GET_ITEM(shape.get(), 4);
   PyObject* builtins = BuiltinsOf(globals);
   int budget = kMaxAtomItems;
-  // A name the cell assigns: what it held is let go (an atom: no finalizer
-  // runs). A name it augments: it starts from what the namespace holds, an
-  // immutable value (a list's `+=` would change the list in place, which
-  // another name may hold), and is assigned nowhere else in the cell (so
-  // that holds when the statement runs).
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(assigned); ++i) {
-    PyObject* name = PyTuple_GET_ITEM(assigned, i);
-    if (!BindableName(name) || Contains(augmented, name)) return Effect::kAny;
-    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-    if (value == nullptr && PyErr_Occurred()) return Effect::kAny;
-    if (value != nullptr && !IsAtom(value, &budget)) return Effect::kAny;
-  }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(augmented); ++i) {
-    PyObject* name = PyTuple_GET_ITEM(augmented, i);
-    if (!BindableName(name)) return Effect::kAny;
-    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-    if (value == nullptr || !IsImmutable(value, &budget)) return Effect::kAny;
-  }
-  // A name whose value the cell changes in place (a store into it, one of
-  // the methods): an exact list, dict or set of atoms the namespace holds
-  // now, not rebound in the cell (the change must reach the value checked
-  // here). Whether another object holds it too shows after the cell
-  // (MarshalBindings: then it is not a binding cell, and its snapshot and
-  // checkpoint are made as for any cell).
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mutated); ++i) {
-    PyObject* name = PyTuple_GET_ITEM(mutated, i);
-    if (!BindableName(name) || Contains(assigned, name) || Contains(augmented, name)) {
-      return Effect::kAny;
-    }
-    PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-    if (value == nullptr ||
-        !(PyList_CheckExact(value) || PyDict_CheckExact(value) ||
-          (PyAnySet_CheckExact(value) && !PyFrozenSet_CheckExact(value))) ||
-        !IsAtom(value, &budget)) {
-      return Effect::kAny;
-    }
-  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     PyObject* name = PyTuple_GET_ITEM(loaded, i);
     Read read = ReadOf(globals, name, &budget);
     if (read == Read::kRefused) return Effect::kAny;
-    // Absent: a comprehension's variable, or a name the cell binds (read
-    // before that, it raises NameError), or one of the trusted builtins.
-    if (read == Read::kAbsent && !Contains(local, name) && !Contains(assigned, name) &&
-        !TrustedBuiltin(builtins, name)) {
+    // Absent: one of the trusted builtins, or a comprehension's variable
+    // that is no builtin at all.
+    if (read == Read::kAbsent && !TrustedBuiltin(builtins, name) &&
+        !(Contains(local, name) && UnboundEverywhere(builtins, name))) {
       return Effect::kAny;
     }
   }
-  const Py_ssize_t bound =
-      PyTuple_GET_SIZE(assigned) + PyTuple_GET_SIZE(augmented) + PyTuple_GET_SIZE(mutated);
-  if (bound == 0) return Effect::kNothing;
-  if (names != nullptr) {
-    names->clear();
-    for (PyObject* group : {assigned, augmented, mutated}) {
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(group); ++i) {
-        const char* text = PyUnicode_AsUTF8(PyTuple_GET_ITEM(group, i));
-        if (text == nullptr) return Effect::kAny;
-        names->emplace_back(text);
-      }
-    }
-  }
-  return Effect::kItsBindings;
+  return Effect::kNothing;
 }
 
-// What a binding cell bound, for the host to hand a promoted snapshot: an
-// exact builtin value marshal writes exactly, whose mutable parts (lists,
-// dicts, sets, and the tuples holding them) no other object holds (their
-// reference count is their one owner's), so a copy of it is as good as
-// it; within `budget` items.
-enum class Owned { kNo, kImmutable, kMutable };
-Owned OwnedPlain(PyObject* value, int* budget) {
-  if (--*budget < 0) return Owned::kNo;
-  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
-      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
-      PyBytes_CheckExact(value)) {
-    return Owned::kImmutable;
-  }
-  if (PyFrozenSet_CheckExact(value)) {
-    return EveryMember(value, budget, IsImmutable) ? Owned::kImmutable : Owned::kNo;
-  }
-  const bool single_owner = Py_REFCNT(value) == 1;
-  if (PyTuple_CheckExact(value)) {
-    Owned owned = Owned::kImmutable;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
-      Owned item = OwnedPlain(PyTuple_GET_ITEM(value, i), budget);
-      if (item == Owned::kNo) return Owned::kNo;
-      if (item == Owned::kMutable) owned = Owned::kMutable;
+// The binding proof (read_only_cell.h's kItsBindings): resolves every name
+// the cell reads, and every name a proven function it reaches reads, to
+// what it holds now, and gathers the names whose values the cell may
+// change: those it binds, and those it reads that hold a mutable value.
+class BindingProof {
+ public:
+  explicit BindingProof(PyObject* globals) : globals_(globals), builtins_(BuiltinsOf(globals)) {}
+
+  // A name the cell (or a function it may call) reads.
+  bool Read(PyObject* name) {
+    PyObject* value = PyDict_GetItemWithError(globals_, name);  // borrowed
+    if (value == nullptr) {
+      if (PyErr_Occurred()) return false;
+      // A trusted builtin, or nothing at all: NameError unless the cell
+      // bound it first, to a value the proof accounts for.
+      return TrustedBuiltin(builtins_, name) || UnboundEverywhere(builtins_, name);
     }
-    return owned == Owned::kMutable && !single_owner ? Owned::kNo : owned;
+    if (PyFunction_Check(value)) return Function(value);
+    if (!IsAtom(value, &atom_budget_)) return false;
+    int immutable_budget = kMaxBindingItems;
+    if (Py_IS_TYPE(value, &PyRange_Type) || IsImmutable(value, &immutable_budget)) return true;
+    // Mutable: whatever the cell does to it shows in the name's value
+    // afterwards only when the namespace alone holds it, all the way down
+    // (no other name, no other object sees it change unrecorded).
+    if (OwnedPlain(value, &owned_budget_) == Owned::kNo) return false;
+    return Capture(name);
   }
-  if (!single_owner) return Owned::kNo;
-  if (PyList_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
-      if (OwnedPlain(PyList_GET_ITEM(value, i), budget) == Owned::kNo) return Owned::kNo;
+
+  // A name the cell binds: what it held is let go, which must run no code
+  // (an atom, or a function FunctionRecipe can let go).
+  bool Bind(PyObject* name) {
+    if (!BindableName(name)) return false;
+    PyObject* value = PyDict_GetItemWithError(globals_, name);  // borrowed
+    if (value == nullptr) {
+      if (PyErr_Occurred()) return false;
+    } else if (!IsAtom(value, &atom_budget_) && !FunctionRecipe::Disposable(value)) {
+      return false;
     }
-    return Owned::kMutable;
+    return Capture(name);
   }
-  if (PyDict_CheckExact(value)) {
-    if (PyDict_GET_SIZE(value) > *budget) return Owned::kNo;
-    Py_ssize_t position = 0;
-    PyObject *key, *item;  // borrowed
-    while (PyDict_Next(value, &position, &key, &item)) {
-      if (!IsImmutable(key, budget) || OwnedPlain(item, budget) == Owned::kNo) return Owned::kNo;
+
+  bool Names(std::vector<std::string>* names) const {
+    names->clear();
+    for (PyObject* name : captured_) {
+      const char* text = PyUnicode_AsUTF8(name);
+      if (text == nullptr) return false;
+      names->emplace_back(text);
     }
-    return Owned::kMutable;
+    return true;
   }
-  if (PyAnySet_CheckExact(value)) {
-    return EveryMember(value, budget, IsImmutable) ? Owned::kMutable : Owned::kNo;
+  bool empty() const { return captured_.empty(); }
+
+ private:
+  // A function the cell may call: one whose body was proven
+  // (PureFunctions), as it was proven; every global it reads, read here.
+  bool Function(PyObject* function) {
+    if (!functions_.insert(function).second) return true;  // already read (recursion)
+    PyObject* reads = PureFunctions::Reads(function, globals_, builtins_);  // borrowed
+    if (reads == nullptr) return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reads); ++i) {
+      if (!Read(PyTuple_GET_ITEM(reads, i))) return false;
+    }
+    return true;
   }
-  return Owned::kNo;
+
+  bool Capture(PyObject* name) {
+    for (PyObject* kept : captured_) {
+      if (kept == name || PyUnicode_Compare(kept, name) == 0) return true;
+    }
+    captured_.push_back(name);
+    return true;
+  }
+
+  PyObject* globals_;
+  PyObject* builtins_;
+  int atom_budget_ = kMaxBindingItems;
+  int owned_budget_ = kMaxBindingItems;
+  std::set<PyObject*> functions_;
+  std::vector<PyObject*> captured_;  // borrowed from the glue's tuples, alive for the proof
+};
+
+ReadOnlyCell::Effect ClassifyBinding(std::string_view code, PyObject* globals,
+                                     std::vector<std::string>* names, Ref* definitions) {
+  using Effect = ReadOnlyCell::Effect;
+  if (code.size() > kMaxBindingSource) return Effect::kAny;
+  if (!MayBind(code)) return Effect::kAny;
+  if (IntervalTimerSet()) return Effect::kAny;
+  if (Hooked()) return Effect::kAny;
+  if (g_prepared->scan_plain) {
+    // `1 + 1`, `len(t)`: read-only without the parser.
+    if (std::optional<bool> plain = PlainExpressionsReadOnly(code, globals); plain && *plain) {
+      return Effect::kNothing;
+    }
+  }
+  Ref source(PyUnicode_DecodeUTF8(code.data(), static_cast<Py_ssize_t>(code.size()), "strict"));
+  if (!source) return Effect::kAny;
+  Ref effects(PyObject_CallOneArg(g_prepared->effects, source.get()));
+  if (!effects || !PyTuple_Check(effects.get()) || PyTuple_GET_SIZE(effects.get()) != 3) {
+    return Effect::kAny;
+  }
+  PyObject* loaded = PyTuple_GET_ITEM(effects.get(), 0);
+  PyObject* bound = PyTuple_GET_ITEM(effects.get(), 1);
+  BindingProof proof(globals);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bound); ++i) {
+    if (!proof.Bind(PyTuple_GET_ITEM(bound, i))) return Effect::kAny;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
+    if (!proof.Read(PyTuple_GET_ITEM(loaded, i))) return Effect::kAny;
+  }
+  if (definitions != nullptr) definitions->reset(Py_NewRef(PyTuple_GET_ITEM(effects.get(), 2)));
+  if (proof.empty()) return Effect::kNothing;
+  if (names != nullptr && !proof.Names(names)) return Effect::kAny;
+  return Effect::kItsBindings;
 }
 
 }  // namespace
@@ -607,14 +542,31 @@ bool ReadOnlyCell::Prepare() {
     PyErr_Clear();
     return false;
   }
+  Ref methods(PyFrozenSet_New(nullptr));
+  for (const char* method : BindingMethods()) {
+    Ref name(PyUnicode_InternFromString(method));
+    if (!methods || !name || PySet_Add(methods.get(), name.get()) < 0) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  if (PyDict_SetItemString(scope.get(), "_METHODS", methods.get()) < 0 || !FunctionRecipe::Prepare()) {
+    PyErr_Clear();
+    return false;
+  }
   Ref done(PyRun_String(kGlueSource, Py_file_input, scope.get(), scope.get()));
   if (!done) {
     PyErr_Clear();
     return false;
   }
   prepared->shape = Py_XNewRef(PyDict_GetItemString(scope.get(), "shape"));
+  prepared->effects = Py_XNewRef(PyDict_GetItemString(scope.get(), "effects"));
+  prepared->definitions = Py_XNewRef(PyDict_GetItemString(scope.get(), "definitions"));
   PyObject* get_tool = PyDict_GetItemString(scope.get(), "get_tool");  // borrowed
-  if (prepared->shape == nullptr || get_tool == nullptr) return false;
+  if (prepared->shape == nullptr || prepared->effects == nullptr ||
+      prepared->definitions == nullptr || get_tool == nullptr) {
+    return false;
+  }
   if (get_tool != Py_None) {
     prepared->get_tool = Py_NewRef(get_tool);
     for (int id = 0; id < 6; ++id) {
@@ -647,10 +599,13 @@ bool ReadOnlyCell::Prepare() {
 }
 
 ReadOnlyCell::Effect ReadOnlyCell::Classify(std::string_view code, PyObject* globals, bool binding,
-                                             std::vector<std::string>* names) {
+                                             std::vector<std::string>* names, Ref* definitions) {
+  if (definitions != nullptr) definitions->reset(nullptr);
+  if (g_prepared == nullptr || !PyDict_Check(globals)) return Effect::kAny;
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
-  Effect effect = ClassifyLocked(code, globals, binding, names);
+  Effect effect = binding ? ClassifyBinding(code, globals, names, definitions)
+                          : ClassifyReadOnly(code, globals);
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
   return effect;
@@ -660,24 +615,68 @@ bool ReadOnlyCell::Check(std::string_view code, PyObject* globals) {
   return Classify(code, globals, false, nullptr) == Effect::kNothing;
 }
 
+namespace {
+
+// Registers with PureFunctions each function of `definitions` (the glue's
+// (name, line, reads) tuples) whose body was proven, as `globals` holds it
+// now: the function a def on that line of the cell `filename` made.
+void RegisterLocked(PyObject* globals, PyObject* filename, PyObject* definitions) {
+  if (definitions == nullptr || !PyTuple_Check(definitions) || !PyUnicode_Check(filename)) return;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(definitions); ++i) {
+    PyObject* definition = PyTuple_GET_ITEM(definitions, i);
+    if (!PyTuple_Check(definition) || PyTuple_GET_SIZE(definition) != 3) continue;
+    PyObject* name = PyTuple_GET_ITEM(definition, 0);
+    PyObject* reads = PyTuple_GET_ITEM(definition, 2);
+    if (!PyTuple_Check(reads)) continue;  // None: the body was not proven
+    const long line = PyLong_AsLong(PyTuple_GET_ITEM(definition, 1));
+    PyObject* function = PyDict_GetItemWithError(globals, name);  // borrowed
+    if (function == nullptr || !PyFunction_Check(function)) continue;
+    auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(function));
+    if (code->co_firstlineno != line || PyUnicode_Compare(code->co_name, name) != 0 ||
+        PyUnicode_Compare(code->co_filename, filename) != 0) {
+      continue;
+    }
+    PureFunctions::Register(reinterpret_cast<PyObject*>(code), reads);
+  }
+}
+
+}  // namespace
+
+void ReadOnlyCell::RegisterDefinitions(PyObject* globals, PyObject* filename, PyObject* definitions) {
+  if (g_prepared == nullptr || !PyDict_Check(globals)) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  RegisterLocked(globals, filename, definitions);
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+}
+
 bool ReadOnlyCell::MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
                                    std::vector<std::string>* values) {
   PyObject *type, *error, *traceback;
   PyErr_Fetch(&type, &error, &traceback);
   values->clear();
-  int budget = kMaxAtomItems;
+  int budget = kMaxBindingItems;
   std::size_t total = 0;
   bool ok = PyDict_Check(globals);
   for (std::size_t i = 0; ok && i < names.size(); ++i) {
     PyObject* value = PyDict_GetItemString(globals, names[i].c_str());  // borrowed
-    ok = value != nullptr && OwnedPlain(value, &budget) != Owned::kNo;
+    ok = value != nullptr;
     if (!ok) break;
-    Ref written(PyMarshal_WriteObjectToString(value, Py_MARSHAL_VERSION));
-    ok = written && PyBytes_Check(written.get());
+    std::string written;
+    if (PyFunction_Check(value)) {
+      // A function the cell defined: a recipe that makes it again.
+      ok = FunctionRecipe::Write(value, globals, &budget, &written);
+    } else {
+      ok = OwnedPlain(value, &budget) != Owned::kNo;
+      Ref bytes(ok ? PyMarshal_WriteObjectToString(value, Py_MARSHAL_VERSION) : nullptr);
+      ok = bytes && PyBytes_Check(bytes.get());
+      if (ok) written.assign(PyBytes_AS_STRING(bytes.get()), PyBytes_GET_SIZE(bytes.get()));
+    }
     if (!ok) break;
-    total += static_cast<std::size_t>(PyBytes_GET_SIZE(written.get()));
+    total += written.size();
     ok = total <= kMaxBindingBytes;
-    if (ok) values->emplace_back(PyBytes_AS_STRING(written.get()), PyBytes_GET_SIZE(written.get()));
+    if (ok) values->push_back(std::move(written));
   }
   PyErr_Clear();
   PyErr_Restore(type, error, traceback);
@@ -689,7 +688,30 @@ bool ReadOnlyCell::ApplyBindings(PyObject* globals, const std::vector<std::strin
                                  const std::vector<std::string>& values) {
   if (names.size() != values.size() || !PyDict_Check(globals)) return false;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    Ref value(PyMarshal_ReadObjectFromString(values[i].data(), static_cast<Py_ssize_t>(values[i].size())));
+    Ref value;
+    if (FunctionRecipe::IsRecipe(values[i])) {
+      // Made again as the cell's def made it, its cell's source registered
+      // for tracebacks and its body proven again from that source.
+      std::string source;
+      value.reset(FunctionRecipe::Read(globals, values[i], &source));
+      if (value && g_prepared != nullptr && !source.empty()) {
+        PyObject* filename = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(value.get()))->co_filename;
+        Py_ssize_t size = 0;
+        const char* text = PyUnicode_AsUTF8AndSize(filename, &size);
+        if (text != nullptr) RegisterCellSource(std::string_view(text, static_cast<std::size_t>(size)), source);
+        Ref code(PyUnicode_DecodeUTF8(source.data(), static_cast<Py_ssize_t>(source.size()), "strict"));
+        Ref definitions(code ? PyObject_CallOneArg(g_prepared->definitions, code.get()) : nullptr);
+        if (PyDict_SetItemString(globals, names[i].c_str(), value.get()) < 0) {
+          PyErr_Clear();
+          return false;
+        }
+        RegisterLocked(globals, filename, definitions.get());
+        PyErr_Clear();
+        continue;
+      }
+    } else {
+      value.reset(PyMarshal_ReadObjectFromString(values[i].data(), static_cast<Py_ssize_t>(values[i].size())));
+    }
     if (!value || PyDict_SetItemString(globals, names[i].c_str(), value.get()) < 0) {
       PyErr_Clear();
       return false;

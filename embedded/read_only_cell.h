@@ -19,7 +19,9 @@
 //     value of an exact immutable builtin type (int, float, complex, bool,
 //     None, str, bytes, range) or an exact tuple, frozenset, list, dict, set
 //     or bytearray of those, 256 items in all at most; or, absent there, a
-//     comprehension's own variable or one of the pure builtins, checked to
+//     comprehension's own variable (no builtin by that name: read outside
+//     the comprehension it would find the builtin) or one of the pure
+//     builtins, checked to
 //     be the interpreter's own object (a session that rebinds `builtins.len`
 //     gets no fast path for `len`). A list, dict or set changes only through
 //     an attribute (`.append`), a store (`d[k] = v`) or `+=`, which such a
@@ -42,6 +44,8 @@
 #pragma once
 
 #include <Python.h>
+
+#include "embedded/py_ref.h"
 
 #include <string>
 #include <string_view>
@@ -67,38 +71,63 @@ class ReadOnlyCell {
   enum class Effect {
     kAny,          // unproven
     kNothing,      // read-only (Check)
-    kItsBindings,  // a binding cell: only the names it binds (and what they hold)
+    kItsBindings,  // a binding cell: only the values of `*names`
   };
-  // Check's proof, and with `binding` also for binding cells: top-level
-  // statements `name = expr`, `name op= expr`, `name[key] = expr`,
-  // `name[key] op= expr` and calls `name.method(...)` of the in-place
-  // methods of list, dict and set (append, extend, insert, pop, remove,
-  // clear, sort, reverse, add, discard, update, setdefault) among the
-  // expressions, every expression under the same rules. A name assigned
-  // must hold a value of those kinds now, or nothing (letting it go runs no
-  // finalizer); a name augmented must hold an immutable one (int, float,
-  // complex, str, bytes, bool, None, tuples of them: `+=` on a list would
-  // change it in place, under every name that holds it) and is assigned
-  // nowhere else in the cell; a name changed in place must hold an exact
-  // list, dict or set of atoms and is not rebound in the cell (whether
-  // another object holds that container too, MarshalBindings sees after
-  // the cell). No dunder name is bound. For a binding cell `*names` gets the
-  // names it binds or changes. The backend adds what it knows, as for read-only cells,
-  // and after the cell, MarshalBindings must succeed too. Never raises.
+  // Check's proof, and with `binding` the binding proof, which stands on
+  // copies: after the cell, MarshalBindings copies the values of the names
+  // it may have changed, and a promoted snapshot (or a restored session)
+  // that binds those copies holds exactly the state after the cell. So the
+  // proof shows that the cell changes nothing those values do not carry:
+  //   - Shape (Python's parser, 16 KiB at most): top-level statements
+  //     `targets = expr`, `target op= expr`, for, while, if, break,
+  //     continue, pass, expressions, and defs without decorators; targets
+  //     are names, subscripts of any expression, tuples and lists of them;
+  //     an attribute only to call one of a list of methods of builtin
+  //     values that change the value they are called on (list.append,
+  //     dict.update, set.add, ...) or nothing (str.split, dict.get, ...).
+  //     Not: del, import, class, lambda, with, try, raise, :=, global,
+  //     await, yield, async anything. A def's body does not run: only its
+  //     defaults and annotations count as the cell's expressions.
+  //   - Reads: every name the cell reads holds an atom (as Check's), or is
+  //     one of Check's trusted builtins, or is bound nowhere (not in the
+  //     builtins either: NameError unless the cell binds it first), or holds
+  //     a function whose body was proven when its def ran (PureFunctions:
+  //     made of the same shape, bound only its own locals, returned, and it
+  //     reads only globals that pass this proof too, recursively).
+  //   - What may change: each name the cell binds (it held an atom, a
+  //     function FunctionRecipe can let go, or nothing: letting it go runs
+  //     no finalizer), and each name read that holds a mutable atom, which
+  //     the namespace must hold alone all the way down (OwnedPlain, before
+  //     the cell: nothing else sees it change). These are `*names`.
+  // So nothing the cell can reach runs code of the session's but those
+  // proven functions, and every object it can change is one of `*names`'
+  // values or made by the cell. A read-only result (kNothing) when there
+  // are no such names. `*definitions` gets what RegisterDefinitions needs
+  // after the cell ran (binding only; null otherwise). The backend adds
+  // what it knows, as for read-only cells, and after the cell
+  // MarshalBindings must succeed too. Never raises.
   static Effect Classify(std::string_view code, PyObject* globals, bool binding,
-                         std::vector<std::string>* names);
+                         std::vector<std::string>* names, Ref* definitions = nullptr);
+
+  // After a cell classified with `binding` ran (any Effect but kAny): the
+  // functions its defs made whose bodies were proven go to PureFunctions,
+  // so a later cell may call them. `filename` is the cell's ("<cell N>").
+  static void RegisterDefinitions(PyObject* globals, PyObject* filename, PyObject* definitions);
 
   // After a binding cell completed: `*values` gets the marshalled values of
   // `names`, when each is an exact builtin value (None, bool, int, float,
   // complex, str, bytes, tuple, list, dict, set) whose mutable parts no
   // other object holds (so a copy is as good as it: no aliasing is lost),
-  // 256 items and 64 KiB in all at most; else false (the cell then counts
-  // as one that may have changed anything). Never raises.
+  // or a function a FunctionRecipe makes again, 4096 items and 256 KiB in
+  // all at most; else false (the cell then counts as one that may have changed
+  // anything). Never raises.
   static bool MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
                               std::vector<std::string>* values);
 
   // Binds marshalled values into `globals` (a promoted snapshot replaying
-  // its runner's binding cells). False on a value that does not read back.
+  // its runner's binding cells, a restore its journal's frames); a
+  // function's recipe also registers its cell's source and its proof.
+  // False on a value that does not read back.
   static bool ApplyBindings(PyObject* globals, const std::vector<std::string>& names,
                             const std::vector<std::string>& values);
 

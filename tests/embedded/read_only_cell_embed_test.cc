@@ -200,42 +200,141 @@ TEST_F(ReadOnlyCellTest, BindingCellsAreProvenAndNameWhatTheyBind) {
   EXPECT_EQ(Effect("n + 1", ns), ReadOnlyCell::Effect::kNothing);
 }
 
-TEST_F(ReadOnlyCellTest, CellsThatCouldChangeMoreThanTheirNamesAreNotBindingCells) {
+TEST_F(ReadOnlyCellTest, LoopsBranchesAndChangesOfWhatTheNamespaceAloneHoldsAreBindingCells) {
   py::gil_scoped_acquire gil;
   py::dict ns = Namespace();
+  // Each changes only names whose values a copy then carries: the names it
+  // binds, and the mutable values it reads (which the namespace alone holds).
+  const char* binding[] = {
+      "items += [4]", "table |= {'j': 2}", "y = 1\ny += 1", "y, z = 1, 2",
+      "for i in items: y = i", "if n: y = 1", "items = []\nitems.append(1)",
+      "items[0][0] = 1",  // a TypeError when it runs (an int): then the general path
+      "acc = 0\nfor i in range(1000):\n    acc += i * i % 7\nacc",
+      "out = []\nfor w in s.split('b'):\n    if w:\n        out.append(w.upper())\n    else:\n        continue",
+      "k = 0\nwhile k < 10:\n    k += 1\n    if k > 5: break",
+      "helper = 1",  // lets a plain function go: no finalizer runs
+      "grid = [[0] * 3 for _ in range(3)]\ngrid[1][2] = n"};
+  for (const char* code : binding) {
+    EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kItsBindings) << code;
+  }
+  std::vector<std::string> names;
+  ASSERT_EQ(Effect("for i in range(3):\n    items.append(i)", ns, &names), ReadOnlyCell::Effect::kItsBindings);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"i", "items"}));
+}
+
+TEST_F(ReadOnlyCellTest, CellsThatCouldChangeMoreThanTheirNamesAreNotBindingCells) {
+  py::gil_scoped_acquire gil;
+  py::exec("__builtins__.__dict__.setdefault('shared_x', 1)");
+  py::dict ns = Namespace();
+  py::exec(R"PY(
+alias_a = alias_b = [1]
+nested = [[1], [2]]
+inner = nested[0]
+import weakref
+watched = {1, 2}
+watcher = weakref.ref(watched)
+)PY", ns);
   const char* refused[] = {
-      "items += [4]",         // a list changed in place (another name may hold it)
-      "table |= {'j': 2}",    // likewise a dict
-      "y = 1\ny += 1",        // assigned and augmented: += would start from the cell's value
-      "missing += 1",         // augmenting what is not there
       "sneaky = 1",           // letting go of an object of the session's class
-      "helper = 1",           // or of a function
       "math = 1",             // or of a module
       "y = sneaky + 1",       // reading one
-      "y, z = 1, 2",          // a target that is not a name
+      "y = math",
       "table.k = 1",          // an attribute
       "y: int = 1",           // an annotation
       "(y := 1)",             // a named expression
       "__builtins__ = {}",    // a dunder
       "__doc__ = 'x'",
-      "for i in items: y = i",
-      "if n: y = 1",
       "y = 1; del y",
       "y = lambda: 1",
       "y = open('f')",
-      "items.count(1)",               // not one of the methods that change a container
-      "t.append(1)",                  // a tuple
-      "holder.append(1)",             // holds a function
-      "items.append(helper)",         // reads one
-      "items = []\nitems.append(1)",  // rebound, then changed
-      "items[0].append(1)",           // a method of an item
-      "y = items.pop",                // a method not called
-      "items[0][0] = 1",              // a store into an item
-      "name.upper()",
+      "t.count(1).real",      // an attribute not called
+      "y = items.pop",        // a method not called
+      "y = s.format(n)",      // not one of the methods
+      "y = str(b'x', 'utf-8')",  // a codec lookup
+      "t.append(1)\nimport os",
+      "holder.append(1)",     // holds a function
+      "items.append(helper)",  // reads one whose body was never proven
+      "helper()",
+      "alias_a.append(1)",    // a list another name holds too
+      "y = alias_a",
+      "nested[0].append(3)",  // a list whose item another name holds
+      "watched.add(3)",       // a set a weak reference watches
+      "watched = 0",          // letting it go runs the weak reference's callback
+      "y = len(watched)",
+      // Builtins the proof does not trust, read before the cell binds the name.
+      "exec('items.append(1)'); exec = 0",
+      "[exec('items.append(1)') for exec in [exec]]",
+      "y = [setattr for setattr in (1,)]",
+      "shared_x = 2\ny = shared_x",
+      "class C: pass",
+      "@staticmethod\ndef f(): pass",
+      "def f(x=sneaky): pass",
+      "def f(x: math.pi): pass",
+      "try:\n    y = 1\nexcept Exception:\n    pass",
+      "with x: pass",
+      "import math",
+      "global n\nn = 1",
   };
   for (const char* code : refused) {
     EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kAny) << code;
   }
+  py::exec("del __builtins__.__dict__['shared_x']");
+}
+
+// A def is a binding cell (its body does not run); a function whose body
+// was proven when its def ran may be called by a later cell's proof, as
+// long as it and what it reads are still as proven.
+TEST_F(ReadOnlyCellTest, ProvenFunctionsMayBeCalledAndTheRestMayNot) {
+  py::gil_scoped_acquire gil;
+  py::dict ns = Namespace();
+  auto define = [&](const std::string& code, const std::string& filename) {
+    Ref definitions;
+    std::vector<std::string> names;
+    auto effect = ReadOnlyCell::Classify(code, ns.ptr(), true, &names, &definitions);
+    // Run as RunCell runs it, under its own filename.
+    py::object compiled = py::module_::import("builtins").attr("compile")(code, filename, "exec");
+    py::module_::import("builtins").attr("exec")(compiled, ns);
+    ReadOnlyCell::RegisterDefinitions(ns.ptr(), py::str(filename).ptr(), definitions.get());
+    return effect;
+  };
+  EXPECT_EQ(define("def double(x):\n    return x * 2", "<cell 1>"), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def fib(k):\n    return k if k < 2 else fib(k - 1) + fib(k - 2)", "<cell 2>"),
+            ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def total(xs, start=0):\n    acc = start\n    for x in xs:\n        acc += double(x)\n"
+                   "    return acc",
+                   "<cell 3>"),
+            ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def push(x):\n    items.append(x)\n    return len(items)", "<cell 4>"),
+            ReadOnlyCell::Effect::kItsBindings);
+  // Bodies that are not proven: a def the proof still lets the cell make.
+  EXPECT_EQ(define("def imports():\n    import os\n    return os.getpid()", "<cell 5>"),
+            ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def sets_global():\n    global n\n    n = 0", "<cell 6>"), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def reads_module():\n    return math.pi", "<cell 7>"), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(define("def mutable_default(x, acc=[]):\n    acc.append(x)\n    return acc", "<cell 8>"),
+            ReadOnlyCell::Effect::kItsBindings);  // made; not callable by a proof (below)
+  EXPECT_EQ(Effect("y = double(21)", ns), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(Effect("fib(10)", ns), ReadOnlyCell::Effect::kNothing);
+  EXPECT_EQ(Effect("total([1, 2, 3])", ns), ReadOnlyCell::Effect::kNothing);
+  std::vector<std::string> names;
+  ASSERT_EQ(Effect("push(5)", ns, &names), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(names, (std::vector<std::string>{"items"}));  // what its body changes, through a global
+  for (const char* code : {"imports()", "sets_global()", "reads_module()", "mutable_default(1)",
+                           "y = [imports]",
+                           "y = sorted(items, key=imports)"}) {
+    EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kAny) << code;
+  }
+  // Changed after its proof: a default made mutable, a global it reads
+  // rebound to a module, its code replaced.
+  py::exec("double.__defaults__ = ([],)", ns);
+  EXPECT_EQ(Effect("double(1)", ns), ReadOnlyCell::Effect::kAny);
+  EXPECT_EQ(Effect("total([1])", ns), ReadOnlyCell::Effect::kAny);  // reads double
+  py::exec("double.__defaults__ = None\nfib.__code__ = imports.__code__", ns);
+  EXPECT_EQ(Effect("double(1)", ns), ReadOnlyCell::Effect::kNothing);
+  EXPECT_EQ(Effect("fib(1)", ns), ReadOnlyCell::Effect::kAny);
+  py::exec("items = math", ns);
+  EXPECT_EQ(Effect("push(1)", ns), ReadOnlyCell::Effect::kAny);
 }
 
 TEST_F(ReadOnlyCellTest, OnlyValuesACopyStandsForAreMarshalledAndTheyReadBackEqual) {
@@ -250,7 +349,7 @@ in_tuple = (items,)
 in_list = [items]
 r = range(3)
 ba = bytearray(b'x')
-big = list(range(300))
+big = list(range(5000))
 atoms = (1, 2.0, 3j, 'four', b'five', True, None, frozenset({6}))
 )PY", ns);
   std::vector<std::string> values;

@@ -50,19 +50,22 @@ def lazy():
 BINDING = ["x += 1", "y = x * 2", "y = [x, name]", "z = {'k': x, 'v': (1, 2.5)}",
            "a = b = (x, 'b')", "s = {1, 2}\nt = len(name)", "w = sorted(box)", "u = None",
            # In place, on a list the namespace alone holds.
-           "box.append(x)", "box[0] = 'first'", "box.sort(reverse=True)", "box[1] += 5"]
+           "box.append(x)", "box[0] = 'first'", "box.sort(reverse=True)", "box[1] += 5",
+           # Loops, branches, defs, and what only the namespace holds changed in place.
+           "box += [3]", "x = 1; x += 1", "y, z = 1, 2", "box.count(1)",
+           "for i in range(5):\n    if i % 2:\n        box.append(i)",
+           "def f(v, k=2):\n    return v * k", "def g(v: int) -> list[int]:\n    return [v]"]
 
 GENERAL = [
-    "box += [3]",            # a list changed in place
     "alias = box",           # a second name for one list: a copy would not be the same list
     "t = (box,)",            # a list held by a new tuple too
-    "x = 1; x += 1",         # assigned and augmented in one cell
-    "y, z = 1, 2",           # not a name target
     "r = range(3)",          # a value marshal does not write
     "y = box\nbox.append(3)",  # changed in place while a second name holds it
     "box.append(box)",       # holds itself
-    "box.count(1)",          # not a method that changes a container: the fast path stays shut
+    "def f(v, acc=[]):\n    return acc",  # a mutable default: no recipe makes it again
+    "def f():\n    pass\nh = f",  # a function two names hold
     "import math",
+    "class C:\n    pass",
 ]
 
 
@@ -236,3 +239,91 @@ def test_a_name_rebound_to_a_plain_value_is_no_longer_dropped_after_a_rollback(l
     # verdict on what the session holds now, not on the lock.
     after = ok(repl, "lock + 1")
     assert after.value == "2" and "lock" not in after.dropped
+
+
+# Cells the binding proof must turn away, each a way a change could escape
+# the values a binding cell hands the host: after each, a kill rolls back
+# to the snapshot plus those values, which must be exactly the state after
+# the cell.
+ESCAPES = [
+    # A list another name holds too, changed and then let go.
+    ("shared = [1]\nother = shared", "shared.append(7)\nshared = 0", "other", "[1, 7]"),
+    ("shared = [[1]]\ninner = shared[0]", "shared[0].append(7)\nshared = 0", "inner", "[1, 7]"),
+    # A builtin the proof does not trust, read before the cell binds its name.
+    ("keep = [1]", "exec('keep.append(7)')\nexec = 0", "keep", "[1, 7]"),
+    ("keep = [1]", "[exec('keep.append(7)') for exec in [exec]]", "keep", "[1, 7]"),
+    # A function whose body was never proven (it imports), called.
+    ("keep = [1]\ndef push():\n    import sys\n    keep.append(7)", "push()", "keep", "[1, 7]"),
+    # A proven function whose default was made mutable afterwards.
+    ("def push(x, acc=()):\n    acc.append(x)\n    return acc\nkeep = [1]\npush.__defaults__ = (keep,)",
+     "push(7)", "keep", "[1, 7]"),
+]
+
+
+@pytest.mark.parametrize("setup, cell, name, after", ESCAPES)
+def test_what_a_binding_cell_cannot_carry_is_never_lost_by_a_rollback(lazy, setup, cell, name, after):
+    repl, _ = lazy
+    ok(repl, setup)
+    ok(repl, cell)
+    killed = repl.run("s", "import os\nos._exit(3)")
+    assert not killed.ok and "rolled back" in killed.error
+    assert ok(repl, name).value == after
+
+
+def test_defs_loops_and_calls_of_proven_functions_roll_back_exactly(lazy):
+    repl, store = lazy
+    before = store.saves
+    ok(repl, "def double(v: int, k=2) -> int:\n    '''Twice.'''\n    return v * k")
+    ok(repl, "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)")
+    ok(repl, "total = 0\nfor i in range(100):\n    total += double(i) % 7")
+    ok(repl, "box.append(fib(10))")
+    assert settled_saves(repl, store) == before  # all binding cells: nothing saved yet
+    killed = repl.run("s", "total = -1\nwhile True: pass", timeout=0.5)
+    assert killed.exit_code == 124 and "rolled back" in killed.error
+    assert ok(repl, "total, box, fib(12), double(4)").value == "(296, [1, 2, 55], 144, 8)"
+    assert ok(repl, "double.__doc__, double.__annotations__, double.__defaults__").value == (
+        "('Twice.', {'v': <class 'int'>, 'return': <class 'int'>}, (2,))")
+    # The promoted snapshot made `double` again from its recipe: a traceback
+    # through it still shows its cell's line.
+    failed = repl.run("s", "double('x', None)")
+    assert "return v * k" in failed.error, failed.error
+    # And it is still proven: calling it is read-only again.
+    before = settled_saves(repl, store)
+    ok(repl, "double(5)")
+    assert settled_saves(repl, store) == before
+
+
+def test_functions_a_binding_cell_defined_are_restored_from_the_journal(tmp_path):
+    store = FileStore(str(tmp_path / "store"))
+    repl = dolsot.Repl(store=store, typecheck=False, checkpoint_delay=0)
+    ok(repl, "base = 1")
+    ok(repl, "def scaled(v: list[int] | None = None, *, k: float = 1.5) -> str:\n    return str(v) * int(k)")
+    ok(repl, "words = [scaled([i]) for i in range(2)]")
+    repl.close()
+    restored = dolsot.Repl(store=FileStore(str(tmp_path / "store")), typecheck=False)
+    try:
+        assert ok(restored, "words, scaled([3], k=2.0)").value == "(['[0]', '[1]'], '[3][3]')"
+        assert ok(restored, "scaled.__annotations__").value == (
+            "{'v': list[int] | None, 'k': <class 'float'>, 'return': <class 'str'>}")
+        failed = restored.run("s", "scaled(1, k=None)")
+        assert "return str(v) * int(k)" in failed.error, failed.error
+    finally:
+        restored.close()
+
+
+def test_variables_the_session_still_holds_leave_its_cells_provable(lazy):
+    # An agent's `context`, sent with every cell: bound once, then only
+    # named (the host sends a digest); a cell that finds the session still
+    # holding it binds nothing anew, so the proofs still apply.
+    repl, store = lazy
+    ok(repl, "len(context)", variables={"context": "abc"})  # bound anew: the general path
+    saved = settled_saves(repl, store)
+    ok(repl, "n = len(context)", variables={"context": "abc"})
+    ok(repl, "for ch in context:\n    n += 1", variables={"context": "abc"})
+    assert settled_saves(repl, store) == saved
+    ok(repl, "context = 'changed'")
+    ok(repl, "n += len(context)", variables={"context": "abc"})  # bound again: general
+    assert settled_saves(repl, store) == saved + 1
+    killed = repl.run("s", "import os\nos._exit(3)", variables={"context": "abc"})
+    assert not killed.ok and "rolled back" in killed.error
+    assert ok(repl, "n, context", variables={"context": "abc"}).value == "(9, 'abc')"

@@ -77,7 +77,9 @@ def test_general_path_cells_append_deltas_that_restore_exactly(large_session):
     base = store.inner.load("s")
     cells = [
         "import math",
-        "def grow(k):\n    rows.append(k)\n    return len(rows)",
+        # A module as a default: neither the def nor a call of it is a
+        # binding cell (embedded/read_only_cell.h).
+        "def grow(k, _m=math):\n    rows.append(k)\n    return len(rows)",
         "grow(3)",                      # a call of the session's own code, in place
         "del gone",
         "class Point:\n    def __init__(self, x):\n        self.x = x",
@@ -116,7 +118,8 @@ def test_deltas_go_on_after_a_rollback_and_a_branch(large_session):
     saves = store.saves
     killed = repl.run("s", "rows.append(0)\nwhile True:\n    pass", timeout=1)
     assert not killed.ok
-    ok(repl, "def bump():\n    rows.append(len(rows))\nbump()")
+    # A builtin function as a default: no binding cell (read_only_cell.h).
+    ok(repl, "def bump(_len=len):\n    rows.append(_len(rows))\nbump()")
     settle(repl)
     assert store.saves == saves  # told the base again: a delta
     ok(repl, "bump()")
@@ -187,7 +190,7 @@ def test_a_host_killed_after_a_delta_landed_loses_nothing(tmp_path):
         assert repl.run("s", "import os; blob = b'x' * {BIG}; box = []").ok
         repl.sessions()
         for i in range(3):
-            assert repl.run("s", "def add(v):\\n    box.append(v)\\nadd(len(box))").ok
+            assert repl.run("s", "def add(v, _os=os):\\n    box.append(v)\\nadd(len(box))").ok
             repl.sessions()
         assert store.saves == 1 and store.appends == 3, (store.saves, store.appends)
         print("durable", flush=True)

@@ -38,8 +38,8 @@ NOT_READ_ONLY = [
     "box.append(3)",                # an attribute: mutates in place
     "len(objs)",                    # reads a value that is not a builtin one
     "import math",                  # imports
-    "def f():\n    return x",       # defines
-    "f()",                          # calls the session's own code
+    "def g():\n    return objs",    # defines (a binding cell: sync saves its frame)
+    "g()",                          # calls code that reads what is not a builtin value
     "for _ in range(2): pass",      # a statement
 ]
 
@@ -57,6 +57,12 @@ def test_read_only_cells_write_no_checkpoint_and_the_others_do(counted):
         before = store.saves
         ok(repl, code)
         assert store.saves == before + 1, f"{code!r} wrote no checkpoint"
+    # A function whose body was proven when its def ran, called on plain
+    # values: read-only.
+    ok(repl, "def f(k):\n    return [x * k for _ in range(k)]")
+    before = store.saves
+    assert ok(repl, "f(2)").value == "[82, 82]"
+    assert store.saves == before
     # A cell that raised is checkpointed as before, read-only or not.
     before = store.saves
     assert not repl.run("s", "x / 0").ok

@@ -134,7 +134,8 @@ def test_general_path_calls_append_delta_frames_that_survive_kill_9(served):
     setup = served("--session", "big", "import os\nblob = os.urandom(2_000_000)\nrows = []")
     assert setup.returncode == 0, err(setup)
     for i in range(3):
-        proc = served("--session", "big", f"def add():\n    rows.append({i})\nadd()")
+        # A module as a default: the general path (read_only_cell.h).
+        proc = served("--session", "big", f"def add(_os=os):\n    rows.append({i})\nadd()")
         assert proc.returncode == 0, err(proc)
     stored = (served.cache_dir / "big.session").read_bytes()
     assert stored.count(b"DJND") == 3
