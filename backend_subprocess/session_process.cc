@@ -158,6 +158,8 @@ class SessionProcess {
         failed = std::move(outcome->failed);
         error = ApplyJournal(globals_, split, restored, failed, cells_run_);
         unsaveable_.Trust(globals_, restored);
+        // Its functions whose bodies a binding proof may call again.
+        ReadOnlyCell::RegisterRestored(globals_);
       } else {
         error = outcome.status().message();
       }
@@ -587,13 +589,17 @@ class SessionProcess {
     Effect effect = Effect::kAny;
     std::vector<std::string> binding_names;
     Ref definitions;  // what its defs made, to register once it ran
-    if (bound.ok() && !checkpoint_owed && !variables_changed &&
-        (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
+    bool proven = false;  // whether its defs may be registered once it ran
+    if (bound.ok() && (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
       // With sync checkpoints the host saves its values (a journal frame)
       // before the Result returns, so rollback off is fine there too.
       const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
       effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names, &definitions);
       if (effect != Effect::kAny && OtherPythonThreads()) effect = Effect::kAny;
+      proven = effect != Effect::kAny;
+      // A checkpoint owed or variables bound anew: the general path, but a
+      // def it makes is still what the proof saw.
+      if (checkpoint_owed || variables_changed) effect = Effect::kAny;
     }
     if (bound.ok()) {
       ReadOnlyCell::Scope no_finalizers(effect != Effect::kAny);
@@ -601,7 +607,7 @@ class SessionProcess {
       request.list_held = !(effect == Effect::kNothing && host_has_names);
       result = RunCell(globals_, request);
       // Its proven functions, callable by the next cells' proofs.
-      if (effect != Effect::kAny && definitions) {
+      if (proven && definitions) {
         Ref filename(PyUnicode_FromStringAndSize(request.filename.data(),
                                                  static_cast<Py_ssize_t>(request.filename.size())));
         if (filename) {
@@ -641,19 +647,28 @@ class SessionProcess {
     // none (it calls only pure builtins): none is alive now either.
     std::vector<std::string> threads;
     if (effect == Effect::kAny) threads = LiveThreadNames();
-    // A read-only or binding cell that completed gets no checkpoint and
-    // carries no descriptor: the snapshot from before it stays the rollback
-    // point and nothing runs after it (no fork, no HotPages). A binding
-    // cell's values go to the host, or it counts as any other cell.
-    const bool completed_alone = result.ok && returned == nullptr && threads.empty();
+    // A read-only or binding cell that ran to its end, or raised, gets no
+    // checkpoint and carries no descriptor: the snapshot from before it
+    // stays the rollback point and nothing runs after it (no fork, no
+    // HotPages). The proof holds for every statement that ran, so a cell
+    // that raised halfway changed only what its names' values carry too (an
+    // agent's NameError costs what its traceback costs). A binding cell's
+    // values go to the host, or it counts as any other cell.
+    const bool ran = result.ok || result.outcome() == Outcome::kError;
+    const bool completed_alone = ran && returned == nullptr && threads.empty();
     const bool read_only = effect == Effect::kNothing && completed_alone;
-    // One that did not complete takes the general path: its Result lists them.
+    // Any other takes the general path: its Result lists them.
     const bool names_unchanged = read_only && !request.list_held;
     if (!request.list_held && !names_unchanged) result.held = HeldNames(globals_, aliases_);
     std::optional<protocol::Bindings> bindings;
     if (effect == Effect::kItsBindings && completed_alone) {
       bindings.emplace();
       bindings->cells_run = cells_run_;
+      // A name still unbound (the cell raised before binding it) was
+      // unbound before it too: a binding cell unbinds nothing.
+      std::erase_if(binding_names, [this](const std::string& name) {
+        return PyDict_GetItemString(globals_, name.c_str()) == nullptr;
+      });
       bindings->names = std::move(binding_names);
       if (!ReadOnlyCell::MarshalBindings(globals_, bindings->names, &bindings->values)) {
         bindings.reset();

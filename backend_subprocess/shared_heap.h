@@ -26,4 +26,14 @@ namespace dolsot {
 // themselves, as before.
 void SharePagesAhead();
 
+// The lighter first step, for a worker that is seldom idle long enough for
+// the one above (an agent loop opening a session every few tens of ms):
+// the modules nearly every session imports on its first use of the host
+// (pickle: a variable, a tool call, a checkpoint) or its first error
+// (traceback, and through it linecache and tokenize; one traceback is
+// formatted, so what that imports and specializes on first use is the
+// worker's), ~10 ms each time a session did it itself (and its private
+// pages), then gc.freeze().
+void PreloadCommonModules();
+
 }  // namespace dolsot

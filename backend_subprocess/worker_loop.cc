@@ -250,6 +250,10 @@ constexpr std::chrono::milliseconds kSpareAfterIdle{2};
 // burst of new sessions at the start is not held up by it. The spare forked
 // before it is then replaced by one that shares what it made.
 constexpr std::chrono::milliseconds kShareAfterIdle{100};
+// PreloadCommonModules (~10-15 ms, once) waits for only this long: an agent
+// loop opening a session every few tens of ms leaves the worker idle that
+// long between its OPENs, never 100 ms.
+constexpr std::chrono::milliseconds kPreloadAfterIdle{5};
 
 struct SpareSession {
   pid_t keeper = -1;
@@ -457,6 +461,7 @@ int RunWorker(int socket_fd) {
   // The next session is forked ahead once the worker has been idle a moment
   // (kSpareAfterIdle), not while a session it has just opened starts.
   std::unique_ptr<SpareSession> spare;
+  bool preloaded = false;     // PreloadCommonModules, once idle kPreloadAfterIdle
   bool shared_ahead = false;  // SharePagesAhead, once idle kShareAfterIdle
 
   for (;;) {
@@ -464,6 +469,7 @@ int RunWorker(int socket_fd) {
     Py_BEGIN_ALLOW_THREADS
     readable = protocol::WaitReadable(
         host.get(), protocol::Clock::now() + (!spare          ? kSpareAfterIdle
+                                              : !preloaded    ? kPreloadAfterIdle
                                               : !shared_ahead ? kShareAfterIdle
                                                               : std::chrono::milliseconds(1000)));
     Py_END_ALLOW_THREADS
@@ -471,6 +477,10 @@ int RunWorker(int socket_fd) {
     if (readable.code() == ErrorCode::kTimeout) {
       if (!spare) {
         spare = ForkSpareSession(host.get(), *settings, host_pidfd.get());
+      } else if (!preloaded) {
+        PreloadCommonModules();
+        preloaded = true;
+        spare.reset();  // forked again at the next idle moment, sharing them
       } else if (!shared_ahead) {
         SharePagesAhead();
         shared_ahead = true;

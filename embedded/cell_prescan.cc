@@ -58,7 +58,7 @@ bool IsBindingMethod(std::string_view word) {
 // leave code, or make classes.
 static bool RefusedBindingWord(std::string_view word) {
   static constexpr std::string_view kWords[] = {
-      "import", "class", "lambda", "del", "global", "nonlocal", "with", "try", "except",
+      "import", "class", "del", "global", "nonlocal", "with", "try", "except",
       "finally", "yield", "await", "async", "return", "raise", "from"};
   for (std::string_view refused : kWords) {
     if (word == refused) return true;

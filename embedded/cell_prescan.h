@@ -16,8 +16,8 @@ namespace dolsot {
 // lambda or import.
 bool MayBeReadOnly(std::string_view code);
 
-// For the binding proof: no word that imports, deletes, makes a class or a
-// lambda, declares a name global, handles an exception, returns, yields
+// For the binding proof: no word that imports, deletes, makes a class,
+// declares a name global, handles an exception, returns, yields
 // or awaits; no attribute but a method of BindingMethods; no decorator or
 // `:=`; in the code the cell runs (the lines of a def's body are skipped:
 // defining a function runs none of it).

@@ -31,13 +31,15 @@ namespace {
 // `shape` returns (names read, comprehension variables) for a read-only
 // cell made only of the nodes below, else None. `effects` returns (names
 // read, names bound, definitions) for a binding cell (read_only_cell.h),
-// else None; `definitions` the definitions of a cell's source alone. Walks
+// else None; `matching` the proven functions a namespace holds as a cell's
+// source defines them. Walks
 // are breadth first, so a node is met before its children: a call before
 // the attribute it calls, a comprehension before its target.
 constexpr char kGlueSource[] = R"PY(
 import _ast
 import sys as _sys
 _compile = compile
+_type = type
 _getattr = getattr
 _isinstance = isinstance
 _id = id
@@ -58,7 +60,10 @@ _NODES = (_ast.Module, _ast.Expr, _ast.Pass, _ast.Constant, _ast.Name, _ast.Load
 # assert. Expressions may also call a method of _METHODS on any value.
 _STATEMENTS = (_ast.Assign, _ast.AugAssign, _ast.For, _ast.While, _ast.If, _ast.Break,
                _ast.Continue)
-_TOP = _NODES + _STATEMENTS + (_ast.Attribute,)
+# A lambda is an expression whose body runs where it is called: under the
+# same rules; its parameters' names are read as the cell's own (absent, or
+# plain), which is only stricter.
+_TOP = _NODES + _STATEMENTS + (_ast.Attribute, _ast.Lambda, _ast.arguments, _ast.arg)
 _BODY = _TOP + (_ast.Return, _ast.Assert)
 _COMPOUND = (_ast.For, _ast.While, _ast.If)
 _DEF = _ast.FunctionDef
@@ -207,6 +212,34 @@ def effects(source):
         return None
     return (_tuple(loads), _tuple(stores), _tuple(found))
 
+_CodeType = _type(_walk.__code__)
+_FunctionType = _type(_walk)
+
+def matching(source, filename, namespace):
+    # (code, reads) for each def of the cell `source` (named `filename`)
+    # whose body was proven and whose function `namespace` holds with the
+    # very code that def compiles to: a function made again elsewhere (a
+    # checkpoint, a recipe) is proven again only when it is what its
+    # source says.
+    try:
+        module = _compile(source, filename, 'exec', dont_inherit=True)
+    except BaseException:
+        return ()
+    codes = {}
+    for const in module.co_consts:
+        if _type(const) is _CodeType:
+            codes[(const.co_name, const.co_firstlineno)] = const
+    found = []
+    for name, line, reads in definitions(source):
+        function = namespace.get(name) if reads is not None else None
+        if _type(function) is not _FunctionType:
+            continue
+        code = function.__code__
+        compiled = codes.get((name, line))
+        if compiled is not None and code.co_filename == filename and code == compiled:
+            found.append((code, reads))
+    return _tuple(found)
+
 def definitions(source):
     # (name, line, reads) of each def a cell's source runs at its top level
     # (in its loops and ifs too), reads None where the body is not proven.
@@ -268,7 +301,7 @@ const PureType kPureTypes[] = {
 struct Prepared {
   PyObject* shape = nullptr;        // the glue's shape()
   PyObject* effects = nullptr;      // effects()
-  PyObject* definitions = nullptr;  // definitions()
+  PyObject* matching = nullptr;     // matching()
   // sys.monitoring.get_tool (Python 3.12 and later), else nullptr.
   PyObject* get_tool = nullptr;
   PyObject* tool_ids[6] = {};  // the ints 0-5 (sys.monitoring's tool ids for users)
@@ -561,10 +594,10 @@ bool ReadOnlyCell::Prepare() {
   }
   prepared->shape = Py_XNewRef(PyDict_GetItemString(scope.get(), "shape"));
   prepared->effects = Py_XNewRef(PyDict_GetItemString(scope.get(), "effects"));
-  prepared->definitions = Py_XNewRef(PyDict_GetItemString(scope.get(), "definitions"));
+  prepared->matching = Py_XNewRef(PyDict_GetItemString(scope.get(), "matching"));
   PyObject* get_tool = PyDict_GetItemString(scope.get(), "get_tool");  // borrowed
   if (prepared->shape == nullptr || prepared->effects == nullptr ||
-      prepared->definitions == nullptr || get_tool == nullptr) {
+      prepared->matching == nullptr || get_tool == nullptr) {
     return false;
   }
   if (get_tool != Py_None) {
@@ -651,6 +684,53 @@ void ReadOnlyCell::RegisterDefinitions(PyObject* globals, PyObject* filename, Py
   PyErr_Restore(type, value, traceback);
 }
 
+namespace {
+
+void RegisterMatchingLocked(PyObject* globals, std::string_view filename, std::string_view source) {
+  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()), "strict"));
+  Ref code(PyUnicode_DecodeUTF8(source.data(), static_cast<Py_ssize_t>(source.size()), "strict"));
+  if (!name || !code) return;
+  Ref found(PyObject_CallFunctionObjArgs(g_prepared->matching, code.get(), name.get(), globals, nullptr));
+  if (!found || !PyTuple_Check(found.get())) return;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(found.get()); ++i) {
+    PyObject* pair = PyTuple_GET_ITEM(found.get(), i);
+    if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+      PureFunctions::Register(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1));
+    }
+  }
+}
+
+}  // namespace
+
+void ReadOnlyCell::RegisterRestored(PyObject* globals) {
+  if (g_prepared == nullptr || !PyDict_Check(globals)) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  // Each cell whose source was registered and that defined a function the
+  // namespace holds, once.
+  std::set<std::string> seen;
+  Py_ssize_t position = 0;
+  PyObject *key, *item;  // borrowed
+  while (PyDict_Next(globals, &position, &key, &item)) {
+    if (!PyFunction_Check(item)) continue;
+    PyObject* filename = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(item))->co_filename;
+    Py_ssize_t size = 0;
+    const char* text = filename != nullptr ? PyUnicode_AsUTF8AndSize(filename, &size) : nullptr;
+    if (text == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    std::string name(text, static_cast<std::size_t>(size));
+    if (!seen.insert(name).second) continue;
+    if (std::optional<std::string> source = RegisteredCellSource(name)) {
+      seen.insert(name);
+      RegisterMatchingLocked(globals, name, *source);
+    }
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+}
+
 bool ReadOnlyCell::MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
                                    std::vector<std::string>* values) {
   PyObject *type, *error, *traceback;
@@ -694,18 +774,17 @@ bool ReadOnlyCell::ApplyBindings(PyObject* globals, const std::vector<std::strin
       // for tracebacks and its body proven again from that source.
       std::string source;
       value.reset(FunctionRecipe::Read(globals, values[i], &source));
-      if (value && g_prepared != nullptr && !source.empty()) {
+      if (value && !source.empty()) {
         PyObject* filename = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(value.get()))->co_filename;
         Py_ssize_t size = 0;
         const char* text = PyUnicode_AsUTF8AndSize(filename, &size);
-        if (text != nullptr) RegisterCellSource(std::string_view(text, static_cast<std::size_t>(size)), source);
-        Ref code(PyUnicode_DecodeUTF8(source.data(), static_cast<Py_ssize_t>(source.size()), "strict"));
-        Ref definitions(code ? PyObject_CallOneArg(g_prepared->definitions, code.get()) : nullptr);
-        if (PyDict_SetItemString(globals, names[i].c_str(), value.get()) < 0) {
+        if (PyDict_SetItemString(globals, names[i].c_str(), value.get()) < 0 || text == nullptr) {
           PyErr_Clear();
           return false;
         }
-        RegisterLocked(globals, filename, definitions.get());
+        const std::string_view name(text, static_cast<std::size_t>(size));
+        RegisterCellSource(name, source);
+        if (g_prepared != nullptr) RegisterMatchingLocked(globals, name, source);
         PyErr_Clear();
         continue;
       }

@@ -80,12 +80,13 @@ class ReadOnlyCell {
   // proof shows that the cell changes nothing those values do not carry:
   //   - Shape (Python's parser, 16 KiB at most): top-level statements
   //     `targets = expr`, `target op= expr`, for, while, if, break,
-  //     continue, pass, expressions, and defs without decorators; targets
+  //     continue, pass, expressions (lambdas too: a lambda's body is read
+  //     as the cell's own), and defs without decorators; targets
   //     are names, subscripts of any expression, tuples and lists of them;
   //     an attribute only to call one of a list of methods of builtin
   //     values that change the value they are called on (list.append,
   //     dict.update, set.add, ...) or nothing (str.split, dict.get, ...).
-  //     Not: del, import, class, lambda, with, try, raise, :=, global,
+  //     Not: del, import, class, with, try, raise, :=, global,
   //     await, yield, async anything. A def's body does not run: only its
   //     defaults and annotations count as the cell's expressions.
   //   - Reads: every name the cell reads holds an atom (as Check's), or is
@@ -113,6 +114,12 @@ class ReadOnlyCell {
   // functions its defs made whose bodies were proven go to PureFunctions,
   // so a later cell may call them. `filename` is the cell's ("<cell N>").
   static void RegisterDefinitions(PyObject* globals, PyObject* filename, PyObject* definitions);
+
+  // After a restore: the functions `globals` holds whose cells' sources are
+  // registered (cell_sources.h) and whose code is exactly what their def in
+  // that source compiles to go to PureFunctions, when that def's body is
+  // proven. (A recipe's function, ApplyBindings, is checked the same way.)
+  static void RegisterRestored(PyObject* globals);
 
   // After a binding cell completed: `*values` gets the marshalled values of
   // `names`, when each is an exact builtin value (None, bool, int, float,

@@ -49,19 +49,11 @@ def ensure_monty() -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", requirements], check=True)
 
 
-def time_dolsot(proofs: bool, code: str, expected, cells: int, pace: float) -> float:
+def time_dolsot_here(code: str, expected, cells: int, pace: float) -> float:
     from dolsot import Repl
     from dolsot.store import MemoryStore
 
-    previous = os.environ.get("DOLSOT_READ_ONLY_CELLS")
-    os.environ["DOLSOT_READ_ONLY_CELLS"] = "1" if proofs else "0"  # read by the worker at start
-    try:
-        repl = Repl(store=MemoryStore(), typecheck=False)
-    finally:
-        if previous is None:
-            del os.environ["DOLSOT_READ_ONLY_CELLS"]
-        else:
-            os.environ["DOLSOT_READ_ONLY_CELLS"] = previous
+    repl = Repl(store=MemoryStore(), typecheck=False)
     try:
         assert repl.run("s", SETUP).ok
         lat = []
@@ -76,6 +68,16 @@ def time_dolsot(proofs: bool, code: str, expected, cells: int, pace: float) -> f
         return statistics.median(lat)
     finally:
         repl.close()
+
+
+def time_dolsot(proofs: bool, cell: str, cells: int, pace: float) -> float:
+    """In a child process: DOLSOT_READ_ONLY_CELLS is read once, by the engine
+    a process starts."""
+    env = dict(os.environ, DOLSOT_READ_ONLY_CELLS="1" if proofs else "0")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", cell,
+                          "--cells", str(cells), "--pace", str(pace)],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
 
 
 def time_monty(pool, code: str, expected, cells: int, pace: float) -> float:
@@ -102,7 +104,12 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=200)
     parser.add_argument("--pace", type=float, default=0.0,
                         help="seconds between cells, not timed (0: back to back)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # one dolsot measurement
     args = parser.parse_args()
+    if args.child:
+        code, expected = CELLS[args.child]
+        print(time_dolsot_here(code, expected, args.cells, args.pace))
+        return
     ensure_monty()
     from pydantic_monty import Monty
 
@@ -112,8 +119,8 @@ def main() -> None:
     with Monty(min_processes=1, max_processes=1) as pool:
         for _ in range(args.rounds):
             for cell, (code, expected) in CELLS.items():
-                rows[cell][names[0]].append(time_dolsot(True, code, expected, args.cells, args.pace))
-                rows[cell][names[1]].append(time_dolsot(False, code, expected, args.cells, args.pace))
+                rows[cell][names[0]].append(time_dolsot(True, cell, args.cells, args.pace))
+                rows[cell][names[1]].append(time_dolsot(False, cell, args.cells, args.pace))
                 rows[cell][names[2]].append(time_monty(pool, code, expected, args.cells, args.pace))
     load_after = os.getloadavg()
     print(f"{args.rounds} rounds x {args.cells} cells each, {args.pace * 1e3:.0f} ms apart; medians of "

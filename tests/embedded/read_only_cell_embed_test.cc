@@ -213,7 +213,8 @@ TEST_F(ReadOnlyCellTest, LoopsBranchesAndChangesOfWhatTheNamespaceAloneHoldsAreB
       "out = []\nfor w in s.split('b'):\n    if w:\n        out.append(w.upper())\n    else:\n        continue",
       "k = 0\nwhile k < 10:\n    k += 1\n    if k > 5: break",
       "helper = 1",  // lets a plain function go: no finalizer runs
-      "grid = [[0] * 3 for _ in range(3)]\ngrid[1][2] = n"};
+      "grid = [[0] * 3 for _ in range(3)]\ngrid[1][2] = n",
+      "top = sorted(table.items(), key=lambda kv: -kv[1])[:3]", "y = lambda: 1"};
   for (const char* code : binding) {
     EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kItsBindings) << code;
   }
@@ -246,7 +247,6 @@ watcher = weakref.ref(watched)
       "__builtins__ = {}",    // a dunder
       "__doc__ = 'x'",
       "y = 1; del y",
-      "y = lambda: 1",
       "y = open('f')",
       "t.count(1).real",      // an attribute not called
       "y = items.pop",        // a method not called
@@ -266,6 +266,8 @@ watcher = weakref.ref(watched)
       "exec('items.append(1)'); exec = 0",
       "[exec('items.append(1)') for exec in [exec]]",
       "y = [setattr for setattr in (1,)]",
+      "y = sorted(items, key=lambda v: math.floor(v))",  // a lambda's body reads a module
+      "y = (lambda: exec('items.append(1)'))()",
       "shared_x = 2\ny = shared_x",
       "class C: pass",
       "@staticmethod\ndef f(): pass",

@@ -327,3 +327,38 @@ def test_variables_the_session_still_holds_leave_its_cells_provable(lazy):
     killed = repl.run("s", "import os\nos._exit(3)", variables={"context": "abc"})
     assert not killed.ok and "rolled back" in killed.error
     assert ok(repl, "n, context", variables={"context": "abc"}).value == "(9, 'abc')"
+
+
+def test_functions_a_first_cell_defines_or_a_restore_brings_back_are_proven_again():
+    # A session's first cell takes the general path (a checkpoint is owed),
+    # but what its defs made is what the proof saw; a restored session's
+    # functions are proven again when their code is what their cell's
+    # source compiles to, and not when it was swapped for other code.
+    store = CountingStore()
+    with dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600) as repl:
+        ok(repl, "def double(v):\n    return v * 2\ndef swapped(v):\n    return v\n"
+                 "def other(v):\n    return [v]\ncounter = [0]")
+        before = settled_saves(repl, store)
+        assert ok(repl, "double(21)").value == "42"
+        assert settled_saves(repl, store) == before  # read-only
+        ok(repl, "import sys\nswapped.__code__ = other.__code__.replace(co_name='swapped')")
+    with dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600) as repl:
+        assert ok(repl, "double(5), swapped(1)").value == "(10, [1])"  # restores: general
+        before = settled_saves(repl, store)
+        assert ok(repl, "double(4)").value == "8"
+        assert settled_saves(repl, store) == before
+        ok(repl, "swapped(2)")  # its code is not its def's: not proven
+        assert settled_saves(repl, store) == before + 1
+
+
+def test_a_binding_cell_that_raised_halfway_is_rolled_back_to_exactly_where_it_stopped(lazy):
+    # The proof holds for each statement that ran: what the cell changed
+    # before it raised is in its names' values, which the host keeps.
+    repl, store = lazy
+    before = store.saves
+    failed = repl.run("s", "box.append(7)\nx += 1\ny = undefined_name\nx += 100")
+    assert not failed.ok and "NameError" in failed.error
+    assert settled_saves(repl, store) == before  # no checkpoint: a binding cell
+    killed = repl.run("s", "import os\nos._exit(3)")
+    assert not killed.ok and "rolled back" in killed.error
+    assert ok(repl, "box, x").value == "([1, 2, 7], 1)"

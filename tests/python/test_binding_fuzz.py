@@ -89,6 +89,8 @@ class Program:
             # not see the change go unrecorded.
             lambda: f"{name}.append(7) if isinstance({name}, list) else None\n{indent}{name} = 0",
             lambda: f"if isinstance({name}, list) and {name}:\n{indent}    {name}[0] = 8\n{indent}{name} = {self.value()}",
+            lambda: f"{name} = sorted([3, 1, 2, {self.value()}], key=lambda v: str(v))",
+            lambda: f"{r.choice(FUNCTIONS)} = lambda x: x + 1",  # a lambda as a function
             lambda: f"del {name}",  # the general path
             lambda: f"import math\n{indent}{name} = math.floor(2.5)",  # the general path
         ]

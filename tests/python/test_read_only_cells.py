@@ -63,9 +63,12 @@ def test_read_only_cells_write_no_checkpoint_and_the_others_do(counted):
     before = store.saves
     assert ok(repl, "f(2)").value == "[82, 82]"
     assert store.saves == before
-    # A cell that raised is checkpointed as before, read-only or not.
+    # A read-only cell that raised changed nothing either; one that is not
+    # read-only is checkpointed.
     before = store.saves
     assert not repl.run("s", "x / 0").ok
+    assert store.saves == before
+    assert not repl.run("s", "len(objs) / 0").ok
     assert store.saves == before + 1
     # Variables bind names: not read-only.
     before = store.saves
