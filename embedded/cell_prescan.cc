@@ -7,6 +7,18 @@
 
 namespace dolsot {
 
+// Where the name starting at `i` ends.
+static std::size_t NameEnd(std::string_view code, std::size_t i) {
+  while (i < code.size() && IsNameByte(code[i])) ++i;
+  return i;
+}
+
+// Where the number starting at `i` ends (1.5, 1e-3, 0x1F: no attribute).
+static std::size_t NumberEnd(std::string_view code, std::size_t i) {
+  while (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) ++i;
+  return i;
+}
+
 // Words that make a cell not read-only wherever they stand (a statement, a
 // lambda, an import): a word in a string or a comment only costs the fast
 // path.
@@ -103,21 +115,19 @@ bool MayBind(std::string_view code) {
     }
     line_start = false;
     if (IsNameStartByte(c)) {
-      std::size_t end = i;
-      while (end < code.size() && IsNameByte(code[end])) ++end;
+      const std::size_t end = NameEnd(code, i);
       if (RefusedBindingWord(code.substr(i, end - i))) return false;
       i = end;
       continue;
     }
-    if (IsAsciiDigit(c)) {  // 1.5, 1e-3, 0x1F: no attribute
-      while (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) ++i;
+    if (IsAsciiDigit(c)) {
+      i = NumberEnd(code, i);
       continue;
     }
     switch (c) {
       case '.':
         if (i + 1 < code.size() && IsNameStartByte(code[i + 1])) {  // an attribute
-          std::size_t end = i + 1;
-          while (end < code.size() && IsNameByte(code[end])) ++end;
+          const std::size_t end = NameEnd(code, i + 1);
           if (!IsBindingMethod(code.substr(i + 1, end - i - 1))) return false;
           i = end;
           continue;
@@ -170,8 +180,7 @@ bool MayBeReadOnly(std::string_view code) {
     const bool at_line_start = line_start && depth == 0;
     line_start = false;
     if (IsNameStartByte(c)) {
-      std::size_t end = i;
-      while (end < code.size() && IsNameByte(code[end])) ++end;
+      const std::size_t end = NameEnd(code, i);
       std::string_view word = code.substr(i, end - i);
       if (RefusedWord(word)) return false;
       if (depth == 0 && word == "for") return false;  // a loop (a comprehension has brackets)
@@ -179,8 +188,8 @@ bool MayBeReadOnly(std::string_view code) {
       i = end;
       continue;
     }
-    if (IsAsciiDigit(c)) {  // 1.5, 1e-3, 0x1F: no attribute
-      while (i < code.size() && (IsNameByte(code[i]) || code[i] == '.')) ++i;
+    if (IsAsciiDigit(c)) {
+      i = NumberEnd(code, i);
       continue;
     }
     switch (c) {

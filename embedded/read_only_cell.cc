@@ -78,6 +78,15 @@ _CONVERTERS = frozenset(('str', 'bytes', 'bytearray'))
 _monitoring = _getattr(_sys, 'monitoring', None)
 get_tool = _monitoring.get_tool if _monitoring is not None else None
 
+def _children(node, queue):
+    # Appends what `node` holds to `queue`, in field order.
+    for field in node._fields:
+        value = _getattr(node, field, None)
+        if _isinstance(value, _list):
+            queue.extend(item for item in value if _isinstance(item, _AST))
+        elif _isinstance(value, _AST):
+            queue.append(value)
+
 def _walk(node, allowed):
     # Breadth first, like ast.walk: a node before its children. None at the
     # first node of a kind a read-only cell never has.
@@ -85,12 +94,7 @@ def _walk(node, allowed):
     for node in queue:
         if not _isinstance(node, allowed):
             return None
-        for field in node._fields:
-            value = _getattr(node, field, None)
-            if _isinstance(value, _list):
-                queue.extend(item for item in value if _isinstance(item, _AST))
-            elif _isinstance(value, _AST):
-                queue.append(value)
+        _children(node, queue)
     return queue
 
 def shape(source):
@@ -191,12 +195,7 @@ def _scope(roots, allowed, loads, stores, definitions):
                 loads.add(node.id)
             elif _id(node) not in comprehended:
                 stores.add(node.id)
-        for field in node._fields:
-            value = _getattr(node, field, None)
-            if _isinstance(value, _list):
-                queue.extend(item for item in value if _isinstance(item, _AST))
-            elif _isinstance(value, _AST):
-                queue.append(value)
+        _children(node, queue)
     return True
 
 def effects(source):
