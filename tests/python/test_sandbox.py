@@ -265,7 +265,10 @@ def _make_backend(kind: str, gate):
         inprocess = importlib.import_module("dolsot.inprocess")
         return inprocess.InProcessSession(inject={"m": "math"}, gate=gate)
     repl = importlib.import_module("dolsot.repl")
-    return repl.Repl(inject={"m": "math"}, gate=gate)
+    store = importlib.import_module("dolsot.store")
+    # A store of its own: session "s" in the default store may hold what an
+    # earlier run (or a person's CLI) left there.
+    return repl.Repl(inject={"m": "math"}, gate=gate, store=store.MemoryStore())
 
 
 @pytest.mark.parametrize("kind", ["inprocess", "repl"])
