@@ -602,7 +602,9 @@ class SessionProcess {
       if (checkpoint_owed || variables_changed) effect = Effect::kAny;
     }
     if (bound.ok()) {
-      ReadOnlyCell::Scope no_finalizers(effect != Effect::kAny);
+      // Paused for a proven cell on the general path too: its defs are
+      // registered after it, as what the proof saw.
+      ReadOnlyCell::Scope no_finalizers(proven);
       // A proven read-only cell binds no name: the host's list stands.
       request.list_held = !(effect == Effect::kNothing && host_has_names);
       result = RunCell(globals_, request);

@@ -454,8 +454,16 @@ class BindingProof {
  public:
   explicit BindingProof(PyObject* globals) : globals_(globals), builtins_(BuiltinsOf(globals)) {}
 
+  // A name a def of the cell binds: a function whose body no proof has
+  // walked yet (it is registered only after the cell), so the cell, and any
+  // function it may call, must not read it.
+  void Defines(PyObject* name) { defined_.push_back(name); }
+
   // A name the cell (or a function it may call) reads.
   bool Read(PyObject* name) {
+    for (PyObject* defined : defined_) {
+      if (PyUnicode_Compare(defined, name) == 0) return false;
+    }
     PyObject* value = PyDict_GetItemWithError(globals_, name);  // borrowed
     if (value == nullptr) {
       if (PyErr_Occurred()) return false;
@@ -525,6 +533,7 @@ class BindingProof {
   int owned_budget_ = kMaxBindingItems;
   std::set<PyObject*> functions_;
   std::vector<PyObject*> captured_;  // borrowed from the glue's tuples, alive for the proof
+  std::vector<PyObject*> defined_;   // likewise
 };
 
 ReadOnlyCell::Effect ClassifyBinding(std::string_view code, PyObject* globals,
@@ -548,14 +557,20 @@ ReadOnlyCell::Effect ClassifyBinding(std::string_view code, PyObject* globals,
   }
   PyObject* loaded = PyTuple_GET_ITEM(effects.get(), 0);
   PyObject* bound = PyTuple_GET_ITEM(effects.get(), 1);
+  PyObject* defined = PyTuple_GET_ITEM(effects.get(), 2);
   BindingProof proof(globals);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(defined); ++i) {
+    PyObject* definition = PyTuple_GET_ITEM(defined, i);
+    if (!PyTuple_Check(definition) || PyTuple_GET_SIZE(definition) != 3) return Effect::kAny;
+    proof.Defines(PyTuple_GET_ITEM(definition, 0));
+  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bound); ++i) {
     if (!proof.Bind(PyTuple_GET_ITEM(bound, i))) return Effect::kAny;
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(loaded); ++i) {
     if (!proof.Read(PyTuple_GET_ITEM(loaded, i))) return Effect::kAny;
   }
-  if (definitions != nullptr) definitions->reset(Py_NewRef(PyTuple_GET_ITEM(effects.get(), 2)));
+  if (definitions != nullptr) definitions->reset(Py_NewRef(defined));
   if (proof.empty()) return Effect::kNothing;
   if (names != nullptr && !proof.Names(names)) return Effect::kAny;
   return Effect::kItsBindings;

@@ -84,7 +84,13 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeStateAreNot) {
   for (const char* code : {
            // binds, deletes, imports, defines, loops, awaits
            "x = 1", "n += 1", "del n", "import os", "from math import pi", "def g(): pass",
-           "class C: pass", "for i in range(3): pass", "while False: pass",
+           // A def's function called (or read) in the cell that makes it: its
+      // body is proven only after the cell, if at all.
+      "def g():\n    import os\n    os.environ['X'] = '1'\ng()",
+      "def g():\n    return 1\ny = g()",
+      "def g():\n    return 1\ny = [g]",
+      "def g():\n    return 1\ndef h(k=g):\n    return k",
+      "class C: pass", "for i in range(3): pass", "while False: pass",
            "with open('x') as fh: pass", "try:\n    pass\nexcept Exception:\n    pass",
            "global n", "lambda: 0", "[y := 1]", "(i for i in range(3)); z = 1", "await n",
            "assert n", "raise ValueError", "if n: pass",
@@ -269,6 +275,12 @@ watcher = weakref.ref(watched)
       "y = sorted(items, key=lambda v: math.floor(v))",  // a lambda's body reads a module
       "y = (lambda: exec('items.append(1)'))()",
       "shared_x = 2\ny = shared_x",
+      // A def's function called (or read) in the cell that makes it: its
+      // body is proven only after the cell, if at all.
+      "def g():\n    import os\n    os.environ['X'] = '1'\ng()",
+      "def g():\n    return 1\ny = g()",
+      "def g():\n    return 1\ny = [g]",
+      "def g():\n    return 1\ndef h(k=g):\n    return k",
       "class C: pass",
       "@staticmethod\ndef f(): pass",
       "def f(x=sneaky): pass",
@@ -327,6 +339,12 @@ TEST_F(ReadOnlyCellTest, ProvenFunctionsMayBeCalledAndTheRestMayNot) {
                            "y = sorted(items, key=imports)"}) {
     EXPECT_EQ(Effect(code, ns), ReadOnlyCell::Effect::kAny) << code;
   }
+  // A proven function that reads a name a def of the cell binds: that
+  // function's body is unproven while the cell runs.
+  EXPECT_EQ(define("def calls_later():\n    return later()", "<cell 9>"), ReadOnlyCell::Effect::kItsBindings);
+  // `later` bound nowhere: calling it raises NameError, which changes nothing.
+  EXPECT_EQ(Effect("y = calls_later()", ns), ReadOnlyCell::Effect::kItsBindings);
+  EXPECT_EQ(Effect("def later():\n    import os\n    os.x = 1\ncalls_later()", ns), ReadOnlyCell::Effect::kAny);
   // Changed after its proof: a default made mutable, a global it reads
   // rebound to a module, its code replaced.
   py::exec("double.__defaults__ = ([],)", ns);

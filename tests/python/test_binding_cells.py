@@ -252,6 +252,11 @@ ESCAPES = [
     # A builtin the proof does not trust, read before the cell binds its name.
     ("keep = [1]", "exec('keep.append(7)')\nexec = 0", "keep", "[1, 7]"),
     ("keep = [1]", "[exec('keep.append(7)') for exec in [exec]]", "keep", "[1, 7]"),
+    # A def's function called in the cell that makes it (its body, which
+    # imports, was never proven), directly or through a proven function.
+    ("keep = [1]", "def push():\n    import sys\n    keep.append(7)\npush()", "keep", "[1, 7]"),
+    ("keep = [1]\ndef outer():\n    return inner()",
+     "def inner():\n    import sys\n    keep.append(7)\nouter()", "keep", "[1, 7]"),
     # A function whose body was never proven (it imports), called.
     ("keep = [1]\ndef push():\n    import sys\n    keep.append(7)", "push()", "keep", "[1, 7]"),
     # A proven function whose default was made mutable afterwards.

@@ -115,8 +115,12 @@ class Program:
     def cell(self) -> str:
         r = self.rng
         kind = r.random()
-        if kind < 0.2:
+        if kind < 0.15:
             return self.definition()
+        if kind < 0.2:  # defined and called in one cell
+            definition = self.definition()
+            name = definition.split("(", 1)[0][len("def "):]
+            return f"{definition}\n{name}({r.randint(0, 4)})"
         if kind < 0.35:
             body = "\n".join(self.statement("    ") for _ in range(r.randint(1, 2)))
             return f"for _i in range({r.randint(0, 3)}):\n{body}"
