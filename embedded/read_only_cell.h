@@ -94,7 +94,9 @@ class ReadOnlyCell {
   //     builtins either: NameError unless the cell binds it first), or holds
   //     a function whose body was proven when its def ran (PureFunctions:
   //     made of the same shape, bound only its own locals, returned, and it
-  //     reads only globals that pass this proof too, recursively).
+  //     reads only globals that pass this proof too, recursively). No name a
+  //     def of this cell binds is read, by the cell or by such a function:
+  //     that def's body is proven (and registered) only after the cell.
   //   - What may change: each name the cell binds (it held an atom, a
   //     function FunctionRecipe can let go, or nothing: letting it go runs
   //     no finalizer), and each name read that holds a mutable atom, which
