@@ -125,6 +125,9 @@ def shape(source):
         elif _isinstance(node, _SUBSCRIPT):
             if not _isinstance(node.ctx, _LOAD):
                 return None
+        elif (_isinstance(node, _CALL) and _isinstance(node.func, _NAME) and
+              node.func.id in _CONVERTERS and (_len(node.args) > 1 or node.keywords)):
+            return None
     return (_tuple(loaded), _tuple(local))
 
 def _parameters(node):

@@ -84,15 +84,10 @@ TEST_F(ReadOnlyCellTest, CellsThatCouldChangeStateAreNot) {
   for (const char* code : {
            // binds, deletes, imports, defines, loops, awaits
            "x = 1", "n += 1", "del n", "import os", "from math import pi", "def g(): pass",
-           // A def's function called (or read) in the cell that makes it: its
-      // body is proven only after the cell, if at all.
-      "def g():\n    import os\n    os.environ['X'] = '1'\ng()",
-      "def g():\n    return 1\ny = g()",
-      "def g():\n    return 1\ny = [g]",
-      "def g():\n    return 1\ndef h(k=g):\n    return k",
-      "class C: pass", "for i in range(3): pass", "while False: pass",
+           "class C: pass", "for i in range(3): pass", "while False: pass",
            "with open('x') as fh: pass", "try:\n    pass\nexcept Exception:\n    pass",
            "global n", "lambda: 0", "[y := 1]", "(i for i in range(3)); z = 1", "await n",
+           "str(b'x', 'cp1252')", "bytes(s, encoding='cp1252')",  // a codec lookup may import
            "assert n", "raise ValueError", "if n: pass",
            // attributes, and what reaches them
            "s.upper()", "n.real", "math.pi", "getattr(n, 'real')", "vars()", "globals()",
@@ -275,6 +270,12 @@ watcher = weakref.ref(watched)
       "y = sorted(items, key=lambda v: math.floor(v))",  // a lambda's body reads a module
       "y = (lambda: exec('items.append(1)'))()",
       "shared_x = 2\ny = shared_x",
+      // A def's function called (or read) in the cell that makes it: its
+      // body is proven only after the cell, if at all.
+      "def g():\n    import os\n    os.environ['X'] = '1'\ng()",
+      "def g():\n    return 1\ny = g()",
+      "def g():\n    return 1\ny = [g]",
+      "def g():\n    return 1\ndef h(k=g):\n    return k",
       // A def's function called (or read) in the cell that makes it: its
       // body is proven only after the cell, if at all.
       "def g():\n    import os\n    os.environ['X'] = '1'\ng()",
