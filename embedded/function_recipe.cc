@@ -80,8 +80,10 @@ def _read(written):
 
 def annotations(f):
     try:
-        return _tuple((name, _write(value)) for name, value in f.__annotations__.items()
-                      if _type(name) is _str)
+        written = f.__annotations__
+        if _type(written) is not _dict or any(_type(name) is not _str for name in written):
+            return None
+        return _tuple((name, _write(value)) for name, value in written.items())
     except _Refused:
         return None
 
@@ -125,6 +127,13 @@ bool Plain(PyObject* value, int* budget) {
     return false;
   }
 #endif
+  // What make() checks (a recipe must always read back: a promoted
+  // snapshot that cannot bind its values ends the session).
+  auto str_or_none = [](PyObject* o) { return o == nullptr || o == Py_None || PyUnicode_CheckExact(o); };
+  if (!PyUnicode_CheckExact(function->func_name) || !PyUnicode_CheckExact(function->func_qualname) ||
+      !str_or_none(function->func_doc) || !str_or_none(function->func_module)) {
+    return false;
+  }
   auto* code = reinterpret_cast<PyCodeObject*>(function->func_code);
   if (PyCode_GetNumFree(code) != 0) return false;
   PyObject* defaults = function->func_defaults;

@@ -395,3 +395,66 @@ atoms = (1, 2.0, 3j, 'four', b'five', True, None, frozenset({6}))
 
 }  // namespace
 }  // namespace dolsot
+
+namespace dolsot {
+namespace {
+
+// Functions a binding cell defined travel as recipes (function_recipe.h):
+// only those nothing else can tell from their copy, and the copy reads back
+// as the same function.
+TEST_F(ReadOnlyCellTest, OnlyFunctionsACopyStandsForTravelAsRecipes) {
+  py::gil_scoped_acquire gil;
+  py::dict ns;
+  py::exec(R"PY(
+import builtins
+__builtins__ = builtins
+def plain(x: int, *, k: list[int] | None = None) -> str:
+    'Doc.'
+    return str(x) * 2
+def aliased(x):
+    return x
+other = aliased
+def with_doc(x):
+    return x
+with_doc.__doc__ = 5
+def with_attribute(x):
+    return x
+with_attribute.tag = 1
+def mutable_default(x, acc=[]):
+    return acc
+def outer():
+    y = 1
+    def inner():
+        return y
+    return inner
+closure = outer()
+class Marker:
+    pass
+def odd_annotation(x: Marker):
+    return x
+)PY", ns);
+  std::vector<std::string> values;
+  ASSERT_TRUE(ReadOnlyCell::MarshalBindings(ns.ptr(), {"plain"}, &values));
+  py::dict copy;
+  copy["__builtins__"] = ns["__builtins__"];
+  ASSERT_TRUE(ReadOnlyCell::ApplyBindings(copy.ptr(), {"plain"}, values));
+  py::object made = copy["plain"];
+  EXPECT_FALSE(made.is(ns["plain"]));
+  EXPECT_EQ(made(21).cast<std::string>(), "2121");
+  for (const char* attribute : {"__doc__", "__qualname__", "__name__", "__defaults__", "__kwdefaults__"}) {
+    EXPECT_TRUE(made.attr(attribute).equal(ns["plain"].attr(attribute))) << attribute;
+  }
+  EXPECT_EQ(py::repr(made.attr("__annotations__")).cast<std::string>(),
+            py::repr(ns["plain"].attr("__annotations__")).cast<std::string>());
+  EXPECT_EQ(made.attr("__globals__").ptr(), copy.ptr());
+  for (const char* name : {"aliased", "with_doc", "with_attribute", "mutable_default", "closure",
+                           "odd_annotation"}) {
+    EXPECT_FALSE(ReadOnlyCell::MarshalBindings(ns.ptr(), {name}, &values)) << name;
+  }
+  // Bytes that are no recipe this interpreter reads are refused whole.
+  EXPECT_FALSE(ReadOnlyCell::ApplyBindings(copy.ptr(), {"x"}, {std::string("\0garbage", 8)}));
+  EXPECT_FALSE(PyErr_Occurred());
+}
+
+}  // namespace
+}  // namespace dolsot
