@@ -590,16 +590,19 @@ class SessionProcess {
     std::vector<std::string> binding_names;
     Ref definitions;  // what its defs made, to register once it ran
     bool proven = false;  // whether its defs may be registered once it ran
-    if (bound.ok() && (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff)) {
+    // A cell that takes the general path anyway (a checkpoint owed,
+    // variables bound anew) is proven only for its defs' sake.
+    const bool general_anyway = checkpoint_owed || variables_changed;
+    if (bound.ok() && (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff) &&
+        (!general_anyway || request.code.find("def") != std::string::npos)) {
       // With sync checkpoints the host saves its values (a journal frame)
       // before the Result returns, so rollback off is fine there too.
       const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
       effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names, &definitions);
       if (effect != Effect::kAny && OtherPythonThreads()) effect = Effect::kAny;
       proven = effect != Effect::kAny;
-      // A checkpoint owed or variables bound anew: the general path, but a
-      // def it makes is still what the proof saw.
-      if (checkpoint_owed || variables_changed) effect = Effect::kAny;
+      // The general path, but a def it makes is still what the proof saw.
+      if (general_anyway) effect = Effect::kAny;
     }
     if (bound.ok()) {
       // Paused for a proven cell on the general path too: its defs are

@@ -75,6 +75,4 @@ PyObject* PureFunctions::Reads(PyObject* value, PyObject* globals, PyObject* bui
   return kept->second;
 }
 
-std::size_t PureFunctions::size() { return g_kept == nullptr ? 0 : g_kept->size(); }
-
 }  // namespace dolsot

@@ -28,9 +28,6 @@ class PureFunctions {
   // defaults (a mutable default would change under the proof's eyes).
   // Else nullptr. Never raises.
   static PyObject* Reads(PyObject* value, PyObject* globals, PyObject* builtins);
-
-  // How many are kept (for tests).
-  static std::size_t size();
 };
 
 }  // namespace dolsot
