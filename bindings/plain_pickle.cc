@@ -4,9 +4,9 @@
 #include <pybind11/stl.h>
 
 
-#include "bindings/pickle_budget.h"
+#include "core/pickle_budget.h"
 
-namespace dolsot::bindings {
+namespace dolsot {
 namespace {
 
 PyObject* PlainPickle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -61,13 +61,6 @@ void AddFunction(pybind11::module_& m, PyMethodDef* def) {
 
 }  // namespace
 
-bool IsPlainPickle(std::string_view data) {
-  // Within a budget far over any host's: over it is "not plain" (the slow
-  // path, which has a budget of its own).
-  StatusOr<PickleShape> shape = WalkPickle(data, std::uint64_t{1} << 40);
-  return shape.ok() && *shape == PickleShape::kPlain;
-}
-
 void BindPlainPickle(pybind11::module_& m) {
   AddFunction(m, &kPlainPickleDef);
   AddFunction(m, &kCheckPickleDef);
@@ -75,4 +68,4 @@ void BindPlainPickle(pybind11::module_& m) {
         "The (module, name) pairs a session's pickle may name when unpickle='safe'.");
 }
 
-}  // namespace dolsot::bindings
+}  // namespace dolsot

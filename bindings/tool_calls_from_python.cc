@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "bindings/pickle_budget.h"
+#include "core/pickle_budget.h"
 #include "core/pipe_signal.h"
 
-namespace dolsot::bindings {
+namespace dolsot {
 namespace {
 
 constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
@@ -335,4 +335,4 @@ bool NewToolPipesFunctions(std::unique_ptr<ToolCallPipe> pipe, PyObject** serve,
   return true;
 }
 
-}  // namespace dolsot::bindings
+}  // namespace dolsot

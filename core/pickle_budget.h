@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 
-namespace dolsot::bindings {
+namespace dolsot {
 
 // What a walked pickle does when it is loaded.
 enum class PickleShape : std::uint8_t {
@@ -47,4 +47,14 @@ StatusOr<PickleShape> WalkPickle(std::string_view data, std::uint64_t max_bytes)
 // of plain data, each costed by the walk.
 const std::vector<std::pair<std::string, std::string>>& SafePickleGlobals();
 
-}  // namespace dolsot::bindings
+// Whether `data` builds only plain data: every opcode, walked to STOP, is one
+// of the binary opcodes that make builtin values without naming anything (no
+// GLOBAL / STACK_GLOBAL / INST / OBJ / EXT*, nothing that calls what is on the
+// stack: REDUCE, BUILD, NEWOBJ*; no persistent ids, no out-of-band buffers,
+// none of protocol 0's text opcodes). Without a name a pickle reaches no
+// callable, so loading it runs no code of its choosing and imports nothing.
+// Anything else, or anything malformed, is "not plain": the answer only ever
+// errs towards false.
+bool IsPlainPickle(std::string_view data);
+
+}  // namespace dolsot

@@ -1,12 +1,12 @@
 // What a session's pickle would build in the host (see pickle_budget.h); the
 // walk itself is pickle_walk.h.
-#include "bindings/pickle_budget.h"
+#include "core/pickle_budget.h"
 
 #include <new>
 
-#include "bindings/pickle_walk.h"
+#include "core/pickle_walk.h"
 
-namespace dolsot::bindings {
+namespace dolsot {
 
 using pickle_walk::GlobalName;
 using pickle_walk::kGlobals;
@@ -45,4 +45,11 @@ const std::vector<std::pair<std::string, std::string>>& SafePickleGlobals() {
   return *names;
 }
 
-}  // namespace dolsot::bindings
+bool IsPlainPickle(std::string_view data) {
+  // Within a budget far over any host's: over it is "not plain" (the slow
+  // path, which has a budget of its own).
+  StatusOr<PickleShape> shape = WalkPickle(data, std::uint64_t{1} << 40);
+  return shape.ok() && *shape == PickleShape::kPlain;
+}
+
+}  // namespace dolsot

@@ -3,9 +3,9 @@
 // its arguments before the unpickler could make the call.
 #include <algorithm>
 
-#include "bindings/pickle_walk.h"
+#include "core/pickle_walk.h"
 
-namespace dolsot::bindings::pickle_walk {
+namespace dolsot::pickle_walk {
 namespace {
 
 bool IsNumber(const Value& v) {
@@ -278,4 +278,4 @@ bool Walk::Construct(Global global, const std::vector<const Value*>& args, Value
   return refuse("in a way the host does not decode");
 }
 
-}  // namespace dolsot::bindings::pickle_walk
+}  // namespace dolsot::pickle_walk

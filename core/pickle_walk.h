@@ -1,4 +1,4 @@
-// The pickle walk behind pickle_budget.h (internal to bindings/): the
+// The pickle walk behind pickle_budget.h (internal to core/pickle_budget.cc): the
 // abstract values, the allow-list and the Walk that runs the pickle machine
 // over them. Walk's opcode machine is pickle_walk.cc; what a call of an
 // allowed constructor costs is pickle_constructors.cc.
@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bindings/pickle_budget.h"
+#include "core/pickle_budget.h"
 #include "core/status.h"
 
-namespace dolsot::bindings::pickle_walk {
+namespace dolsot::pickle_walk {
 
 constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 
@@ -260,4 +260,4 @@ inline Value Scalar(Kind kind) {
   return v;
 }
 
-}  // namespace dolsot::bindings::pickle_walk
+}  // namespace dolsot::pickle_walk

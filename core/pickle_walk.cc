@@ -1,11 +1,11 @@
 // The pickle machine over abstract values (see pickle_walk.h): reading the
 // data, the stack and the memo, and every opcode but the constructors' cost.
-#include "bindings/pickle_walk.h"
+#include "core/pickle_walk.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace dolsot::bindings::pickle_walk {
+namespace dolsot::pickle_walk {
 
 bool Walk::Read(std::size_t n, std::string_view* out) {
   if (n > data_.size() - at_) return false;
@@ -514,4 +514,4 @@ bool Walk::Run() {
   return Malformed("no STOP");
 }
 
-}  // namespace dolsot::bindings::pickle_walk
+}  // namespace dolsot::pickle_walk
