@@ -6,7 +6,7 @@
 
 #include "core/pickle_budget.h"
 
-namespace dolsot {
+namespace dolsot::bindings {
 namespace {
 
 PyObject* PlainPickle(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -68,4 +68,4 @@ void BindPlainPickle(pybind11::module_& m) {
         "The (module, name) pairs a session's pickle may name when unpickle='safe'.");
 }
 
-}  // namespace dolsot
+}  // namespace dolsot::bindings

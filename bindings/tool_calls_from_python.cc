@@ -9,7 +9,7 @@
 #include "core/pickle_budget.h"
 #include "core/pipe_signal.h"
 
-namespace dolsot {
+namespace dolsot::bindings {
 namespace {
 
 constexpr char kReplyCapsule[] = "dolsot.ToolReplyFn";
@@ -335,4 +335,4 @@ bool NewToolPipesFunctions(std::unique_ptr<ToolCallPipe> pipe, PyObject** serve,
   return true;
 }
 
-}  // namespace dolsot
+}  // namespace dolsot::bindings
