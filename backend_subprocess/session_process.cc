@@ -366,6 +366,24 @@ class SessionProcess {
     request.filename = "<dolsot warm-up>";
     request.hidden_names = aliases_;
     (void)RunCell(globals_, request);
+    // A session's first cell is proven (read_only_cell.h) before it runs:
+    // the proof's own machinery (its parse, the glue's code and tables) is
+    // shared with the worker until then, and its faults would land on that
+    // cell (~0.3 ms). Proving a throwaway cell now takes them here; every
+    // session's cells touch those pages anyway, so this costs no memory a
+    // cell would not. Nothing is bound or registered.
+    if (cells_run_ == 0 && ProofsApply() && !request_pending()) {
+      std::vector<std::string> names;
+      Ref definitions;
+      (void)ReadOnlyCell::Classify("_ = [len(str(i)) for i in range(2)]\nprint(_)", globals_,
+                                   /*binding=*/true, &names, &definitions);
+    }
+  }
+
+  // Whether a cell may be proven read-only or binding: only where something
+  // holds the state it leaves (a snapshot, or checkpoints).
+  bool ProofsApply() const {
+    return settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff;
   }
 
   // In the branch child (now serving the new session), also forks its
@@ -593,7 +611,7 @@ class SessionProcess {
     // A cell that takes the general path anyway (a checkpoint owed,
     // variables bound anew) is proven only for its defs' sake.
     const bool general_anyway = checkpoint_owed || variables_changed;
-    if (bound.ok() && (settings_.snapshots || settings_.checkpoint != CheckpointMode::kOff) &&
+    if (bound.ok() && ProofsApply() &&
         (!general_anyway || request.code.find("def") != std::string::npos)) {
       // With sync checkpoints the host saves its values (a journal frame)
       // before the Result returns, so rollback off is fine there too.
