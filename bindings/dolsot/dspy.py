@@ -211,8 +211,7 @@ class DolsotInterpreter:
             self._in_flight[me] = contextvars.copy_context()
             self._session_threads[session_id] = me
         try:
-            self._alias_global_tools(backend, session_id)
-            variables = self._bind_private_variables(backend, session_id, variables)
+            variables = self._set_up(backend, session_id, variables)
             # Before the cell runs, so its first tool call finds its caller.
             if self.backend_kind == "inprocess" and session_id not in self._local.__dict__.get("mapped", ()):
                 self._map_namespace(backend, session_id, me)
@@ -374,29 +373,26 @@ class DolsotInterpreter:
             self._namespaces[id(namespace)] = thread
         self._local.mapped = session_id
 
-    def _alias_global_tools(self, backend: Any, session_id: str) -> None:
-        """Binds as globals the tools the facade looks up there and those bound
-        under a private name, once per session."""
+    def _set_up(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """Runs, in one cell of its own ahead of the code, what the backend
+        cannot do by itself: binds as globals the tools the facade looks up
+        there and those bound under a private name (once per session), and
+        renames the variables whose names a backend refuses (``input``,
+        ``__token``), which are sent under a private name. Returns the
+        variables that go with the code."""
         aliased: set[str] = self._local.__dict__.setdefault("aliased", set())
         missing = [
             name for name in self.tools
             if name not in aliased and (name.startswith(_GLOBAL_TOOL_PREFIXES) or self._engine_name(name) != name)
         ]
-        if not missing:
-            return
-        self._run_setup(backend, session_id, "\n".join(f"{n} = {self._engine_name(n)}" for n in missing), {})
-        aliased.update(missing)
-
-    def _bind_private_variables(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """Variables whose names a backend refuses (``input``, ``__token``) are
-        sent under a private name, then renamed by a cell of their own; the
-        rest go with the cell."""
         private = {name: _private_name("variable", name) for name in variables}
         renamed = {name: engine for name, engine in private.items() if engine != name}
-        if not renamed:
+        if not missing and not renamed:
             return variables
-        code = "\n".join(f"{name} = {engine}\ndel {engine}" for name, engine in renamed.items())
-        self._run_setup(backend, session_id, code, {renamed[name]: variables[name] for name in renamed})
+        lines = [f"{n} = {self._engine_name(n)}" for n in missing]
+        lines += [f"{name} = {engine}\ndel {engine}" for name, engine in renamed.items()]
+        self._run_setup(backend, session_id, "\n".join(lines), {renamed[name]: variables[name] for name in renamed})
+        aliased.update(missing)
         return {name: value for name, value in variables.items() if name not in renamed}
 
     def _run_setup(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> None:
