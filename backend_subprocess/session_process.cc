@@ -629,6 +629,12 @@ class SessionProcess {
       // A proven read-only cell binds no name: the host's list stands.
       request.list_held = !(effect == Effect::kNothing && host_has_names);
       result = RunCell(globals_, request);
+      // A tool's arguments or reply were not plain data: what ran is not
+      // what the proof saw (its defs are not registered either).
+      if (no_finalizers.unproven()) {
+        effect = Effect::kAny;
+        proven = false;
+      }
       // Its proven functions, callable by the next cells' proofs.
       if (proven && definitions) {
         Ref filename(PyUnicode_FromStringAndSize(request.filename.data(),

@@ -12,10 +12,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <new>
 #include <string_view>
 
 #include "backend_subprocess/protocol.h"
+#include "core/pickle_budget.h"
+#include "embedded/plain_values.h"
+#include "embedded/read_only_cell.h"
 
 namespace dolsot {
 namespace {
@@ -31,26 +35,57 @@ constexpr std::string_view kNoArguments = kNoArgumentsPickle;
 constexpr std::string_view kNone = kNonePickle;
 
 // pickle.dumps and pickle.loads, looked up once (the session process has one
-// interpreter, and the channel lives as long as it). Needs the GIL.
-bool PickleFunctions(PyObject** dumps, PyObject** loads) {
-  static PyObject* cached_dumps = nullptr;
-  static PyObject* cached_loads = nullptr;
-  if (cached_dumps == nullptr) {
-    PyObject* pickle = PyImport_ImportModule("pickle");
-    if (pickle == nullptr) return false;
-    PyObject* d = PyObject_GetAttrString(pickle, "dumps");
-    PyObject* l = d == nullptr ? nullptr : PyObject_GetAttrString(pickle, "loads");
-    Py_DECREF(pickle);
-    if (l == nullptr) {
-      Py_XDECREF(d);
-      return false;
-    }
-    cached_dumps = d;
-    cached_loads = l;
+// interpreter, and the channel lives as long as it). A cell may have put
+// functions of its own there first: see PickleFunctionOf.
+PyObject* g_dumps = nullptr;
+PyObject* g_loads = nullptr;
+
+bool LookUpPickleFunctions() {
+  PyObject* pickle = PyImport_ImportModule("pickle");
+  if (pickle == nullptr) return false;
+  PyObject* d = PyObject_GetAttrString(pickle, "dumps");
+  PyObject* l = d == nullptr ? nullptr : PyObject_GetAttrString(pickle, "loads");
+  Py_DECREF(pickle);
+  if (l == nullptr) {
+    Py_XDECREF(d);
+    return false;
   }
-  *dumps = cached_dumps;
-  *loads = cached_loads;
+  g_dumps = d;
+  g_loads = l;
   return true;
+}
+
+// Needs the GIL.
+bool PickleFunctions(PyObject** dumps, PyObject** loads) {
+  if (g_dumps == nullptr && !LookUpPickleFunctions()) return false;
+  *dumps = g_dumps;
+  *loads = g_loads;
+  return true;
+}
+
+// Within a proven cell (embedded/read_only_cell.h), a call whose arguments
+// or reply are not plain data runs code, or makes objects, the proof did
+// not see: the cell takes the general path after all.
+
+// Whether `function` is _pickle's `name`: a C function of a module made
+// from _pickle's own definition (only C makes such a module, and only
+// _pickle's table gives it a function by that name), which writes what
+// PicklesByItself accepts, and reads a plain pickle, without running code.
+bool PickleFunctionOf(PyObject* function, const char* name) {
+  if (function == nullptr || !PyCFunction_Check(function)) return false;
+  PyObject* module = PyCFunction_GET_SELF(function);
+  if (module == nullptr || !PyModule_Check(module)) return false;
+  PyModuleDef* def = PyModule_GetDef(module);
+  const PyMethodDef* method = reinterpret_cast<PyCFunctionObject*>(function)->m_ml;
+  return def != nullptr && def->m_name != nullptr && std::strcmp(def->m_name, "_pickle") == 0 &&
+         method != nullptr && method->ml_name != nullptr && std::strcmp(method->ml_name, name) == 0;
+}
+
+constexpr int kMaxProvenArgumentItems = 4096;
+bool ProvenArguments(PyObject* args, PyObject* kwargs) {
+  int budget = kMaxProvenArgumentItems;
+  return PickleFunctionOf(g_dumps, "dumps") && PicklesByItself(args, &budget) &&
+         PicklesByItself(kwargs, &budget);
 }
 
 // transport(name, args, kwargs, failed) for the tool stubs
@@ -74,6 +109,8 @@ PyObject* Transport(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
   if (name == nullptr) return nullptr;
   PyObject *dumps, *loads;
   if (!PickleFunctions(&dumps, &loads)) return nullptr;
+  const bool proving = ReadOnlyCell::Proving();
+  if (proving && !ProvenArguments(args[1], args[2])) ReadOnlyCell::Unproven();
   PyObject* pickled = nullptr;  // the arguments' pickle, unless there are none
   std::string_view payload = kNoArguments;
   if (PyTuple_GET_SIZE(args[1]) != 0 || PyDict_GET_SIZE(args[2]) != 0) {
@@ -110,10 +147,16 @@ PyObject* Transport(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
   Py_END_ALLOW_THREADS
   Py_XDECREF(pickled);
   if (!reply.ok()) {
+    if (proving) ReadOnlyCell::Unproven();
     PyErr_Format(PyExc_ConnectionError, "tool %s(): %s", name, reply.status().message().c_str());
     return nullptr;
   }
   if (reply->ok && reply->payload == kNone) Py_RETURN_NONE;
+  // A reply that names nothing builds plain values with _pickle's loads;
+  // an exception, or anything else, may run code when it is read.
+  if (proving && !(reply->ok && PickleFunctionOf(loads, "loads") && IsPlainPickle(reply->payload))) {
+    ReadOnlyCell::Unproven();
+  }
   PyObject* bytes = PyBytes_FromStringAndSize(reply->payload.data(),
                                               static_cast<Py_ssize_t>(reply->payload.size()));
   if (bytes == nullptr) return nullptr;

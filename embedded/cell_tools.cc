@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "embedded/interned_name.h"
+#include "embedded/py_ref.h"
 
 namespace py = pybind11;
 
@@ -89,7 +90,60 @@ def make_remote(name, transport):
 constexpr const char* kGlueKey = "dolsot.cell_tools.v1";
 constexpr const char* kBoundKey = "__dolsot_tools__";  // builtins[...]: names bound
 
-// The glue's scope for this interpreter (kept in its state dict).
+// What IsHostToolStub compares with (per process; forks inherit them):
+// make_remote's `tool` code as the glue's source compiles to it, where its
+// closure holds `name` and `transport`, and the transport the stubs were
+// made with. Strong references, never released.
+struct StubShape {
+  PyObject* code = nullptr;
+  Py_ssize_t cells = 0;
+  Py_ssize_t name_cell = -1;
+  Py_ssize_t transport_cell = -1;
+};
+StubShape g_stub;
+PyObject* g_transport = nullptr;
+
+// The code object named `name` among `code`'s constants (borrowed), or null.
+PyObject* ConstantCode(PyObject* code, const char* name) {
+  Ref consts(PyObject_GetAttrString(code, "co_consts"));
+  if (!consts || !PyTuple_Check(consts.get())) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts.get()); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(consts.get(), i);
+    if (!PyCode_Check(item)) continue;
+    Ref item_name(PyObject_GetAttrString(item, "co_name"));
+    if (item_name && PyUnicode_Check(item_name.get()) &&
+        PyUnicode_CompareWithASCIIString(item_name.get(), name) == 0) {
+      return item;
+    }
+  }
+  return nullptr;
+}
+
+// Reads the stub's shape off the glue module's compiled code (what the
+// source says, whatever ran since: nothing a cell bound is asked).
+void LearnStubShape(PyObject* module_code) {
+  PyObject* make_remote = ConstantCode(module_code, "make_remote");
+  PyObject* tool = make_remote != nullptr ? ConstantCode(make_remote, "tool") : nullptr;
+  Ref freevars(tool != nullptr ? PyObject_GetAttrString(tool, "co_freevars") : nullptr);
+  if (!freevars || !PyTuple_Check(freevars.get())) {
+    PyErr_Clear();
+    return;
+  }
+  StubShape shape;
+  shape.cells = PyTuple_GET_SIZE(freevars.get());
+  for (Py_ssize_t i = 0; i < shape.cells; ++i) {
+    PyObject* var = PyTuple_GET_ITEM(freevars.get(), i);
+    if (PyUnicode_CompareWithASCIIString(var, "name") == 0) shape.name_cell = i;
+    if (PyUnicode_CompareWithASCIIString(var, "transport") == 0) shape.transport_cell = i;
+  }
+  if (shape.name_cell < 0 || shape.transport_cell < 0) return;
+  shape.code = Py_NewRef(tool);
+  g_stub = shape;
+}
+
+// The glue's scope for this interpreter (kept in its state dict). Compiled
+// and run through the C API: no builtin a cell may have replaced
+// (compile, exec) is called.
 py::dict Glue() {
   PyObject* state = PyInterpreterState_GetDict(PyInterpreterState_Get());
   if (state == nullptr) throw py::error_already_set();
@@ -99,9 +153,11 @@ py::dict Glue() {
   scope["__builtins__"] = py::module_::import("builtins");
   scope["__name__"] = "dolsot_cell_tools";
   // Named so a traceback through a tool stub says what it is.
-  py::module_ builtins = py::module_::import("builtins");
-  builtins.attr("exec")(builtins.attr("compile")(kGlueSource, "<dolsot host tools>", "exec"),
-                        scope);
+  Ref code(Py_CompileString(kGlueSource, "<dolsot host tools>", Py_file_input));
+  if (!code) throw py::error_already_set();
+  if (g_stub.code == nullptr) LearnStubShape(code.get());
+  Ref done(PyEval_EvalCode(code.get(), scope.ptr(), scope.ptr()));
+  if (!done) throw py::error_already_set();
   if (PyDict_SetItemString(state, kGlueKey, scope.ptr()) < 0) throw py::error_already_set();
   return scope;
 }
@@ -155,6 +211,7 @@ Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* trans
         if (current != callable) scope_builtins[py::str(name)] = py::handle(callable);
       } else if (!was_bound(name)) {
         if (transport == nullptr) return InvalidArgument("tool '" + name + "' has no transport");
+        if (g_transport != transport) Py_XSETREF(g_transport, Py_NewRef(transport));
         scope_builtins[py::str(name)] =
             glue_scope()["make_remote"](name, py::handle(transport));
       }
@@ -181,6 +238,20 @@ Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* trans
   } catch (py::error_already_set& error) {
     return Status(ErrorCode::kInternal, std::string("cannot bind the host tools: ") + error.what());
   }
+}
+
+bool IsHostToolStub(PyObject* value) {
+  if (g_stub.code == nullptr || g_transport == nullptr || !PyFunction_Check(value)) return false;
+  if (PyFunction_GET_CODE(value) != g_stub.code) return false;
+  PyObject* closure = PyFunction_GET_CLOSURE(value);  // borrowed; a tuple no cell can swap
+  if (closure == nullptr || !PyTuple_Check(closure) || PyTuple_GET_SIZE(closure) != g_stub.cells) {
+    return false;
+  }
+  // A cell's contents can be set from Python (cell_contents): read them now.
+  PyObject* transport = PyTuple_GET_ITEM(closure, g_stub.transport_cell);
+  PyObject* name = PyTuple_GET_ITEM(closure, g_stub.name_cell);
+  return PyCell_Check(transport) && PyCell_GET(transport) == g_transport && PyCell_Check(name) &&
+         PyCell_GET(name) != nullptr && PyUnicode_CheckExact(PyCell_GET(name));
 }
 
 bool IsFinalAnswer(PyObject* exc, PyObject** value) {

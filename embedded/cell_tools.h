@@ -36,6 +36,14 @@ std::shared_ptr<PyObjectHandle> HoldPyObject(PyObject* object);  // takes a new 
 // nothing changed. A Python error is returned as a Status (cleared).
 Status BindCellTools(PyObject* builtins, const CellTools& tools, PyObject* transport);
 
+// Whether `value` is a stub BindCellTools made for a session process, as
+// made: the glue's `tool` code (no other function, and no function a cell
+// built from that code with a closure of its own), calling the transport
+// the stubs were bound with, for a tool named by a str. Such a stub runs
+// nothing of the session's but that transport (it reads no global), which
+// is C (backend_subprocess/tool_channel.h). Needs the GIL.
+bool IsHostToolStub(PyObject* value);
+
 // Whether `exc` is the final-answer function's exception; if so, *value gets a
 // new reference to what the cell handed back.
 bool IsFinalAnswer(PyObject* exc, PyObject** value);

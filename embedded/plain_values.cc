@@ -66,6 +66,42 @@ bool IsAtom(PyObject* value, int* budget) {
   return false;
 }
 
+// An exact builtin value _pickle's save() writes on its own paths, all the
+// way down (within `budget` items).
+bool PicklesByItself(PyObject* value, int* budget) {
+  if (--*budget < 0) return false;
+  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+      PyFloat_CheckExact(value) || PyUnicode_CheckExact(value) || PyBytes_CheckExact(value) ||
+      PyByteArray_CheckExact(value)) {
+    return true;
+  }
+  if (PyTuple_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
+      if (!PicklesByItself(PyTuple_GET_ITEM(value, i), budget)) return false;
+    }
+    return true;
+  }
+  if (PyList_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
+      if (!PicklesByItself(PyList_GET_ITEM(value, i), budget)) return false;
+    }
+    return true;
+  }
+  if (PyDict_CheckExact(value)) {
+    if (PyDict_GET_SIZE(value) > *budget) return false;
+    Py_ssize_t position = 0;
+    PyObject *key, *item;  // borrowed
+    while (PyDict_Next(value, &position, &key, &item)) {
+      if (!PicklesByItself(key, budget) || !PicklesByItself(item, budget)) return false;
+    }
+    return true;
+  }
+  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
+    return EveryMember(value, budget, PicklesByItself);
+  }
+  return false;
+}
+
 // An exact builtin value no operation can change in place, all the way down
 // (within `budget` items): what `name op= ...` may start from without
 // touching anything but the name.

@@ -21,6 +21,14 @@ bool IsAtom(PyObject* value, int* budget);
 // down: None, bool, int, float, complex, str, bytes, and tuples of them.
 bool IsImmutable(PyObject* value, int* budget);
 
+// An exact builtin value the C pickler writes by itself at protocol 5, all
+// the way down: None, bool, int, float, str, bytes, bytearray, and tuples,
+// lists, dicts, sets and frozensets of them. For these it looks nothing up
+// (no dispatch table, copyreg or __reduce_ex__, which a session can
+// change: complex and range go through them), so pickling one runs no code
+// of the session's.
+bool PicklesByItself(PyObject* value, int* budget);
+
 // Whether a copy of `value` (marshal's) is as good as the value itself: an
 // exact builtin value marshal writes exactly, whose mutable parts (lists,
 // dicts, sets, and the tuples holding them) no other object holds (their

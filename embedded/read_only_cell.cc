@@ -17,6 +17,7 @@
 #include "core/python_chars.h"
 #include "embedded/cell_prescan.h"
 #include "embedded/cell_sources.h"
+#include "embedded/cell_tools.h"
 #include "embedded/function_recipe.h"
 #include "embedded/interned_name.h"
 #include "embedded/plain_expressions.h"
@@ -364,22 +365,28 @@ bool Contains(PyObject* tuple, PyObject* name) {
   return found == 1;
 }
 
-// What a name the cell reads holds in the session's namespace.
+// What a name the cell reads holds in the session's namespace: a plain
+// value, or a host tool's stub as made (IsHostToolStub: it runs only the
+// C transport, which calls Unproven() on what is not plain data).
 enum class Read { kPlain, kAbsent, kRefused };
 Read ReadOf(PyObject* globals, PyObject* name, int* budget) {
   PyObject* value = PyDict_GetItemWithError(globals, name);  // borrowed
-  if (value != nullptr) return IsAtom(value, budget) ? Read::kPlain : Read::kRefused;
+  if (value != nullptr) {
+    return IsAtom(value, budget) || IsHostToolStub(value) ? Read::kPlain : Read::kRefused;
+  }
   return PyErr_Occurred() ? Read::kRefused : Read::kAbsent;
 }
 
 // Whether `name`, absent from the namespace, finds one of the trusted
-// builtins, the interpreter's own object.
+// builtins, the interpreter's own object, or a host tool's stub.
 bool TrustedBuiltin(PyObject* builtins, PyObject* name) {
   const char* text = PyUnicode_AsUTF8(name);
   if (text == nullptr || builtins == nullptr) return false;
+  PyObject* value = PyDict_GetItemWithError(builtins, name);  // borrowed
+  if (value == nullptr) return false;
   auto trusted = g_prepared->trusted.find(std::string_view(text));
-  if (trusted == g_prepared->trusted.end()) return false;
-  return PyDict_GetItemWithError(builtins, name) == trusted->second;  // borrowed
+  if (trusted != g_prepared->trusted.end() && value == trusted->second) return true;
+  return IsHostToolStub(value);
 }
 
 // Whether `name`, absent from the namespace, finds nothing in the builtins
@@ -474,6 +481,7 @@ class BindingProof {
       // bound it first, to a value the proof accounts for.
       return TrustedBuiltin(builtins_, name) || UnboundEverywhere(builtins_, name);
     }
+    if (IsHostToolStub(value)) return true;  // an alias of a tool (see ReadOf)
     if (PyFunction_Check(value)) return Function(value);
     if (!IsAtom(value, &atom_budget_)) return false;
     int immutable_budget = kMaxBindingItems;
@@ -816,12 +824,29 @@ bool ReadOnlyCell::ApplyBindings(PyObject* globals, const std::vector<std::strin
   return true;
 }
 
-ReadOnlyCell::Scope::Scope(bool active) {
-  if (active) resume_ = PyGC_Disable() != 0;
+namespace {
+bool g_proving = false;   // a Scope is active
+bool g_unproven = false;  // Unproven() was called while it was
+}  // namespace
+
+ReadOnlyCell::Scope::Scope(bool active) : active_(active) {
+  if (!active) return;
+  resume_ = PyGC_Disable() != 0;
+  g_proving = true;
+  g_unproven = false;
 }
 
 ReadOnlyCell::Scope::~Scope() {
+  if (active_) g_proving = false;
   if (resume_) PyGC_Enable();
+}
+
+bool ReadOnlyCell::Scope::unproven() const { return active_ && g_unproven; }
+
+bool ReadOnlyCell::Proving() { return g_proving; }
+
+void ReadOnlyCell::Unproven() {
+  if (g_proving) g_unproven = true;
 }
 
 }  // namespace dolsot

@@ -140,7 +140,9 @@ class ReadOnlyCell {
   static bool ApplyBindings(PyObject* globals, const std::vector<std::string>& names,
                             const std::vector<std::string>& values);
 
-  // Pauses the cyclic GC for the life of the scope, when `active`.
+  // While a proven cell runs (`active`): pauses the cyclic GC, and lets
+  // what the proof took on trust report that it did not hold (Unproven).
+  // One at a time (a session process runs one cell at a time).
   class Scope {
    public:
     explicit Scope(bool active);
@@ -148,9 +150,24 @@ class ReadOnlyCell {
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
+    // Whether Unproven() was called while this scope was active: the cell
+    // ran code, or made values, the proof did not see, so it must take the
+    // general path (its state is forked after it, which is exact whatever
+    // it did; the rollback point from before it is exact too).
+    bool unproven() const;
+
    private:
+    bool active_ = false;
     bool resume_ = false;
   };
+
+  // Whether a proven cell is running (a Scope is active).
+  static bool Proving();
+  // Called, under the GIL, by what a proof accepted on the condition that
+  // it meets only plain data at run time (a host tool's stub, whose
+  // arguments and reply cross as pickles), when it does not: the cell
+  // takes the general path after all. Does nothing outside a proven cell.
+  static void Unproven();
 };
 
 }  // namespace dolsot

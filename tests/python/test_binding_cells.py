@@ -367,3 +367,152 @@ def test_a_binding_cell_that_raised_halfway_is_rolled_back_to_exactly_where_it_s
     killed = repl.run("s", "import os\nos._exit(3)")
     assert not killed.ok and "rolled back" in killed.error
     assert ok(repl, "box, x").value == "([1, 2, 7], 1)"
+
+
+# Host tools (#39): a cell that calls one stays proven when what crosses is
+# plain data: arguments the C pickler writes by itself, a reply whose pickle
+# names nothing. Anything else may run code of the session's or build
+# objects the proof did not see, and the cell takes the general path after
+# all; so does a call of anything that is not a stub as dolsot made it.
+def lookup(key=None):
+    if not isinstance(key, str):
+        return key
+    return {"plain": [1, "two", 3.0, None, {"k": (1, 2)}], "empty": None}.get(key, key)
+
+
+def dated(year):
+    import datetime
+
+    return datetime.date(year, 1, 2)  # its pickle names datetime.date
+
+
+def taken(*args, **kwargs):
+    return len(args) + len(kwargs)  # plain, whatever it was given
+
+
+def failing(message):
+    raise ValueError(message)
+
+
+@pytest.fixture
+def tooled(lazy):
+    repl, store = lazy
+    repl.tools = {"lookup": lookup, "dated": dated, "failing": failing, "taken": taken}
+    ok(repl, "x = 0")  # tools bound
+    settled_saves(repl, store)
+    return repl, store
+
+
+TOOL_BINDING = [
+    "v = lookup(key='plain')", "v = lookup('plain')\nbox.append(len(v))", "x = len(lookup(key='k' * 3))",
+    "lookup(key='empty')", "print(lookup(key=[1, {2: 'b'}, (3.5, b'x', bytearray(b'y'))]))",
+    "y = [taken(i, k=i) for i in range(3)]",
+]
+TOOL_GENERAL = [
+    "v = dated(2020)",                                   # the reply imports datetime to be read
+    "v = taken(key=1j)",                                 # complex pickles through copyreg
+    "v = taken(range(3))",                               # so does range
+    "v = taken({1, frozenset({2})}) + taken([x, (1.5j,)])",
+]
+
+
+@pytest.mark.parametrize("code", TOOL_BINDING)
+def test_a_cell_calling_a_host_tool_with_plain_data_writes_no_checkpoint(tooled, code):
+    repl, store = tooled
+    before = store.saves
+    ok(repl, code)
+    assert settled_saves(repl, store) == before, code
+
+
+@pytest.mark.parametrize("code", TOOL_GENERAL)
+def test_a_tool_call_whose_data_is_not_plain_takes_the_general_path(tooled, code):
+    repl, store = tooled
+    before = store.saves
+    ok(repl, code)
+    assert settled_saves(repl, store) == before + 1, code
+
+
+def test_a_tool_error_in_a_proven_cell_takes_the_general_path(tooled):
+    repl, store = tooled
+    before = store.saves
+    failed = repl.run("s", "box.append(9)\nv = failing('no')")
+    assert not failed.ok and "ValueError: no" in failed.error
+    assert settled_saves(repl, store) == before + 1
+    crashed = repl.run("s", "import os\nos._exit(3)")
+    assert not crashed.ok and "rolled back" in crashed.error
+    assert ok(repl, "box").value == "[1, 2, 9]"
+
+
+def test_rollback_after_proven_tool_calls_is_exact(tooled):
+    repl, _ = tooled
+    ok(repl, "v = lookup(key='plain')\nbox.append(lookup(key=5))")
+    ok(repl, "x += len(lookup(key='abc'))")
+    crashed = repl.run("s", "v.clear(); box.clear()\nimport os\nos._exit(3)")
+    assert not crashed.ok and "rolled back" in crashed.error
+    assert ok(repl, "v, box, x").value == "([1, 'two', 3.0, None, {'k': (1, 2)}], [1, 2, 5], 3)"
+    # The restored values are the session's own, as before.
+    ok(repl, "v.append(lookup(key='empty'))")
+    assert ok(repl, "v[-1] is None and len(v)").value == "6"
+
+
+# What a cell may do to the stubs, and to pickling, before a cell that
+# looks provable calls a tool: each makes the call append to `box`, which a
+# binding cell's copies would not carry (the cell does not name `box`); the
+# general path forks the state after it, so the rollback keeps it.
+TAMPERED = [
+    # The stub's code swapped for other code with as many free variables.
+    "import builtins\n"
+    "def outer():\n    name = transport = failed = None\n"
+    "    def tool(*args, **kwargs):\n        import __main__\n        __main__.box.append('ran')\n"
+    "        return (name, transport, failed) and 1\n    return tool\n"
+    "builtins.lookup.__code__ = outer().__code__",
+    # Its closure's transport swapped (a cell's contents can be set).
+    "import builtins\nstub = builtins.lookup\n"
+    "def evil(name, args, kwargs, failed):\n    box.append('ran')\n    return 1\n"
+    "stub.__closure__[stub.__code__.co_freevars.index('transport')].cell_contents = evil\n"
+    "del stub",
+    # A function made from the stub's own code with a closure of the cell's.
+    "import builtins, types\nstub = builtins.lookup\n"
+    "def evil(name, args, kwargs, failed):\n    box.append('ran')\n    return 1\n"
+    "cells = tuple(types.CellType(evil if n == 'transport' else c.cell_contents)\n"
+    "              for n, c in zip(stub.__code__.co_freevars, stub.__closure__))\n"
+    "builtins.lookup = types.FunctionType(stub.__code__, {}, 'lookup', None, cells)\n"
+    "del stub, cells",
+    # pickle's functions replaced before the session's first call.
+    "import pickle\nreal = pickle.dumps\n"
+    "def dumps(*args, **kwargs):\n    box.append('ran')\n    return real(*args, **kwargs)\n"
+    "pickle.dumps = dumps",
+    # ... or _pickle's module renamed and a function of another C module put there.
+    "import pickle, _pickle, marshal\nimport __main__\n"
+    "def loads(data):\n    __main__.box.append('ran')\n    return [1]\n"
+    "pickle.loads = loads",
+]
+
+
+@pytest.mark.parametrize("setup", TAMPERED)
+def test_a_tampered_tool_call_is_never_taken_for_a_proven_one(setup):
+    store = CountingStore()
+    with dolsot.Repl(store=store, typecheck=False, checkpoint_delay=3600) as repl:
+        repl.tools = {"lookup": lookup}
+        ok(repl, "box = []")
+        ok(repl, setup)
+        before = settled_saves(repl, store)
+        ok(repl, "v = lookup(key='plain')")
+        assert settled_saves(repl, store) == before + 1  # the general path
+        crashed = repl.run("s", "import os\nos._exit(3)")
+        assert not crashed.ok and "rolled back" in crashed.error
+        assert ok(repl, "box").value == "['ran']"
+
+
+def test_a_copyreg_reducer_runs_and_is_kept_through_a_rollback(tooled):
+    # A reducer the session registers for complex runs when an argument is
+    # pickled: the cell is not a binding cell, so what it did survives.
+    repl, store = tooled
+    ok(repl, "import copyreg\ndef reduce(c):\n    box.append('reduced')\n    return complex, (c.real, c.imag)\n"
+             "copyreg.pickle(complex, reduce)")
+    before = settled_saves(repl, store)
+    ok(repl, "v = taken(key=2j)")
+    assert settled_saves(repl, store) == before + 1
+    crashed = repl.run("s", "import os\nos._exit(3)")
+    assert not crashed.ok and "rolled back" in crashed.error
+    assert ok(repl, "box, v").value == "([1, 2, 'reduced'], 1)"

@@ -233,16 +233,25 @@ def test_the_fast_path_can_be_turned_off(monkeypatch):
         repl.close()
 
 
-def test_a_cell_calling_a_host_tool_is_checkpointed():
+def test_a_cell_calling_a_host_tool_is_read_only_only_when_plain_data_crosses():
+    # The tool runs in the host, whatever the cell; what the session sees of
+    # it is its reply. A plain one (its pickle names nothing) changes
+    # nothing in the session; one that names a class may import or run code
+    # there when it is read, so the cell is checkpointed.
+    import datetime
+
     store = CountingStore()
     calls = []
     repl = dolsot.Repl(store=store, typecheck=False, checkpoint="sync",
-                       tools={"lookup": lambda value: calls.append(value) or 0})
+                       tools={"lookup": lambda value: calls.append(value) or 0,
+                              "today": lambda: datetime.date(2026, 12, 7)})
     try:
         ok(repl, "name = 'ab'")
         before = store.saves
         assert ok(repl, "lookup(name)").value == "0"  # the host's tool ran
         assert calls == ["ab"]
+        assert store.saves == before
+        assert ok(repl, "today()").value == "datetime.date(2026, 12, 7)"
         assert store.saves == before + 1
         ok(repl, "abs(-1)")
         assert store.saves == before + 1
