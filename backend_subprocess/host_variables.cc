@@ -3,12 +3,29 @@
 #include "backend_subprocess/host_variables.h"
 
 #include "embedded/cell_tools.h"
+#include "embedded/plain_values.h"
 
 namespace dolsot {
 
+namespace {
+
+constexpr int kMaxPlainItems = 4096;  // what a plain check walks, per variable
+
+// Whether letting `held` go (a name's value before it is bound anew) and
+// binding `value` in its place is plain data replacing plain data.
+bool PlainRebinding(PyObject* held, PyObject* value) {
+  int budget = kMaxPlainItems;
+  if (held != nullptr && !IsAtom(held, &budget)) return false;
+  budget = kMaxPlainItems;
+  return IsAtom(value, &budget);
+}
+
+}  // namespace
+
 Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables,
-                           bool* changed) {
+                           bool* changed, std::vector<std::string>* plain) {
   *changed = false;
+  plain->clear();
   if (variables.empty()) return Status::Ok();
   if (cache_ == nullptr && (cache_ = PyDict_New()) == nullptr) {
     PyErr_Clear();
@@ -16,8 +33,9 @@ Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable
   }
   for (const ReceivedVariable& v : variables) {
     PyObject* value = nullptr;
+    bool loaded_plainly = true;  // loading it ran no code
     if (v.resent) {
-      StatusOr<PyObject*> loaded = UnpickleFromHost(v.pickle);
+      StatusOr<PyObject*> loaded = UnpickleFromHost(v.pickle, &loaded_plainly);
       if (!loaded.ok()) {
         return Status(ErrorCode::kCorrupt,
                       "variable '" + v.name + "': " + loaded.status().message());
@@ -38,7 +56,12 @@ Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable
       Py_DECREF(value);
       continue;
     }
-    *changed = true;
+    PyObject* held = PyDict_GetItemString(globals, v.name.c_str());  // borrowed
+    if (loaded_plainly && PlainRebinding(held, value)) {
+      plain->push_back(v.name);
+    } else {
+      *changed = true;
+    }
     int bound = PyDict_SetItemString(globals, v.name.c_str(), value);
     Py_DECREF(value);
     if (bound < 0) {

@@ -27,13 +27,18 @@ class HostVariables {
   HostVariables& operator=(const HostVariables&) = delete;
 
   // Binds `variables` in `globals`: a resent one unpickled (and kept), the
-  // others from what this process kept. `*changed` says whether any name
-  // now holds another object than before (a kept value the name still
-  // holds is not bound again: nothing changes, and the cell may still be
-  // proven, read_only_cell.h). kCorrupt naming the variable when a pickle
-  // does not load or a value is not kept; kInternal when binding fails.
-  // Needs the GIL.
-  Status Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables, bool* changed);
+  // others from what this process kept. A kept value the name still holds
+  // is not bound again: nothing changes. A name bound anew goes to
+  // `*plain` when what it binds is plain data (a resent pickle that names
+  // nothing, so loading it ran no code; a kept value of plain values all
+  // the way down) and what it held was nothing or such data too (letting
+  // it go runs no code): a cell may still be proven with it, its value
+  // then one of the cell's bindings (read_only_cell.h). `*changed` says
+  // whether any other name now holds another object than before. kCorrupt
+  // naming the variable when a pickle does not load or a value is not
+  // kept; kInternal when binding fails. Needs the GIL.
+  Status Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables, bool* changed,
+              std::vector<std::string>* plain);
 
  private:
   PyObject* cache_ = nullptr;  // name -> the value last received (a dict; lives with the process)

@@ -507,6 +507,9 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   runner_frame_due_ = false;
   names_reported_ = false;  // a promoted snapshot has not sent its names
   delta_known_ = false;     // nor does it hold what RUN last told the runner
+  // Nor, kept, the variables binding cells received (it has their values
+  // bound, from the host's copies): every variable is sent again.
+  variable_digests_.clear();
   CellOutcome outcome;
   outcome.runner_died = true;
   outcome.interrupted = interrupted;

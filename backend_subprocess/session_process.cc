@@ -591,7 +591,8 @@ class SessionProcess {
     tools_.BeginCell(socket_.get(), run->tool_pipes);
     Result result;
     bool variables_changed = false;
-    Status bound = BindExtras(run->tools, variables, &variables_changed);
+    std::vector<std::string> plain_variables;  // bound anew, to plain data
+    Status bound = BindExtras(run->tools, variables, &variables_changed, &plain_variables);
     // A cell proven read-only (embedded/read_only_cell.h) that completes
     // leaves the state as the last snapshot and checkpoint hold it: neither
     // is made again. A binding cell that completes changes only the names it
@@ -599,9 +600,11 @@ class SessionProcess {
     // saves them later (async: a journal frame or a checkpoint after the
     // delay) or before the Result returns (sync); so only with a snapshot
     // or sync checkpoints (rollback off: nothing else holds them). Variables
-    // that bind names anew make a cell neither (one the session still holds
-    // from the last send changes nothing: an agent's `context`, sent once);
-    // checked once the tools are bound (a tool may shadow a builtin). A thread of the session's that
+    // that bind names anew make a cell neither, unless they bind plain data
+    // (HostVariables::Bind), which then counts among a binding cell's
+    // bindings (one the session still holds from the last send changes
+    // nothing: an agent's `context`, sent once); checked once the tools are
+    // bound (a tool may shadow a builtin). A thread of the session's that
     // runs meanwhile could change anything: none may be alive.
     using Effect = ReadOnlyCell::Effect;
     Effect effect = Effect::kAny;
@@ -618,6 +621,18 @@ class SessionProcess {
       const bool binding = settings_.snapshots || settings_.checkpoint == CheckpointMode::kSync;
       effect = ReadOnlyCell::Classify(request.code, globals_, binding, &binding_names, &definitions);
       if (effect != Effect::kAny && OtherPythonThreads()) effect = Effect::kAny;
+      if (effect != Effect::kAny && !plain_variables.empty()) {
+        if (!binding) {
+          effect = Effect::kAny;  // a read-only cell's rollback point would lack them
+        } else {
+          for (std::string& name : plain_variables) {
+            if (std::find(binding_names.begin(), binding_names.end(), name) == binding_names.end()) {
+              binding_names.push_back(std::move(name));
+            }
+          }
+          effect = Effect::kItsBindings;
+        }
+      }
       proven = effect != Effect::kAny;
       // The general path, but a def it makes is still what the proof saw.
       if (general_anyway) effect = Effect::kAny;
@@ -787,7 +802,7 @@ class SessionProcess {
   // Binds this cell's tools (as builtins: this process holds one session)
   // and variables (host_variables.h). Needs the GIL.
   Status BindExtras(const CellTools& tools, const std::vector<ReceivedVariable>& variables,
-                    bool* variables_changed) {
+                    bool* variables_changed, std::vector<std::string>* plain_variables) {
     PyObject* builtins = builtins_;
     if (!tools.names.empty() && transport_ == nullptr) {
       transport_ = tools_.NewTransport();
@@ -797,7 +812,7 @@ class SessionProcess {
       }
     }
     DOLSOT_RETURN_IF_ERROR(BindCellTools(builtins, tools, transport_));
-    return variables_.Bind(globals_, variables, variables_changed);
+    return variables_.Bind(globals_, variables, variables_changed, plain_variables);
   }
 
   ToolChannel tools_;

@@ -18,6 +18,7 @@
 
 #include "backend_subprocess/protocol.h"
 #include "core/pickle_budget.h"
+#include "embedded/cell_tools.h"
 #include "embedded/plain_values.h"
 #include "embedded/read_only_cell.h"
 
@@ -66,25 +67,10 @@ bool PickleFunctions(PyObject** dumps, PyObject** loads) {
 // Within a proven cell (embedded/read_only_cell.h), a call whose arguments
 // or reply are not plain data runs code, or makes objects, the proof did
 // not see: the cell takes the general path after all.
-
-// Whether `function` is _pickle's `name`: a C function of a module made
-// from _pickle's own definition (only C makes such a module, and only
-// _pickle's table gives it a function by that name), which writes what
-// PicklesByItself accepts, and reads a plain pickle, without running code.
-bool PickleFunctionOf(PyObject* function, const char* name) {
-  if (function == nullptr || !PyCFunction_Check(function)) return false;
-  PyObject* module = PyCFunction_GET_SELF(function);
-  if (module == nullptr || !PyModule_Check(module)) return false;
-  PyModuleDef* def = PyModule_GetDef(module);
-  const PyMethodDef* method = reinterpret_cast<PyCFunctionObject*>(function)->m_ml;
-  return def != nullptr && def->m_name != nullptr && std::strcmp(def->m_name, "_pickle") == 0 &&
-         method != nullptr && method->ml_name != nullptr && std::strcmp(method->ml_name, name) == 0;
-}
-
 constexpr int kMaxProvenArgumentItems = 4096;
 bool ProvenArguments(PyObject* args, PyObject* kwargs) {
   int budget = kMaxProvenArgumentItems;
-  return PickleFunctionOf(g_dumps, "dumps") && PicklesByItself(args, &budget) &&
+  return IsPickleFunction(g_dumps, "dumps") && PicklesByItself(args, &budget) &&
          PicklesByItself(kwargs, &budget);
 }
 
@@ -154,7 +140,7 @@ PyObject* Transport(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs) 
   if (reply->ok && reply->payload == kNone) Py_RETURN_NONE;
   // A reply that names nothing builds plain values with _pickle's loads;
   // an exception, or anything else, may run code when it is read.
-  if (proving && !(reply->ok && PickleFunctionOf(loads, "loads") && IsPlainPickle(reply->payload))) {
+  if (proving && !(reply->ok && IsPickleFunction(loads, "loads") && IsPlainPickle(reply->payload))) {
     ReadOnlyCell::Unproven();
   }
   PyObject* bytes = PyBytes_FromStringAndSize(reply->payload.data(),

@@ -7,7 +7,9 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstring>
 
+#include "core/pickle_budget.h"
 #include "embedded/interned_name.h"
 #include "embedded/py_ref.h"
 
@@ -287,10 +289,21 @@ StatusOr<std::string> PickleForHost(PyObject* value) {
   }
 }
 
-StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes) {
+bool IsPickleFunction(PyObject* function, const char* name) {
+  if (function == nullptr || !PyCFunction_Check(function)) return false;
+  PyObject* module = PyCFunction_GET_SELF(function);
+  if (module == nullptr || !PyModule_Check(module)) return false;
+  PyModuleDef* def = PyModule_GetDef(module);
+  const PyMethodDef* method = reinterpret_cast<PyCFunctionObject*>(function)->m_ml;
+  return def != nullptr && def->m_name != nullptr && std::strcmp(def->m_name, "_pickle") == 0 &&
+         method != nullptr && method->ml_name != nullptr && std::strcmp(method->ml_name, name) == 0;
+}
+
+StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes, bool* plainly) {
   try {
-    py::object value = py::module_::import("pickle").attr("loads")(
-        py::bytes(bytes.data(), bytes.size()));
+    py::object loads = py::module_::import("pickle").attr("loads");
+    if (plainly != nullptr) *plainly = IsPickleFunction(loads.ptr(), "loads") && IsPlainPickle(bytes);
+    py::object value = loads(py::bytes(bytes.data(), bytes.size()));
     return value.release().ptr();
   } catch (py::error_already_set& error) {
     return Status(ErrorCode::kCorrupt, std::string("cannot unpickle what the host sent: ") +

@@ -53,7 +53,17 @@ bool IsFinalAnswer(PyObject* exc, PyObject** value);
 StatusOr<std::string> PickleForHost(PyObject* value);
 
 // Unpickles bytes the host sent (trusted: the host is the caller), as a new
-// reference, or a Status naming the failure.
-StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes);
+// reference, or a Status naming the failure. `*plainly` (when given): the
+// bytes were a plain pickle (core/pickle_budget.h) and pickle.loads was
+// _pickle's, so loading them ran no code and made plain values only.
+StatusOr<PyObject*> UnpickleFromHost(std::string_view bytes, bool* plainly = nullptr);
+
+// Whether `function` is _pickle's function `name`: a C function of a
+// module made from _pickle's own definition (only C makes such a module,
+// and only _pickle's table gives it a function by that name). Its `dumps`
+// writes what PicklesByItself (plain_values.h) accepts, and its `loads`
+// reads a plain pickle, without running code; a cell may have put other
+// functions in the pickle module. Needs the GIL.
+bool IsPickleFunction(PyObject* function, const char* name);
 
 }  // namespace dolsot

@@ -321,17 +321,68 @@ def test_variables_the_session_still_holds_leave_its_cells_provable(lazy):
     # named (the host sends a digest); a cell that finds the session still
     # holding it binds nothing anew, so the proofs still apply.
     repl, store = lazy
-    ok(repl, "len(context)", variables={"context": "abc"})  # bound anew: the general path
+    ok(repl, "len(context)", variables={"context": "abc"})  # bound anew, plain: a binding
     saved = settled_saves(repl, store)
     ok(repl, "n = len(context)", variables={"context": "abc"})
     ok(repl, "for ch in context:\n    n += 1", variables={"context": "abc"})
     assert settled_saves(repl, store) == saved
     ok(repl, "context = 'changed'")
-    ok(repl, "n += len(context)", variables={"context": "abc"})  # bound again: general
-    assert settled_saves(repl, store) == saved + 1
+    ok(repl, "n += len(context)", variables={"context": "abc"})  # bound again, plain: a binding
+    assert settled_saves(repl, store) == saved
     killed = repl.run("s", "import os\nos._exit(3)", variables={"context": "abc"})
     assert not killed.ok and "rolled back" in killed.error
     assert ok(repl, "n, context", variables={"context": "abc"}).value == "(9, 'abc')"
+
+
+# Variables bound anew (#39): plain data (a pickle that names nothing)
+# replacing plain data or nothing is one of the cell's bindings, so the
+# cell stays provable; anything else takes the general path.
+def test_a_cell_binding_plain_variables_anew_writes_no_checkpoint_and_rolls_back_exactly(lazy):
+    repl, store = lazy
+    saved = settled_saves(repl, store)
+    ok(repl, "total = len(data) + x", variables={"data": (1, "two", (3, 4.5, None)), "word": "w"})
+    ok(repl, "print(word)", variables={"word": "again"})  # bound again, read-only otherwise
+    ok(repl, "x += 1", variables={"word": "third"})
+    assert settled_saves(repl, store) == saved
+    # The rollback point holds the values, not the host's digests of them.
+    killed = repl.run("s", "import os\nos._exit(3)")
+    assert not killed.ok and "rolled back" in killed.error
+    assert ok(repl, "data, word, total, x").value == "((1, 'two', (3, 4.5, None)), 'third', 3, 1)"
+    # Named again without its value changing: the session that took over
+    # holds copies, so the host sends it again, and the cell sees it.
+    assert ok(repl, "word", variables={"word": "third"}).value == "'third'"
+    # A list is kept by the session too (to bind it again when it is not
+    # resent, as it is after a cell changed it in place): no list the
+    # namespace alone holds, so its cell takes the general path.
+    saved = settled_saves(repl, store)
+    ok(repl, "x += 1", variables={"rows": [[1, 2], {"k": "v"}]})
+    assert settled_saves(repl, store) == saved + 1
+
+
+class RunsWhenLoaded:
+    """A host value whose pickle runs code in the session when it is loaded."""
+
+    def __reduce__(self):
+        return (exec, ("import __main__\n__main__.box.append('loaded')",))
+
+
+def test_variables_that_are_not_plain_data_take_the_general_path(lazy):
+    repl, store = lazy
+    import datetime
+
+    for variables in ({"when": datetime.date(2026, 12, 7)}, {"number": 1j}, {"made": RunsWhenLoaded()}):
+        saved = settled_saves(repl, store)
+        ok(repl, "x = 1", variables=variables)
+        assert settled_saves(repl, store) == saved + 1, variables
+    # Plain data replacing what runs code when it is let go.
+    ok(repl, "class Noisy:\n    def __del__(self):\n        box.append('let go')\nnoisy = Noisy()")
+    saved = settled_saves(repl, store)
+    ok(repl, "x = 2", variables={"noisy": "plain"})
+    assert settled_saves(repl, store) == saved + 1
+    killed = repl.run("s", "import os\nos._exit(3)")
+    assert not killed.ok and "rolled back" in killed.error
+    assert ok(repl, "x, noisy, number, str(when), made, box").value == (
+        "(2, 'plain', 1j, '2026-12-07', None, [1, 2, 'loaded', 'let go'])")
 
 
 def test_functions_a_first_cell_defines_or_a_restore_brings_back_are_proven_again():
