@@ -35,6 +35,10 @@ int Fork(bool python_parent, bool python_child) {
 
 int ForkProcess() { return Fork(/*python_parent=*/true, /*python_child=*/true); }
 
+int ForkDeferringPython() { return Fork(/*python_parent=*/true, /*python_child=*/false); }
+
+void FinishDeferredFork() { PyOS_AfterFork_Child(); }
+
 int ForkKeeper() { return Fork(/*python_parent=*/true, /*python_child=*/false); }
 
 int ForkFromKeeper() { return Fork(/*python_parent=*/false, /*python_child=*/true); }

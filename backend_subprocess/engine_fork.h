@@ -25,4 +25,16 @@ int ForkProcess();
 int ForkKeeper();
 int ForkFromKeeper();
 
+// A runner's snapshot waits, most often for the session's whole life,
+// running no Python; CPython's child-side fork work (PyOS_AfterFork_Child
+// and the at-fork hooks: threading's, once dill imported it, runs Python
+// that wrote ~0.8 MB of pages, each then held twice, by the snapshot and by
+// its runner) is left to FinishDeferredFork, which the child calls before
+// it runs Python (when it is promoted). Until then it may only wait on
+// descriptors, without releasing the GIL (it is the only thread, and the
+// GIL's lock is as the fork left it). ForkProcess in the parent (needs the
+// GIL); same returns.
+int ForkDeferringPython();
+void FinishDeferredFork();
+
 }  // namespace dolsot

@@ -192,11 +192,37 @@ Status LiveSession::AcceptRunner(Frame& frame) {
   return Status::Ok();
 }
 
+Status LiveSession::AdoptRefreshedSnapshot(Frame& frame) {
+  if (!snapshots_ || !frame.fd || !frame.payload.empty() || runner_frame_due_) {
+    return CorruptError("a SNAPSHOT_REFRESHED frame without a snapshot's socket, out of turn, "
+                        "or with rollback off");
+  }
+  snapshot_.socket = Attested(std::move(frame.fd));  // the old one's socket closes
+  pending_bindings_.Clear();
+  return Status::Ok();
+}
+
+void LiveSession::AdoptRefreshedLeftUnread() {
+  if (!snapshots_ || !runner_.socket || runner_frame_due_) return;
+  // The runner is gone or going: what it sent is all in the socket.
+  while (protocol::Readable(runner_.socket.get())) {
+    auto frame = protocol::ReadFrame(runner_.socket.get(), Clock::now() + kReapGrace);
+    if (!frame.ok()) return;
+    if (frame->tag == Tag::kSnapshotRefreshed) (void)AdoptRefreshedSnapshot(*frame);
+  }
+}
+
 StatusOr<Frame> LiveSession::ReadFromRunner(Deadline deadline) {
   for (;;) {
     auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
-    if (!frame.ok() || frame->tag != Tag::kRunner) return frame;
-    DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
+    if (!frame.ok()) return frame;
+    if (frame->tag == Tag::kRunner) {
+      DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
+    } else if (frame->tag == Tag::kSnapshotRefreshed) {
+      DOLSOT_RETURN_IF_ERROR(AdoptRefreshedSnapshot(*frame));
+    } else {
+      return frame;
+    }
   }
 }
 
@@ -385,6 +411,10 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
       continue;
     }
+    if (frame->tag == Tag::kSnapshotRefreshed) {  // sent while it idled, before this cell
+      DOLSOT_RETURN_IF_ERROR(AdoptRefreshedSnapshot(*frame));
+      continue;
+    }
     if (frame->tag == Tag::kToolCall) {
       if (!replies) {
         replies = std::make_shared<ToolReplies>(UniqueFd(::fcntl(socket, F_DUPFD_CLOEXEC, 0)));
@@ -502,6 +532,7 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   ReadPendingRunner(Clock::now() + kReapGrace);
   pid_t dead = runner_.process.namespace_pid();  // as the worker knows it
   runner_.process.Kill();
+  AdoptRefreshedLeftUnread();
   runner_.socket.Reset();
   runner_.process = ProcessIdentity();
   runner_frame_due_ = false;

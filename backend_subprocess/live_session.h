@@ -161,6 +161,13 @@ class LiveSession {
                          const std::string& output);
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
+  // SNAPSHOT_REFRESHED: the runner forked a new snapshot of its state
+  // between cells (session_process.cc's RefreshWhenIdle) and retires the
+  // old one; the new one holds what binding cells bound since.
+  Status AdoptRefreshedSnapshot(protocol::Frame& frame);
+  // On a runner's death: a SNAPSHOT_REFRESHED it sent before the killed
+  // cell that the wait for that cell did not read.
+  void AdoptRefreshedLeftUnread();
   // The next frame from the runner, its RUNNER frame taken first if due.
   StatusOr<protocol::Frame> ReadFromRunner(protocol::Deadline deadline);
   // Reads the runner's RUNNER frame if it is due, until `deadline`.

@@ -818,6 +818,7 @@ const char* TagName(Tag tag) {
     case Tag::kToolCall: return "TOOL_CALL";
     case Tag::kToolReply: return "TOOL_REPLY";
     case Tag::kToolPipes: return "TOOL_PIPES";
+    case Tag::kSnapshotRefreshed: return "SNAPSHOT_REFRESHED";
     case Tag::kContinued: return "CONTINUED";
     case Tag::kMessageSize: return "MESSAGE_SIZE";
   }

@@ -54,7 +54,7 @@ namespace dolsot::protocol {
 //    is a delta checkpoint against such a base, and which names it kept.
 // 16: RUN may say kRunLiveOutput (a batch of OUTPUT never waits for the
 //    cell's next write) and kRunLiveImages (IMAGE frames as figures are shown).
-inline constexpr std::uint32_t kProtocolVersion = 16;
+inline constexpr std::uint32_t kProtocolVersion = 17;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -120,6 +120,8 @@ enum class Tag : std::uint32_t {
   kToolPipes = 29,        // while a cell runs: carries the host's ends of the cell's own
                           // pipes for tool calls, the call pipe's read end then the reply
                           // pipe's write end (tool_pipes.h)
+  kSnapshotRefreshed = 32,  // between cells, unasked: carries the socket of a new snapshot of
+                            // the runner's state (the old one is retired once it is sent)
   // any direction
   kContinued = 30,  // the next kMaxFrameBytes of a longer message, whose own
                     // frame (with the rest) follows

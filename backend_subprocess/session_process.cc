@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ using protocol::Tag;
 using fork_guard::GuardedFd;
 
 [[noreturn]] void Exit(int code) { ::_exit(code); }
+
+// How long a runner whose cells ran waits for the host's next request
+// before it refreshes its snapshot (SessionProcess::RefreshWhenIdle): longer
+// than cells come apart in a loop, shorter than an agent's model thinks.
+constexpr std::chrono::milliseconds kRefreshAfterIdle{1000};
 
 // Waits (GIL released) until the process `pidfd` pins has exited.
 void AwaitExit(int pidfd) {
@@ -114,13 +120,20 @@ class SessionProcess {
   // promoted and becomes the runner.
   enum class Role { kRunner, kSnapshot };
 
+  // `wait()`, the GIL released around it, unless CPython's side of the
+  // fork that made this snapshot is still to come (engine_fork.h's
+  // ForkDeferringPython): then it is the only thread, and keeps the GIL.
+  template <typename Wait>
+  auto Unlocked(Wait wait) {
+    if (python_deferred_) return wait();
+    PyThreadState* saved = PyEval_SaveThread();
+    auto out = wait();
+    PyEval_RestoreThread(saved);
+    return out;
+  }
   StatusOr<Frame> Read() {
     if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
-    StatusOr<Frame> frame = Status(ErrorCode::kInternal, "unread");
-    Py_BEGIN_ALLOW_THREADS
-    frame = protocol::ReadFrame(socket_.get());
-    Py_END_ALLOW_THREADS
-    return frame;
+    return Unlocked([this] { return protocol::ReadFrame(socket_.get()); });
   }
   void Send(Tag tag, std::string_view payload, int pass_fd = -1, int pass_fd2 = -1) {
     if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
@@ -216,8 +229,9 @@ class SessionProcess {
     snapshot_pid_ = -1;
     if (socket) {
       pid_t runner = ::getpid();
-      int pid = ForkProcess();
+      int pid = ForkDeferringPython();
       if (pid == 0) {
+        python_deferred_ = true;  // until it is promoted (WaitAsSnapshot)
         tools_.AfterFork();
         socket_ = GuardedOrExit(std::move(socket));
         DropPreparedChannels();
@@ -270,17 +284,13 @@ class SessionProcess {
       pollfd p[2] = {{socket_.get(), POLLIN, 0}, {host_pidfd_, POLLIN, 0}};
       int r;
       do {
-        Py_BEGIN_ALLOW_THREADS
-        r = ::poll(p, 2, -1);
-        Py_END_ALLOW_THREADS
+        r = Unlocked([&p] { return ::poll(p, 2, -1); });
       } while (r < 0 && errno == EINTR);
       if (r > 0 && p[1].revents == 0 && HungUp(p[0].fd)) {
         // The host closed this socket: it retired this snapshot or ended the
         // session, or it is exiting (its files close before it is gone).
         // Which one shows within moments; a live host's snapshot just exits.
-        Py_BEGIN_ALLOW_THREADS
-        r = ::poll(&p[1], 1, 250);
-        Py_END_ALLOW_THREADS
+        r = Unlocked([&p] { return ::poll(&p[1], 1, 250); });
       }
       if (r > 0 && p[1].revents != 0) {  // the host is gone
         KillRunner();
@@ -289,6 +299,10 @@ class SessionProcess {
     }
     Frame frame = ReadOrExit();
     if (frame.tag != Tag::kPromote) Exit(2);
+    if (python_deferred_) {  // it runs Python from here on
+      FinishDeferredFork();
+      python_deferred_ = false;
+    }
     // What the runner's binding cells bound after this process forked (the
     // host kept it): replayed below, before this process runs a cell or
     // forks its own snapshot.
@@ -512,6 +526,49 @@ class SessionProcess {
     }
   }
 
+  // Rollback on, once cells ran and the host then sent nothing for
+  // kRefreshAfterIdle: forks a snapshot of this state, hands its socket to
+  // the host (SNAPSHOT_REFRESHED, which the host reads before anything this
+  // process sends later) and retires the old snapshot. The old one held the
+  // state as it was at the last fork, and this process then copied the
+  // pages the cells wrote and those it took ahead for the next cell
+  // (HotPages): two copies of them for as long as the session idles. The
+  // new one shares every page with this process, and nothing is taken
+  // ahead after it: an idle session costs one copy of its state, and its
+  // next cell takes the copy-on-write faults the warm-up would have taken.
+  // The host lets go of what binding cells bound since the old snapshot
+  // (the new one holds it). Returns true in the new snapshot.
+  bool RefreshWhenIdle() {
+    if (!refresh_due_ || !settings_.snapshots || pending_channel_) return false;
+    refresh_due_ = false;
+    Status idle;
+    Py_BEGIN_ALLOW_THREADS
+    idle = protocol::WaitReadable(socket_.get(), std::chrono::steady_clock::now() + kRefreshAfterIdle);
+    Py_END_ALLOW_THREADS
+    if (idle.code() != ErrorCode::kTimeout) return false;  // a request, or the host is gone
+    UniqueFd host_end = snapshot_host_end_.Take();
+    UniqueFd snapshot_end = snapshot_socket_.Take();
+    if (!host_end || !snapshot_end) {
+      auto pair = protocol::SocketPair();
+      if (!pair.ok()) return false;
+      host_end = std::move(pair->first);
+      snapshot_end = std::move(pair->second);
+    }
+    const pid_t previous = snapshot_pid_;
+    snapshot_pid_ = -1;  // retired below, once the host has the new one
+    if (ForkSnapshot(std::move(snapshot_end))) return true;
+    if (snapshot_pid_ <= 0) {  // no fork: the old snapshot stays
+      snapshot_pid_ = previous;
+      return false;
+    }
+    Send(Tag::kSnapshotRefreshed, {}, host_end.get());
+    if (previous > 0) {
+      ::kill(previous, SIGKILL);  // our child, not reaped yet: the pid is still its
+      helpers_.push_back(previous);
+    }
+    return false;
+  }
+
   // The sockets that go out with the next Result, made while no cell runs
   // (socketpair() costs ~30 µs here, cold): the async checkpoint's channel
   // and, rollback on, the pair of the snapshot this runner forks after the
@@ -544,6 +601,7 @@ class SessionProcess {
   void RunNext() {
     ReapFinished();
     PrepareReplyChannels();
+    if (RefreshWhenIdle()) return;  // in the new snapshot: served as one from now on
     Frame frame = ReadOrExit();
     switch (frame.tag) {
       case Tag::kRun:
@@ -781,6 +839,7 @@ class SessionProcess {
     if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
     if (checkpoint) SendCheckpointData(*checkpoint);
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
+    refresh_due_ = settings_.snapshots;
     if (keeps_snapshot) return;
     snapshot_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
@@ -838,6 +897,8 @@ class SessionProcess {
   std::optional<BaseDigests> delta_base_;
   Background background_;
   std::uint64_t cells_run_ = 0;      // cells this session ran (the last one's number)
+  bool refresh_due_ = false;         // a cell ran since the snapshot was last refreshed
+  bool python_deferred_ = false;     // a snapshot before FinishDeferredFork (engine_fork.h)
   UniqueFd pending_channel_;         // the newest channel while a writer runs
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
   UniqueFd waiting_writer_pidfd_;    // rollback off: the newest, waiting for it

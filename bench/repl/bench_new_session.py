@@ -144,6 +144,9 @@ def dolsot_memory(sessions: int) -> dict:
     for i in range(sessions):
         r = repl.run(f"m{i}", DOLSOT_CELL)
         assert r.ok, r.error
+    # Idle sessions: a runner refreshes its snapshot once the host has sent
+    # it nothing for a second (session_process.cc's RefreshWhenIdle).
+    time.sleep(1.5)
     procs = settled_tree(repl.worker_pid)
     roles = {0: "worker", 1: "keepers", 2: "runners", 3: "snapshots and writers"}
     by_role: dict[str, list[int]] = {}
