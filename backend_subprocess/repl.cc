@@ -236,9 +236,13 @@ class Repl::Impl {
   CheckpointTimer timer_{[this](const std::string& sid) { CheckpointDue(sid); }};
   // The next new session, opened ahead (spare_session.h); its thread uses
   // what is above, so it is stopped (and destroyed) first.
+  // A worker's first waits until it has shared its pages ahead (its idle
+  // 100 ms, worker_loop.cc's kShareAfterIdle, and a margin).
   SpareSession spares_{[this](const std::shared_ptr<WorkerProcess>& worker) {
-    return OpenSpareSession(worker, settings_, After(std::max(config_.timeout_seconds, 10.0)));
-  }};
+                         return OpenSpareSession(worker, settings_,
+                                                 After(std::max(config_.timeout_seconds, 10.0)));
+                       },
+                       std::chrono::milliseconds(150)};
 };
 
 GateSet Repl::Impl::Gates() const {

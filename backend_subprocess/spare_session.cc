@@ -60,6 +60,8 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
     auto in_progress = [&] {
       return (making_ || want_) && !stopping_ && wanted_.lock().get() == worker;
     };
+    ++takers_;  // a first spare waiting out first_delay_ is made now
+    changed_.notify_all();
     while (!ready_.live && in_progress()) {
       if (!deadline) {
         changed_.wait(lock);
@@ -67,6 +69,7 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
         break;
       }
     }
+    --takers_;
     taken = std::move(ready_);
     ready_ = Made{};
   }
@@ -116,6 +119,17 @@ void SpareSession::Loop() {
     changed_.wait(lock, [this] { return stopping_ || want_; });
     if (stopping_) return;
     std::shared_ptr<WorkerProcess> worker = wanted_.lock();
+    if (worker && worker.get() != made_for_ && first_delay_.count() > 0) {
+      // The worker's first: after it has shared its pages, unless wanted now.
+      making_ = true;  // Take() waits for it rather than opening its own
+      changed_.wait_for(lock, first_delay_, [this] { return stopping_ || takers_ > 0; });
+      if (stopping_) {
+        making_ = false;
+        changed_.notify_all();
+        return;
+      }
+    }
+    made_for_ = worker.get();
     making_ = true;
     want_ = false;
     Made previous = std::move(ready_);  // of another worker (Want): ended below
