@@ -28,8 +28,19 @@ def ok(repl, code, **kwargs):
     return result
 
 
-def snapshots_of(runner: int) -> list[int]:
-    return [pid for pid in children(runner) if alive(pid)]
+def started(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])  # starttime, in clock ticks
+
+
+def current_snapshot(runner: int) -> int:
+    """The runner's snapshot: its newest child, once those it retired are gone."""
+    kids = [pid for pid in children(runner) if alive(pid)]
+    newest = max(kids, key=lambda pid: (started(pid), pid))  # a tick is 10 ms: pids break ties
+    for pid in kids:
+        if pid != newest:
+            wait_until_gone(pid, seconds=60)  # killed by the runner when it forked the newest
+    return newest
 
 
 @pytest.fixture
@@ -46,9 +57,9 @@ def refreshed(repl) -> tuple[int, int]:
     ok(repl, "import os\nbox = [1]\nrunner = os.getpid()")  # the general path: a new snapshot
     ok(repl, "box.append(2)")  # a binding cell: the host keeps its value for that snapshot
     runner = int(ok(repl, "runner").value)
-    (old,) = snapshots_of(runner)
+    old = current_snapshot(runner)
     wait_until_gone(old, seconds=60)
-    (new,) = snapshots_of(runner)
+    new = current_snapshot(runner)
     assert new != old
     return runner, new
 
