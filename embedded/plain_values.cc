@@ -22,84 +22,65 @@ bool EveryMember(PyObject* set, int* budget, Check check) {
   return true;
 }
 
+// Whether `leaf(v)` holds for every value `value` holds through exact
+// tuples, lists, dicts (keys and values), sets and frozensets, all the way
+// down (within `budget` items), `value` itself included when it is none of
+// those. A set a weak reference watches is refused: its callback would run
+// code of the session's when it goes.
+template <typename Leaf>
+bool EveryLeaf(PyObject* value, int* budget, Leaf leaf) {
+  if (--*budget < 0) return false;
+  auto every = [budget, leaf](PyObject* item, int*) { return EveryLeaf(item, budget, leaf); };
+  if (PyTuple_CheckExact(value)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
+      if (!EveryLeaf(PyTuple_GET_ITEM(value, i), budget, leaf)) return false;
+    }
+    return true;
+  }
+  if (PyList_CheckExact(value)) {
+    // Mutable, but only through attributes, stores and `+=`: reading it
+    // runs no code of the session's.
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
+      if (!EveryLeaf(PyList_GET_ITEM(value, i), budget, leaf)) return false;
+    }
+    return true;
+  }
+  if (PyDict_CheckExact(value)) {
+    if (PyDict_GET_SIZE(value) > *budget) return false;
+    Py_ssize_t position = 0;
+    PyObject *key, *item;  // borrowed
+    while (PyDict_Next(value, &position, &key, &item)) {
+      if (!EveryLeaf(key, budget, leaf) || !EveryLeaf(item, budget, leaf)) return false;
+    }
+    return true;
+  }
+  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
+    if (reinterpret_cast<PySetObject*>(value)->weakreflist != nullptr) return false;
+    return EveryMember(value, budget, every);
+  }
+  return leaf(value);
+}
+
 }  // namespace
 
 // An exact builtin value whose reading runs no Python code, all the way
 // down (within `budget` items): immutable atoms, and tuples, frozensets,
 // lists, dicts, sets and bytearrays of them.
 bool IsAtom(PyObject* value, int* budget) {
-  if (--*budget < 0) return false;
-  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
-      PyFloat_CheckExact(value) || PyComplex_CheckExact(value) || PyUnicode_CheckExact(value) ||
-      PyBytes_CheckExact(value) || Py_IS_TYPE(value, &PyRange_Type)) {
-    return true;
-  }
-  if (PyTuple_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
-      if (!IsAtom(PyTuple_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyList_CheckExact(value)) {
-    // Mutable, but only through attributes, stores and `+=`, none of which
-    // a read-only cell has: reading it runs no code of the session's.
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
-      if (!IsAtom(PyList_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyDict_CheckExact(value)) {
-    if (PyDict_GET_SIZE(value) > *budget) return false;
-    Py_ssize_t position = 0;
-    PyObject *key, *item;  // borrowed
-    while (PyDict_Next(value, &position, &key, &item)) {
-      if (!IsAtom(key, budget) || !IsAtom(item, budget)) return false;
-    }
-    return true;
-  }
-  if (PyByteArray_CheckExact(value)) return true;
-  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
-    // A weak reference's callback would run code of the session's when it goes.
-    if (reinterpret_cast<PySetObject*>(value)->weakreflist != nullptr) return false;
-    return EveryMember(value, budget, IsAtom);
-  }
-  return false;
+  return EveryLeaf(value, budget, [](PyObject* v) {
+    return v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyComplex_CheckExact(v) || PyUnicode_CheckExact(v) || PyBytes_CheckExact(v) ||
+           Py_IS_TYPE(v, &PyRange_Type) || PyByteArray_CheckExact(v);
+  });
 }
 
 // An exact builtin value _pickle's save() writes on its own paths, all the
-// way down (within `budget` items).
+// way down (within `budget` items): complex and range are not among them.
 bool PicklesByItself(PyObject* value, int* budget) {
-  if (--*budget < 0) return false;
-  if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
-      PyFloat_CheckExact(value) || PyUnicode_CheckExact(value) || PyBytes_CheckExact(value) ||
-      PyByteArray_CheckExact(value)) {
-    return true;
-  }
-  if (PyTuple_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) {
-      if (!PicklesByItself(PyTuple_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyList_CheckExact(value)) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); ++i) {
-      if (!PicklesByItself(PyList_GET_ITEM(value, i), budget)) return false;
-    }
-    return true;
-  }
-  if (PyDict_CheckExact(value)) {
-    if (PyDict_GET_SIZE(value) > *budget) return false;
-    Py_ssize_t position = 0;
-    PyObject *key, *item;  // borrowed
-    while (PyDict_Next(value, &position, &key, &item)) {
-      if (!PicklesByItself(key, budget) || !PicklesByItself(item, budget)) return false;
-    }
-    return true;
-  }
-  if (PyFrozenSet_CheckExact(value) || PyAnySet_CheckExact(value)) {
-    return EveryMember(value, budget, PicklesByItself);
-  }
-  return false;
+  return EveryLeaf(value, budget, [](PyObject* v) {
+    return v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyUnicode_CheckExact(v) || PyBytes_CheckExact(v) || PyByteArray_CheckExact(v);
+  });
 }
 
 // An exact builtin value no operation can change in place, all the way down
