@@ -37,7 +37,7 @@ constexpr std::string_view kNone = kNonePickle;
 
 // pickle.dumps and pickle.loads, looked up once (the session process has one
 // interpreter, and the channel lives as long as it). A cell may have put
-// functions of its own there first: see PickleFunctionOf.
+// functions of its own there first: see IsPickleFunction (embedded/cell_tools.h).
 PyObject* g_dumps = nullptr;
 PyObject* g_loads = nullptr;
 
