@@ -90,3 +90,16 @@ def test_the_refreshed_snapshot_is_the_one_a_later_general_cell_replaces(repl):
     crashed = repl.run("s", "os._exit(3)")
     assert not crashed.ok and "rolled back" in crashed.error
     assert ok(repl, "box").value == "[1, 2, '3']"
+
+
+def test_a_thread_the_session_started_keeps_running_across_a_refresh(repl):
+    # The refresh forks the snapshot from the runner: the runner, and the
+    # threads its cells started, go on as they were.
+    ok(repl, "import threading\nticks = []\nstop = threading.Event()\n"
+             "def tick():\n    while not stop.wait(0.01):\n        ticks.append(1)\n"
+             "t = threading.Thread(target=tick, name='ticker', daemon=True)\nt.start()")
+    runner, new = refreshed(repl)
+    before = int(ok(repl, "len(ticks)").value)
+    ok(repl, "import time\nstart = len(ticks)\nwhile len(ticks) == start:\n    time.sleep(0.01)", timeout=30)
+    assert ok(repl, "t.is_alive(), len(ticks) > %d" % before).value == "(True, True)"
+    ok(repl, "stop.set(); t.join()")
