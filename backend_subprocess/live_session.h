@@ -139,6 +139,9 @@ class LiveSession {
   const std::weak_ptr<WorkerProcess>& worker() const { return worker_; }
   // Whether its runner is known to have exited (ProcessIdentity::Exited).
   bool RunnerExited() const { return runner_.process.Exited(); }
+  // A pidfd on its runner that polls readable once it exits
+  // (ProcessIdentity::Pin); empty when that cannot be had.
+  UniqueFd PinRunner() const { return runner_.process.Pin(); }
 
  private:
   explicit LiveSession(const WorkerSettings& settings);

@@ -146,6 +146,14 @@ bool ProcessIdentity::Exited() const {
   return stat->state == 'Z' || stat->state == 'X';
 }
 
+UniqueFd ProcessIdentity::Pin() const {
+  if (!known()) return UniqueFd();
+  UniqueFd pidfd = OpenPidfd(pid_);
+  // Opened first: if the pid is still this process's now, the pidfd was.
+  if (!pidfd || Exited()) return UniqueFd();
+  return pidfd;
+}
+
 bool ProcessIdentity::Kill() const {
   if (!known()) return false;
   UniqueFd pidfd = OpenPidfd(pid_);  // pins the process /proc is about to describe

@@ -46,6 +46,7 @@
 
 #include "backend_subprocess/protocol.h"
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace dolsot {
 
@@ -86,6 +87,12 @@ class ProcessIdentity {
   // the end of its socket, which a process it has just forked may still
   // hold for a moment, this is the process itself. False when unknown.
   bool Exited() const;
+
+  // A pidfd on this process, opened and then checked against Exited(): it
+  // names this process, not a later one of the same pid, and polls readable
+  // once the process exits, with no /proc read. Empty when the process has
+  // exited, is unknown, or the kernel has no pidfds (before Linux 5.3).
+  UniqueFd Pin() const;
 
   // SIGKILLs the process and, while it leads it, its process group, once the
   // checks above pass. False when nothing was signalled.

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <cerrno>
 #include <utility>
 
 #include "backend_subprocess/post_cell_pacing.h"
@@ -14,10 +15,19 @@ namespace {
 // Whether the runner behind `watch` is still there and has said nothing: a
 // spare's runner writes nothing before its first RUN, so anything readable
 // (its end closed, above all) means it cannot take one.
-bool Untouched(int watch) {
-  if (watch < 0) return false;
-  pollfd p{watch, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 0;
+// Whether the host's end of a spare's socket has nothing to read (no
+// frame, no hang-up) and, when pinned, its runner has not exited.
+bool Untouched(const SpareSessionMade& made) {
+  if (!made.watch) return false;
+  pollfd p[2] = {{made.watch.get(), POLLIN, 0}, {made.runner.get(), POLLIN, 0}};
+  const nfds_t n = made.runner ? 2 : 1;
+  int ready;
+  do {
+    ready = ::poll(p, n, 0);
+  } while (ready < 0 && errno == EINTR);
+  if (ready != 0) return false;
+  // Unpinned: the runner itself, read from /proc.
+  return made.runner || !made.live->RunnerExited();
 }
 
 }  // namespace
@@ -36,6 +46,7 @@ StatusOr<SpareSessionMade> OpenSpareSession(const std::shared_ptr<WorkerProcess>
   // Rollback on: its first snapshot is forked before RUNNER comes.
   DOLSOT_RETURN_IF_ERROR((*live)->Settle(deadline, {}));
   made.live = std::move(live).value();
+  made.runner = made.live->PinRunner();
   return made;
 }
 
@@ -60,16 +71,18 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
     auto in_progress = [&] {
       return (making_ || want_) && !stopping_ && wanted_.lock().get() == worker;
     };
-    ++takers_;  // a first spare waiting out first_delay_ is made now
-    changed_.notify_all();
-    while (!ready_.live && in_progress()) {
-      if (!deadline) {
-        changed_.wait(lock);
-      } else if (changed_.wait_until(lock, *deadline) == std::cv_status::timeout) {
-        break;
+    if (!ready_.live && in_progress()) {
+      ++takers_;  // a first spare waiting out first_delay_ is made now
+      changed_.notify_all();
+      while (!ready_.live && in_progress()) {
+        if (!deadline) {
+          changed_.wait(lock);
+        } else if (changed_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+          break;
+        }
       }
+      --takers_;
     }
-    --takers_;
     taken = std::move(ready_);
     ready_ = Made{};
   }
@@ -77,8 +90,7 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
   // The runner itself is looked at too: a snapshot it has just forked holds
   // a copy of its socket's end until it runs, so a runner killed a moment
   // ago may not show at the socket yet.
-  if (!taken.live || taken.live->worker().lock().get() != worker ||
-      !Untouched(taken.watch.get()) || taken.live->RunnerExited()) {
+  if (!taken.live || taken.live->worker().lock().get() != worker || !Untouched(taken)) {
     return nullptr;
   }
   return std::move(taken.live);  // `watch` closes here: the host holds one end again

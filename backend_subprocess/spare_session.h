@@ -34,12 +34,15 @@
 
 namespace dolsot {
 
-// A session made ahead: the host's handle on it, and a duplicate of the
-// host's end of its runner's socket, polled at hand-over to see that the
-// runner is still there (closed then, so the runner sees the host go).
+// A session made ahead: the host's handle on it, a duplicate of the host's
+// end of its runner's socket, and a pidfd on its runner, both polled at
+// hand-over to see that the runner is still there (`watch` is closed then,
+// so the runner sees the host go). The pidfd keeps the check off /proc on
+// the new session's path; without one (no pidfds) /proc is read there.
 struct SpareSessionMade {
   std::unique_ptr<LiveSession> live;
   UniqueFd watch;
+  UniqueFd runner;
 };
 
 // Opens a new session on `worker` as the Repl opens one (OPEN, LOAD of an

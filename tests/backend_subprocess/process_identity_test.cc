@@ -3,10 +3,12 @@
 // process group, a pid that is gone and a pid whose process started after it
 // was vouched for (reused); a legitimate runner (a child leading its own
 // group, named by its parent) is killed with its whole group. The kernel
-// attests who wrote a frame on a socket that asks.
+// attests who wrote a frame on a socket that asks. A pin is a pidfd on the
+// process itself, never on a later one of its pid.
 #include "backend_subprocess/process_identity.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +82,31 @@ TEST(ProcessIdentity, ExitedIsTheProcessItselfLivingOrNot) {
   EXPECT_TRUE(identity.Exited());  // a zombie
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
   EXPECT_TRUE(identity.Exited());  // reaped
+}
+
+// Whether `fd` polls readable now.
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+TEST(ProcessIdentity, APinIsAPidfdOnTheProcessItselfReadableOnceItExits) {
+  EXPECT_FALSE(ProcessIdentity().Pin());  // unknown
+  pid_t child = SleepingChild(/*own_group=*/true);
+  // Vouched for before the child took its pid: another process, no pin.
+  EXPECT_FALSE(ProcessIdentity::ForTesting(child, BootTimeNs() - kSecond).Pin());
+  const ProcessIdentity identity = ProcessIdentity::ForTesting(child, BootTimeNs());
+  UniqueFd pin = identity.Pin();
+  if (!pin) GTEST_SKIP() << "no pidfds on this kernel";
+  EXPECT_FALSE(Readable(pin.get()));
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_TRUE(Readable(pin.get()));  // a zombie
+  EXPECT_FALSE(identity.Pin());
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_TRUE(Readable(pin.get()));  // reaped
+  EXPECT_FALSE(identity.Pin());
 }
 
 TEST(ProcessIdentity, OnlyAChildLeadingItsOwnGroupIsVouchedForByItsParent) {
