@@ -211,11 +211,13 @@ class DolsotInterpreter:
             self._in_flight[me] = contextvars.copy_context()
             self._session_threads[session_id] = me
         try:
-            variables = self._set_up(backend, session_id, variables)
+            variables, code, aliasing = self._set_up(backend, session_id, variables, code)
             # Before the cell runs, so its first tool call finds its caller.
             if self.backend_kind == "inprocess" and session_id not in self._local.__dict__.get("mapped", ()):
                 self._map_namespace(backend, session_id, me)
             result = self._run(backend, session_id, code, variables)
+            if aliasing and result.ok:
+                self._local.__dict__.setdefault("aliased", set()).update(aliasing)
         finally:
             with self._lock:
                 self._in_flight.pop(me, None)
@@ -373,13 +375,18 @@ class DolsotInterpreter:
             self._namespaces[id(namespace)] = thread
         self._local.mapped = session_id
 
-    def _set_up(self, backend: Any, session_id: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """Runs, in one cell of its own ahead of the code, what the backend
-        cannot do by itself: binds as globals the tools the facade looks up
-        there and those bound under a private name (once per session), and
-        renames the variables whose names a backend refuses (``input``,
-        ``__token``), which are sent under a private name. Returns the
-        variables that go with the code."""
+    def _set_up(
+        self, backend: Any, session_id: str, variables: dict[str, Any], code: str
+    ) -> tuple[dict[str, Any], str, list[str]]:
+        """Does what the backend cannot do by itself: binds as globals the
+        tools the facade looks up there and those bound under a private name
+        (once per session), and renames the variables whose names a backend
+        refuses (``input``, ``__token``), which are sent under a private
+        name. That runs in one cell of its own ahead of the code, except
+        ahead of dspy's own facade source (RLM's and Flex's first cell, which
+        no user wrote): then it leads that cell, one cell instead of two, and
+        the returned aliases are recorded once it ran. Returns the variables
+        and the code to run, and those aliases."""
         aliased: set[str] = self._local.__dict__.setdefault("aliased", set())
         missing = [
             name for name in self.tools
@@ -388,12 +395,16 @@ class DolsotInterpreter:
         private = {name: _private_name("variable", name) for name in variables}
         renamed = {name: engine for name, engine in private.items() if engine != name}
         if not missing and not renamed:
-            return variables
+            return variables, code, []
         lines = [f"{n} = {self._engine_name(n)}" for n in missing]
         lines += [f"{name} = {engine}\ndel {engine}" for name, engine in renamed.items()]
-        self._run_setup(backend, session_id, "\n".join(lines), {renamed[name]: variables[name] for name in renamed})
+        sent = {renamed[name]: variables[name] for name in renamed}
+        kept = {name: value for name, value in variables.items() if name not in renamed}
+        if _is_dspy_facade(code):
+            return {**kept, **sent}, "\n".join(lines) + "\n" + code, missing
+        self._run_setup(backend, session_id, "\n".join(lines), sent)
         aliased.update(missing)
-        return {name: value for name, value in variables.items() if name not in renamed}
+        return kept, code, []
 
     def _run_setup(self, backend: Any, session_id: str, code: str, variables: dict[str, Any]) -> None:
         result = self._run(backend, session_id, code, variables)
@@ -587,6 +598,14 @@ def _await(awaitable: Any, context: contextvars.Context) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _is_dspy_facade(code: str) -> bool:
+    """Whether ``code`` is dspy's sandbox facade source (``SHIM_SETUP``),
+    which dspy's modules run in a new interpreter before any user code."""
+    facade = sys.modules.get("dspy.primitives.facade")
+    source = getattr(facade, "SHIM_SETUP", None)
+    return isinstance(source, str) and code == source
 
 
 def _private_name(kind: str, name: str) -> str:

@@ -455,3 +455,33 @@ def test_a_repl_s_worker_starts_off_the_first_cell_s_clock():
         assert interpreter.backend.worker_pid > 0  # started before any cell
         assert interpreter.backend.sessions() == []  # and the session it took is gone
         assert interpreter.execute("n = 7\nn") == "7"
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_dspy_s_facade_source_takes_its_aliases_in_its_own_cell(kind, monkeypatch):
+    """The tools' aliases and the renamed token lead dspy's facade source in
+    one cell (RLM's first), not a cell of their own ahead of it; a facade
+    cell rolled back leaves them to the next cell, which binds them again."""
+    from dspy.primitives import facade
+
+    token = {"__dspy_host_token": "t0k3n"}
+    probe = ("(__import__('sys')._getframe().f_code.co_filename.split()[1].rstrip('>'), __dspy_host_token,"
+             " '_dolsot_variable_dspy_host_token' in globals(), globals()['_dspy_ping']())")
+    with DolsotInterpreter.factory(backend=kind) as factory:
+        interpreter = factory()
+        interpreter.tools["_dspy_ping"] = lambda: "pong"  # looked up in globals(), as the facade does
+        assert interpreter.execute(facade.SHIM_SETUP, variables=token) is None
+        # The facade was cell 1: the probe is cell 2.
+        assert interpreter.execute(probe) == "('2', 't0k3n', False, 'pong')"
+        assert interpreter.execute("import dspy\ndspy.__name__") == "'dspy'"
+        interpreter.shutdown()
+
+    # A facade cell rolled back (its time ran out) took its aliases with it.
+    monkeypatch.setattr(facade, "SHIM_SETUP", "while True:\n    pass")
+    with DolsotInterpreter.factory(backend=kind, timeout=1) as factory:
+        failing = factory()
+        failing.tools["_dspy_ping"] = lambda: "pong"
+        with pytest.raises(CodeInterpreterError, match="(?i)timeout|timed out|time ran out"):
+            failing.execute(facade.SHIM_SETUP, variables=token)
+        assert failing.execute("globals()['_dspy_ping']()") == "'pong'"
+        failing.shutdown()
