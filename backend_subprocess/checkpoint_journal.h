@@ -63,8 +63,8 @@ struct SplitCheckpoint {
   std::vector<std::string> delta_kept;
   std::string_view delta_blob;
   // What every whole, valid binding frame after the last delta frame (or
-  // the base) bound, merged in order: the last value of each name, names
-  // sorted; cells_run is the last frame's (0: no such frame).
+  // the base) bound, merged in order: the last value of each name, names in
+  // the order first bound; cells_run is the last frame's (0: no such frame).
   protocol::Bindings bindings;
   std::uint32_t frames = 0;       // frames merged
   std::size_t journal_bytes = 0;  // their bytes

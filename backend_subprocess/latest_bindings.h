@@ -3,12 +3,16 @@
 // cell count after the last of them, and their size. The host keeps one for
 // the snapshot a promotion replays them into (LiveSession) and one for the
 // store's journal (SessionJournal); a journal's reader merges its frames
-// with one. Not thread-safe.
+// with one. Names keep the order they were first bound in, as the
+// session's namespace (a dict) does: replayed in that order, a name new
+// since the snapshot lands where it was, so a rollback leaves globals() in
+// the order it had. Not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <unordered_map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -22,18 +26,19 @@ class LatestBindings {
   // one kept; the cell count is theirs.
   void Merge(protocol::Bindings bindings);
   void Clear();
-  bool empty() const { return values_.empty(); }
+  bool empty() const { return entries_.empty(); }
   // Bytes kept: every name and value, and 8 per name.
   std::size_t bytes() const { return bytes_; }
-  // The names kept, sorted.
+  // The names kept, in the order first bound.
   std::vector<std::string> names() const;
-  // What is kept as one Bindings (names sorted), copied or taken (Take
-  // leaves this empty).
+  // What is kept as one Bindings (names in the order first bound), copied
+  // or taken (Take leaves this empty).
   protocol::Bindings Copy() const;
   protocol::Bindings Take();
 
  private:
-  std::map<std::string, std::string> values_;
+  std::vector<std::pair<std::string, std::string>> entries_;  // name, value
+  std::unordered_map<std::string, std::size_t> index_;          // name -> entries_ index
   std::uint64_t cells_run_ = 0;
   std::size_t bytes_ = 0;
 };

@@ -136,6 +136,9 @@ StatusOr<std::unique_ptr<LiveSession>> LiveSession::Start(ProcessChannel channel
   if (report != nullptr) *report = std::move(loaded);
   session->runner_frame_due_ = session->snapshots_;
   session->restored_no_cell_ = !session->snapshots_;
+  // Its first snapshot forks after LOAD, before any cell: an empty blob
+  // leaves it a new session's state.
+  session->fresh_snapshot_ = session->snapshots_ && blob.empty();
   return session;
 }
 
@@ -163,6 +166,47 @@ void LiveSession::Kill() {
     c->process = ProcessIdentity();
   }
   runner_frame_due_ = false;
+  fresh_snapshot_ = false;
+  recycling_ = false;
+}
+
+bool LiveSession::Recyclable() const {
+  // Anything unread from the runner (a SNAPSHOT_REFRESHED after an idle
+  // second: the snapshot held here is retired) leaves it as it is.
+  return snapshots_ && fresh_snapshot_ && snapshot_.socket && runner_.socket &&
+         runner_.process.known() && !runner_frame_due_ && !protocol::Readable(runner_.socket.get());
+}
+
+Status LiveSession::Recycle() {
+  if (!Recyclable()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "the session cannot be recycled: its snapshot is not a new session's");
+  }
+  // As a rollback (RunnerDied): the runner and its group go first; the
+  // snapshot also makes sure its runner is gone before it runs anything.
+  runner_.process.Kill();
+  runner_.socket.Reset();
+  runner_.process = ProcessIdentity();
+  promoted_at_ns_ = BootTimeNs();
+  Status promoted = protocol::WriteFrame(snapshot_.socket.get(), Tag::kRenew, {});
+  if (!promoted.ok()) {
+    Kill();
+    return Status(ErrorCode::kUnavailable, "the session's snapshot is gone: " + promoted.message());
+  }
+  runner_ = std::move(snapshot_);
+  snapshot_ = ProcessChannel{};
+  runner_frame_due_ = true;
+  recycling_ = true;
+  // Nothing of the ended session stays with the new one.
+  held_.clear();
+  names_reported_ = false;
+  delta_known_ = false;
+  delta_told_.reset();
+  threads_.clear();
+  variable_digests_.clear();
+  pending_bindings_.Clear();
+  restored_no_cell_ = false;
+  return Status::Ok();
 }
 
 Status LiveSession::AcceptRunner(Frame& frame) {
@@ -185,6 +229,10 @@ Status LiveSession::AcceptRunner(Frame& frame) {
     auto sender = ProcessIdentity::FromSender(frame, pid, "RUNNER");
     if (!sender.ok()) return sender.status();
     runner_.process = sender->VouchedAsOf(promoted_at_ns_);
+    // Its own snapshot forked before it ran a cell: a new session's state
+    // only when what was promoted was (Recycle), not after a rollback.
+    fresh_snapshot_ = recycling_;
+    recycling_ = false;
   }
   if (frame.fd && !snapshots_) return CorruptError("a snapshot's socket with rollback off");
   snapshot_.socket = Attested(std::move(frame.fd));
@@ -199,6 +247,7 @@ Status LiveSession::AdoptRefreshedSnapshot(Frame& frame) {
   }
   snapshot_.socket = Attested(std::move(frame.fd));  // the old one's socket closes
   pending_bindings_.Clear();
+  fresh_snapshot_ = false;  // it holds what the runner's cells did
   return Status::Ok();
 }
 
@@ -270,6 +319,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   // checkpoint follows it too) and the host lets the bindings go.
   const bool snapshot_owed = pending_bindings_.bytes() > kMaxPendingBindingBytes;
   std::uint8_t flags = (run.checkpoint_owed || snapshot_owed ? protocol::kRunCheckpointOwed : 0) |
+                       (snapshot_owed ? protocol::kRunSnapshotOwed : 0) |
                        (names_reported_ ? protocol::kRunHostHasNames : 0);
   if (run.live != nullptr) {
     flags |= protocol::kRunLiveOutput | (run.live->wants_images() ? protocol::kRunLiveImages : 0);
@@ -481,15 +531,22 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
     if (names_unchanged && (!outcome.read_only || !names_reported_ || !outcome.result.held.empty())) {
       return CorruptError("a RESULT said its names were unchanged where it may not");
     }
+    // A read-only or binding cell keeps the snapshot: a checkpoint's channel
+    // (one the host owed) may come with it, never a snapshot's socket.
     if (outcome.read_only &&
-        (carried & ~(protocol::kReadOnlyCell | protocol::kNamesUnchanged)) != 0) {
-      return CorruptError("a read-only cell's RESULT carried descriptors");
+        (carried & ~(protocol::kReadOnlyCell | protocol::kNamesUnchanged |
+                     protocol::kCarriesCheckpointChannel)) != 0) {
+      return CorruptError("a read-only cell's RESULT carried a snapshot's socket");
     }
     outcome.binding = bindings.has_value();
     if (outcome.binding &&
-        ((!snapshots_ && !sync_checkpoints_) || (carried & ~protocol::kBindingCell) != 0)) {
-      return CorruptError("a binding cell's RESULT carried descriptors, or came with rollback "
-                          "and sync checkpoints off");
+        ((!snapshots_ && !sync_checkpoints_) ||
+         (carried & ~(protocol::kBindingCell | protocol::kCarriesCheckpointChannel)) != 0)) {
+      return CorruptError("a binding cell's RESULT carried a snapshot's socket, or came with "
+                          "rollback and sync checkpoints off");
+    }
+    if ((outcome.read_only || outcome.binding) && checkpoint_channel && !run.checkpoint_owed) {
+      return CorruptError("a read-only or binding cell's RESULT carried a checkpoint no RUN asked for");
     }
     if (carried & protocol::kCarriesSnapshotSocket) {
       if (!snapshots_) return CorruptError("a snapshot's socket with rollback off");
@@ -520,6 +577,7 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       // (After a read-only cell it may: the state is as it was.)
       outcome.retired_socket = std::move(snapshot_.socket);
       snapshot_.socket = std::move(snapshot_socket);
+      fresh_snapshot_ = false;
     }
     return outcome;
   }
@@ -541,6 +599,8 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   // Nor, kept, the variables binding cells received (it has their values
   // bound, from the host's copies): every variable is sent again.
   variable_digests_.clear();
+  fresh_snapshot_ = false;  // promoted below, or lost with the runner
+  recycling_ = false;
   CellOutcome outcome;
   outcome.runner_died = true;
   outcome.interrupted = interrupted;

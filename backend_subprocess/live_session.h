@@ -134,6 +134,23 @@ class LiveSession {
   // SIGKILLs every process of this session. Idempotent.
   void Kill();
 
+  // Whether Recycle() may make this session a new one: rollback on, its
+  // runner settled with nothing unread from it, and its snapshot still the
+  // one forked before the first cell of a new session (no cell since
+  // replaced it: none took the general path, none was killed, the runner
+  // never refreshed it), so that snapshot holds exactly a new session.
+  bool Recyclable() const;
+  // Ends this session and makes a new one of its processes, as Monty hands
+  // a pooled worker back (issue #39): SIGKILLs the runner (and its group)
+  // and promotes the snapshot with nothing to replay. The promoted process
+  // runs the next cell from a new session's state, after forking its own
+  // snapshot (still one a new session holds: recyclable again); its RUNNER
+  // frame is read by Settle() or the next Run(). Host-side, nothing of the
+  // session is kept (names, variables' digests, bindings, threads).
+  // kUnavailable (the session killed) when the PROMOTE cannot be written;
+  // kInvalidArgument when not Recyclable().
+  Status Recycle();
+
   // The names the session held after its last cell.
   const std::vector<std::string>& held() const { return held_; }
   const std::weak_ptr<WorkerProcess>& worker() const { return worker_; }
@@ -182,6 +199,12 @@ class LiveSession {
   ProcessChannel runner_;    // holds the live state, runs the cells
   ProcessChannel snapshot_;  // rollback on: the runner's copy from before its cell
   bool runner_frame_due_ = false;  // a RUNNER frame comes first on runner_.socket
+  // Recyclable(): the snapshot holds a new session's state (Start from an
+  // empty blob, or Recycle); cleared when any other snapshot replaces it.
+  bool fresh_snapshot_ = false;
+  // Recycle() promoted a fresh snapshot: its RUNNER frame's snapshot (forked
+  // before any cell) is fresh too.
+  bool recycling_ = false;
   std::int64_t promoted_at_ns_ = 0;  // when the runner, a snapshot, was promoted
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves

@@ -806,6 +806,7 @@ const char* TagName(Tag tag) {
     case Tag::kRun: return "RUN";
     case Tag::kRetire: return "RETIRE";
     case Tag::kPromote: return "PROMOTE";
+    case Tag::kRenew: return "RENEW";
     case Tag::kBranch: return "BRANCH";
     case Tag::kCheckpoint: return "CHECKPOINT";
     case Tag::kReady: return "READY";

@@ -54,7 +54,12 @@ namespace dolsot::protocol {
 //    is a delta checkpoint against such a base, and which names it kept.
 // 16: RUN may say kRunLiveOutput (a batch of OUTPUT never waits for the
 //    cell's next write) and kRunLiveImages (IMAGE frames as figures are shown).
-inline constexpr std::uint32_t kProtocolVersion = 17;
+// 17: SNAPSHOT_REFRESHED (an idle runner's new snapshot).
+// 18: a read-only or binding cell's RESULT may carry a checkpoint channel
+//    (kRunCheckpointOwed, async): the checkpoint is written, the snapshot
+//    stays; kRunSnapshotOwed asks for the general path. RENEW promotes a
+//    snapshot that holds a new session, for a new session.
+inline constexpr std::uint32_t kProtocolVersion = 18;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -103,6 +108,8 @@ enum class Tag : std::uint32_t {
   kBranch = 14,      // fork a copy of this state as a new session
   kCheckpoint = 15,  // serialize now and reply kCheckpointData
   kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error, sent at}
+  kRenew = 17,       // to a snapshot that holds a new session (LiveSession::Recycle): its
+                     // runner was killed with its session; run a new one's cells
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it
@@ -134,14 +141,17 @@ inline constexpr std::uint8_t kCarriesCheckpointChannel = 1;
 inline constexpr std::uint8_t kCarriesSnapshotSocket = 2;
 // Not a descriptor: the cell was proven read-only (embedded/read_only_cell.h)
 // and completed, so the session is as the snapshot from before it (which
-// stays the rollback point) and as its last checkpoint (none follows).
+// stays the rollback point) and as its last checkpoint (none follows unless
+// RUN said kRunCheckpointOwed: then its channel or CHECKPOINT_DATA comes
+// with it, and still no snapshot).
 inline constexpr std::uint8_t kReadOnlyCell = 4;
 // Not a descriptor: a binding cell (embedded/read_only_cell.h) that
 // completed and changed only the names it bound, to plain values: the
 // snapshot from before it stays, the host keeps those values (Bindings,
 // after the byte) and hands them to the snapshot when it promotes it, and
 // no checkpoint follows yet (the host asks for one: RUN's
-// kRunCheckpointOwed).
+// kRunCheckpointOwed, which a later read-only or binding cell answers with
+// a checkpoint and no new snapshot).
 inline constexpr std::uint8_t kBindingCell = 8;
 // Not a descriptor, only with kReadOnlyCell and only after a RUN that said
 // kRunHostHasNames: the Result's held names are left out (an empty list):
@@ -160,7 +170,8 @@ struct Bindings {
 
 // RUN's last byte: the host has no durable checkpoint of the session's
 // current state (none yet, the last save failed, or it is old): the cell
-// gets a checkpoint even when it is read-only.
+// gets a checkpoint even when it is read-only (a read-only or binding cell
+// keeps its snapshot all the same).
 inline constexpr std::uint8_t kRunCheckpointOwed = 1;
 // RUN's last byte: the host's list of the session's held names is the one the
 // session process sent in its last Result (none came since from anywhere
@@ -183,7 +194,10 @@ inline constexpr std::uint8_t kRunLiveOutput = 16;
 // RUN's last byte: the caller wants figures as they are shown: an IMAGE
 // frame for each, in order with OUTPUT (the Result still carries them).
 inline constexpr std::uint8_t kRunLiveImages = 32;
-
+// RUN's last byte: the host lets go of what binding cells bound since the
+// snapshot (too much kept): the cell takes the general path, so a new
+// snapshot holds it (and a checkpoint follows).
+inline constexpr std::uint8_t kRunSnapshotOwed = 64;
 struct Frame {
   Tag tag{};
   std::string payload;

@@ -683,6 +683,15 @@ StatusOr<int> Repl::Impl::Reset(std::string_view target_view) {
   for (auto& [sid, slot] : victims) {
     std::lock_guard<FifoMutex> turn(slot->turn);
     if (slot->live) forgotten.insert(sid);
+    // A session that holds only what a new one holds (its snapshot is its
+    // first: LiveSession::Recyclable) becomes a next new session, as a
+    // pooled worker is handed back: its snapshot promoted, no fork. Not
+    // under a Sandbox: there each session's keeper holds walls and a
+    // scratch /tmp of its own, for one session lineage only.
+    if (slot->live && options_.spare_session && !options_.sandbox && slot->live->Recyclable() &&
+        spares_.HasRoomForRecycled() && slot->live->Recycle().ok()) {
+      spares_.Give(std::move(slot->live));
+    }
     slot->live.reset();
   }
   // A snapshot retired with the last Result exits when its socket closes:

@@ -27,6 +27,7 @@ StatusOr<RunFrame> ReadRunFrame(std::string_view payload) {
   }
   const std::uint8_t run_flags = r.U8();
   run.checkpoint_owed = (run_flags & protocol::kRunCheckpointOwed) != 0;
+  run.snapshot_owed = (run_flags & protocol::kRunSnapshotOwed) != 0;
   run.host_has_names = (run_flags & protocol::kRunHostHasNames) != 0;
   run.live_output = (run_flags & protocol::kRunLiveOutput) != 0;
   run.live_images = (run_flags & protocol::kRunLiveImages) != 0;

@@ -21,6 +21,7 @@ struct RunFrame {
   bool tool_pipes = false;  // the host serves tool pipes of the cell's own
   std::vector<ReceivedVariable> variables;
   bool checkpoint_owed = false;  // kRunCheckpointOwed
+  bool snapshot_owed = false;    // kRunSnapshotOwed
   bool host_has_names = false;   // kRunHostHasNames
   bool live_output = false;      // kRunLiveOutput
   bool live_images = false;      // kRunLiveImages

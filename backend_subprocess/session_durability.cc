@@ -158,7 +158,8 @@ void SessionDurability::NoteOutcome(std::uint64_t cell, CellOutcome& outcome) {
   } else if (!outcome.read_only) {
     journal_.Break();
   }
-  if (outcome.binding && context_.mode == CheckpointMode::kAsync && deferred_since_ns_ == 0) {
+  if (outcome.binding && !covered_ && context_.mode == CheckpointMode::kAsync &&
+      deferred_since_ns_ == 0) {
     // No checkpoint follows it: one is owed within the delay (the next cell
     // after that takes it, or the timer does while the session is idle).
     deferred_since_ns_ = SteadyNs();

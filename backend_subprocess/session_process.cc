@@ -298,7 +298,13 @@ class SessionProcess {
       }
     }
     Frame frame = ReadOrExit();
-    if (frame.tag != Tag::kPromote) Exit(2);
+    // RENEW: the host ended the session this process holds the start of
+    // (LiveSession::Recycle), killing its runner, and a new session runs
+    // here: nothing to replay, and no cell of the old session can run again
+    // (SIGKILLed), so its end is not waited for.
+    const bool renew = frame.tag == Tag::kRenew;
+    if (frame.tag != Tag::kPromote && !renew) Exit(2);
+    if (renew && !frame.payload.empty()) Exit(2);
     if (python_deferred_) {  // it runs Python from here on
       FinishDeferredFork();
       python_deferred_ = false;
@@ -317,7 +323,7 @@ class SessionProcess {
     // is gone: two processes must never run this session's cells.
     if (runner_pidfd_) {
       KillRunner();
-      AwaitExit(runner_pidfd_.get());
+      if (!renew) AwaitExit(runner_pidfd_.get());
       runner_pidfd_.Reset();
     }
     // What the dead runner's cells started in sessions of their own is
@@ -326,7 +332,11 @@ class SessionProcess {
     AwaitSweep(keeper_.get(), 10'000);
     Py_END_ALLOW_THREADS
     role_ = Role::kRunner;
-    background_.Set(false);  // forked during post-cell work, under SCHED_BATCH
+    // Forked during post-cell work, under SCHED_BATCH: a rollback's runner
+    // leaves it at once; a renewed one (a session ahead of its first cell)
+    // keeps it until it has warmed up, so the cells running meanwhile
+    // preempt it.
+    background_.Set(renew);
     if (bindings) {
       if (!ReadOnlyCell::ApplyBindings(globals_, bindings->names, bindings->values)) Exit(2);
       unsaveable_.Trust(globals_, bindings->names);  // plain values
@@ -334,6 +344,7 @@ class SessionProcess {
     }
     if (Announce()) return;  // the new snapshot
     WarmUp();
+    background_.Set(false);
   }
 
   // In a snapshot: SIGKILLs its runner (its parent, pinned by a pidfd) and,
@@ -629,6 +640,7 @@ class SessionProcess {
       delta_base_.reset();
     }
     const bool checkpoint_owed = run->checkpoint_owed;
+    const bool snapshot_owed = run->snapshot_owed;
     const bool host_has_names = run->host_has_names;
     const std::vector<ReceivedVariable>& variables = run->variables;
     CellRequest request;
@@ -669,9 +681,11 @@ class SessionProcess {
     std::vector<std::string> binding_names;
     Ref definitions;  // what its defs made, to register once it ran
     bool proven = false;  // whether its defs may be registered once it ran
-    // A cell that takes the general path anyway (a checkpoint owed,
-    // variables bound anew) is proven only for its defs' sake.
-    const bool general_anyway = checkpoint_owed || variables_changed;
+    // A cell that takes the general path anyway (a new snapshot owed,
+    // variables bound anew) is proven only for its defs' sake. A checkpoint
+    // owed does not make it one: a read-only or binding cell writes it and
+    // keeps its snapshot.
+    const bool general_anyway = snapshot_owed || variables_changed;
     if (bound.ok() && ProofsApply() &&
         (!general_anyway || request.code.find("def") != std::string::npos)) {
       // With sync checkpoints the host saves its values (a journal frame)
@@ -771,16 +785,20 @@ class SessionProcess {
       std::erase_if(binding_names, [this](const std::string& name) {
         return PyDict_GetItemString(globals_, name.c_str()) == nullptr;
       });
+      ReadOnlyCell::InNamespaceOrder(globals_, &binding_names);
       bindings->names = std::move(binding_names);
       if (!ReadOnlyCell::MarshalBindings(globals_, bindings->names, &bindings->values)) {
         bindings.reset();
       }
     }
     const bool keeps_snapshot = read_only || bindings.has_value();
+    // The host owes the store a checkpoint: every cell writes one, and one
+    // that keeps its snapshot writes it without forking a new snapshot.
+    const bool checkpointed = !keeps_snapshot || checkpoint_owed;
     PayloadWriter w;
     std::optional<NamespacePieces> checkpoint;  // sync: sent ahead of the Result
     std::vector<std::string> rebound;  // async: the names this cell bound anew
-    if (keeps_snapshot) {
+    if (keeps_snapshot && !(checkpoint_owed && settings_.checkpoint == CheckpointMode::kSync)) {
       // The verdicts a Result reports stay the session's own to give, from
       // names it already probed (an async checkpoint that would say them
       // may not have landed yet).
@@ -802,7 +820,7 @@ class SessionProcess {
     // Async: the checkpoint's channel travels with the Result, so the host
     // starts saving at once.
     std::optional<std::pair<UniqueFd, UniqueFd>> channel;
-    if (!keeps_snapshot && settings_.checkpoint == CheckpointMode::kAsync) {
+    if (checkpointed && settings_.checkpoint == CheckpointMode::kAsync) {
       if (checkpoint_host_end_ && checkpoint_writer_end_) {
         channel.emplace(checkpoint_host_end_.Take(), checkpoint_writer_end_.Take());
       } else {
@@ -840,7 +858,12 @@ class SessionProcess {
     if (checkpoint) SendCheckpointData(*checkpoint);
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
     refresh_due_ = settings_.snapshots;
-    if (keeps_snapshot) return;
+    if (keeps_snapshot) {
+      // Its owed checkpoint: written by a child of this state, the snapshot
+      // from before the cell staying the rollback point.
+      if (channel) WriteCheckpointAside(std::move(channel->second));
+      return;
+    }
     snapshot_host_end.Reset();
     background_.Set(settings_.snapshots || channel.has_value());
     checkpoint.reset();
@@ -850,11 +873,18 @@ class SessionProcess {
       // previous one is retired all the same (ForkSnapshot).
       (void)AfterCell(channel ? std::move(channel->second) : UniqueFd());
     } else if (channel) {
-      WaitHostRead(socket_.get());
-      PreloadSerializers(globals_);
-      ForkCheckpointWriter(std::move(channel->second));
-      background_.Set(false);
+      WriteCheckpointAside(std::move(channel->second));
     }
+  }
+
+  // After a Result whose cell forks no snapshot: once the host has read it,
+  // forks the writer of this state's async checkpoint on `writer_channel`.
+  void WriteCheckpointAside(UniqueFd writer_channel) {
+    background_.Set(true);
+    WaitHostRead(socket_.get());
+    PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
+    ForkCheckpointWriter(std::move(writer_channel));
+    background_.Set(false);
   }
 
 

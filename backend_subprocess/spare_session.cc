@@ -53,7 +53,7 @@ StatusOr<SpareSessionMade> OpenSpareSession(const std::shared_ptr<WorkerProcess>
 void SpareSession::Want(const std::shared_ptr<WorkerProcess>& worker) {
   if (!worker) return;
   std::lock_guard<std::mutex> guard(mutex_);
-  if (stopping_ || making_ || want_) return;
+  if (stopping_ || making_ || want_ || !recycled_.empty()) return;
   if (ready_.live && ready_.live->worker().lock() == worker) return;
   wanted_ = worker;
   want_ = true;
@@ -63,6 +63,20 @@ void SpareSession::Want(const std::shared_ptr<WorkerProcess>& worker) {
 
 std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
                                                 protocol::Deadline deadline) {
+  // A recycled session, when no spare is ready: its RUNNER frame read here
+  // (the promoted snapshot forks its own first), then it is like any spare.
+  for (;;) {
+    std::unique_ptr<LiveSession> recycled;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (ready_.live || recycled_.empty()) break;
+      recycled = std::move(recycled_.front());
+      recycled_.pop_front();
+    }
+    if (recycled->worker().lock().get() == worker && recycled->Settle(deadline, {}).ok()) {
+      return recycled;
+    }
+  }
   Made taken;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -96,8 +110,26 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
   return std::move(taken.live);  // `watch` closes here: the host holds one end again
 }
 
+void SpareSession::Give(std::unique_ptr<LiveSession> recycled) {
+  if (!recycled) return;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!stopping_ && recycled_.size() < kMaxRecycled) {
+      recycled_.push_back(std::move(recycled));
+      return;
+    }
+  }
+  // Ended outside the lock (its end signals its processes).
+}
+
+bool SpareSession::HasRoomForRecycled() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return !stopping_ && recycled_.size() < kMaxRecycled;
+}
+
 void SpareSession::Stop() {
   Made ended;
+  std::deque<std::unique_ptr<LiveSession>> recycled;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     stopping_ = true;
@@ -107,6 +139,7 @@ void SpareSession::Stop() {
   std::lock_guard<std::mutex> guard(mutex_);
   ended = std::move(ready_);
   ready_ = Made{};
+  recycled = std::move(recycled_);
 }
 
 bool SpareSession::AwaitReadyForTesting(protocol::Deadline deadline) {

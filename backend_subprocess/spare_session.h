@@ -20,6 +20,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,8 +79,20 @@ class SpareSession {
 
   // The spare made on `worker`, waiting until `deadline` for one being made
   // there; null when there is none, it failed, or its runner is gone (such a
-  // spare, or one of another worker, is ended here).
+  // spare, or one of another worker, is ended here). A ready spare goes
+  // first, then a recycled one (Give), then one being made.
   std::unique_ptr<LiveSession> Take(const WorkerProcess* worker, protocol::Deadline deadline);
+
+  // Keeps `recycled`, a session just made new again (LiveSession::Recycle:
+  // its snapshot promoted, its RUNNER frame on the way), for a Take on its
+  // worker: a hand-over of processes that exist, not a fork. Holds
+  // kMaxRecycled, handed out oldest first (the one given last is still
+  // settling when a loop of short sessions asks for the next); another (or
+  // any once stopped) is ended here. While one is held, Want makes none.
+  void Give(std::unique_ptr<LiveSession> recycled);
+  // Whether Give would keep one now (fewer than kMaxRecycled, not stopped).
+  bool HasRoomForRecycled();
+  static constexpr std::size_t kMaxRecycled = 3;
 
   // Joins the thread (after the making in progress, if any) and ends the
   // spare. Idempotent; Want() does nothing afterwards.
@@ -101,6 +115,7 @@ class SpareSession {
   int takers_ = 0;                               // guarded: Take()s waiting for one
   const WorkerProcess* made_for_ = nullptr;      // guarded: the worker the last one was made on
   Made ready_;                                   // guarded: live is null when none
+  std::deque<std::unique_ptr<LiveSession>> recycled_;  // guarded: Give's, oldest first
   std::thread thread_;                           // started by the first Want
 };
 

@@ -11,6 +11,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 
 #include <marshal.h>
 
@@ -754,6 +756,27 @@ void ReadOnlyCell::RegisterRestored(PyObject* globals) {
   }
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
+}
+
+void ReadOnlyCell::InNamespaceOrder(PyObject* globals, std::vector<std::string>* names) {
+  if (names->size() < 2 || !PyDict_Check(globals)) return;
+  std::unordered_set<std::string_view> wanted(names->begin(), names->end());
+  std::vector<std::string> ordered;
+  ordered.reserve(names->size());
+  Py_ssize_t position = 0;
+  PyObject *key, *value;  // borrowed
+  while (ordered.size() < wanted.size() && PyDict_Next(globals, &position, &key, &value)) {
+    if (!PyUnicode_Check(key)) continue;
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(key, &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    std::string_view name(data, static_cast<std::size_t>(size));
+    if (wanted.count(name)) ordered.emplace_back(name);
+  }
+  *names = std::move(ordered);
 }
 
 bool ReadOnlyCell::MarshalBindings(PyObject* globals, const std::vector<std::string>& names,

@@ -133,6 +133,13 @@ class ReadOnlyCell {
   static bool MarshalBindings(PyObject* globals, const std::vector<std::string>& names,
                               std::vector<std::string>* values);
 
+  // Puts `*names` (names `globals` holds) in the order `globals` holds them,
+  // the order they were first bound in (a dict keeps it): bound again in
+  // that order on a promoted snapshot or a restore, names new since then
+  // land where they were, so globals() lists them as before. The proof
+  // reports them in no particular order. Names `globals` lacks are dropped.
+  static void InNamespaceOrder(PyObject* globals, std::vector<std::string>* names);
+
   // Binds marshalled values into `globals` (a promoted snapshot replaying
   // its runner's binding cells, a restore its journal's frames); a
   // function's recipe also registers its cell's source and its proof.

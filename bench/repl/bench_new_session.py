@@ -7,7 +7,8 @@ the call to its Result, against Monty's pooled checkout + first cell
 untimed, as an agent's model call would leave them) and back to back.
 dolsot: one `Repl` (default options: rollback on, async checkpoints to a
 MemoryStore), a new session id per cell, each session reset after its cell
-(untimed), as a Monty checkout goes back to its pool. Rounds interleave the
+(outside the first cell's time), as a Monty checkout goes back to its pool;
+the whole turn (open, cell, reset; checkout, cell, exit) is reported too. Rounds interleave the
 engines so background load hits them alike; medians of the per-round
 medians.
 
@@ -93,13 +94,15 @@ def settled_tree(pid: int) -> list[tuple[int, int]]:
 
 # --- new sessions -------------------------------------------------------------
 
-def time_dolsot_new(cells: int, pace: float, round_index: int) -> float:
+def time_dolsot_new(cells: int, pace: float, round_index: int) -> tuple[float, float]:
+    """The median first cell, and the median whole turn (new session, its
+    cell and its reset: what a loop of sessions pays per session)."""
     from dolsot import Repl
     from dolsot.store import MemoryStore
 
     repl = Repl(store=MemoryStore(), typecheck=False)
     assert repl.run("warm", FIRST_CELL).ok
-    lat = []
+    lat, turns = [], []
     for i in range(cells):
         if pace:
             time.sleep(pace)
@@ -108,13 +111,14 @@ def time_dolsot_new(cells: int, pace: float, round_index: int) -> float:
         r = repl.run(sid, FIRST_CELL)
         lat.append(time.perf_counter() - t0)
         assert r.ok and r.value == "2", (r.value, r.error)
-        repl.reset(sid)  # untimed: back to the pool, as Monty's checkout is
+        repl.reset(sid)  # back to the pool, as Monty's checkout is (the turn only)
+        turns.append(time.perf_counter() - t0)
     repl.close()
-    return statistics.median(lat)
+    return statistics.median(lat), statistics.median(turns)
 
 
-def time_monty_new(pool, cells: int, pace: float) -> float:
-    lat = []
+def time_monty_new(pool, cells: int, pace: float) -> tuple[float, float]:
+    lat, turns = [], []
     for _ in range(cells):
         if pace:
             time.sleep(pace)
@@ -123,9 +127,10 @@ def time_monty_new(pool, cells: int, pace: float) -> float:
         session.__enter__()
         value = session.feed_run(FIRST_CELL)
         lat.append(time.perf_counter() - t0)
-        session.__exit__(None, None, None)  # untimed
+        session.__exit__(None, None, None)  # the turn only
+        turns.append(time.perf_counter() - t0)
         assert value == 2, value
-    return statistics.median(lat)
+    return statistics.median(lat), statistics.median(turns)
 
 
 # --- memory -------------------------------------------------------------------
@@ -198,14 +203,18 @@ def main() -> None:
     load_before = os.getloadavg()
     rows: dict[str, list[float]] = {k: [] for k in
                                     ("dolsot paced", "monty paced", "dolsot b2b", "monty b2b")}
+    turns: dict[str, list[float]] = {k: [] for k in rows}
     with Monty(min_processes=1, max_processes=1) as pool:
         with pool.checkout() as warm:
             warm.feed_run(FIRST_CELL)
         for r in range(args.rounds):
-            rows["dolsot paced"].append(time_dolsot_new(args.cells, args.pace, r))
-            rows["monty paced"].append(time_monty_new(pool, args.cells, args.pace))
-            rows["dolsot b2b"].append(time_dolsot_new(args.cells, 0.0, r))
-            rows["monty b2b"].append(time_monty_new(pool, args.cells, 0.0))
+            for key, measure in (("dolsot paced", lambda: time_dolsot_new(args.cells, args.pace, r)),
+                                 ("monty paced", lambda: time_monty_new(pool, args.cells, args.pace)),
+                                 ("dolsot b2b", lambda: time_dolsot_new(args.cells, 0.0, r)),
+                                 ("monty b2b", lambda: time_monty_new(pool, args.cells, 0.0))):
+                first, turn = measure()
+                rows[key].append(first)
+                turns[key].append(turn)
     load_after = os.getloadavg()
     med = {k: statistics.median(v) * 1e3 for k, v in rows.items()}
     print(f"{args.rounds} rounds x {args.cells} new sessions, paced {args.pace * 1e3:.0f} ms "
@@ -218,6 +227,12 @@ def main() -> None:
         d, m = med[f"dolsot {mode}"], med[f"monty {mode}"]
         label = "paced" if mode == "paced" else "back to back"
         print(f"| {label} | {d:.3f} ms | {m:.3f} ms | {d / m:.2f}x |")
+    turn = {k: statistics.median(v) * 1e3 for k, v in turns.items()}
+    for mode in ("paced", "b2b"):
+        d, m = turn[f"dolsot {mode}"], turn[f"monty {mode}"]
+        label = "paced" if mode == "paced" else "back to back"
+        print(f"| whole turn (open, cell, reset / checkout, cell, exit), {label} | {d:.3f} ms | "
+              f"{m:.3f} ms | {d / m:.2f}x |")
     for k, v in rows.items():
         print(f"  {k} per round: {', '.join(f'{x * 1e3:.3f}' for x in v)} ms")
     if not args.skip_memory:

@@ -567,3 +567,32 @@ def test_a_copyreg_reducer_runs_and_is_kept_through_a_rollback(tooled):
     crashed = repl.run("s", "import os\nos._exit(3)")
     assert not crashed.ok and "rolled back" in crashed.error
     assert ok(repl, "box, v").value == "([1, 2, 'reduced'], 1)"
+
+
+def test_a_rollback_and_a_restart_keep_the_order_names_were_bound_in(tmp_path):
+    # globals() is a dict: its order is the session's state too. Binding
+    # cells' values are replayed (into the snapshot, from the journal) in
+    # the order their names were first bound, not sorted.
+    listing = "[k for k in globals() if not k.startswith('__')]"
+    repl = dolsot.Repl(store=FileStore(str(tmp_path)), typecheck=False, checkpoint_delay=3600)
+    try:
+        ok(repl, "import json")  # the general path: the snapshot holds this
+        ok(repl, "zeta = 1")
+        ok(repl, "alpha = 2; mid = [3]; b2 = 'x'; b10 = 'y'")
+        # One cell binding many names: the proof reports them in no order.
+        many = [f"n{(i * 7) % 53}" for i in range(53)]
+        ok(repl, "; ".join(f"{name} = {i}" for i, name in enumerate(many)))
+        ok(repl, "zeta += 1")
+        # (Listing globals() is a cell that takes the general path: only after.)
+        order = str(["json", "zeta", "alpha", "mid", "b2", "b10", *many])
+        crashed = repl.run("s", "import os; os._exit(3)")
+        assert not crashed.ok and "rolled back" in crashed.error
+        assert ok(repl, listing).value == order
+        assert ok(repl, "(zeta, alpha, mid, b2, b10)").value == "(2, 2, [3], 'x', 'y')"
+    finally:
+        repl.close()
+    again = dolsot.Repl(store=FileStore(str(tmp_path)), typecheck=False)
+    try:
+        assert ok(again, listing).value == order
+    finally:
+        again.close()

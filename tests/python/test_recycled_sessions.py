@@ -1,0 +1,209 @@
+"""A reset session whose processes hold nothing but a new session's state is
+the next new session (LiveSession::Recycle, SpareSession::Give): its
+snapshot, forked before its first cell, is promoted for the next new session,
+as a pooled worker is handed back. Only then: a session whose snapshot any
+cell replaced (the general path, a rollback) ends whole on reset, and under a
+Sandbox no session's processes serve another's. The recycled session is as
+fresh as one opened on demand, and close leaves none of it.
+
+Also here: a read-only or binding cell that owes the store a checkpoint (a
+new session's first) writes it without forking a new snapshot, and binding
+cells that piled up more than the host keeps for a snapshot make the next
+cell fork one."""
+
+from __future__ import annotations
+
+import pytest
+
+import dolsot
+from dolsot.store import MemoryStore
+from process_tree import alive, children, descendants, wait_until_gone
+
+# What a cell can see of its session's freshness (as in test_spare_session).
+FRESHNESS = (
+    "(sorted(k for k in globals() if not k.startswith('__')),"
+    " __import__('sys')._getframe().f_code.co_filename,"
+    " sorted(k for k in vars(__builtins__) if not k.startswith('_'))[:5],"
+    " __import__('threading').active_count(), __import__('os').getpgid(0) == __import__('os').getpid())"
+)
+
+
+def ok(repl, sid, code):
+    r = repl.run(sid, code)
+    assert r.ok, r.error
+    return r
+
+
+def runners(repl, sandboxed: bool = False) -> dict[int, list[int]]:
+    """Every runner below the worker (a keeper's child with a live child)
+    and its live children: its snapshot, and a checkpoint writer while one
+    writes. A sandboxed worker's keepers are below its namespaces' first
+    process."""
+    worker = children(repl.worker_pid)[0] if sandboxed else repl.worker_pid
+    out = {}
+    for keeper in children(worker):
+        for runner in children(keeper):
+            below = [p for p in children(runner) if alive(p)]
+            if alive(runner) and below:
+                out[runner] = below
+    return out
+
+
+def _runner_of(repl, sid: str) -> int:
+    return int(ok(repl, sid, "import os\nos.getpid()").value)
+
+
+@pytest.fixture
+def repl():
+    # No checkpoints, so a runner's only child is its snapshot (no writer).
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off")
+    yield r
+    r.close()
+
+
+def test_a_reset_session_that_held_a_new_session_s_state_is_the_next_new_session(repl):
+    warm = _runner_of(repl, "warm")  # the worker's first session; a spare follows
+    assert repl._await_spare_for_testing(60)
+    (spare,) = [r for r in runners(repl) if r != warm]
+    ok(repl, "a", "x = 41")  # takes the spare; a binding cell: the snapshot stays
+    ok(repl, "a", "x + 1")  # read-only
+    (a_snapshot,) = runners(repl)[spare]
+    keeper = parent_of(spare)
+    assert repl._await_spare_for_testing(60)  # the one "a" asked for, ready
+    repl.reset("a")
+    wait_until_gone(spare)
+    assert alive(a_snapshot)
+    ok(repl, "c", "1")  # takes the ready spare; none is made while one waits recycled
+    assert _runner_of(repl, "b") == a_snapshot
+    assert alive(keeper) and parent_of(a_snapshot) == keeper  # "a"'s keeper, kept
+    # Nothing of "a": its name, its cells.
+    fresh = ok(repl, "b", "('x' in globals(), __import__('sys')._getframe().f_code.co_filename)")
+    assert fresh.value == "(False, '<cell 2>')"
+
+
+def test_a_recycled_session_is_as_fresh_as_one_opened_on_demand():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False) as r:
+        on_demand = ok(r, "first", FRESHNESS).value
+        for i in range(6):
+            # Each ran only a binding and a read-only cell, then was reset:
+            # the next ones are recycled ones.
+            ok(r, f"s{i}", "y = [1, 2, 3]")
+            ok(r, f"s{i}", "len(y)")
+            r.reset(f"s{i}")
+        # A recycled session rolls back like any other: its own binding
+        # replayed, none of the sessions it was made from.
+        ok(r, "replay", "z = 5")
+        crashed = r.run("replay", "import os\nos._exit(3)")
+        assert crashed.outcome == dolsot.Outcome.CRASHED
+        assert ok(r, "replay", "sorted(k for k in globals() if not k.startswith('__'))").value == "['z']"
+        got = ok(r, "probe", FRESHNESS)
+        assert got.value == on_demand
+        assert got.held == []
+
+
+def host_pid(repl, namespace_pid: int) -> int:
+    """The pid outside its pid namespace of the worker's descendant that is
+    `namespace_pid` inside it (the last of /proc's NSpid)."""
+    for pid in descendants(repl.worker_pid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                ns = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(ns[-1]) == namespace_pid and len(ns) > 1:
+            return pid
+    raise AssertionError(f"no process is {namespace_pid} in the sandbox's pid namespace")
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize("cells", [
+    ["import json\nx = 1", "x"],    # the general path: a new snapshot replaced its first
+    ["while True: pass", "x = 1"],  # a rollback: its first snapshot promoted
+])
+def test_a_session_whose_snapshot_a_cell_replaced_ends_whole_on_reset(cells):
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off") as r:
+        warm = _runner_of(r, "warm")
+        assert r._await_spare_for_testing(60)
+        (spare,) = [p for p in runners(r) if p != warm]
+        keeper = parent_of(spare)  # "a" takes the spare: this is its keeper
+        for code in cells:
+            result = r.run("a", code, timeout=1)
+            assert result.ok or result.outcome == dolsot.Outcome.TIMEOUT, result.error
+        r.reset("a")
+        wait_until_gone(keeper)  # every process of "a" with it
+        assert ok(r, "b", "'x' in globals()").value == "False"
+
+
+def test_no_session_serves_another_under_a_sandbox():
+    # Each session's keeper holds walls and a scratch /tmp of its own there:
+    # a session that held only a new session's state still ends whole.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off",
+                     sandbox=dolsot.Sandbox()) as r:
+        warm = host_pid(r, _runner_of(r, "warm"))  # the cell sees its namespace's pid
+        assert r._await_spare_for_testing(60)
+        (spare,) = [p for p in runners(r, sandboxed=True) if p != warm]
+        keeper = parent_of(spare)
+        ok(r, "a", "x = 1")
+        ok(r, "a", "x")
+        r.reset("a")
+        wait_until_gone(keeper)
+        assert ok(r, "b", "'x' in globals()").value == "False"
+
+
+def test_close_leaves_nothing_of_recycled_sessions():
+    r = dolsot.Repl(store=MemoryStore(), typecheck=False)
+    for i in range(4):
+        ok(r, f"s{i}", "1 + 1")
+        r.reset(f"s{i}")
+    worker = r.worker_pid
+    everything = [worker, *descendants(worker)]
+    assert len(everything) > 4
+    r.close()
+    for pid in everything:
+        wait_until_gone(pid)
+    assert not any(alive(p) for p in everything)
+
+
+@pytest.mark.parametrize("checkpoint", ["sync", "async"])
+def test_a_new_session_s_first_read_only_cell_is_checkpointed_and_keeps_its_snapshot(checkpoint):
+    store = MemoryStore()
+    with dolsot.Repl(store=store, typecheck=False, checkpoint=checkpoint) as r:
+        warm = _runner_of(r, "warm")
+        assert r._await_spare_for_testing(60)
+        (spare,) = [p for p in runners(r) if p != warm]
+        (snapshot,) = runners(r)[spare]  # a spare ran no cell: no writer
+        # "b" takes the spare. Nothing of it is stored: its first cell owes
+        # a checkpoint, which it writes (async: a writer forked after the
+        # Result) without forking a new snapshot.
+        assert ok(r, "b", "2 + 2").value == "4"
+        ok(r, "b", "3")  # served once whatever followed the first is done
+        r.sessions()  # the saver's checkpoints on their way land
+        assert store.load("b") is not None
+        assert alive(snapshot) and snapshot in children(spare)
+        if checkpoint == "sync":  # no writer: a new snapshot would be the other child
+            assert [p for p in children(spare) if alive(p)] == [snapshot]
+
+
+def test_binding_cells_past_what_the_host_keeps_fork_a_new_snapshot():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off") as r:
+        runner = _runner_of(r, "a")
+        ok(r, "a", "1")  # served once the general cell's snapshot is forked
+        (snapshot,) = [p for p in children(runner) if alive(p)]
+        # Each binds ~200 KB of plain text: binding cells, the snapshot stays,
+        # the host keeps their values for it, until past 1 MB.
+        for i in range(5):
+            ok(r, "a", f"s{i} = '{i}' * 200_000")
+        assert [p for p in children(runner) if alive(p)] == [snapshot]
+        ok(r, "a", "s5 = '5' * 200_000")  # past it: the next cell forks one
+        ok(r, "a", "t = 1")
+        wait_until_gone(snapshot)
+        after = [p for p in children(runner) if alive(p)]
+        assert len(after) == 1 and after[0] != snapshot
+        # Rollback from the new snapshot is exact.
+        crashed = r.run("a", "import os\nos._exit(3)")
+        assert crashed.outcome == dolsot.Outcome.CRASHED
+        assert ok(r, "a", "(len(s0), len(s5), s5[0], t)").value == "(200000, 200000, '5', 1)"
