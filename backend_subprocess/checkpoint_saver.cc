@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include <chrono>
+#include <vector>
 
 #include "backend_subprocess/protocol.h"
 
@@ -78,6 +79,10 @@ void CheckpointSaver::Submit(std::string session_id, UniqueFd channel, std::uint
     return;
   }
   if (registered_ >= 0) return;  // it wakes when the front channel is readable
+  WatchFrontLocked();
+}
+
+void CheckpointSaver::WatchFrontLocked() {
   // The saver sleeps in epoll_wait: it wakes once the front channel is
   // readable, and then takes the jobs in order.
   int fd = queue_.front().channel.get();
@@ -90,6 +95,33 @@ void CheckpointSaver::Submit(std::string session_id, UniqueFd channel, std::uint
     std::uint64_t one = 1;
     (void)::write(wake_.get(), &one, sizeof(one));  // wake it now instead
   }
+}
+
+void CheckpointSaver::Drop(const std::string& session_id) {
+  std::vector<UniqueFd> dropped;
+  // Declared after `dropped`, so the lock is released before the closes.
+  std::unique_lock<std::mutex> guard(mutex_);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->session_id != session_id) {
+      ++it;
+      continue;
+    }
+    if (it->channel.get() == registered_) {
+      (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, registered_, nullptr);
+      registered_ = -1;
+    }
+    ::shutdown(it->channel.get(), SHUT_RDWR);  // its writer stops now
+    dropped.push_back(std::move(it->channel));
+    it = queue_.erase(it);
+    ++finished_;
+  }
+  if (!dropped.empty()) {
+    changed_.notify_all();
+    if (idle_ && epoll_ && registered_ < 0 && !queue_.empty()) WatchFrontLocked();
+  }
+  // Being read: abandoned (the read fails at once); already read: saved first.
+  if (handling_ == session_id && reading_ >= 0) ::shutdown(reading_, SHUT_RDWR);
+  changed_.wait(guard, [&] { return stopping_ || handling_ != session_id; });
 }
 
 void CheckpointSaver::Flush() {

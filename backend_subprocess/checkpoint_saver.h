@@ -56,6 +56,12 @@ class CheckpointSaver {
   // session about to be restored from the store must not miss one still on
   // its way there). Thread-safe.
   void Flush(const std::string& session_id);
+  // Gives up the checkpoints of `session_id` (a session reset: its stored
+  // state is about to be deleted): those queued are dropped (their writers
+  // stop at the shut channel), one being read is abandoned, and it returns
+  // once none of them can reach the save function any more (one already
+  // read finishes its save first). Thread-safe.
+  void Drop(const std::string& session_id);
   // Whether a checkpoint of `session_id` is queued or being read now (one
   // that ends without data, its writer gone, is neither any more).
   // Thread-safe; does not wait.
@@ -73,6 +79,9 @@ class CheckpointSaver {
   void Loop();
   bool PendingLocked(const std::string& session_id) const;  // mutex_ held
   void StartLocked();  // the thread and its epoll set, at the first Submit
+  // The idle saver sleeps in epoll_wait: has it wake once the front
+  // channel is readable (or now, when that cannot be watched).
+  void WatchFrontLocked();
 
   SaveFunction save_;
   DeferredCloser* closer_;

@@ -173,7 +173,7 @@ void LiveSession::Kill() {
 bool LiveSession::Recyclable() const {
   // Anything unread from the runner (a SNAPSHOT_REFRESHED after an idle
   // second: the snapshot held here is retired) leaves it as it is.
-  return snapshots_ && fresh_snapshot_ && snapshot_.socket && runner_.socket &&
+  return recycling_allowed_ && snapshots_ && fresh_snapshot_ && snapshot_.socket && runner_.socket &&
          runner_.process.known() && !runner_frame_due_ && !protocol::Readable(runner_.socket.get());
 }
 

@@ -140,6 +140,12 @@ class LiveSession {
   // replaced it: none took the general path, none was killed, the runner
   // never refreshed it), so that snapshot holds exactly a new session.
   bool Recyclable() const;
+  // Opened ahead by the spare maker, so Recyclable() may say yes. A session
+  // opened on demand may have been forked before the worker shared its
+  // pages (a burst at the start), and its keeper and snapshot hold those
+  // pages as they were for as long as they live: recycled, ~3.5 MB more
+  // for every session after it (the spare maker waits for the sharing).
+  void AllowRecycling() { recycling_allowed_ = true; }
   // Ends this session and makes a new one of its processes, as Monty hands
   // a pooled worker back (issue #39): SIGKILLs the runner (and its group)
   // and promotes the snapshot with nothing to replay. The promoted process
@@ -205,6 +211,7 @@ class LiveSession {
   // Recycle() promoted a fresh snapshot: its RUNNER frame's snapshot (forked
   // before any cell) is fresh too.
   bool recycling_ = false;
+  bool recycling_allowed_ = false;  // AllowRecycling
   std::int64_t promoted_at_ns_ = 0;  // when the runner, a snapshot, was promoted
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves

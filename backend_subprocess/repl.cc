@@ -697,7 +697,10 @@ StatusOr<int> Repl::Impl::Reset(std::string_view target_view) {
   // A snapshot retired with the last Result exits when its socket closes:
   // when its runner is killed before it killed that snapshot, this is its end.
   closer_.CloseAll();
-  saver_.Flush();
+  // Their checkpoints still on the way are given up, not waited for: what
+  // they would save is deleted below, and none may land after that.
+  for (const auto& victim : victims) saver_.Drop(victim.first);
+  if (all) saver_.Flush();
   if (all) {
     auto stored = store_->List();
     if (stored.ok()) {

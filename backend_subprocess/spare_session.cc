@@ -46,6 +46,7 @@ StatusOr<SpareSessionMade> OpenSpareSession(const std::shared_ptr<WorkerProcess>
   // Rollback on: its first snapshot is forked before RUNNER comes.
   DOLSOT_RETURN_IF_ERROR((*live)->Settle(deadline, {}));
   made.live = std::move(live).value();
+  made.live->AllowRecycling();
   made.runner = made.live->PinRunner();
   return made;
 }

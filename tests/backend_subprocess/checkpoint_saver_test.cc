@@ -1,7 +1,7 @@
 // CheckpointSaver: saves in submission order whatever order the writers send
 // in, skips a channel closed without data, wakes for a channel submitted
 // while it sleeps (Submit itself wakes no thread), and Stop gives up on a
-// writer that never sends.
+// writer that never sends, as Drop does on a reset session's.
 #include "backend_subprocess/checkpoint_saver.h"
 
 #include <gtest/gtest.h>
@@ -102,6 +102,30 @@ TEST(CheckpointSaver, ANewerCheckpointSupersedesOneStillWaiting) {
   pollfd p{old_writer.get(), POLLOUT, 0};  // its reader is gone
   ASSERT_EQ(::poll(&p, 1, 0), 1);
   EXPECT_NE(p.revents & (POLLHUP | POLLERR), 0);
+}
+
+// A reset session's checkpoints: the one being read is abandoned, those
+// queued are dropped (their writers stopped), none is saved once Drop
+// returns, and the other sessions' are saved as before.
+TEST(CheckpointSaver, DropGivesUpASessionsCheckpointsAndNoOthers) {
+  Saved saved;
+  CheckpointSaver saver(Recorder(saved));
+  auto [read_host, read_writer] = Channel();
+  saver.Submit("gone", std::move(read_host));  // the saver waits on its writer
+  auto [kept_host, kept_writer] = Channel();
+  auto [queued_host, queued_writer] = Channel();
+  saver.Submit("kept", std::move(kept_host));
+  saver.Submit("gone", std::move(queued_host));
+  saver.Drop("gone");  // returns though neither "gone" writer ever sent
+  EXPECT_FALSE(saver.Pending("gone"));
+  EXPECT_FALSE(protocol::WriteFrame(queued_writer.get(), protocol::Tag::kCheckpointData, "x").ok());
+  // Being read or still queued when Drop came, its writer is stopped too.
+  EXPECT_FALSE(protocol::WriteFrame(read_writer.get(), protocol::Tag::kCheckpointData,
+                                    CheckpointPayload("late")).ok());
+  SendCheckpoint(kept_writer.get(), "k");
+  saver.Flush();
+  ASSERT_EQ(saved.items.size(), 1u);
+  EXPECT_EQ(saved.items[0], std::make_pair(std::string("kept"), std::string("k")));
 }
 
 TEST(CheckpointSaver, WakesForAChannelSubmittedWhileItSleeps) {
