@@ -12,11 +12,13 @@
 namespace dolsot {
 namespace {
 
-// Whether the runner behind `watch` is still there and has said nothing: a
-// spare's runner writes nothing before its first RUN, so anything readable
-// (its end closed, above all) means it cannot take one.
-// Whether the host's end of a spare's socket has nothing to read (no
-// frame, no hang-up) and, when pinned, its runner has not exited.
+// How long a new session waits for a recycled session's RUNNER frame.
+constexpr std::chrono::seconds kRecycledPatience{1};
+
+// Whether a spare's runner is still there and has said nothing: it writes
+// nothing before its first RUN, so anything readable on the host's end of
+// its socket (that end closed, above all) means it cannot take one; when
+// pinned, its pidfd must not be readable either (the runner exited).
 bool Untouched(const SpareSessionMade& made) {
   if (!made.watch) return false;
   pollfd p[2] = {{made.watch.get(), POLLIN, 0}, {made.runner.get(), POLLIN, 0}};
@@ -66,6 +68,8 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
                                                 protocol::Deadline deadline) {
   // A recycled session, when no spare is ready: its RUNNER frame read here
   // (the promoted snapshot forks its own first), then it is like any spare.
+  // A renewal slower than kRecycledPatience is given up: a new session of
+  // its own is the surer path then.
   for (;;) {
     std::unique_ptr<LiveSession> recycled;
     {
@@ -74,7 +78,9 @@ std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
       recycled = std::move(recycled_.front());
       recycled_.pop_front();
     }
-    if (recycled->worker().lock().get() == worker && recycled->Settle(deadline, {}).ok()) {
+    protocol::Deadline settle_by = protocol::Clock::now() + kRecycledPatience;
+    if (deadline && *deadline < *settle_by) settle_by = deadline;
+    if (recycled->worker().lock().get() == worker && recycled->Settle(settle_by, {}).ok()) {
       return recycled;
     }
   }
