@@ -84,21 +84,12 @@ std::size_t ValueCap(const CellRequest& request) {
 
 std::vector<std::string> HeldNames(PyObject* globals, const std::vector<std::string>& hidden) {
   std::vector<std::string> names;
-  PyObject *key = nullptr, *value = nullptr;
-  Py_ssize_t position = 0;
-  while (PyDict_Next(globals, &position, &key, &value)) {
-    if (!PyUnicode_Check(key)) continue;
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(key, &size);
-    if (data == nullptr) {
-      PyErr_Clear();
-      continue;
-    }
-    std::string_view name(data, static_cast<std::size_t>(size));
-    if (name.size() >= 4 && name.starts_with("__") && name.ends_with("__")) continue;
-    if (std::find(hidden.begin(), hidden.end(), name) != hidden.end()) continue;
+  ForEachStrKey(globals, [&](std::string_view name) {
+    if (name.size() >= 4 && name.starts_with("__") && name.ends_with("__")) return true;
+    if (std::find(hidden.begin(), hidden.end(), name) != hidden.end()) return true;
     names.emplace_back(name);
-  }
+    return true;
+  });
   return names;
 }
 

@@ -45,4 +45,19 @@ std::string ShortExceptionText(PyObject* exc) {
   return out;
 }
 
+void ForEachStrKey(PyObject* dict, const std::function<bool(std::string_view)>& visit) {
+  PyObject *key = nullptr, *value = nullptr;  // borrowed
+  Py_ssize_t position = 0;
+  while (PyDict_Next(dict, &position, &key, &value)) {
+    if (!PyUnicode_Check(key)) continue;
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(key, &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    if (!visit(std::string_view(data, static_cast<std::size_t>(size)))) return;
+  }
+}
+
 }  // namespace dolsot

@@ -3,6 +3,7 @@
 // arguments), and an exception's one-line text. Needs the GIL.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,11 @@ std::optional<std::string_view> Utf8View(PyObject* text, LoneSurrogates surrogat
 // `str` (a str) as UTF-8 for a reader (lone surrogates backslash-escaped);
 // "" when it cannot be encoded. The error indicator is clear on return.
 std::string Utf8ForReader(PyObject* str);
+
+// Calls `visit` with the UTF-8 of each str key of the dict `dict`, in the
+// dict's order, until it returns false; keys that are not str, or whose
+// UTF-8 cannot be had, are skipped (the error indicator cleared).
+void ForEachStrKey(PyObject* dict, const std::function<bool(std::string_view)>& visit);
 
 // "ExcType: message" for an exception object, without calling into the
 // traceback module (a last resort). The error indicator is clear on return.

@@ -25,6 +25,7 @@
 #include "embedded/plain_expressions.h"
 #include "embedded/plain_values.h"
 #include "embedded/pure_functions.h"
+#include "embedded/python_text.h"
 
 namespace dolsot {
 namespace {
@@ -763,19 +764,10 @@ void ReadOnlyCell::InNamespaceOrder(PyObject* globals, std::vector<std::string>*
   std::unordered_set<std::string_view> wanted(names->begin(), names->end());
   std::vector<std::string> ordered;
   ordered.reserve(names->size());
-  Py_ssize_t position = 0;
-  PyObject *key, *value;  // borrowed
-  while (ordered.size() < wanted.size() && PyDict_Next(globals, &position, &key, &value)) {
-    if (!PyUnicode_Check(key)) continue;
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(key, &size);
-    if (data == nullptr) {
-      PyErr_Clear();
-      continue;
-    }
-    std::string_view name(data, static_cast<std::size_t>(size));
+  ForEachStrKey(globals, [&](std::string_view name) {
     if (wanted.count(name)) ordered.emplace_back(name);
-  }
+    return ordered.size() < wanted.size();
+  });
   *names = std::move(ordered);
 }
 
