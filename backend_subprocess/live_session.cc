@@ -187,15 +187,11 @@ Status LiveSession::Recycle() {
   runner_.process.Kill();
   runner_.socket.Reset();
   runner_.process = ProcessIdentity();
-  promoted_at_ns_ = BootTimeNs();
-  Status promoted = protocol::WriteFrame(snapshot_.socket.get(), Tag::kRenew, {});
+  Status promoted = PromoteSnapshot(Tag::kRenew, {});
   if (!promoted.ok()) {
     Kill();
     return Status(ErrorCode::kUnavailable, "the session's snapshot is gone: " + promoted.message());
   }
-  runner_ = std::move(snapshot_);
-  snapshot_ = ProcessChannel{};
-  runner_frame_due_ = true;
   recycling_ = true;
   // Nothing of the ended session stays with the new one.
   held_.clear();
@@ -206,6 +202,15 @@ Status LiveSession::Recycle() {
   variable_digests_.clear();
   pending_bindings_.Clear();
   restored_no_cell_ = false;
+  return Status::Ok();
+}
+
+Status LiveSession::PromoteSnapshot(Tag tag, std::string_view payload) {
+  promoted_at_ns_ = BootTimeNs();
+  DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(snapshot_.socket.get(), tag, payload));
+  runner_ = std::move(snapshot_);
+  snapshot_ = ProcessChannel{};
+  runner_frame_due_ = true;
   return Status::Ok();
 }
 
@@ -611,14 +616,10 @@ CellOutcome LiveSession::RunnerDied(const CellRun& run, bool timed_out, bool int
   if (snapshots_ && snapshot_.socket) {
     // The snapshot kills what is left of the runner (its parent), waits until
     // it is gone and runs the next cell from the state before this one.
-    promoted_at_ns_ = BootTimeNs();
     protocol::PayloadWriter replay;  // what binding cells bound since it forked
     protocol::Bindings kept = pending_bindings_.Take();
     if (!kept.names.empty()) protocol::WriteBindings(replay, kept);
-    if (protocol::WriteFrame(snapshot_.socket.get(), Tag::kPromote, replay.data()).ok()) {
-      runner_ = std::move(snapshot_);
-      snapshot_ = ProcessChannel{};
-      runner_frame_due_ = true;
+    if (PromoteSnapshot(Tag::kPromote, replay.data()).ok()) {
       rolled_back = true;
       if (!timed_out && !interrupted) {
         // A death we did not cause may have taken the snapshot too (an OOM

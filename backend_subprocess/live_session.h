@@ -185,6 +185,10 @@ class LiveSession {
                                     const ChannelHandler& on_channel);
   CellOutcome RunnerDied(const CellRun& run, bool timed_out, bool interrupted,
                          const std::string& output);
+  // Hands the runner's role to the snapshot (PROMOTE after a death, RENEW
+  // from Recycle): sends it `tag` with `payload`; its RUNNER frame is due.
+  // The snapshot stays as it was when the frame cannot be written.
+  Status PromoteSnapshot(protocol::Tag tag, std::string_view payload);
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
   // SNAPSHOT_REFRESHED: the runner forked a new snapshot of its state
