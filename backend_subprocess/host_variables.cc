@@ -22,6 +22,10 @@ bool PlainRebinding(PyObject* held, PyObject* value) {
 
 }  // namespace
 
+void HostVariables::Forget() {
+  if (cache_ != nullptr) PyDict_Clear(cache_);
+}
+
 Status HostVariables::Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables,
                            bool* changed, std::vector<std::string>* plain) {
   *changed = false;

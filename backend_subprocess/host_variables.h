@@ -40,6 +40,11 @@ class HostVariables {
   Status Bind(PyObject* globals, const std::vector<ReceivedVariable>& variables, bool* changed,
               std::vector<std::string>* plain);
 
+  // Lets every kept value go: the session they came with ended (a runner
+  // made a new session again in place), and the host sends the next one's
+  // afresh. Needs the GIL.
+  void Forget();
+
  private:
   PyObject* cache_ = nullptr;  // name -> the value last received (a dict; lives with the process)
 };

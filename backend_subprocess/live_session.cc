@@ -3,11 +3,14 @@
 #include "backend_subprocess/live_session.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -168,13 +171,16 @@ void LiveSession::Kill() {
   runner_frame_due_ = false;
   fresh_snapshot_ = false;
   recycling_ = false;
+  renewing_in_place_ = false;
 }
 
 bool LiveSession::Recyclable() const {
   // Anything unread from the runner (a SNAPSHOT_REFRESHED after an idle
   // second: the snapshot held here is retired) leaves it as it is.
-  return recycling_allowed_ && snapshots_ && fresh_snapshot_ && snapshot_.socket && runner_.socket &&
-         runner_.process.known() && !runner_frame_due_ && !protocol::Readable(runner_.socket.get());
+  // A branch forked from its runner shares its keeper (and is its child).
+  return recycling_allowed_ && snapshots_ && fresh_snapshot_ && !branched_ && snapshot_.socket &&
+         runner_.socket && runner_.process.known() && !runner_frame_due_ &&
+         !protocol::Readable(runner_.socket.get());
 }
 
 Status LiveSession::Recycle() {
@@ -182,17 +188,17 @@ Status LiveSession::Recycle() {
     return Status(ErrorCode::kInvalidArgument,
                   "the session cannot be recycled: its snapshot is not a new session's");
   }
-  // As a rollback (RunnerDied): the runner and its group go first; the
-  // snapshot also makes sure its runner is gone before it runs anything.
-  runner_.process.Kill();
-  runner_.socket.Reset();
-  runner_.process = ProcessIdentity();
-  Status promoted = PromoteSnapshot(Tag::kRenew, {});
-  if (!promoted.ok()) {
-    Kill();
-    return Status(ErrorCode::kUnavailable, "the session's snapshot is gone: " + promoted.message());
+  // The runner itself, when no cell was given the host's tools (their
+  // transport stays with the process): RENEW_IN_PLACE, answered by RUNNER,
+  // read by Settle (SettleRenewal). Else, or when it cannot be asked, the
+  // snapshot is renewed.
+  if (!tools_given_ &&
+      protocol::WriteFrame(runner_.socket.get(), Tag::kRenewInPlace, {}).ok()) {
+    renewing_in_place_ = true;
+    runner_frame_due_ = true;
+  } else {
+    DOLSOT_RETURN_IF_ERROR(RenewSnapshot());
   }
-  recycling_ = true;
   // Nothing of the ended session stays with the new one.
   held_.clear();
   names_reported_ = false;
@@ -203,6 +209,55 @@ Status LiveSession::Recycle() {
   pending_bindings_.Clear();
   restored_no_cell_ = false;
   return Status::Ok();
+}
+
+Status LiveSession::RenewSnapshot() {
+  // As a rollback (RunnerDied): the runner and its group go first; the
+  // snapshot also makes sure its runner is gone before it runs anything.
+  runner_.process.Kill();
+  runner_.socket.Reset();
+  runner_.process = ProcessIdentity();
+  renewing_in_place_ = false;
+  runner_frame_due_ = false;
+  Status promoted = snapshot_.socket ? PromoteSnapshot(Tag::kRenew, {})
+                                     : Status(ErrorCode::kUnavailable, "no snapshot");
+  if (!promoted.ok()) {
+    Kill();
+    return Status(ErrorCode::kUnavailable, "the session's snapshot is gone: " + promoted.message());
+  }
+  recycling_ = true;
+  return Status::Ok();
+}
+
+Status LiveSession::SettleRenewal(Deadline deadline) {
+  // Its answer, or its end: the snapshot it forked last may still hold a
+  // copy of its socket (until that one runs), so its end is seen at a pidfd.
+  UniqueFd pinned = runner_.process.Pin();
+  pollfd p[2] = {{runner_.socket.get(), POLLIN, 0}, {pinned.get(), POLLIN, 0}};
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, 1 << 30));
+    }
+    int r = ::poll(p, pinned ? 2 : 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return Status(ErrorCode::kTimeout, "the session's runner did not renew in time");
+    break;
+  }
+  StatusOr<Frame> frame = Status(ErrorCode::kUnavailable, "the session's runner exited");
+  if (p[0].revents != 0) frame = protocol::ReadFrame(runner_.socket.get(), deadline);
+  if (frame.ok() && frame->tag == Tag::kRunner) return AcceptRunner(*frame);
+  if (!frame.ok() && frame.status().code() == ErrorCode::kTimeout) return frame.status();
+  // It exited: it could not be made new (RenewInPlace). Its snapshot still
+  // can, unless the runner refreshed it first (a SNAPSHOT_REFRESHED read
+  // here: that one holds what its cells did), which ends the session.
+  if (frame.ok() || !fresh_snapshot_) {
+    Kill();
+    return Status(ErrorCode::kUnavailable, "the session could not be renewed");
+  }
+  DOLSOT_RETURN_IF_ERROR(RenewSnapshot());
+  return Settle(deadline, {});
 }
 
 Status LiveSession::PromoteSnapshot(Tag tag, std::string_view payload) {
@@ -227,6 +282,12 @@ Status LiveSession::AcceptRunner(Frame& frame) {
     if (runner_.process.namespace_pid() != pid) {
       return CorruptError("RUNNER names pid " + std::to_string(pid) + ", not the session's " +
                           std::to_string(runner_.process.namespace_pid()));
+    }
+    if (renewing_in_place_) {  // the same snapshot stays
+      if (frame.fd) return CorruptError("a runner renewed in place sent a snapshot's socket");
+      renewing_in_place_ = false;
+      runner_frame_due_ = false;
+      return Status::Ok();
     }
   } else {
     // A promoted snapshot, whose socket was attested from the start: the
@@ -290,6 +351,7 @@ void LiveSession::ReadPendingRunner(Clock::time_point deadline) {
 
 Status LiveSession::Settle(Deadline deadline, const ChannelHandler&) {
   if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
+  if (renewing_in_place_) return SettleRenewal(deadline);
   if (runner_frame_due_) {
     auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
     if (!frame.ok()) return frame.status();
@@ -304,6 +366,7 @@ Status LiveSession::SendRun(const CellRun& run, std::map<std::string, std::strin
   w.U64(run.max_output).Str(run.code);
   static const CellTools kNoTools;
   const CellTools& tools = run.tools != nullptr ? *run.tools : kNoTools;
+  if (!tools.names.empty()) tools_given_ = true;  // their transport stays with the runner
   w.Strs(tools.names).Str(tools.final_name).U8(tools.serve_pipes ? 1 : 0);
   std::size_t count = run.variables != nullptr ? run.variables->size() : 0;
   w.U32(static_cast<std::uint32_t>(count));
@@ -688,6 +751,7 @@ StatusOr<CheckpointData> LiveSession::Checkpoint(Deadline deadline, const Channe
 
 StatusOr<ProcessChannel> LiveSession::Branch(Deadline deadline, const ChannelHandler&) {
   if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
+  branched_ = true;  // never recycled: the branch shares its keeper
   DOLSOT_RETURN_IF_ERROR(protocol::WriteFrame(runner_.socket.get(), Tag::kBranch, {}));
   auto frame = ReadFromRunner(deadline);
   if (!frame.ok()) return frame.status();

@@ -147,14 +147,18 @@ class LiveSession {
   // for every session after it (the spare maker waits for the sharing).
   void AllowRecycling() { recycling_allowed_ = true; }
   // Ends this session and makes a new one of its processes, as Monty hands
-  // a pooled worker back (issue #39): SIGKILLs the runner (and its group)
-  // and promotes the snapshot with nothing to replay. The promoted process
-  // runs the next cell from a new session's state, after forking its own
-  // snapshot (still one a new session holds: recyclable again); its RUNNER
-  // frame is read by Settle() or the next Run(). Host-side, nothing of the
-  // session is kept (names, variables' digests, bindings, threads).
-  // kUnavailable (the session killed) when the PROMOTE cannot be written;
-  // kInvalidArgument when not Recyclable().
+  // a pooled worker back (issue #39). Its runner's cells were all proven
+  // (Recyclable), so it differs from the snapshot only in what they bound:
+  // RENEW_IN_PLACE asks it to put its namespace back to the snapshot's and
+  // serve a new session itself, with the same snapshot (no fork). When no
+  // cell was given the host's tools; else, or when the runner cannot
+  // (Settle then finds it gone), the runner and its group are SIGKILLed and
+  // the snapshot renewed: promoted with nothing to replay, it forks its own
+  // snapshot (still one a new session holds: recyclable again). Either way
+  // its RUNNER frame is read by Settle(), which Take calls. Host-side,
+  // nothing of the session is kept (names, variables' digests, bindings,
+  // threads). kUnavailable (the session killed) when the snapshot cannot be
+  // renewed; kInvalidArgument when not Recyclable().
   Status Recycle();
 
   // The names the session held after its last cell.
@@ -189,6 +193,11 @@ class LiveSession {
   // from Recycle): sends it `tag` with `payload`; its RUNNER frame is due.
   // The snapshot stays as it was when the frame cannot be written.
   Status PromoteSnapshot(protocol::Tag tag, std::string_view payload);
+  // Recycle's second way: kills the runner and RENEWs the snapshot.
+  Status RenewSnapshot();
+  // Settle after RENEW_IN_PLACE: the runner's RUNNER, or, when it exited
+  // instead, its snapshot renewed (unless a SNAPSHOT_REFRESHED came first).
+  Status SettleRenewal(protocol::Deadline deadline);
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
   // SNAPSHOT_REFRESHED: the runner forked a new snapshot of its state
@@ -216,6 +225,10 @@ class LiveSession {
   // before any cell) is fresh too.
   bool recycling_ = false;
   bool recycling_allowed_ = false;  // AllowRecycling
+  // Recycle() sent RENEW_IN_PLACE: the runner's RUNNER (no socket) is due.
+  bool renewing_in_place_ = false;
+  bool tools_given_ = false;  // a cell was given the host's tools
+  bool branched_ = false;     // Branch() forked a copy, which shares its keeper
   std::int64_t promoted_at_ns_ = 0;  // when the runner, a snapshot, was promoted
   // Rollback off, restored by Start() and no cell has run yet: the process
   // holds exactly the checkpoint it restored, so a killed first cell leaves

@@ -807,6 +807,7 @@ const char* TagName(Tag tag) {
     case Tag::kRetire: return "RETIRE";
     case Tag::kPromote: return "PROMOTE";
     case Tag::kRenew: return "RENEW";
+    case Tag::kRenewInPlace: return "RENEW_IN_PLACE";
     case Tag::kBranch: return "BRANCH";
     case Tag::kCheckpoint: return "CHECKPOINT";
     case Tag::kReady: return "READY";

@@ -59,7 +59,10 @@ namespace dolsot::protocol {
 //    (kRunCheckpointOwed, async): the checkpoint is written, the snapshot
 //    stays; kRunSnapshotOwed asks for the general path. RENEW promotes a
 //    snapshot that holds a new session, for a new session.
-inline constexpr std::uint32_t kProtocolVersion = 18;
+// 19: RENEW_IN_PLACE makes a runner whose snapshot holds a new session, and
+//    whose cells since were all proven, a new session itself: RUNNER (no
+//    socket) when it did, its exit when it cannot.
+inline constexpr std::uint32_t kProtocolVersion = 19;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
 // is a process running the user's code, so a frame's claimed length is
@@ -110,6 +113,8 @@ enum class Tag : std::uint32_t {
   kToolReply = 16,   // while a cell runs: {call id, ok, pickled value or error, sent at}
   kRenew = 17,       // to a snapshot that holds a new session (LiveSession::Recycle): its
                      // runner was killed with its session; run a new one's cells
+  kRenewInPlace = 18,  // to a runner whose snapshot holds a new session and whose cells
+                       // since were all proven: become a new session (RUNNER, or exit)
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it

@@ -28,6 +28,7 @@
 #include "backend_subprocess/hot_pages.h"
 #include "backend_subprocess/journal_replay.h"
 #include "backend_subprocess/post_cell_pacing.h"
+#include "backend_subprocess/pristine_state.h"
 #include "backend_subprocess/protocol.h"
 #include "backend_subprocess/run_frame.h"
 #include "backend_subprocess/session_keeper.h"
@@ -37,6 +38,7 @@
 #include "backend_subprocess/unsaveable_names.h"
 #include "embedded/cell_runner.h"
 #include "embedded/cell_tools.h"
+#include "embedded/pure_functions.h"
 #include "embedded/py_ref.h"
 #include "embedded/read_only_cell.h"
 
@@ -97,12 +99,17 @@ class SessionProcess {
   }
 
   [[noreturn]] void Serve(bool expect_load) {
-    if (expect_load) Load();
+    const bool fresh = !expect_load || Load();
     role_ = Role::kRunner;
     // A fresh runner shares every page with its snapshot: the faults a cell
     // takes are taken ahead, before the host's first RUN (a new session is
     // often opened ahead of it: spare_session.h).
-    if (settings_.snapshots && !Announce()) WarmUp();
+    if (settings_.snapshots && !Announce()) {
+      WarmUp();
+      // A new session as its first cell finds it: warmed up (the warm-up's
+      // source registered), the rest as its snapshot holds it.
+      if (fresh) pristine_.Note(globals_, builtins_, cells_run_);
+    }
     for (;;) {
       if (role_ == Role::kSnapshot) {
         WaitAsSnapshot();
@@ -156,7 +163,8 @@ class SessionProcess {
     }
   }
 
-  void Load() {
+  // Restores what LOAD carries; true when it carried nothing (a new session).
+  bool Load() {
     Frame frame = ReadOrExit();
     if (frame.tag != Tag::kLoad) Exit(2);
     std::vector<std::string> restored, failed;
@@ -180,6 +188,7 @@ class SessionProcess {
     PayloadWriter w;
     w.Strs(restored).Strs(failed).Str(error);
     Send(Tag::kReady, w.data());
+    return frame.payload.empty();
   }
 
   // Reaps the helper children (serializers, retired runners) that have exited.
@@ -207,6 +216,7 @@ class SessionProcess {
       pair->first.Reset();
       DropPreparedChannels();  // no other child may keep a snapshot's socket open
       helpers_.clear();
+      pristine_.Forget();  // its snapshot is to come, of a state cells made
       snapshot_pid_ = -1;  // the parent's, not ours
       pending_channel_.Reset();  // the parent writes it
       waiting_writer_pidfd_.Reset();  // the parent's to supersede, not ours
@@ -227,6 +237,9 @@ class SessionProcess {
   bool ForkSnapshot(UniqueFd socket) {
     pid_t previous = snapshot_pid_;
     snapshot_pid_ = -1;
+    // Any snapshot forked from here on holds what cells made, unless its
+    // caller notes otherwise (a new session's first: Serve, a renewal).
+    pristine_.Forget();
     if (socket) {
       pid_t runner = ::getpid();
       int pid = ForkDeferringPython();
@@ -344,7 +357,36 @@ class SessionProcess {
     }
     if (Announce()) return;  // the new snapshot
     WarmUp();
+    if (renew) pristine_.Note(globals_, builtins_, cells_run_);
     background_.Set(false);
+  }
+
+  // RENEW_IN_PLACE (LiveSession::Recycle): the host ended the session this
+  // runner serves, whose snapshot still holds a new session and whose every
+  // cell since was proven read-only or binding (PristineState holds what
+  // that snapshot holds). Its namespace, builtins and cell sources go back
+  // to those very objects; what the cell machinery kept of the ended session
+  // goes (proven functions, the host's variables, the checkpoint base and
+  // verdicts, a checkpoint channel still waiting for its writer), and the
+  // runner answers RUNNER, serving a new session with the same snapshot.
+  // No fork, no warm-up: the pages are this process's already. When it
+  // cannot (a module imported since, another thread alive, the tools'
+  // transport made), it exits, and the host renews the snapshot instead.
+  void RenewInPlace() {
+    if (!pristine_.held() || transport_ != nullptr || OtherPythonThreads() ||
+        !pristine_.Restore()) {
+      Exit(0);
+    }
+    PureFunctions::Clear();
+    variables_.Forget();
+    unsaveable_ = UnsaveableNames();
+    delta_base_.reset();
+    cells_run_ = pristine_.cells_run();
+    refresh_due_ = false;
+    pending_channel_.Reset();  // the ended session's checkpoint: the host gave it up
+    PayloadWriter w;
+    w.U32(static_cast<std::uint32_t>(::getpid()));
+    Send(Tag::kRunner, w.data());
   }
 
   // In a snapshot: SIGKILLs its runner (its parent, pinned by a pidfd) and,
@@ -430,12 +472,14 @@ class SessionProcess {
                                     may_delta && delta_base_ ? &*delta_base_ : nullptr);
   }
 
-  void CheckpointNow(bool may_delta) { SendCheckpointData(Serialize(may_delta)); }
+  void CheckpointNow(bool may_delta) {
+    if (!SendCheckpointData(socket_.get(), Serialize(may_delta)).ok()) Exit(0);  // the host is gone
+  }
 
-  // CHECKPOINT_DATA: the blob, sent from the pickles where they are (no
-  // copy of it is built), then the names, whether it is a delta (and
+  // CHECKPOINT_DATA on `fd`: the blob, sent from the pickles where they are
+  // (no copy of it is built), then the names, whether it is a delta (and
   // against what, keeping which names), then the blob's size.
-  void SendCheckpointData(const NamespacePieces& ns) {
+  Status SendCheckpointData(int fd, const NamespacePieces& ns) {
     PayloadWriter w;
     w.Strs(ns.saved).Strs(ns.dropped).U8(ns.delta ? 1 : 0);
     if (ns.delta) w.U64(ns.delta_of.size).U32(ns.delta_of.fingerprint).Strs(ns.kept);
@@ -445,9 +489,9 @@ class SessionProcess {
     if (fork_guard::InCellChild()) Exit(0);  // see RunCellFrame
     Status s;
     Py_BEGIN_ALLOW_THREADS
-    s = protocol::WriteFrameParts(socket_.get(), Tag::kCheckpointData, parts);
+    s = protocol::WriteFrameParts(fd, Tag::kCheckpointData, parts);
     Py_END_ALLOW_THREADS
-    if (!s.ok()) Exit(0);  // the host is gone
+    return s;
   }
 
   // Async checkpoint: a forked copy serializes this state and sends it on
@@ -623,6 +667,10 @@ class SessionProcess {
         return;
       case Tag::kCheckpoint:
         CheckpointNow(/*may_delta=*/false);  // eviction, a branch, the timer: whole
+        return;
+      case Tag::kRenewInPlace:
+        if (!frame.payload.empty()) Exit(2);
+        RenewInPlace();
         return;
       case Tag::kRetire:
         Exit(0);
@@ -855,7 +903,7 @@ class SessionProcess {
     int carried = 0;
     if (channel) fds[carried++] = channel->first.get();
     if (snapshot_host_end) fds[carried++] = snapshot_host_end.get();
-    if (checkpoint) SendCheckpointData(*checkpoint);
+    if (checkpoint && !SendCheckpointData(socket_.get(), *checkpoint).ok()) Exit(0);  // host gone
     Send(Tag::kResult, w.data(), fds[0], fds[1]);
     refresh_due_ = settings_.snapshots;
     if (keeps_snapshot) {
@@ -878,10 +926,27 @@ class SessionProcess {
   }
 
   // After a Result whose cell forks no snapshot: once the host has read it,
-  // forks the writer of this state's async checkpoint on `writer_channel`.
+  // writes this state's async checkpoint on `writer_channel`. A new
+  // session's state (its snapshot holds a new session, every cell since was
+  // proven: PristineState) is the few names its binding cells bound, whose
+  // values the host holds already under 1 MiB: serialized here, with no
+  // writer forked, when it comes to at most kInlineCheckpointBytes (the
+  // socket's buffer takes it whole) and no writer is running (the host reads
+  // each session's checkpoints in order). Any other is written by a child.
+  static constexpr std::size_t kInlineCheckpointBytes = 64 * 1024;
   void WriteCheckpointAside(UniqueFd writer_channel) {
     background_.Set(true);
     WaitHostRead(socket_.get());
+    if (pristine_.held() && !WriterRunning() && !pending_channel_) {
+      NamespacePieces ns = Serialize(/*may_delta=*/true);
+      if (ns.size <= kInlineCheckpointBytes) {
+        // A channel the host closed meanwhile (it gave the checkpoint up)
+        // fails here, as a writer's would: nothing else to do.
+        (void)SendCheckpointData(writer_channel.get(), ns);
+        background_.Set(false);
+        return;  // the channel closes here: the host has it all
+      }
+    }
     PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
     ForkCheckpointWriter(std::move(writer_channel));
     background_.Set(false);
@@ -921,6 +986,7 @@ class SessionProcess {
   std::vector<pid_t> helpers_;
   HotPages hot_;
   UnsaveableNames unsaveable_;       // async checkpoints: what a Result reports as dropped
+  PristineState pristine_;           // held while the snapshot holds a new session (RenewInPlace)
   // The base the store holds and its values' digests, as RUN last said:
   // checkpoints after a cell may be deltas against it. Forks inherit it,
   // which the host knows (it tells a promoted snapshot again).

@@ -79,6 +79,15 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
   if (!entry || PyDict_SetItem(cache, filename, entry.get()) < 0) PyErr_Clear();
 }
 
+CellSourceDicts RegisteredSourceDicts() {
+  CellRuntime* runtime = GetRuntime();
+  if (runtime == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return {runtime->pending_sources, LoadedLinecache(runtime)};
+}
+
 void RegisterCellSource(std::string_view filename, std::string_view code) {
   CellRuntime* runtime = GetRuntime();
   Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),

@@ -30,5 +30,13 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
 // Moves the waiting sources into linecache.cache if linecache is loaded
 // (before a traceback is formatted).
 void FlushPendingSources();
+// The dicts that hold the registered sources, after FlushPendingSources:
+// CellRuntime's waiting ones and, once linecache is loaded, linecache.cache
+// (else null). Borrowed; null when there is no runtime.
+struct CellSourceDicts {
+  PyObject* waiting = nullptr;
+  PyObject* linecache = nullptr;
+};
+CellSourceDicts RegisteredSourceDicts();
 
 }  // namespace dolsot

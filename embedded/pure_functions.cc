@@ -62,6 +62,10 @@ void PureFunctions::Register(PyObject* code, PyObject* reads) {
   kept->second = Py_NewRef(reads);
 }
 
+void PureFunctions::Clear() {
+  if (g_kept != nullptr) Forget();
+}
+
 PyObject* PureFunctions::Reads(PyObject* value, PyObject* globals, PyObject* builtins) {
   if (g_kept == nullptr || !Py_IS_TYPE(value, &PyFunction_Type)) return nullptr;
   auto* function = reinterpret_cast<PyFunctionObject*>(value);

@@ -28,6 +28,10 @@ class PureFunctions {
   // defaults (a mutable default would change under the proof's eyes).
   // Else nullptr. Never raises.
   static PyObject* Reads(PyObject* value, PyObject* globals, PyObject* builtins);
+
+  // Forgets every registered body (a runner made a new session again in
+  // place: the last session's functions are gone, and their code with them).
+  static void Clear();
 };
 
 }  // namespace dolsot

@@ -1,10 +1,13 @@
 """A reset session whose processes hold nothing but a new session's state is
-the next new session (LiveSession::Recycle, SpareSession::Give): its
-snapshot, forked before its first cell, is promoted for the next new session,
-as a pooled worker is handed back. Only then: a session whose snapshot any
-cell replaced (the general path, a rollback) ends whole on reset, and under a
-Sandbox no session's processes serve another's. The recycled session is as
-fresh as one opened on demand, and close leaves none of it.
+the next new session (LiveSession::Recycle, SpareSession::Give), as a pooled
+worker is handed back: its runner, every cell of which was proven, puts its
+namespace back to what its snapshot (forked before its first cell) holds and
+serves the next new session in place; where it cannot (or was given the
+host's tools), that snapshot is promoted instead. Only then: a session whose
+snapshot any cell replaced (the general path, a rollback) ends whole on
+reset, and under a Sandbox no session's processes serve another's. The
+recycled session is as fresh as one opened ahead, and close leaves none of
+it.
 
 Also here: a read-only or binding cell that owes the store a checkpoint (a
 new session's first) writes it without forking a new snapshot, and binding
@@ -12,6 +15,9 @@ cells that piled up more than the host keeps for a snapshot make the next
 cell fork one."""
 
 from __future__ import annotations
+
+import os
+import signal
 
 import pytest
 
@@ -61,7 +67,7 @@ def repl():
     r.close()
 
 
-def test_a_reset_session_that_held_a_new_session_s_state_is_the_next_new_session(repl):
+def test_a_reset_session_whose_cells_were_all_proven_serves_the_next_new_session_in_place(repl):
     warm = _runner_of(repl, "warm")  # the worker's first session; a spare follows
     assert repl._await_spare_for_testing(60)
     (spare,) = [r for r in runners(repl) if r != warm]
@@ -71,14 +77,65 @@ def test_a_reset_session_that_held_a_new_session_s_state_is_the_next_new_session
     keeper = parent_of(spare)
     assert repl._await_spare_for_testing(60)  # the one "a" asked for, ready
     repl.reset("a")
-    wait_until_gone(spare)
-    assert alive(a_snapshot)
     ok(repl, "c", "1")  # takes the ready spare; none is made while one waits recycled
-    assert _runner_of(repl, "b") == a_snapshot
-    assert alive(keeper) and parent_of(a_snapshot) == keeper  # "a"'s keeper, kept
+    # "a"'s runner, made new again with its namespace put back: its
+    # snapshot, its keeper and itself, no process made or ended.
+    assert _runner_of(repl, "b") == spare
+    assert alive(a_snapshot) and parent_of(a_snapshot) == spare
+    assert alive(keeper) and parent_of(spare) == keeper
     # Nothing of "a": its name, its cells.
     fresh = ok(repl, "b", "('x' in globals(), __import__('sys')._getframe().f_code.co_filename)")
     assert fresh.value == "(False, '<cell 2>')"
+
+
+def test_a_runner_gone_before_it_renewed_in_place_gives_way_to_its_snapshot(repl):
+    # RENEW_IN_PLACE's runner ends instead of answering (it could not put
+    # its namespace back; here it is killed first): the snapshot, which
+    # holds a new session, is renewed instead, still with no process made.
+    warm = _runner_of(repl, "warm")
+    assert repl._await_spare_for_testing(60)
+    (spare,) = [r for r in runners(repl) if r != warm]
+    ok(repl, "a", "x = 1")
+    (a_snapshot,) = runners(repl)[spare]
+    assert repl._await_spare_for_testing(60)
+    os.kill(spare, signal.SIGSTOP)  # it reads nothing more
+    repl.reset("a")
+    os.kill(spare, signal.SIGKILL)
+    ok(repl, "c", "1")  # the ready spare
+    assert _runner_of(repl, "b") == a_snapshot
+    wait_until_gone(spare)
+    assert ok(repl, "b", "'x' in globals()").value == "False"
+
+
+def test_a_session_given_the_host_s_tools_is_renewed_from_its_snapshot():
+    # The tools' transport stays with the runner that made it: such a
+    # session's runner ends on reset, and its snapshot serves the next one.
+    with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off",
+                     tools={"double": lambda v: v * 2}) as r:
+        warm = _runner_of(r, "warm")
+        assert r._await_spare_for_testing(60)
+        (spare,) = [p for p in runners(r) if p != warm]
+        assert ok(r, "a", "1 + 1").value == "2"  # read-only, with the tools bound
+        (a_snapshot,) = runners(r)[spare]
+        assert r._await_spare_for_testing(60)
+        r.reset("a")
+        ok(r, "c", "1")
+        assert _runner_of(r, "b") == a_snapshot
+        wait_until_gone(spare)
+        assert ok(r, "b", "double(21)").value == "42"  # bound again for its cells
+
+
+def test_a_session_renewed_in_place_keeps_nothing_of_the_last_one_s_variables():
+    with dolsot.Repl(store=MemoryStore(), typecheck=False) as r:
+        ok(r, "warm", "1")
+        for i in range(3):
+            first = r.run(f"s{i}", "n = len(ctx)", variables={"ctx": "secret" * (i + 1)})
+            assert first.ok, first.error
+            r.reset(f"s{i}")
+        got = ok(r, "next", "sorted(k for k in globals() if not k.startswith('__'))")
+        assert got.value == "[]"
+        again = r.run("next2", "len(ctx)", variables={"ctx": "abc"})
+        assert again.ok and again.value == "3", again.error
 
 
 def test_a_recycled_session_is_as_fresh_as_one_opened_on_demand():
@@ -177,15 +234,13 @@ def test_a_new_session_s_first_read_only_cell_is_checkpointed_and_keeps_its_snap
         (spare,) = [p for p in runners(r) if p != warm]
         (snapshot,) = runners(r)[spare]  # a spare ran no cell: no writer
         # "b" takes the spare. Nothing of it is stored: its first cell owes
-        # a checkpoint, which it writes (async: a writer forked after the
-        # Result) without forking a new snapshot.
+        # a checkpoint, which it writes without forking a new snapshot, nor
+        # (async) a writer: a new session's state is serialized in place.
         assert ok(r, "b", "2 + 2").value == "4"
         ok(r, "b", "3")  # served once whatever followed the first is done
         r.sessions()  # the saver's checkpoints on their way land
         assert store.load("b") is not None
-        assert alive(snapshot) and snapshot in children(spare)
-        if checkpoint == "sync":  # no writer: a new snapshot would be the other child
-            assert [p for p in children(spare) if alive(p)] == [snapshot]
+        assert [p for p in children(spare) if alive(p)] == [snapshot]
 
 
 def test_binding_cells_past_what_the_host_keeps_fork_a_new_snapshot():
