@@ -189,13 +189,14 @@ Status LiveSession::Recycle() {
                   "the session cannot be recycled: its snapshot is not a new session's");
   }
   // The runner itself, when no cell was given the host's tools (their
-  // transport stays with the process): RENEW_IN_PLACE, answered by RUNNER,
-  // read by Settle (SettleRenewal). Else, or when it cannot be asked, the
-  // snapshot is renewed.
+  // transport stays with the process): RENEW_IN_PLACE, which it does not
+  // answer. The next RUN follows it at once; a runner that cannot renew
+  // exits instead of reading it, and Run renews the snapshot then
+  // (RenewalRefused). Else, or when it cannot be asked, the snapshot is
+  // renewed now.
   if (!tools_given_ &&
       protocol::WriteFrame(runner_.socket.get(), Tag::kRenewInPlace, {}).ok()) {
     renewing_in_place_ = true;
-    runner_frame_due_ = true;
   } else {
     DOLSOT_RETURN_IF_ERROR(RenewSnapshot());
   }
@@ -209,6 +210,12 @@ Status LiveSession::Recycle() {
   pending_bindings_.Clear();
   restored_no_cell_ = false;
   return Status::Ok();
+}
+
+Status LiveSession::RenewalRefused() {
+  renewing_in_place_ = false;
+  renewal_refused_ = true;
+  return Status(ErrorCode::kUnavailable, "the session's runner could not renew in place");
 }
 
 Status LiveSession::RenewSnapshot() {
@@ -227,37 +234,6 @@ Status LiveSession::RenewSnapshot() {
   }
   recycling_ = true;
   return Status::Ok();
-}
-
-Status LiveSession::SettleRenewal(Deadline deadline) {
-  // Its answer, or its end: the snapshot it forked last may still hold a
-  // copy of its socket (until that one runs), so its end is seen at a pidfd.
-  UniqueFd pinned = runner_.process.Pin();
-  pollfd p[2] = {{runner_.socket.get(), POLLIN, 0}, {pinned.get(), POLLIN, 0}};
-  for (;;) {
-    int timeout_ms = -1;
-    if (deadline) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, 1 << 30));
-    }
-    int r = ::poll(p, pinned ? 2 : 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Status(ErrorCode::kTimeout, "the session's runner did not renew in time");
-    break;
-  }
-  StatusOr<Frame> frame = Status(ErrorCode::kUnavailable, "the session's runner exited");
-  if (p[0].revents != 0) frame = protocol::ReadFrame(runner_.socket.get(), deadline);
-  if (frame.ok() && frame->tag == Tag::kRunner) return AcceptRunner(*frame);
-  if (!frame.ok() && frame.status().code() == ErrorCode::kTimeout) return frame.status();
-  // It exited: it could not be made new (RenewInPlace). Its snapshot still
-  // can, unless the runner refreshed it first (a SNAPSHOT_REFRESHED read
-  // here: that one holds what its cells did), which ends the session.
-  if (frame.ok() || !fresh_snapshot_) {
-    Kill();
-    return Status(ErrorCode::kUnavailable, "the session could not be renewed");
-  }
-  DOLSOT_RETURN_IF_ERROR(RenewSnapshot());
-  return Settle(deadline, {});
 }
 
 Status LiveSession::PromoteSnapshot(Tag tag, std::string_view payload) {
@@ -282,12 +258,6 @@ Status LiveSession::AcceptRunner(Frame& frame) {
     if (runner_.process.namespace_pid() != pid) {
       return CorruptError("RUNNER names pid " + std::to_string(pid) + ", not the session's " +
                           std::to_string(runner_.process.namespace_pid()));
-    }
-    if (renewing_in_place_) {  // the same snapshot stays
-      if (frame.fd) return CorruptError("a runner renewed in place sent a snapshot's socket");
-      renewing_in_place_ = false;
-      runner_frame_due_ = false;
-      return Status::Ok();
     }
   } else {
     // A promoted snapshot, whose socket was attested from the start: the
@@ -331,6 +301,7 @@ StatusOr<Frame> LiveSession::ReadFromRunner(Deadline deadline) {
   for (;;) {
     auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
     if (!frame.ok()) return frame;
+    if (frame->tag != Tag::kSnapshotRefreshed) renewing_in_place_ = false;  // it renewed
     if (frame->tag == Tag::kRunner) {
       DOLSOT_RETURN_IF_ERROR(AcceptRunner(*frame));
     } else if (frame->tag == Tag::kSnapshotRefreshed) {
@@ -351,7 +322,6 @@ void LiveSession::ReadPendingRunner(Clock::time_point deadline) {
 
 Status LiveSession::Settle(Deadline deadline, const ChannelHandler&) {
   if (!runner_.socket) return Status(ErrorCode::kUnavailable, "the session has no runner");
-  if (renewing_in_place_) return SettleRenewal(deadline);
   if (runner_frame_due_) {
     auto frame = protocol::ReadFrame(runner_.socket.get(), deadline);
     if (!frame.ok()) return frame.status();
@@ -459,8 +429,26 @@ StatusOr<CellOutcome> LiveSession::Run(const CellRun& run, const ChannelHandler&
   }
   std::map<std::string, std::string> variables_after;
   Status sent = SendRun(run, &variables_after);
-  if (!sent.ok()) return RunnerDied(run, false, false, {});
-  auto outcome = AwaitResult(run, deadline, on_channel);
+  if (!sent.ok() && !renewing_in_place_) return RunnerDied(run, false, false, {});
+  StatusOr<CellOutcome> outcome =
+      sent.ok() ? AwaitResult(run, deadline, on_channel) : StatusOr<CellOutcome>(RenewalRefused());
+  if (renewal_refused_) {
+    renewal_refused_ = false;
+    // The runner ended before it read this RUN, which it was never to run
+    // (RenewInPlace): its snapshot, if it still holds a new session, runs
+    // it (not one an idle runner refreshed before it ended).
+    if (!fresh_snapshot_ || !RenewSnapshot().ok()) {
+      Kill();
+      CellOutcome lost;
+      lost.session_lost = true;
+      lost.result = Result::Failure(Outcome::kWorkerLost, kExitFailure,
+                                    "the session's processes were lost before the cell ran");
+      return lost;
+    }
+    sent = SendRun(run, &variables_after);
+    if (!sent.ok()) return RunnerDied(run, false, false, {});
+    outcome = AwaitResult(run, deadline, on_channel);
+  }
   // The session holds what was sent only if the cell completed (a rollback
   // restores the state from before it, cache included).
   if (outcome.ok() && !outcome->session_lost &&
@@ -512,6 +500,13 @@ StatusOr<CellOutcome> LiveSession::AwaitResult(const CellRun& run, Clock::time_p
       continue;
     }
     auto frame = protocol::ReadFrame(socket, deadline);
+    if (!frame.ok() && renewing_in_place_ && frame.status().code() != ErrorCode::kTimeout) {
+      return RenewalRefused();
+    }
+    // It answered: it renewed, and read this RUN. (A snapshot it refreshed
+    // while it idled before the renewal it sent first, and then it ends:
+    // that snapshot holds the last session's state, never the next one's.)
+    if (frame.ok() && frame->tag != Tag::kSnapshotRefreshed) renewing_in_place_ = false;
     if (!frame.ok()) {
       if (frame.status().code() == ErrorCode::kTimeout) return RunnerDied(run, true, false, output);
       return RunnerDied(run, false, false, output);

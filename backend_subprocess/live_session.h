@@ -150,12 +150,13 @@ class LiveSession {
   // a pooled worker back (issue #39). Its runner's cells were all proven
   // (Recyclable), so it differs from the snapshot only in what they bound:
   // RENEW_IN_PLACE asks it to put its namespace back to the snapshot's and
-  // serve a new session itself, with the same snapshot (no fork). When no
-  // cell was given the host's tools; else, or when the runner cannot
-  // (Settle then finds it gone), the runner and its group are SIGKILLed and
-  // the snapshot renewed: promoted with nothing to replay, it forks its own
-  // snapshot (still one a new session holds: recyclable again). Either way
-  // its RUNNER frame is read by Settle(), which Take calls. Host-side,
+  // serve a new session itself, with the same snapshot (no fork, no
+  // answer: the next RUN goes out at once). When no cell was given the
+  // host's tools; else, or when the runner cannot (Run then finds it gone
+  // before it answered), the runner and its group are SIGKILLed and the
+  // snapshot renewed: promoted with nothing to replay, it forks its own
+  // snapshot (still one a new session holds: recyclable again), and its
+  // RUNNER frame is read by Settle(), which Take calls. Host-side,
   // nothing of the session is kept (names, variables' digests, bindings,
   // threads). kUnavailable (the session killed) when the snapshot cannot be
   // renewed; kInvalidArgument when not Recyclable().
@@ -195,9 +196,10 @@ class LiveSession {
   Status PromoteSnapshot(protocol::Tag tag, std::string_view payload);
   // Recycle's second way: kills the runner and RENEWs the snapshot.
   Status RenewSnapshot();
-  // Settle after RENEW_IN_PLACE: the runner's RUNNER, or, when it exited
-  // instead, its snapshot renewed (unless a SNAPSHOT_REFRESHED came first).
-  Status SettleRenewal(protocol::Deadline deadline);
+  // After RENEW_IN_PLACE, the runner ended before it answered the RUN behind
+  // it: notes it (renewal_refused_: Run renews the snapshot and sends the
+  // RUN there) and says kUnavailable.
+  Status RenewalRefused();
   // A RUNNER frame: the runner's pid (attested) and its snapshot's socket.
   Status AcceptRunner(protocol::Frame& frame);
   // SNAPSHOT_REFRESHED: the runner forked a new snapshot of its state
@@ -225,8 +227,10 @@ class LiveSession {
   // before any cell) is fresh too.
   bool recycling_ = false;
   bool recycling_allowed_ = false;  // AllowRecycling
-  // Recycle() sent RENEW_IN_PLACE: the runner's RUNNER (no socket) is due.
+  // Recycle() sent RENEW_IN_PLACE and the runner has not answered anything
+  // since (it does not answer that frame; it ends when it cannot renew).
   bool renewing_in_place_ = false;
+  bool renewal_refused_ = false;  // RenewalRefused, for Run
   bool tools_given_ = false;  // a cell was given the host's tools
   bool branched_ = false;     // Branch() forked a copy, which shares its keeper
   std::int64_t promoted_at_ns_ = 0;  // when the runner, a snapshot, was promoted

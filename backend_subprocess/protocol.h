@@ -60,8 +60,8 @@ namespace dolsot::protocol {
 //    stays; kRunSnapshotOwed asks for the general path. RENEW promotes a
 //    snapshot that holds a new session, for a new session.
 // 19: RENEW_IN_PLACE makes a runner whose snapshot holds a new session, and
-//    whose cells since were all proven, a new session itself: RUNNER (no
-//    socket) when it did, its exit when it cannot.
+//    whose cells since were all proven, a new session itself (no answer;
+//    it exits, reading nothing more, when it cannot).
 inline constexpr std::uint32_t kProtocolVersion = 19;
 
 // The largest frame either end sends or accepts: 16 MiB. The peer of a host
@@ -114,7 +114,7 @@ enum class Tag : std::uint32_t {
   kRenew = 17,       // to a snapshot that holds a new session (LiveSession::Recycle): its
                      // runner was killed with its session; run a new one's cells
   kRenewInPlace = 18,  // to a runner whose snapshot holds a new session and whose cells
-                       // since were all proven: become a new session (RUNNER, or exit)
+                       // since were all proven: become a new session (no answer), or exit
   // session process -> host
   kReady = 20,            // after kLoad: restored and failed names
   kOutput = 21,           // a chunk of stdout, as the cell writes it

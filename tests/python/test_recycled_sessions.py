@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -86,6 +87,24 @@ def test_a_reset_session_whose_cells_were_all_proven_serves_the_next_new_session
     # Nothing of "a": its name, its cells.
     fresh = ok(repl, "b", "('x' in globals(), __import__('sys')._getframe().f_code.co_filename)")
     assert fresh.value == "(False, '<cell 2>')"
+
+
+def test_a_session_of_proven_cells_that_idled_is_still_made_new_in_place(repl):
+    # A runner refreshes its snapshot once idle a second (session_process.cc's
+    # RefreshWhenIdle), but not while that snapshot holds a new session: an
+    # agent's session that idled between its cells is handed back all the same.
+    warm = _runner_of(repl, "warm")
+    assert repl._await_spare_for_testing(60)
+    (spare,) = [r for r in runners(repl) if r != warm]
+    ok(repl, "a", "x = [1, 2]")
+    (a_snapshot,) = runners(repl)[spare]
+    time.sleep(1.5)  # the idle time under test, past the refresh's second
+    assert runners(repl)[spare] == [a_snapshot]
+    assert repl._await_spare_for_testing(60)
+    repl.reset("a")
+    ok(repl, "c", "1")
+    assert _runner_of(repl, "b") == spare
+    assert ok(repl, "b", "'x' in globals()").value == "False"
 
 
 def test_a_runner_gone_before_it_renewed_in_place_gives_way_to_its_snapshot(repl):
