@@ -12,7 +12,7 @@
 namespace dolsot {
 namespace {
 
-// How long a new session waits for a recycled session's RUNNER frame.
+// How long a new session waits for a renewed snapshot's RUNNER frame.
 constexpr std::chrono::seconds kRecycledPatience{1};
 
 // Whether a spare's runner is still there and has said nothing: it writes
@@ -66,10 +66,11 @@ void SpareSession::Want(const std::shared_ptr<WorkerProcess>& worker) {
 
 std::unique_ptr<LiveSession> SpareSession::Take(const WorkerProcess* worker,
                                                 protocol::Deadline deadline) {
-  // A recycled session, when no spare is ready: its RUNNER frame read here
-  // (the promoted snapshot forks its own first), then it is like any spare.
-  // A renewal slower than kRecycledPatience is given up: a new session of
-  // its own is the surer path then.
+  // A recycled session, when no spare is ready: settled here (a renewed
+  // snapshot's RUNNER frame read: it forks its own snapshot first; a runner
+  // renewing in place sends none), then it is like any spare. A renewal
+  // slower than kRecycledPatience is given up: a new session of its own is
+  // the surer path then.
   for (;;) {
     std::unique_ptr<LiveSession> recycled;
     {

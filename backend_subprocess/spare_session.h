@@ -84,11 +84,12 @@ class SpareSession {
   std::unique_ptr<LiveSession> Take(const WorkerProcess* worker, protocol::Deadline deadline);
 
   // Keeps `recycled`, a session just made new again (LiveSession::Recycle:
-  // its snapshot promoted, its RUNNER frame on the way), for a Take on its
-  // worker: a hand-over of processes that exist, not a fork. Holds
-  // kMaxRecycled, handed out oldest first (the one given last is still
-  // settling when a loop of short sessions asks for the next); another (or
-  // any once stopped) is ended here. While one is held, Want makes none.
+  // its runner renewing in place, or its snapshot promoted with its RUNNER
+  // frame on the way), for a Take on its worker: a hand-over of processes
+  // that exist, not a fork. Holds kMaxRecycled, handed out oldest first (the
+  // one given last is still settling when a loop of short sessions asks
+  // for the next); another (or any once stopped) is ended here. While one
+  // is held, Want makes none.
   void Give(std::unique_ptr<LiveSession> recycled);
   // Whether Give would keep one now (fewer than kMaxRecycled, not stopped).
   bool HasRoomForRecycled();

@@ -51,6 +51,13 @@ def alive(pid: int) -> bool:
         return False
 
 
+def started(pid: int) -> int:
+    """When `pid` started, in clock ticks since boot (/proc's starttime):
+    of two children of one process, the later one started no earlier."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
 def wait_until_gone(pid: int, seconds: float = 30.0) -> None:
     """Waits (on a pidfd, no polling loop) until `pid` has exited; fails after
     `seconds`. A pid already gone returns at once."""

@@ -24,7 +24,7 @@ import pytest
 
 import dolsot
 from dolsot.store import MemoryStore
-from process_tree import alive, children, descendants, wait_until_gone
+from process_tree import alive, children, descendants, started, wait_until_gone
 
 # What a cell can see of its session's freshness (as in test_spare_session).
 FRESHNESS = (
@@ -68,15 +68,22 @@ def repl():
     r.close()
 
 
-def test_a_reset_session_whose_cells_were_all_proven_serves_the_next_new_session_in_place(repl):
+def _a_on_the_spare(repl, *cells: str) -> tuple[int, int]:
+    """Runs `cells` in a new session "a", which takes the worker's spare;
+    returns its runner and snapshot, once the spare "a" asked for is ready."""
     warm = _runner_of(repl, "warm")  # the worker's first session; a spare follows
     assert repl._await_spare_for_testing(60)
     (spare,) = [r for r in runners(repl) if r != warm]
-    ok(repl, "a", "x = 41")  # takes the spare; a binding cell: the snapshot stays
-    ok(repl, "a", "x + 1")  # read-only
-    (a_snapshot,) = runners(repl)[spare]
+    for code in cells:
+        ok(repl, "a", code)
+    (a_snapshot,) = runners(repl)[spare]  # proven cells: the first snapshot stayed
+    assert repl._await_spare_for_testing(60)
+    return spare, a_snapshot
+
+
+def test_a_reset_session_whose_cells_were_all_proven_serves_the_next_new_session_in_place(repl):
+    spare, a_snapshot = _a_on_the_spare(repl, "x = 41", "x + 1")  # binding, read-only
     keeper = parent_of(spare)
-    assert repl._await_spare_for_testing(60)  # the one "a" asked for, ready
     repl.reset("a")
     ok(repl, "c", "1")  # takes the ready spare; none is made while one waits recycled
     # "a"'s runner, made new again with its namespace put back: its
@@ -93,14 +100,9 @@ def test_a_session_of_proven_cells_that_idled_is_still_made_new_in_place(repl):
     # A runner refreshes its snapshot once idle a second (session_process.cc's
     # RefreshWhenIdle), but not while that snapshot holds a new session: an
     # agent's session that idled between its cells is handed back all the same.
-    warm = _runner_of(repl, "warm")
-    assert repl._await_spare_for_testing(60)
-    (spare,) = [r for r in runners(repl) if r != warm]
-    ok(repl, "a", "x = [1, 2]")
-    (a_snapshot,) = runners(repl)[spare]
+    spare, a_snapshot = _a_on_the_spare(repl, "x = [1, 2]")
     time.sleep(1.5)  # the idle time under test, past the refresh's second
     assert runners(repl)[spare] == [a_snapshot]
-    assert repl._await_spare_for_testing(60)
     repl.reset("a")
     ok(repl, "c", "1")
     assert _runner_of(repl, "b") == spare
@@ -111,12 +113,7 @@ def test_a_runner_gone_before_it_renewed_in_place_gives_way_to_its_snapshot(repl
     # RENEW_IN_PLACE's runner ends instead of answering (it could not put
     # its namespace back; here it is killed first): the snapshot, which
     # holds a new session, is renewed instead, still with no process made.
-    warm = _runner_of(repl, "warm")
-    assert repl._await_spare_for_testing(60)
-    (spare,) = [r for r in runners(repl) if r != warm]
-    ok(repl, "a", "x = 1")
-    (a_snapshot,) = runners(repl)[spare]
-    assert repl._await_spare_for_testing(60)
+    spare, a_snapshot = _a_on_the_spare(repl, "x = 1")
     os.kill(spare, signal.SIGSTOP)  # it reads nothing more
     repl.reset("a")
     os.kill(spare, signal.SIGKILL)
@@ -131,17 +128,42 @@ def test_a_session_given_the_host_s_tools_is_renewed_from_its_snapshot():
     # session's runner ends on reset, and its snapshot serves the next one.
     with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off",
                      tools={"double": lambda v: v * 2}) as r:
-        warm = _runner_of(r, "warm")
-        assert r._await_spare_for_testing(60)
-        (spare,) = [p for p in runners(r) if p != warm]
-        assert ok(r, "a", "1 + 1").value == "2"  # read-only, with the tools bound
-        (a_snapshot,) = runners(r)[spare]
-        assert r._await_spare_for_testing(60)
+        spare, a_snapshot = _a_on_the_spare(r, "1 + 1")  # read-only, the tools bound
         r.reset("a")
         ok(r, "c", "1")
         assert _runner_of(r, "b") == a_snapshot
         wait_until_gone(spare)
         assert ok(r, "b", "double(21)").value == "42"  # bound again for its cells
+
+
+# What a general cell can see of what a session's processes kept: its
+# names, the builtins, the modules loaded, the cell sources tracebacks read,
+# the one container a new session holds, its cell's number.
+INTERPRETER = (
+    "(sorted(globals()), len(vars(__builtins__)), len(__import__('sys').modules),"
+    " sorted(k for k in __import__('linecache').cache if k.startswith('<')),"
+    " __annotations__, __import__('sys')._getframe().f_code.co_filename)"
+)
+
+
+@pytest.mark.parametrize("cells", [
+    ["x = 41", "x + 1"],
+    ["1/0"],                                     # a traceback formatted
+    ["undefined_name"],
+    ["y = [1, 2]", "y.append(3)", "print(y)"],   # a list changed in place
+    ["def f(a):\n    return a * 2", "f(3)"],    # a proven function registered
+    ["s = 'ab' * 3", "t = s.upper()", "sorted(set(t))"],
+])
+def test_a_session_made_new_after_proven_cells_shows_the_interpreter_of_one_opened_ahead(cells):
+    with dolsot.Repl(store=MemoryStore(), typecheck=False) as r:
+        ok(r, "warm", "1")
+        assert r._await_spare_for_testing(60)
+        ahead = ok(r, "ahead", INTERPRETER).value  # the spare, opened ahead
+        for i in range(3):
+            for code in cells:
+                r.run(f"s{i}", code)
+            r.reset(f"s{i}")
+            assert ok(r, f"probe{i}", INTERPRETER).value == ahead
 
 
 def test_a_session_renewed_in_place_keeps_nothing_of_the_last_one_s_variables():
@@ -266,7 +288,11 @@ def test_binding_cells_past_what_the_host_keeps_fork_a_new_snapshot():
     with dolsot.Repl(store=MemoryStore(), typecheck=False, checkpoint="off") as r:
         runner = _runner_of(r, "a")
         ok(r, "a", "1")  # served once the general cell's snapshot is forked
-        (snapshot,) = [p for p in children(runner) if alive(p)]
+        # That snapshot, and the one from before the general cell, killed by
+        # the runner once the new one existed, until it is gone.
+        *retired, snapshot = sorted((p for p in children(runner) if alive(p)), key=started)
+        for p in retired:
+            wait_until_gone(p)
         # Each binds ~200 KB of plain text: binding cells, the snapshot stays,
         # the host keeps their values for it, until past 1 MB.
         for i in range(5):
