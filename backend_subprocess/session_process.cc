@@ -37,6 +37,7 @@
 #include "backend_subprocess/tool_channel.h"
 #include "backend_subprocess/unsaveable_names.h"
 #include "embedded/cell_runner.h"
+#include "embedded/cell_sources.h"
 #include "embedded/cell_tools.h"
 #include "embedded/pure_functions.h"
 #include "embedded/py_ref.h"
@@ -106,8 +107,8 @@ class SessionProcess {
     // often opened ahead of it: spare_session.h).
     if (settings_.snapshots && !Announce()) {
       WarmUp();
-      // A new session as its first cell finds it: warmed up (the warm-up's
-      // source registered), the rest as its snapshot holds it.
+      // A new session as its first cell finds it: as its snapshot holds it
+      // (the warm-up leaves nothing a cell could see).
       if (fresh) pristine_.Note(globals_, builtins_, cells_run_);
     }
     for (;;) {
@@ -431,6 +432,7 @@ class SessionProcess {
     request.filename = "<dolsot warm-up>";
     request.hidden_names = aliases_;
     (void)RunCell(globals_, request);
+    ForgetCellSource(request.filename);  // no trace a cell could see
     // A session's first cell is proven (read_only_cell.h) before it runs:
     // the proof's own machinery (its parse, the glue's code and tables) is
     // shared with the worker until then, and its faults would land on that

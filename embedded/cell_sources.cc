@@ -79,6 +79,21 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
   if (!entry || PyDict_SetItem(cache, filename, entry.get()) < 0) PyErr_Clear();
 }
 
+void ForgetCellSource(std::string_view filename) {
+  CellRuntime* runtime = GetRuntime();
+  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
+                                "strict"));
+  if (runtime == nullptr || !name) {
+    PyErr_Clear();
+    return;
+  }
+  for (PyObject* cache : {runtime->pending_sources, LoadedLinecache(runtime)}) {
+    if (cache != nullptr && PyDict_Check(cache) && PyDict_DelItem(cache, name.get()) < 0) {
+      PyErr_Clear();  // not there
+    }
+  }
+}
+
 CellSourceDicts RegisteredSourceDicts() {
   CellRuntime* runtime = GetRuntime();
   if (runtime == nullptr) {

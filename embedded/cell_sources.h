@@ -30,6 +30,9 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
 // Moves the waiting sources into linecache.cache if linecache is loaded
 // (before a traceback is formatted).
 void FlushPendingSources();
+// Forgets the source registered for `filename`, waiting or in linecache
+// (a throwaway cell's: the warm-up leaves no trace a cell could see).
+void ForgetCellSource(std::string_view filename);
 // The dicts that hold the registered sources, after FlushPendingSources:
 // CellRuntime's waiting ones and, once linecache is loaded, linecache.cache
 // (else null). Borrowed; null when there is no runtime.
