@@ -220,6 +220,7 @@ class SessionProcess {
       pristine_.Forget();  // its snapshot is to come, of a state cells made
       snapshot_pid_ = -1;  // the parent's, not ours
       pending_channel_.Reset();  // the parent writes it
+      deferred_checkpoint_.Reset();
       waiting_writer_pidfd_.Reset();  // the parent's to supersede, not ours
       return true;
     }
@@ -250,6 +251,7 @@ class SessionProcess {
         socket_ = GuardedOrExit(std::move(socket));
         DropPreparedChannels();
         pending_channel_.Reset();  // the runner writes it
+        deferred_checkpoint_.Reset();
         helpers_.clear();
         // Pins the runner (our parent) so a promotion can make sure it is
         // gone before this process runs cells in its place.
@@ -528,6 +530,7 @@ class SessionProcess {
       tools_.AfterFork();
       socket_ = GuardedOrExit(std::move(channel));
       pending_channel_.Reset();
+      deferred_checkpoint_.Reset();
       waiting_writer_pidfd_.Reset();
       // The next snapshot's socket: if the writer kept it open, the host
       // would not see that snapshot die.
@@ -659,6 +662,7 @@ class SessionProcess {
   void RunNext() {
     ReapFinished();
     PrepareReplyChannels();
+    WriteDeferredCheckpoint();
     if (RefreshWhenIdle()) return;  // in the new snapshot: served as one from now on
     Frame frame = ReadOrExit();
     switch (frame.tag) {
@@ -928,31 +932,65 @@ class SessionProcess {
     }
   }
 
-  // After a Result whose cell forks no snapshot: once the host has read it,
-  // writes this state's async checkpoint on `writer_channel`. A new
-  // session's state (its snapshot holds a new session, every cell since was
-  // proven: PristineState) is the few names its binding cells bound, whose
-  // values the host holds already under 1 MiB: serialized here, with no
-  // writer forked, when it comes to at most kInlineCheckpointBytes (the
-  // socket's buffer takes it whole) and no writer is running (the host reads
-  // each session's checkpoints in order). Any other is written by a child.
-  static constexpr std::size_t kInlineCheckpointBytes = 64 * 1024;
+  // After a Result whose cell forks no snapshot: writes this state's async
+  // checkpoint on `writer_channel`, by a child forked once the host has read
+  // the Result. A new session's state (its snapshot holds a new session,
+  // every cell since was proven: PristineState) is the few names its
+  // binding cells bound, whose values the host holds already under 1 MiB:
+  // written by this process, with no fork, and not at once
+  // (WriteDeferredCheckpoint), unless a writer is running (the host reads
+  // each session's checkpoints in order).
   void WriteCheckpointAside(UniqueFd writer_channel) {
+    if (pristine_.held() && !WriterRunning() && !pending_channel_) {
+      deferred_checkpoint_ = std::move(writer_channel);
+      return;
+    }
     background_.Set(true);
     WaitHostRead(socket_.get());
-    if (pristine_.held() && !WriterRunning() && !pending_channel_) {
-      NamespacePieces ns = Serialize(/*may_delta=*/true);
-      if (ns.size <= kInlineCheckpointBytes) {
-        // A channel the host closed meanwhile (it gave the checkpoint up)
-        // fails here, as a writer's would: nothing else to do.
-        (void)SendCheckpointData(writer_channel.get(), ns);
-        background_.Set(false);
-        return;  // the channel closes here: the host has it all
-      }
-    }
     PreloadSerializers(globals_);  // the writer inherits dill (see checkpoint.h)
     ForkCheckpointWriter(std::move(writer_channel));
     background_.Set(false);
+  }
+
+  // The checkpoint WriteCheckpointAside left to this process, written before
+  // the host's next request is served, or once none has come for
+  // kDeferredCheckpointIdle; given up (its channel closed, which the host
+  // skips) when that request is RENEW_IN_PLACE: the session it was of has
+  // ended and its stored state is gone (a loop of one-cell sessions then
+  // serializes nothing). Serialized here when it comes to at most
+  // kInlineCheckpointBytes (the socket's buffer takes it whole, so the host
+  // never waits on this process), else by a writer.
+  static constexpr std::chrono::milliseconds kDeferredCheckpointIdle{2};
+  static constexpr std::size_t kInlineCheckpointBytes = 64 * 1024;
+  void WriteDeferredCheckpoint() {
+    if (!deferred_checkpoint_) return;
+    UniqueFd channel = std::move(deferred_checkpoint_);
+    Status idle;
+    Py_BEGIN_ALLOW_THREADS
+    idle = protocol::WaitReadable(socket_.get(),
+                                  std::chrono::steady_clock::now() + kDeferredCheckpointIdle);
+    Py_END_ALLOW_THREADS
+    if (idle.ok() && NextRequestIs(Tag::kRenewInPlace)) return;
+    NamespacePieces ns = Serialize(/*may_delta=*/true);
+    if (ns.size <= kInlineCheckpointBytes) {
+      // A channel the host closed meanwhile (it gave the checkpoint up)
+      // fails here, as a writer's would: nothing else to do.
+      (void)SendCheckpointData(channel.get(), ns);
+      return;  // the channel closes here: the host has it all
+    }
+    PreloadSerializers(globals_);
+    ForkCheckpointWriter(std::move(channel));
+  }
+
+  // Whether the frame waiting on the host's socket has `tag` (its first
+  // four bytes, peeked; false when fewer are there).
+  bool NextRequestIs(Tag tag) {
+    unsigned char head[4];
+    const ssize_t got = ::recv(socket_.get(), head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    if (got != static_cast<ssize_t>(sizeof head)) return false;
+    const std::uint32_t peeked = std::uint32_t{head[0]} | std::uint32_t{head[1]} << 8 |
+                                 std::uint32_t{head[2]} << 16 | std::uint32_t{head[3]} << 24;
+    return peeked == static_cast<std::uint32_t>(tag);
   }
 
 
@@ -999,6 +1037,7 @@ class SessionProcess {
   bool refresh_due_ = false;         // a cell ran since the snapshot was last refreshed
   bool python_deferred_ = false;     // a snapshot before FinishDeferredFork (engine_fork.h)
   UniqueFd pending_channel_;         // the newest channel while a writer runs
+  UniqueFd deferred_checkpoint_;     // WriteCheckpointAside's, for WriteDeferredCheckpoint
   UniqueFd writer_pidfd_;            // the last writer started (inherited)
   UniqueFd waiting_writer_pidfd_;    // rollback off: the newest, waiting for it
   // Made by PrepareReplyChannels, used by the next Result.
