@@ -8,11 +8,11 @@
 // hold, which the namespace holds alone), so the runner then differs from
 // its snapshot, which holds exactly a new session, only in its namespace;
 // and in what the cell machinery keeps across cells: the cell sources
-// (cell_sources.h), which Restore puts back with the namespace and the
-// builtins (the very objects they held, in their order), and what the runner
-// forgets itself (proven functions, host variables). Restore refuses when
-// the interpreter shows more than that changed (a module imported since):
-// then the snapshot is renewed instead.
+// (cell_sources.h), which Restore puts back with the namespace (the very
+// objects they held, in their order), and what the runner forgets itself
+// (proven functions, host variables). Restore refuses when the interpreter
+// shows more than that changed (a module imported since, the builtins
+// changed): then the snapshot is renewed instead.
 //
 // Not under a Sandbox (the host never asks there): each session's keeper
 // holds walls of its own, and a process one session's cells ran in never
@@ -36,13 +36,14 @@ class PristineState {
   PristineState(const PristineState&) = delete;
   PristineState& operator=(const PristineState&) = delete;
 
-  // Notes `globals` and `builtins` (dicts) as they are now, with the cell
-  // sources registered (cell_sources.h) and `cells_run`: the state of the
-  // snapshot just forked, which holds a new session. Holds nothing (no
-  // renewal in place) without memory to copy them, or when one of them
-  // holds a mutable container that is not empty (`__annotations__` is one,
-  // empty: Restore checks it still is, where a copy of a fuller one would
-  // not show what changed inside its items).
+  // Notes `globals` (a dict) as it is now, with the cell sources registered
+  // (cell_sources.h), `cells_run`, and which objects `builtins` (a dict)
+  // binds (a fingerprint: no reference taken, no page of theirs written):
+  // the state of the snapshot just forked, which holds a new session.
+  // Holds nothing (no renewal in place) without memory to copy them, or
+  // when one of those dicts holds a mutable container that is not empty
+  // (`__annotations__` is one, empty: Restore checks it still is, where a
+  // copy of a fuller one would not show what changed inside its items).
   void Note(PyObject* globals, PyObject* builtins, std::uint64_t cells_run);
   // The snapshot no longer holds a new session, or a cell took the general
   // path: nothing is held.
@@ -50,13 +51,13 @@ class PristineState {
   bool held() const { return !dicts_.empty(); }
   std::uint64_t cells_run() const { return cells_run_; }
 
-  // Puts every dict Note saw back as it was: the same objects under the
-  // same names in the same order, every other name gone. False when
-  // nothing is held, or when the interpreter changed past them (sys.modules
-  // holds another count of modules, a container Note saw empty is not):
-  // nothing is changed then; or when putting back fails (no memory: they
-  // may be half put back, and the caller serves nothing more from them).
-  // Never raises.
+  // Puts the namespace and the cell sources' dicts back as Note saw them:
+  // the same objects under the same names in the same order, every other
+  // name gone. False when nothing is held, or when the interpreter changed
+  // past them (sys.modules holds another count of modules, the builtins
+  // bind other objects, a container Note saw empty is not): nothing is
+  // changed then; or when putting back fails (no memory: they may be half
+  // put back, and the caller serves nothing more from them). Never raises.
   bool Restore();
 
  private:
@@ -64,8 +65,10 @@ class PristineState {
     Ref dict;  // the dict itself (held: linecache.cache may be replaced)
     Ref copy;  // and a copy as Note saw it (its values, not copies of them)
   };
-  std::vector<Noted> dicts_;  // the namespace, the builtins, the cell sources'
+  std::vector<Noted> dicts_;  // the namespace, the cell sources'
   std::vector<Ref> empty_;    // the mutable containers they held, empty then
+  Ref builtins_;              // the builtins' dict
+  std::uint64_t builtins_fingerprint_ = 0;
   Py_ssize_t modules_ = -1;   // len(sys.modules)
   std::uint64_t cells_run_ = 0;
 };

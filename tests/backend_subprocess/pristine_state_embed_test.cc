@@ -67,21 +67,40 @@ TEST_F(PristineStateTest, PutsBackNamesBoundChangedAndReboundInTheirOrder) {
   EXPECT_EQ(Listing(), before);
 }
 
-TEST_F(PristineStateTest, PutsBackTheBuiltinsAndTheCellSources) {
+TEST_F(PristineStateTest, PutsBackTheCellSources) {
   PristineState pristine;
   RegisterCellSource("<cell 1>", "kept = 1\n");
   pristine.Note(ns_.ptr(), builtins_.ptr(), 1);
   ASSERT_TRUE(pristine.held());
-  py::object len = builtins_["len"];
-  builtins_["a_host_tool"] = py::int_(3);  // the host's tools are bound as builtins
-  builtins_["len"] = py::int_(4);
   RegisterCellSource("<cell 2>", "gone = 2\n");
   RegisterCellSource("<cell 1>", "replaced = 1\n");
   ASSERT_TRUE(pristine.Restore());
-  EXPECT_FALSE(builtins_.contains("a_host_tool"));
-  EXPECT_TRUE(py::object(builtins_["len"]).is(len));
   EXPECT_FALSE(RegisteredCellSource("<cell 2>").has_value());
   EXPECT_EQ(RegisteredCellSource("<cell 1>").value_or(""), "kept = 1\n");
+}
+
+TEST_F(PristineStateTest, RefusesWhenTheBuiltinsBindOtherObjects) {
+  py::object len = builtins_["len"];
+  for (const char* change : {"added", "rebound"}) {
+    PristineState pristine;
+    pristine.Note(ns_.ptr(), builtins_.ptr(), 0);
+    ASSERT_TRUE(pristine.held());
+    Cell("x = 1\n");
+    if (std::string(change) == "added") {
+      builtins_["a_host_tool"] = py::int_(3);  // the host's tools are bound as builtins
+    } else {
+      builtins_["len"] = py::int_(4);
+    }
+    EXPECT_FALSE(pristine.Restore()) << change;
+    EXPECT_TRUE(ns_.contains("x")) << change;  // refused before anything changed
+    if (std::string(change) == "added") {
+      builtins_.attr("pop")("a_host_tool");
+    } else {
+      builtins_["len"] = len;
+    }
+    EXPECT_TRUE(pristine.Restore()) << change;  // as they were: the same objects
+    EXPECT_FALSE(ns_.contains("x")) << change;
+  }
 }
 
 TEST_F(PristineStateTest, RefusesWhenAModuleWasImportedOrAnEmptyContainerFilled) {
