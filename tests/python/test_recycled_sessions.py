@@ -276,12 +276,21 @@ def test_a_new_session_s_first_read_only_cell_is_checkpointed_and_keeps_its_snap
         (snapshot,) = runners(r)[spare]  # a spare ran no cell: no writer
         # "b" takes the spare. Nothing of it is stored: its first cell owes
         # a checkpoint, which it writes without forking a new snapshot, nor
-        # (async) a writer: a new session's state is serialized in place.
+        # (async) a writer: a new session's state is serialized in place,
+        # once its runner has idled a moment (nothing else is asked here).
         assert ok(r, "b", "2 + 2").value == "4"
-        ok(r, "b", "3")  # served once whatever followed the first is done
         r.sessions()  # the saver's checkpoints on their way land
         assert store.load("b") is not None
+        ok(r, "b", "3")
         assert [p for p in children(spare) if alive(p)] == [snapshot]
+        # A first binding cell's, written before the cell right after it
+        # runs: the state the store gets is the one after the first.
+        ok(r, "c", "x = 5")
+        ok(r, "c", "x = x + 1")
+        r.sessions()
+    with dolsot.Repl(store=store, typecheck=False) as again:
+        assert ok(again, "c", "x").value == "6"
+        assert ok(again, "b", "'x' in globals()").value == "False"
 
 
 def test_binding_cells_past_what_the_host_keeps_fork_a_new_snapshot():
