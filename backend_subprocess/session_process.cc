@@ -958,8 +958,8 @@ class SessionProcess {
   // skips) when that request is RENEW_IN_PLACE: the session it was of has
   // ended and its stored state is gone (a loop of one-cell sessions then
   // serializes nothing). Serialized here when it comes to at most
-  // kInlineCheckpointBytes (the socket's buffer takes it whole, so the host
-  // never waits on this process), else by a writer.
+  // kInlineCheckpointBytes (the socket's buffer takes it whole, so this
+  // process never waits for the host's saver to read), else by a writer.
   static constexpr std::chrono::milliseconds kDeferredCheckpointIdle{2};
   static constexpr std::size_t kInlineCheckpointBytes = 64 * 1024;
   void WriteDeferredCheckpoint() {
@@ -992,7 +992,6 @@ class SessionProcess {
                                  std::uint32_t{head[2]} << 16 | std::uint32_t{head[3]} << 24;
     return peeked == static_cast<std::uint32_t>(tag);
   }
-
 
   // Binds this cell's tools (as builtins: this process holds one session)
   // and variables (host_variables.h). Needs the GIL.
