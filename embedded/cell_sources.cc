@@ -59,6 +59,19 @@ std::optional<std::string> SourceOf(CellRuntime* runtime, PyObject* filename) {
   return source;
 }
 
+// This interpreter's runtime and `filename` as a str; false (the error
+// cleared) when either cannot be had.
+bool RuntimeAndName(std::string_view filename, CellRuntime** runtime, Ref* name) {
+  *runtime = GetRuntime();
+  name->reset(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
+                                   "strict"));
+  if (*runtime == nullptr || !*name) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void FlushPendingSources() {
@@ -80,13 +93,9 @@ void RegisterSource(CellRuntime* runtime, PyObject* filename, std::string_view c
 }
 
 void ForgetCellSource(std::string_view filename) {
-  CellRuntime* runtime = GetRuntime();
-  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
-                                "strict"));
-  if (runtime == nullptr || !name) {
-    PyErr_Clear();
-    return;
-  }
+  CellRuntime* runtime = nullptr;
+  Ref name;
+  if (!RuntimeAndName(filename, &runtime, &name)) return;
   for (PyObject* cache : {runtime->pending_sources, LoadedLinecache(runtime)}) {
     if (cache != nullptr && PyDict_Check(cache) && PyDict_DelItem(cache, name.get()) < 0) {
       PyErr_Clear();  // not there
@@ -104,24 +113,16 @@ CellSourceDicts RegisteredSourceDicts() {
 }
 
 void RegisterCellSource(std::string_view filename, std::string_view code) {
-  CellRuntime* runtime = GetRuntime();
-  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
-                                "strict"));
-  if (runtime == nullptr || !name) {
-    PyErr_Clear();
-    return;
-  }
+  CellRuntime* runtime = nullptr;
+  Ref name;
+  if (!RuntimeAndName(filename, &runtime, &name)) return;
   RegisterSource(runtime, name.get(), code);
 }
 
 std::optional<std::string> RegisteredCellSource(std::string_view filename) {
-  CellRuntime* runtime = GetRuntime();
-  Ref name(PyUnicode_DecodeUTF8(filename.data(), static_cast<Py_ssize_t>(filename.size()),
-                                "strict"));
-  if (runtime == nullptr || !name) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
+  CellRuntime* runtime = nullptr;
+  Ref name;
+  if (!RuntimeAndName(filename, &runtime, &name)) return std::nullopt;
   return SourceOf(runtime, name.get());
 }
 
