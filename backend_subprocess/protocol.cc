@@ -173,6 +173,16 @@ bool Readable(int fd) {
   return r > 0;
 }
 
+std::optional<Tag> PeekTag(int fd) {
+  char tag[4];
+  ssize_t got;
+  do {
+    got = ::recv(fd, tag, sizeof tag, MSG_PEEK | MSG_DONTWAIT);
+  } while (got < 0 && errno == EINTR);
+  if (got != static_cast<ssize_t>(sizeof tag)) return std::nullopt;
+  return static_cast<Tag>(GetLe32(tag));
+}
+
 Status WaitReadable(int fd, Deadline deadline) {
   for (;;) {
     int timeout_ms = -1;

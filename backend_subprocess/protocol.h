@@ -283,6 +283,10 @@ Status WaitReadable(int fd, Deadline deadline);
 // Whether `fd` is readable (or hung up) right now, without waiting.
 bool Readable(int fd);
 
+// The tag of the frame waiting on the socket `fd`, peeked (nothing is
+// read); nullopt when no whole tag is there yet, or the peer hung up.
+std::optional<Tag> PeekTag(int fd);
+
 // Makes the kernel attest the writer of everything read from `socket` from
 // now on (SO_PASSCRED): Frame::sender. Bytes queued before the call carry
 // no attestation.

@@ -377,10 +377,7 @@ class SessionProcess {
   // since, another thread alive, the tools' transport made), it exits
   // before reading anything more, and the host renews the snapshot instead.
   void RenewInPlace() {
-    if (!pristine_.held() || transport_ != nullptr || OtherPythonThreads() ||
-        !pristine_.Restore()) {
-      Exit(0);
-    }
+    if (transport_ != nullptr || OtherPythonThreads() || !pristine_.Restore()) Exit(0);
     PureFunctions::Clear();
     variables_.Forget();
     unsaveable_ = UnsaveableNames();
@@ -970,7 +967,7 @@ class SessionProcess {
     idle = protocol::WaitReadable(socket_.get(),
                                   std::chrono::steady_clock::now() + kDeferredCheckpointIdle);
     Py_END_ALLOW_THREADS
-    if (idle.ok() && NextRequestIs(Tag::kRenewInPlace)) return;
+    if (idle.ok() && protocol::PeekTag(socket_.get()) == Tag::kRenewInPlace) return;
     NamespacePieces ns = Serialize(/*may_delta=*/true);
     if (ns.size <= kInlineCheckpointBytes) {
       // A channel the host closed meanwhile (it gave the checkpoint up)
@@ -980,17 +977,6 @@ class SessionProcess {
     }
     PreloadSerializers(globals_);
     ForkCheckpointWriter(std::move(channel));
-  }
-
-  // Whether the frame waiting on the host's socket has `tag` (its first
-  // four bytes, peeked; false when fewer are there).
-  bool NextRequestIs(Tag tag) {
-    unsigned char head[4];
-    const ssize_t got = ::recv(socket_.get(), head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
-    if (got != static_cast<ssize_t>(sizeof head)) return false;
-    const std::uint32_t peeked = std::uint32_t{head[0]} | std::uint32_t{head[1]} << 8 |
-                                 std::uint32_t{head[2]} << 16 | std::uint32_t{head[3]} << 24;
-    return peeked == static_cast<std::uint32_t>(tag);
   }
 
   // Binds this cell's tools (as builtins: this process holds one session)

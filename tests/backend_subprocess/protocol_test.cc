@@ -239,6 +239,21 @@ TEST(Protocol, TruncatedPayloadIsCorruptAndNamesTheFrame) {
   EXPECT_NE(frame.status().message().find("10 of 100"), std::string::npos);
 }
 
+TEST(Protocol, PeekTagNamesTheWaitingFrameAndReadsNothing) {
+  auto [a, b] = Pair();
+  EXPECT_EQ(PeekTag(b.get()), std::nullopt);  // nothing there yet
+  RawWrite(a.get(), std::string("\x12\x00", 2));
+  EXPECT_EQ(PeekTag(b.get()), std::nullopt);  // not a whole tag
+  RawWrite(a.get(), std::string("\x00\x00", 2) + std::string(4, '\0'));
+  EXPECT_EQ(PeekTag(b.get()), Tag::kRenewInPlace);
+  EXPECT_EQ(PeekTag(b.get()), Tag::kRenewInPlace);  // still there
+  auto frame = ReadFrame(b.get());
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->tag, Tag::kRenewInPlace);
+  a.Reset();
+  EXPECT_EQ(PeekTag(b.get()), std::nullopt);  // hung up
+}
+
 TEST(Protocol, OversizedLengthIsRejectedBeforeAllocating) {
   for (std::uint32_t claimed : {kMaxFrameBytes + 1, 0x7fffffffu, 0xffffffffu}) {
     auto [a, b] = Pair();
